@@ -1,0 +1,48 @@
+# meanfield: set-up-free entry points.  `make demo` and `make test` build .venv themselves.
+SHELL := /bin/bash
+VENV  := .venv
+PY    := $(VENV)/bin/python
+NP    ?= 2
+
+# A Python >= 3.12: python3.12/python3.13/python3 on PATH if they run and are new enough,
+# else the newest 3.12+ that pyenv installed.  (pyenv shims exit non-zero when the version
+# is not selected, so each candidate is run, not just looked up.)
+find_python = $(shell \
+  for c in python3.13 python3.12 python3; do \
+    p=$$(command -v $$c 2>/dev/null) && $$p -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null && { echo $$p; exit 0; }; \
+  done; \
+  root=$$(pyenv root 2>/dev/null || echo $$HOME/.pyenv); \
+  for p in $$(ls -d $$root/versions/3.1[2-9]*/bin/python 2>/dev/null | sort -rV); do \
+    $$p -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null && { echo $$p; exit 0; }; \
+  done)
+
+.PHONY: demo test test-serial test-mpi venv bench clean
+
+$(VENV)/.installed: pyproject.toml
+	@base="$(find_python)"; \
+	if [ -z "$$base" ]; then echo "error: no Python >= 3.12 found (PATH or pyenv)" >&2; exit 1; fi; \
+	echo "building $(VENV) with $$base"; \
+	[ -x $(PY) ] || $$base -m venv $(VENV); \
+	$(PY) -m pip install -q --upgrade pip; \
+	if $(PY) -c 'import dolfinx' 2>/dev/null; then extra=test; else extra=test,fem; fi; \
+	$(PY) -m pip install -q -e ".[$$extra]"
+	@touch $@
+
+venv: $(VENV)/.installed
+
+demo: venv
+	$(VENV)/bin/mpirun -n $(NP) $(VENV)/bin/meanfield run --example s2-clustering
+
+test: test-serial test-mpi
+
+test-serial: venv
+	$(PY) -m pytest tests
+
+test-mpi: venv
+	$(VENV)/bin/mpirun -n $(NP) $(PY) -m pytest -m mpi -p no:cacheprovider -q tests
+
+bench: venv
+	@for f in benchmarks/bench_*.py; do echo "== $$f"; $(PY) $$f; done
+
+clean:
+	rm -rf $(VENV) .pytest_cache

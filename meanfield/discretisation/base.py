@@ -1,0 +1,129 @@
+"""The interface between a spatial scheme and the time stepper and run driver.
+
+A scheme owns the distributed mesh and its degrees of freedom; its *state* is the numpy
+array of this rank's owned degrees of freedom.  The time stepper only needs
+:meth:`SpatialScheme.rate` (the semi-discrete right-hand side and the stability bound) and
+:meth:`SpatialScheme.postprocess` (a limiter, or nothing); the run driver reads densities,
+the discrete measure and output functions through the rest.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Callable
+
+import numpy as np
+
+from .geometry import MeshGeometry
+
+#: A velocity field of a discrete measure: (targets, source points, source weights) -> X.
+VelocityField = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
+
+
+class InitialDataError(ValueError):
+    """Initial data that is negative, not finite or not normalisable."""
+
+
+class StabilityError(RuntimeError):
+    """The time step violates the scheme's stability (CFL) bound."""
+
+
+class SpatialScheme(ABC):
+    """A semi-discretisation of ``d_t rho + div(rho X[rho]) = 0`` on a sphere mesh.
+
+    Parameters
+    ----------
+    msh
+        Distributed dolfinx mesh (see :func:`meanfield.mesh.distribute`).
+    velocity
+        The velocity field of the discrete measure.
+    """
+
+    #: Name used in configs and metadata.
+    name: str = ""
+
+    def __init__(self, msh, geometry: MeshGeometry, velocity: VelocityField) -> None:
+        self.msh = msh
+        self.comm = msh.comm
+        self.geometry = geometry
+        self.velocity = velocity
+
+    @property
+    def d(self) -> int:
+        return self.geometry.d
+
+    @abstractmethod
+    def initial_state(self, density: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+        """Project a density (points -> values) onto the scheme, normalised to mass 1.
+
+        Raises :class:`InitialDataError` for negative, non-finite or zero-mass data.
+        """
+
+    @abstractmethod
+    def rate(self, state: np.ndarray) -> tuple[np.ndarray, float]:
+        """Semi-discrete right-hand side and the forward-Euler stability bound.
+
+        Returns
+        -------
+        dstate
+            d(state)/dt, same shape as ``state``.
+        max_rate
+            Global bound r such that a forward-Euler step of size dt <= 1/r keeps the
+            density non-negative.
+        """
+
+    def postprocess(self, state: np.ndarray) -> np.ndarray:
+        """Applied after every Runge-Kutta stage (a limiter); the identity by default."""
+        return state
+
+    @abstractmethod
+    def cell_averages(self, state: np.ndarray) -> np.ndarray:
+        """Owned cell averages of the density, (num_owned,)."""
+
+    @abstractmethod
+    def measure(self, state: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The discrete measure of this rank: points (n, d) on the sphere and masses (n,)."""
+
+    @abstractmethod
+    def output_function(self, state: np.ndarray):
+        """A dolfinx Function holding the density, for ParaView output."""
+
+    def locate(self, owned_cell: int) -> str:
+        """Human-readable location of an owned cell (for error messages)."""
+        c = self.geometry.centroid[owned_cell]
+        return f"cell {int(self.geometry.original_index[owned_cell])} at x = {np.round(c, 4).tolist()}"
+
+    def mass(self, state: np.ndarray) -> float:
+        """Total mass over all ranks."""
+        return float(self.comm.allreduce(self.measure(state)[1].sum()))
+
+
+def normalised_cell_averages(comm, density, vertices: np.ndarray, measure: np.ndarray) -> np.ndarray:
+    """Cell averages of a density over this rank's cells, checked and normalised to mass 1.
+
+    Parameters
+    ----------
+    comm
+        Communicator over which the cells are distributed (owned cells only are passed).
+    density
+        Function of points (n, d) -> values (n,).
+    vertices, measure
+        Owned cells' vertices and measures.
+    """
+    from .quadrature import cell_averages, cell_quadrature_points
+
+    values, averages = cell_averages(density, vertices)
+    bad = ~np.isfinite(values) | (values < 0)
+    first = np.argwhere(bad)
+    local = None
+    if len(first):
+        c, q = first[0]
+        x = cell_quadrature_points(vertices[c : c + 1])[0][0, q]
+        local = f"initial: density is {values[c, q]!r} at x = {np.round(x, 4).tolist()}: it must be finite and >= 0"
+    errors = [e for e in comm.allgather(local) if e is not None]
+    if errors:
+        raise InitialDataError(errors[0])
+    mass = comm.allreduce(float(averages @ measure))
+    if not mass > 0:
+        raise InitialDataError(f"initial: density has total mass {mass!r}; it cannot be normalised")
+    return averages / mass

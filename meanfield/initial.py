@@ -1,0 +1,179 @@
+"""Initial densities on S^{d-1}: pure functions of Cartesian points, no mesh.
+
+Kinds (the ``[initial]`` config section):
+
+``uniform``
+    1 / |S^{d-1}|.
+``vmf``
+    Mixture of von Mises-Fisher densities ``sum_k w_k C_d(kappa_k) exp(kappa_k <mu_k, x>)``
+    with keys ``centers`` (list of d-vectors, normalised), ``kappas`` (>= 0) and ``weights``
+    (>= 0, default equal; normalised to sum 1).
+``harmonic``
+    ``1/|S^{d-1}| + amplitude * Y(x)`` with an orthonormal real harmonic Y: on S^2 the real
+    spherical harmonic of ``degree`` l and ``order`` m (``sqrt 2 Re Y_l^m`` for m > 0,
+    ``sqrt 2 Im Y_l^|m|`` for m < 0); on S^1 ``cos(k (theta - phase)) / sqrt(pi)`` with
+    k = ``degree``.
+``expression``
+    A safe expression in x, y, z (see :mod:`meanfield.expression`), e.g. ``"1 + 0.5*z"``.
+
+The PDE integrates these into cell averages and normalises them to mass 1; the particle
+sampler draws from them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from math import gamma, pi
+from typing import Callable
+
+import numpy as np
+from scipy import special
+
+from .expression import ExpressionError, compile_expression
+
+KINDS: tuple[str, ...] = ("uniform", "vmf", "harmonic", "expression")
+PARAMETERS: dict[str, tuple[str, ...]] = {
+    "uniform": (),
+    "vmf": ("centers", "kappas", "weights"),
+    "harmonic": ("degree", "order", "amplitude", "phase"),
+    "expression": ("expression",),
+}
+
+
+class InitialDensityError(ValueError):
+    """Invalid initial-density parameters or data; the message names the field."""
+
+
+def sphere_area(d: int) -> float:
+    """|S^{d-1}| = 2 pi^{d/2} / Gamma(d/2)."""
+    return 2.0 * pi ** (d / 2) / gamma(d / 2)
+
+
+def vmf_density(points: np.ndarray, center: np.ndarray, kappa: float) -> np.ndarray:
+    """Normalised von Mises-Fisher density on S^{d-1}, overflow-safe for large kappa."""
+    d = points.shape[1]
+    if kappa == 0:
+        return np.full(len(points), 1.0 / sphere_area(d))
+    nu = d / 2 - 1
+    log_c = nu * np.log(kappa) - (d / 2) * np.log(2 * pi) - np.log(special.ive(nu, kappa))
+    return np.exp(log_c + kappa * (points @ center - 1.0))
+
+
+def real_harmonic(points: np.ndarray, degree: int, order: int = 0, phase: float = 0.0) -> np.ndarray:
+    """Orthonormal real harmonic at points on S^1 (d = 2) or S^2 (d = 3).
+
+    S^2: ``Y_lm`` with l = degree, m = order (see module docstring); S^1:
+    ``cos(k (theta - phase)) / sqrt(pi)`` for k = degree >= 1, ``1 / sqrt(2 pi)`` for k = 0.
+    """
+    if points.shape[1] == 2:
+        theta = np.arctan2(points[:, 1], points[:, 0])
+        if degree == 0:
+            return np.full(len(points), 1.0 / np.sqrt(2 * pi))
+        return np.cos(degree * (theta - phase)) / np.sqrt(pi)
+    polar = np.arccos(np.clip(points[:, 2], -1.0, 1.0))
+    azimuth = np.arctan2(points[:, 1], points[:, 0])
+    y = special.sph_harm_y(degree, abs(order), polar, azimuth)
+    if order > 0:
+        return np.sqrt(2.0) * y.real
+    if order < 0:
+        return np.sqrt(2.0) * y.imag
+    return y.real
+
+
+@dataclass(frozen=True)
+class InitialDensity:
+    """A density on S^{d-1} given by kind and parameters; call it on points (n, d)."""
+
+    kind: str
+    d: int
+    params: dict = field(default_factory=dict)
+    _function: Callable[[np.ndarray], np.ndarray] | None = field(default=None, repr=False, compare=False)
+
+    def __call__(self, points: np.ndarray) -> np.ndarray:
+        """Density values (not yet normalised for ``expression``) at ``points``."""
+        assert self._function is not None
+        return self._function(points)
+
+
+def _vectors(value: object, d: int, name: str) -> np.ndarray:
+    try:
+        a = np.atleast_2d(np.asarray(value, dtype=float))
+    except (TypeError, ValueError):
+        raise InitialDensityError(f"{name}: must be a list of {d}-vectors") from None
+    if a.ndim != 2 or a.shape[1] != d or a.shape[0] == 0:
+        raise InitialDensityError(f"{name}: must be a list of {d}-vectors, got shape {a.shape}")
+    norms = np.linalg.norm(a, axis=1)
+    if not np.all(np.isfinite(a)) or np.any(norms == 0):
+        raise InitialDensityError(f"{name}: vectors must be finite and nonzero")
+    return a / norms[:, None]
+
+
+def _numbers(value: object, n: int, name: str, default: float | None = None) -> np.ndarray:
+    if value is None and default is not None:
+        return np.full(n, default)
+    try:
+        a = np.atleast_1d(np.asarray(value, dtype=float))
+    except (TypeError, ValueError):
+        raise InitialDensityError(f"{name}: must be a number or a list of {n} numbers") from None
+    if a.size == 1:
+        a = np.full(n, float(a[0]))
+    if a.shape != (n,) or not np.all(np.isfinite(a)) or np.any(a < 0):
+        raise InitialDensityError(f"{name}: must be {n} finite numbers >= 0, got {value!r}")
+    return a
+
+
+def make_initial_density(spec: dict, d: int) -> InitialDensity:
+    """Validate an ``[initial]`` section and build the density.
+
+    Parameters
+    ----------
+    spec
+        Mapping with ``kind`` and the kind's parameters (see module docstring).
+    d
+        Ambient dimension.
+    """
+    kind = spec.get("kind", "uniform")
+    if kind not in KINDS:
+        raise InitialDensityError(f"initial.kind: must be one of {KINDS}, got {kind!r}")
+    unknown = set(spec) - {"kind", *PARAMETERS[kind]}
+    if unknown:
+        raise InitialDensityError(
+            f"initial: unknown key(s) {sorted(unknown)} for kind {kind!r}; allowed: {list(PARAMETERS[kind])}"
+        )
+    area = sphere_area(d)
+    params = {k: v for k, v in spec.items() if k != "kind"}
+    if kind == "uniform":
+        fn = lambda p: np.full(len(p), 1.0 / area)  # noqa: E731
+    elif kind == "vmf":
+        if "centers" not in spec:
+            raise InitialDensityError("initial.centers: required for kind 'vmf'")
+        centers = _vectors(spec["centers"], d, "initial.centers")
+        kappas = _numbers(spec.get("kappas", 10.0), len(centers), "initial.kappas")
+        weights = _numbers(spec.get("weights"), len(centers), "initial.weights", default=1.0)
+        if weights.sum() <= 0:
+            raise InitialDensityError("initial.weights: must not all be zero")
+        weights = weights / weights.sum()
+        fn = lambda p: sum(w * vmf_density(p, c, k) for c, k, w in zip(centers, kappas, weights))  # noqa: E731
+    elif kind == "harmonic":
+        if d not in (2, 3):
+            raise InitialDensityError(f"initial.kind: 'harmonic' needs d = 2 or 3, got d = {d}")
+        degree = spec.get("degree", 1)
+        order = spec.get("order", 0)
+        if not isinstance(degree, int) or degree < 0:
+            raise InitialDensityError(f"initial.degree: must be an integer >= 0, got {degree!r}")
+        if not isinstance(order, int) or abs(order) > degree or (d == 2 and order != 0):
+            raise InitialDensityError(
+                f"initial.order: must be an integer with |order| <= degree (and 0 on S1; use phase), got {order!r}"
+            )
+        amplitude = float(_numbers(spec.get("amplitude", 0.01), 1, "initial.amplitude")[0])
+        phase = float(spec.get("phase", 0.0))
+        fn = lambda p: 1.0 / area + amplitude * real_harmonic(p, degree, order, phase)  # noqa: E731
+    else:
+        text = spec.get("expression")
+        if not isinstance(text, str):
+            raise InitialDensityError("initial.expression: required for kind 'expression' (a string)")
+        try:
+            fn = compile_expression(text)
+        except ExpressionError as exc:
+            raise InitialDensityError(str(exc)) from None
+    return InitialDensity(kind, d, params, fn)

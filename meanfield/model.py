@@ -1,0 +1,159 @@
+"""The self-attention model: heads (Q, K, V, weight), inverse temperature, attention kind.
+
+Pure numpy: this module knows nothing of meshes, files or MPI.  Conventions are those of
+``MODEL.md``: the velocity of the measure ``mu`` at ``x`` is
+
+    SA :  X[mu](x) = sum_h w_h P_x( N_h(x) / Z_h(x) )
+    USA:  X[mu](x) = sum_h w_h P_x( N_h(x) )
+
+with ``N_h(x) = int exp(beta <Q_h x, K_h y>) V_h y dmu(y)`` and
+``Z_h(x) = int exp(beta <Q_h x, K_h y>) dmu(y)``; a single head has weight 1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, Sequence
+
+import numpy as np
+
+AttentionKind = Literal["softmax", "unnormalized"]
+ATTENTION_KINDS: tuple[str, ...] = ("softmax", "unnormalized")
+
+
+class ModelError(ValueError):
+    """Invalid model parameters; the message names the offending field."""
+
+
+def _as_matrix(value: object, d: int, name: str) -> np.ndarray:
+    try:
+        a = np.asarray(value, dtype=float)
+    except (TypeError, ValueError) as exc:
+        raise ModelError(f"{name}: must be a {d}x{d} matrix of real numbers ({exc})") from None
+    if a.shape != (d, d):
+        raise ModelError(f"{name}: must be a {d}x{d} matrix, got shape {a.shape}")
+    if not np.all(np.isfinite(a)):
+        raise ModelError(f"{name}: entries must be finite")
+    return a
+
+
+@dataclass(frozen=True)
+class Head:
+    """One attention head: query, key and value matrices and the head's weight."""
+
+    Q: np.ndarray
+    K: np.ndarray
+    V: np.ndarray
+    weight: float = 1.0
+
+    @property
+    def interaction(self) -> np.ndarray:
+        """The bilinear form A = Q^T K, so that <Qx, Ky> = <x, A y>."""
+        return self.Q.T @ self.K
+
+
+@dataclass(frozen=True)
+class AttentionModel:
+    """Self-attention dynamics on the unit sphere S^{d-1} in R^d.
+
+    Parameters
+    ----------
+    d
+        Ambient dimension (tokens live on S^{d-1}); the PDE supports d = 2 and 3.
+    beta
+        Inverse temperature, > 0.
+    attention
+        ``"softmax"`` (SA) or ``"unnormalized"`` (USA).
+    heads
+        One or more heads; their velocities are summed with the heads' weights.
+    """
+
+    d: int
+    beta: float
+    attention: AttentionKind = "softmax"
+    heads: tuple[Head, ...] = field(default_factory=tuple)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.d, (int, np.integer)) or self.d < 2:
+            raise ModelError(f"model.d: must be an integer >= 2, got {self.d!r}")
+        if not np.isfinite(self.beta) or self.beta <= 0:
+            raise ModelError(f"model.beta: must be a finite number > 0, got {self.beta!r}")
+        if self.attention not in ATTENTION_KINDS:
+            raise ModelError(
+                f"model.attention: must be one of {ATTENTION_KINDS}, got {self.attention!r}"
+            )
+        if not self.heads:
+            eye = np.eye(self.d)
+            object.__setattr__(self, "heads", (Head(eye, eye, eye, 1.0),))
+
+    @classmethod
+    def build(
+        cls,
+        d: int,
+        beta: float,
+        attention: str = "softmax",
+        Q: object = None,
+        K: object = None,
+        V: object = None,
+        heads: Sequence[dict] | None = None,
+    ) -> "AttentionModel":
+        """Validate raw parameters (lists, arrays, None for identity) and build a model.
+
+        Either give ``Q``, ``K``, ``V`` (a single head, identity where omitted) or ``heads``,
+        a list of mappings with keys ``Q``, ``K``, ``V`` and ``weight``.
+        """
+        if isinstance(beta, bool) or not isinstance(beta, (int, float, np.floating, np.integer)):
+            raise ModelError(f"model.beta: must be a number > 0, got {beta!r}")
+        eye = np.eye(d)
+
+        def head_from(spec: dict, prefix: str) -> Head:
+            unknown = set(spec) - {"Q", "K", "V", "weight"}
+            if unknown:
+                raise ModelError(f"{prefix}: unknown key(s) {sorted(unknown)}")
+            mats = {
+                k: eye.copy() if spec.get(k) is None else _as_matrix(spec[k], d, f"{prefix}.{k}")
+                for k in ("Q", "K", "V")
+            }
+            weight = spec.get("weight", 1.0)
+            if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not np.isfinite(weight):
+                raise ModelError(f"{prefix}.weight: must be a finite number, got {weight!r}")
+            return Head(mats["Q"], mats["K"], mats["V"], float(weight))
+
+        if heads:
+            if any(m is not None for m in (Q, K, V)):
+                raise ModelError("model: give either Q, K, V or heads, not both")
+            built = tuple(head_from(dict(h), f"model.heads[{i}]") for i, h in enumerate(heads))
+        else:
+            built = (head_from({"Q": Q, "K": K, "V": V}, "model"),)
+        return cls(d=int(d), beta=float(beta), attention=attention, heads=built)  # type: ignore[arg-type]
+
+    @property
+    def softmax(self) -> bool:
+        """True for softmax (SA), False for unnormalised (USA) attention."""
+        return self.attention == "softmax"
+
+    @property
+    def is_identity(self) -> bool:
+        """True for a single head with Q = K = V = I (the rotation-equivariant case)."""
+        eye = np.eye(self.d)
+        return len(self.heads) == 1 and all(
+            np.array_equal(m, eye) for m in (self.heads[0].Q, self.heads[0].K, self.heads[0].V)
+        ) and self.heads[0].weight == 1.0
+
+    def to_dict(self) -> dict:
+        """Plain-data form (lists), as written in a resolved config."""
+        out: dict = {"attention": self.attention, "beta": self.beta}
+        if len(self.heads) == 1 and self.heads[0].weight == 1.0:
+            h = self.heads[0]
+            out.update(Q=h.Q.tolist(), K=h.K.tolist(), V=h.V.tolist())
+        else:
+            out["heads"] = [
+                {"Q": h.Q.tolist(), "K": h.K.tolist(), "V": h.V.tolist(), "weight": h.weight}
+                for h in self.heads
+            ]
+        return out
+
+
+def project_tangent(x: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """P_x v = v - <x, v> x, row-wise for arrays of shape (n, d)."""
+    return v - np.einsum("ij,ij->i", x, v)[:, None] * x

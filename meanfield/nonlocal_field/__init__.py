@@ -1,0 +1,18 @@
+"""The nonlocal attention field: evaluators of N, Z and X behind one interface.
+
+Knows nothing of meshes, files or the CLI; the PDE scheme and the particle solver both
+evaluate the field through :func:`make_evaluator`.
+"""
+
+from .base import FieldValues, NonlocalEvaluator
+from .direct import DirectEvaluator, direct_sums
+from .select import METHODS, make_evaluator
+
+__all__ = [
+    "FieldValues",
+    "NonlocalEvaluator",
+    "DirectEvaluator",
+    "direct_sums",
+    "METHODS",
+    "make_evaluator",
+]

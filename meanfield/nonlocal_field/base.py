@@ -1,0 +1,116 @@
+"""The one interface every nonlocal-field evaluator implements.
+
+An evaluator is built for a model and an MPI communicator.  ``evaluate`` takes this rank's
+targets and this rank's weighted sources (the rank-local part of a discrete measure
+``mu = sum_j w_j delta_{y_j}``) and returns, for each head and each local target, the sums
+
+    N_h(x) = sum_j w_j exp(beta <Q_h x, K_h y_j>) V_h y_j,   Z_h(x) = sum_j w_j exp(beta <Q_h x, K_h y_j>)
+
+scaled by ``exp(-log_scale)`` so that nothing overflows.  How sources reach other ranks
+(gathering them, or reducing their moments) is the evaluator's business.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..model import AttentionModel, project_tangent
+
+
+@dataclass
+class FieldValues:
+    """Scaled sums of a nonlocal evaluation, per head.
+
+    Attributes
+    ----------
+    N
+        Shape (heads, targets, d): ``exp(-log_scale) * N_h(x)``.
+    Z
+        Shape (heads, targets): ``exp(-log_scale) * Z_h(x)``.
+    log_scale
+        Shape (heads, targets): the shift taken out of the exponent.
+    """
+
+    N: np.ndarray
+    Z: np.ndarray
+    log_scale: np.ndarray
+
+    def velocity(self, model: AttentionModel, targets: np.ndarray) -> np.ndarray:
+        """The attention velocity X[mu] at the targets, shape (targets, d).
+
+        Softmax heads divide N by Z (the scale cancels); unnormalised heads multiply the
+        scaled N back by ``exp(log_scale)``.  Targets where a softmax head sees no mass get
+        zero velocity from that head.
+        """
+        X = np.zeros((targets.shape[0], model.d))
+        for h, head in enumerate(model.heads):
+            if model.softmax:
+                Z = self.Z[h]
+                safe = np.where(Z > 0, Z, 1.0)
+                raw = np.where((Z > 0)[:, None], self.N[h] / safe[:, None], 0.0)
+            else:
+                raw = np.exp(self.log_scale[h])[:, None] * self.N[h]
+            X += head.weight * project_tangent(targets, raw)
+        return X
+
+    def partition_function(self) -> np.ndarray:
+        """Unscaled Z_h(x), shape (heads, targets)."""
+        return np.exp(self.log_scale) * self.Z
+
+
+class NonlocalEvaluator(ABC):
+    """Evaluates the attention sums of a distributed discrete measure at local targets.
+
+    Parameters
+    ----------
+    model
+        The attention model (heads, beta, attention kind).
+    comm
+        MPI communicator over which the sources are distributed; ``None`` for serial use
+        without mpi4py.
+    """
+
+    #: Short name used in configs and metadata.
+    name: str = ""
+
+    def __init__(self, model: AttentionModel, comm=None) -> None:
+        self.model = model
+        self.comm = comm
+
+    @abstractmethod
+    def evaluate(
+        self,
+        targets: np.ndarray,
+        sources: np.ndarray,
+        weights: np.ndarray,
+        *,
+        fixed_sources: bool = False,
+    ) -> FieldValues:
+        """Evaluate N, Z (scaled) at this rank's targets.
+
+        Parameters
+        ----------
+        targets
+            Shape (m, d), points on the unit sphere owned by this rank.
+        sources
+            Shape (n_local, d), this rank's source points.
+        weights
+            Shape (n_local,), this rank's source weights (masses).
+        fixed_sources
+            Promise that ``sources`` is the same array, unchanged, as in the previous call
+            with ``fixed_sources=True`` (mesh quadrature points); evaluators may then reuse
+            what they derived from the points and only refresh the weights.
+        """
+
+    def velocity(
+        self, targets: np.ndarray, sources: np.ndarray, weights: np.ndarray, **kwargs
+    ) -> np.ndarray:
+        """Convenience: the velocity X[mu] at the targets."""
+        return self.evaluate(targets, sources, weights, **kwargs).velocity(self.model, targets)
+
+    def diagnostics(self) -> dict:
+        """Facts about the last evaluation worth recording in run metadata."""
+        return {"method": self.name}

@@ -1,0 +1,119 @@
+"""Direct O(targets x sources) evaluation of the attention sums.
+
+The exponent ``beta <Q x, K y>`` of a block of targets against a block of sources is one
+matrix product (BLAS); the weighted sums ``sum_j p_ij [w_j V y_j, w_j]`` are a second one.
+Memory is bounded by ``block_targets x block_sources`` whatever the problem size.  Overflow
+is avoided by an online log-sum-exp: each target keeps the running maximum of its exponent,
+and the accumulated sums are rescaled whenever it grows (as in streaming softmax), so the
+returned sums are exact and scaled by ``exp(-max exponent)``.
+
+Under MPI each rank evaluates its own targets against all sources, gathered with one
+``Allgatherv`` per evaluation (only the weights when the sources are fixed mesh points).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..model import AttentionModel
+from .base import FieldValues, NonlocalEvaluator
+from .parallel import allgather_rows
+
+
+def direct_sums(
+    model: AttentionModel,
+    targets: np.ndarray,
+    sources: np.ndarray,
+    weights: np.ndarray,
+    block_targets: int = 256,
+    block_sources: int = 2048,
+) -> FieldValues:
+    """Serial direct evaluation of the scaled sums (see :class:`FieldValues`).
+
+    Parameters
+    ----------
+    model
+        Attention model.
+    targets, sources
+        Shapes (m, d) and (n, d).
+    weights
+        Shape (n,), source weights.
+    block_targets, block_sources
+        Tile sizes; memory use is about ``8 * block_targets * block_sources`` bytes.
+    """
+    m, d = targets.shape
+    H = len(model.heads)
+    N = np.zeros((H, m, d))
+    Z = np.zeros((H, m))
+    log_scale = np.full((H, m), -np.inf)
+    n = sources.shape[0]
+    if n == 0 or m == 0:
+        return FieldValues(N, Z, log_scale)
+    tile = np.empty((min(block_targets, m), min(block_sources, n)))
+    for h, head in enumerate(model.heads):
+        qx = model.beta * (targets @ head.Q.T)
+        ky = sources @ head.K.T
+        # right-hand side of the sums: [w V y, w], one matrix product gives N and Z
+        rhs = np.empty((n, d + 1))
+        rhs[:, :d] = weights[:, None] * (sources @ head.V.T)
+        rhs[:, d] = weights
+        for i0 in range(0, m, block_targets):
+            i1 = min(i0 + block_targets, m)
+            acc = np.zeros((i1 - i0, d + 1))
+            run_max = np.full(i1 - i0, -np.inf)
+            for j0 in range(0, n, block_sources):
+                j1 = min(j0 + block_sources, n)
+                E = tile[: i1 - i0, : j1 - j0]
+                np.matmul(qx[i0:i1], ky[j0:j1].T, out=E)
+                new_max = np.maximum(run_max, E.max(axis=1))
+                acc *= np.exp(run_max - new_max)[:, None]
+                np.subtract(E, new_max[:, None], out=E)
+                np.exp(E, out=E)
+                acc += E @ rhs[j0:j1]
+                run_max = new_max
+            N[h, i0:i1] = acc[:, :d]
+            Z[h, i0:i1] = acc[:, d]
+            log_scale[h, i0:i1] = run_max
+    return FieldValues(N, Z, log_scale)
+
+
+class DirectEvaluator(NonlocalEvaluator):
+    """Exact evaluation against all sources; cost O(targets x all sources) per call."""
+
+    name = "direct"
+
+    def __init__(
+        self,
+        model: AttentionModel,
+        comm=None,
+        block_targets: int = 256,
+        block_sources: int = 2048,
+    ) -> None:
+        super().__init__(model, comm)
+        self.block_targets = block_targets
+        self.block_sources = block_sources
+        self._fixed_key: int | None = None
+        self._fixed_points: np.ndarray | None = None
+
+    def _all_sources(self, sources: np.ndarray, fixed: bool) -> np.ndarray:
+        if fixed and self._fixed_key == id(sources) and self._fixed_points is not None:
+            return self._fixed_points
+        points = allgather_rows(self.comm, np.ascontiguousarray(sources, dtype=float))
+        if fixed:
+            self._fixed_key, self._fixed_points = id(sources), points
+        return points
+
+    def evaluate(
+        self,
+        targets: np.ndarray,
+        sources: np.ndarray,
+        weights: np.ndarray,
+        *,
+        fixed_sources: bool = False,
+    ) -> FieldValues:
+        """See :meth:`NonlocalEvaluator.evaluate`."""
+        all_points = self._all_sources(sources, fixed_sources)
+        all_weights = allgather_rows(self.comm, np.ascontiguousarray(weights, dtype=float))
+        return direct_sums(
+            self.model, targets, all_points, all_weights, self.block_targets, self.block_sources
+        )

@@ -1,0 +1,61 @@
+"""Observables of a discrete measure ``mu = sum_i w_i delta_{x_i}`` (mesh or particles).
+
+Computed from weighted points only, so the PDE (cell centroids and masses) and the particle
+solver (tokens with weights 1/n) report the same quantities:
+
+* ``mass`` = sum w_i;
+* ``energy`` E = sum_h weight_h / (2 beta) sum_i w_i Z_h(x_i), i.e. MODEL.md's interaction
+  energy ``(1/(2 beta)) int int exp(beta <Q x, K y>) dmu dmu`` summed over heads;
+* ``mean_k`` = sum_i w_i x_i (the mean vector) and ``order`` = its norm;
+* ``m2_kl`` = sum_i w_i x_ik x_il (the second-moment matrix, upper triangle).
+
+The PDE adds ``rho_min`` and ``rho_max`` (cell averages); the driver adds ``t``, ``dt`` and
+``wall``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .model import AttentionModel
+from .nonlocal_field.base import NonlocalEvaluator
+
+
+def _allreduce(comm, a: np.ndarray) -> np.ndarray:
+    return a if comm is None else comm.allreduce(a)
+
+
+def interaction_energy(
+    evaluator: NonlocalEvaluator, points: np.ndarray, weights: np.ndarray, fixed_sources: bool = False
+) -> float:
+    """E(mu) of MODEL.md, summed over heads with their weights (collective)."""
+    model: AttentionModel = evaluator.model
+    values = evaluator.evaluate(points, points, weights, fixed_sources=fixed_sources)
+    Z = values.partition_function()  # (heads, n)
+    head_w = np.array([h.weight for h in model.heads])
+    local = float(head_w @ (Z @ weights)) / (2.0 * model.beta)
+    return float(_allreduce(evaluator.comm, np.array(local)))
+
+
+def moment_observables(comm, points: np.ndarray, weights: np.ndarray) -> dict[str, float]:
+    """mass, mean vector, its norm and the second-moment matrix (collective)."""
+    d = points.shape[1]
+    iu = np.triu_indices(d)
+    second = (points.T * weights) @ points
+    local = np.concatenate([[weights.sum()], weights @ points, second[iu]])
+    total = _allreduce(comm, local)
+    out = {"mass": float(total[0])}
+    mean = total[1 : 1 + d]
+    out.update({f"mean_{k}": float(mean[k]) for k in range(d)})
+    out["order"] = float(np.linalg.norm(mean))
+    out.update({f"m2_{k}{l}": float(v) for (k, l), v in zip(zip(*iu), total[1 + d :])})
+    return out
+
+
+def measure_observables(
+    evaluator: NonlocalEvaluator, points: np.ndarray, weights: np.ndarray, fixed_sources: bool = False
+) -> dict[str, float]:
+    """All measure observables (see module docstring), collective over the evaluator's comm."""
+    out = moment_observables(evaluator.comm, points, weights)
+    out["energy"] = interaction_energy(evaluator, points, weights, fixed_sources)
+    return out

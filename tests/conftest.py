@@ -1,0 +1,26 @@
+"""Shared fixtures.  Tests marked ``mpi`` are collective: they run serially in the plain
+suite and again under ``mpirun -n 2``; they compare a COMM_WORLD computation against a
+COMM_SELF one, so they hold on any rank count."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    return np.random.default_rng(20261122)
+
+
+@pytest.fixture
+def comm():
+    from mpi4py import MPI
+
+    return MPI.COMM_WORLD
+
+
+def random_sphere_points(rng: np.random.Generator, n: int, d: int) -> np.ndarray:
+    """n points uniform on S^{d-1}."""
+    x = rng.standard_normal((n, d))
+    return x / np.linalg.norm(x, axis=1)[:, None]
