@@ -144,7 +144,9 @@ def write_mesh_file(path: str | Path, mesh: RawMesh) -> None:
 
     kind = "triangle" if mesh.points.shape[1] == 3 else "line"
     pts = mesh.points if kind == "triangle" else np.column_stack([mesh.points, np.zeros(len(mesh.points))])
-    meshio.write(Path(path), meshio.Mesh(pts, [(kind, mesh.cells)]))
+    path = Path(path)
+    fmt = "gmsh" if path.suffix == ".msh" else None  # meshio would pick ANSYS for .msh
+    meshio.write(path, meshio.Mesh(pts, [(kind, mesh.cells)]), file_format=fmt)
 
 
 def raw_mesh(sphere: str, resolution: int | None = None, file: str | Path | None = None) -> RawMesh:

@@ -53,12 +53,17 @@ class SSPRK3:
         Fraction of the forward-Euler positivity bound used for the step, in (0, 1].
     dt
         Fixed step (``None``: adaptive).
+    dt_max
+        Upper bound of the adaptive step (accuracy when the velocity is small).
     """
 
-    def __init__(self, scheme: SpatialScheme, cfl: float = 0.5, dt: float | None = None) -> None:
+    def __init__(
+        self, scheme: SpatialScheme, cfl: float = 0.5, dt: float | None = None, dt_max: float | None = None
+    ) -> None:
         self.scheme = scheme
         self.cfl = cfl
         self.fixed_dt = dt
+        self.dt_max = dt_max if dt_max is not None else np.inf
         self.stats = StepStats()
 
     def _rate(self, state: np.ndarray) -> tuple[np.ndarray, float]:
@@ -79,7 +84,7 @@ class SSPRK3:
         """Advance one step of at most ``dt_limit``; returns (new state, dt taken)."""
         L0, r0 = self._rate(state)
         dt = self.fixed_dt if self.fixed_dt is not None else (self.cfl / r0 if r0 > 0 else dt_limit)
-        dt = min(dt, dt_limit)
+        dt = min(dt, dt_limit, self.dt_max)
         self._stage_bound_check(dt, r0, t, 0)
         post = self.scheme.postprocess
         for _ in range(MAX_RETRIES):

@@ -88,7 +88,7 @@ def mesh_geometry(msh) -> MeshGeometry:
     cmap = msh.topology.index_map(tdim)
     num_owned, num_local = cmap.size_local, cmap.size_local + cmap.num_ghosts
     x = msh.geometry.x[:, :d]
-    vertices = x[msh.geometry.dofmap[:num_local, : tdim + 1]]
+    vertices = x[msh.geometry.dofmaps[0][:num_local, : tdim + 1]]
     centroid = normalize(vertices.mean(axis=1))
 
     msh.topology.create_connectivity(tdim - 1, tdim)

@@ -4,8 +4,10 @@ Knows nothing of meshes, files or the CLI; the PDE scheme and the particle solve
 evaluate the field through :func:`make_evaluator`.
 """
 
+from .auto import AutoEvaluator
 from .base import FieldValues, NonlocalEvaluator
 from .direct import DirectEvaluator, direct_sums
+from .fast import FastEvaluator
 from .select import METHODS, make_evaluator
 
 __all__ = [
@@ -13,6 +15,8 @@ __all__ = [
     "NonlocalEvaluator",
     "DirectEvaluator",
     "direct_sums",
+    "FastEvaluator",
+    "AutoEvaluator",
     "METHODS",
     "make_evaluator",
 ]

@@ -155,7 +155,10 @@ class FastEvaluator(NonlocalEvaluator):
         step = _block_rows(rows)
         blocks = self._source_blocks(sources, fixed)
         for b, i in enumerate(range(0, sources.shape[0], step)):
-            basis = blocks[b] if blocks is not None else harmonic_basis(sources[i : i + step], self.moment_degree)
+            if blocks is not None:
+                basis = blocks[b]
+            else:
+                basis = harmonic_basis(sources[i : i + step], self.moment_degree)
             local += basis @ rhs[i : i + step]
         return allreduce_sum(self.comm, local)
 

@@ -2,7 +2,7 @@
 
 For a unit vector ``u`` and ``k >= 0`` the kernel ``exp(k <u, y>)`` on the unit sphere is
 
-    S^1 (d = 2):  exp(k cos(a - b)) = I_0(k) + sum_{n >= 1} 2 I_n(k) [cos(na) cos(nb) + sin(na) sin(nb)]
+    S^1 (d = 2):  exp(k cos(a - b)) = I_0(k) + sum_{n >= 1} 2 I_n(k) [cos na cos nb + sin na sin nb]
     S^2 (d = 3):  exp(k <u, y>)     = sum_{l >= 0} 4 pi i_l(k) sum_{m=-l}^{l} Y_lm(u) Y_lm(y)
 
 (``I_n``: modified Bessel, ``i_l``: modified spherical Bessel function of the first kind,
@@ -23,7 +23,6 @@ coordinates (no trigonometric calls), vectorised over the order ``m``.
 from __future__ import annotations
 
 import numpy as np
-from scipy.special import ive
 
 SUPPORTED_DIMENSIONS: tuple[int, ...] = (2, 3)
 
@@ -58,6 +57,8 @@ def kernel_coefficients(d: int, L: int, k: np.ndarray) -> np.ndarray:
     errors by ``r_l^2 <= 0.18`` per step; below it no error grows.  Stable, cheap (no
     high-order Bessel calls) and exact at ``k = 0``.
     """
+    from scipy.special import ive  # scipy.special costs ~0.25 s to import
+
     _check_dimension(d)
     k = np.asarray(k, dtype=float)
     g = np.empty((L + 1,) + k.shape)
@@ -147,13 +148,14 @@ def sphere_basis(points: np.ndarray, L: int, radial: np.ndarray | None = None) -
     n = points.shape[0]
     x, y, z = points[:, 0], points[:, 1], points[:, 2]
     out = np.empty(((L + 1) ** 2, n))
-    # sectoral factors c_m (x + i y)^m, c_m the normalisation of Pbar_m^m
+    # sectoral factors c_m (x + i y)^m (times sqrt 2 for m > 0), c_m normalising Pbar_m^m
     sect = np.empty((L + 1, n), dtype=complex)
     sect[0] = 1.0 / np.sqrt(4 * np.pi)
     xy = x + 1j * y
     for m in range(1, L + 1):
         sect[m] = sect[m - 1] * xy * np.sqrt((2 * m + 1) / (2 * m))
     sect[1:] *= np.sqrt(2.0)
+    cos_part, sin_part = np.ascontiguousarray(sect.real), np.ascontiguousarray(sect.imag)
     prev2 = np.zeros((0, n))  # Pbar_{l-2}^m / c_m, m = 0..l-2
     prev = np.ones((1, n))  # Pbar_{l-1}^m / c_m, m = 0..l-1
     for l in range(L + 1):
@@ -168,11 +170,10 @@ def sphere_basis(points: np.ndarray, L: int, radial: np.ndarray | None = None) -
             cur[l - 1] = np.sqrt(2.0 * l + 1) * z * prev[l - 1]
             cur[l] = 1.0
             prev2, prev = prev, cur
-        vals = cur * sect[: l + 1] if radial is None else cur * (sect[: l + 1] * radial[l])
-        c = l * l + l
-        out[c] = vals[0].real
-        out[c + 1 : c + l + 1] = vals[1:].real
-        out[c - l : c][::-1] = vals[1:].imag
+        scaled = cur if radial is None else cur * radial[l]
+        c = l * l + l  # row of m = 0; m > 0 above it, m < 0 below it in reverse
+        np.multiply(scaled, cos_part[: l + 1], out=out[c : c + l + 1])
+        np.multiply(scaled[1:], sin_part[1 : l + 1], out=out[c - l : c][::-1])
     return out
 
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from ..model import AttentionModel
+from .auto import AutoEvaluator
 from .base import NonlocalEvaluator
 from .direct import DirectEvaluator
+from .fast import FastEvaluator
 
-METHODS: tuple[str, ...] = ("direct",)
+METHODS: tuple[str, ...] = ("direct", "fast", "auto")
 
 
 def make_evaluator(
@@ -21,10 +23,16 @@ def make_evaluator(
     comm
         MPI communicator (``None``: serial).
     method
-        One of :data:`METHODS`.
+        One of :data:`METHODS`: ``"direct"`` (exact), ``"fast"`` (harmonic expansion,
+        d = 2 or 3) or ``"auto"`` (whichever a cost model says is cheaper, decided at the
+        first evaluation).
     tol
         Requested relative accuracy of the velocity (used by approximate evaluators).
     """
     if method == "direct":
         return DirectEvaluator(model, comm)
+    if method == "fast":
+        return FastEvaluator(model, comm, tol)
+    if method == "auto":
+        return AutoEvaluator(model, comm, tol)
     raise ValueError(f"nonlocal.method: must be one of {METHODS}, got {method!r}")

@@ -1,0 +1,120 @@
+"""Command line: parses arguments and calls the Python API, nothing more.
+
+    meanfield run [CONFIG] [--out DIR] [--set section.key=value ...] [--quiet]
+    meanfield mesh S2 --level L -o FILE      |  meanfield mesh S1 --cells N -o FILE
+    meanfield info
+
+The same command works serially and under ``mpirun -n P``; only rank 0 prints.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Callable, Sequence
+
+#: Exceptions that mean "bad input": reported as one line, exit code 2.
+INPUT_ERRORS: tuple[type[Exception], ...] = (ValueError, FileNotFoundError)
+
+
+def _rank() -> int:
+    if "mpi4py" not in sys.modules:
+        import os
+
+        for var in ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK"):
+            if var in os.environ:
+                return int(os.environ[var])
+        return 0
+    from mpi4py import MPI
+
+    return MPI.COMM_WORLD.rank
+
+
+def _echo(*args) -> None:
+    if _rank() == 0:
+        print(*args, flush=True)
+
+
+def _cmd_run(args: argparse.Namespace) -> None:
+    from .config import load_config
+    from .solver import run
+
+    config = load_config(args.config, args.set)
+    result = run(config, out=args.out, quiet=args.quiet)
+    _echo(f"results: {result.path}")
+
+
+def _cmd_mesh(args: argparse.Namespace) -> None:
+    from .mesh import circle, icosphere, write_mesh_file
+
+    if _rank() != 0:
+        return
+    mesh = icosphere(args.level) if args.sphere == "S2" else circle(args.cells)
+    write_mesh_file(args.output, mesh)
+    print(f"wrote {args.output}: {args.sphere}, {len(mesh.cells)} cells, {len(mesh.points)} vertices")
+
+
+def _cmd_info(args: argparse.Namespace) -> None:
+    import json
+
+    from mpi4py import MPI
+
+    from .io import versions
+    from .nonlocal_field import METHODS
+
+    info = {"versions": versions(), "mpi_ranks": MPI.COMM_WORLD.size, "nonlocal_methods": list(METHODS)}
+    _echo(json.dumps(info, indent=2))
+
+
+def _add_run(sub) -> None:
+    p = sub.add_parser("run", help="run the PDE described by a config file")
+    p.add_argument("config", nargs="?", default=None, help="TOML config (default: the embedded S2 clustering case)")
+    p.add_argument("--out", help="run directory (default: output.dir or runs/<name>)")
+    p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                   help="override a config value (TOML syntax), repeatable")
+    p.add_argument("--quiet", action="store_true", help="no progress bar or log on the terminal")
+    p.set_defaults(handler=_cmd_run)
+
+
+def _add_mesh(sub) -> None:
+    p = sub.add_parser("mesh", help="write a sphere mesh file (any format meshio writes)")
+    p.add_argument("sphere", choices=["S1", "S2"])
+    p.add_argument("--level", type=int, default=3, help="S2: icosphere refinement level")
+    p.add_argument("--cells", type=int, default=256, help="S1: number of segments")
+    p.add_argument("-o", "--output", required=True, help="output file, e.g. sphere.msh or sphere.vtu")
+    p.set_defaults(handler=_cmd_mesh)
+
+
+def _add_info(sub) -> None:
+    p = sub.add_parser("info", help="versions of meanfield, dolfinx, PETSc, MPI")
+    p.set_defaults(handler=_cmd_info)
+
+
+#: Each registers one subcommand; add new commands here.
+COMMANDS: list[Callable] = [_add_run, _add_mesh, _add_info]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="meanfield", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    for add in COMMANDS:
+        add(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``meanfield`` console script; returns the exit code."""
+    args = build_parser().parse_args(argv)
+    try:
+        args.handler(args)
+    except INPUT_ERRORS as exc:
+        _echo(f"error: {exc}")
+        return 2
+    except RuntimeError as exc:
+        _echo(f"error: the run failed: {exc}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,232 @@
+"""The fast (harmonic-expansion) nonlocal evaluator against the direct one.
+
+Error measure throughout: max_i |X_fast - X_direct| / max_i |X_direct| (see fast.py).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import random_sphere_points
+from scipy.special import eval_legendre, ive, spherical_in
+
+from meanfield.model import AttentionModel, Head
+from meanfield.nonlocal_field import (
+    METHODS,
+    AutoEvaluator,
+    DirectEvaluator,
+    FastEvaluator,
+    direct_sums,
+    make_evaluator,
+)
+from meanfield.nonlocal_field.harmonics import (
+    degree_offsets,
+    harmonic_basis,
+    kernel_coefficients,
+    truncation_degree,
+)
+
+BETAS = (0.5, 1.0, 4.0, 9.0, 25.0)
+TOLS = (1e-6, 1e-10)
+
+
+def quadrature_points(n: int, d: int) -> tuple[np.ndarray, np.ndarray]:
+    """Deterministic quasi-uniform points (equispaced circle / Fibonacci sphere) with weights
+    ``area * rho``, rho a smooth non-uniform probability density."""
+    if d == 2:
+        t = 2 * np.pi * (np.arange(n) + 0.5) / n
+        x = np.column_stack([np.cos(t), np.sin(t)])
+        area = 2 * np.pi / n
+    else:
+        i = np.arange(n) + 0.5
+        z = 1 - 2 * i / n
+        phi = np.pi * (3 - np.sqrt(5)) * i
+        r = np.sqrt(1 - z * z)
+        x = np.column_stack([r * np.cos(phi), r * np.sin(phi), z])
+        area = 4 * np.pi / n
+    rho = 1 + 0.6 * x[:, 0] + 0.3 * x[:, 1] * x[:, -1]
+    w = area * rho
+    return x, w / w.sum()
+
+
+def random_heads(rng: np.random.Generator, d: int, count: int) -> tuple[Head, ...]:
+    """Random Q, K, V scaled so that ||Q^T K||_2 = ||V||_2 = 1."""
+    heads = []
+    for h in range(count):
+        Q, K, V = (rng.standard_normal((d, d)) for _ in range(3))
+        s = np.sqrt(np.linalg.norm(Q.T @ K, 2))
+        heads.append(Head(Q / s, K / s, V / np.linalg.norm(V, 2), 1.0 / (h + 1)))
+    return tuple(heads)
+
+
+def velocity_error(model: AttentionModel, fast_vals, direct_vals, targets: np.ndarray) -> float:
+    X = direct_vals.velocity(model, targets)
+    return float(np.abs(fast_vals.velocity(model, targets) - X).max() / np.abs(X).max())
+
+
+def make_case(rng, d: int, beta: float, attention: str, heads: int, sources: str):
+    model = AttentionModel(d, beta, attention, random_heads(rng, d, heads))
+    if sources == "mesh":
+        y, w = quadrature_points(600 if d == 3 else 200, d)
+    else:
+        y = random_sphere_points(rng, 400, d)
+        w = rng.random(400)
+        w /= w.sum()
+    x = random_sphere_points(rng, 150, d)
+    return model, x, y, w
+
+
+# -- harmonics ----------------------------------------------------------------------------
+@pytest.mark.parametrize("d", [2, 3])
+def test_addition_theorem(rng, d):
+    L = 25
+    u, v = random_sphere_points(rng, 7, d), random_sphere_points(rng, 7, d)
+    Bu, Bv, off = harmonic_basis(u, L), harmonic_basis(v, L), degree_offsets(d, L)
+    t = np.sum(u * v, axis=1)
+    for l in range(L + 1):
+        got = np.sum(Bu[off[l] : off[l + 1]] * Bv[off[l] : off[l + 1]], axis=0)
+        if d == 3:
+            ref = (2 * l + 1) / (4 * np.pi) * eval_legendre(l, t)
+        else:
+            ref = np.cos(l * np.arccos(np.clip(t, -1, 1)))
+        np.testing.assert_allclose(got, ref, atol=1e-12)
+
+
+def test_kernel_coefficients_match_scipy():
+    k = np.array([0.0, 1e-12, 0.3, 1.0, 9.0, 60.0, 250.0])
+    L = 40
+    l = np.arange(L + 1)[:, None]
+    s1 = np.where(l == 0, 1.0, 2.0) * ive(l, k)
+    np.testing.assert_allclose(kernel_coefficients(2, L, k), s1, rtol=1e-12, atol=1e-300)
+    pos = k[2:]
+    s2 = 4 * np.pi * spherical_in(l, pos) * np.exp(-pos)
+    np.testing.assert_allclose(kernel_coefficients(3, L, pos), s2, rtol=1e-12, atol=1e-300)
+    at_zero = kernel_coefficients(3, L, np.zeros(1))[:, 0]
+    assert at_zero[0] == pytest.approx(4 * np.pi) and not at_zero[1:].any()
+
+
+def test_truncation_degree_growth():
+    assert [truncation_degree(2, k, 1e-10) for k in (1, 4, 9, 25, 100)] == [10, 16, 23, 36, 71]
+    assert truncation_degree(3, 0.0, 1e-10) == 0
+
+
+# -- fast vs direct -----------------------------------------------------------------------
+@pytest.mark.parametrize("d", [2, 3])
+@pytest.mark.parametrize("attention", ["softmax", "unnormalized"])
+@pytest.mark.parametrize("sources", ["mesh", "particles"])
+def test_fast_matches_direct(rng, d, attention, sources):
+    """All betas and tolerances, one and two heads; the halved degree fails somewhere."""
+    worst_halved = 0.0
+    for beta in BETAS:
+        for heads in (1, 2):
+            model, x, y, w = make_case(rng, d, beta, attention, heads, sources)
+            direct = direct_sums(model, x, y, w)
+            for tol in TOLS:
+                fast = FastEvaluator(model, tol=tol)
+                err = velocity_error(model, fast.evaluate(x, y, w), direct, x)
+                assert err < tol, (beta, heads, tol, err)
+                halved = FastEvaluator(model, tol=tol)
+                halved.degrees = tuple(L // 2 for L in fast.degrees)
+                worst_halved = max(
+                    worst_halved, velocity_error(model, halved.evaluate(x, y, w), direct, x) / tol
+                )
+    assert worst_halved > 1.0  # the rule is tight: half the degree violates tol
+
+
+@pytest.mark.parametrize("d", [2, 3])
+def test_field_values_match_direct(rng, d):
+    """N/Z (softmax) and exp(log_scale) N, exp(log_scale) Z (unnormalised) agree with direct."""
+    for attention in ("softmax", "unnormalized"):
+        model, x, y, w = make_case(rng, d, 4.0, attention, 2, "particles")
+        f, g = FastEvaluator(model, tol=1e-10).evaluate(x, y, w), direct_sums(model, x, y, w)
+        ratio_f, ratio_g = f.N / f.Z[..., None], g.N / g.Z[..., None]
+        np.testing.assert_allclose(ratio_f, ratio_g, rtol=1e-9, atol=1e-10)
+        Nf, Ng = np.exp(f.log_scale)[..., None] * f.N, np.exp(g.log_scale)[..., None] * g.N
+        np.testing.assert_allclose(Nf, Ng, atol=1e-10 * np.abs(Ng).max())
+        np.testing.assert_allclose(f.partition_function(), g.partition_function(), rtol=1e-9)
+
+
+@pytest.mark.parametrize("d", [2, 3])
+def test_large_beta_no_overflow(rng, d):
+    """beta = 250: scaled sums stay finite; softmax velocity still matches direct."""
+    model = AttentionModel(d, 250.0, "softmax")
+    y, w = quadrature_points(2000, d) if d == 2 else quadrature_points(3000, d)
+    x = random_sphere_points(rng, 40, d)
+    f = FastEvaluator(model, tol=1e-8)
+    vals = f.evaluate(x, y, w)
+    assert np.all(np.isfinite(vals.N)) and np.all(np.isfinite(vals.Z))
+    assert velocity_error(model, vals, direct_sums(model, x, y, w), x) < 1e-8
+
+
+def test_degenerate_interaction(rng):
+    """Q^T K singular: kappa(x) = 0 on a line of targets; rank-0 interaction gives L = 0."""
+    d = 3
+    Q = np.diag([1.0, 1.0, 0.0])
+    model = AttentionModel(d, 3.0, "softmax", (Head(Q, np.eye(d), rng.standard_normal((d, d))),))
+    x = np.vstack([[0.0, 0.0, 1.0], random_sphere_points(rng, 50, d)])
+    y, w = quadrature_points(300, d)
+    f = FastEvaluator(model, tol=1e-10)
+    assert velocity_error(model, f.evaluate(x, y, w), direct_sums(model, x, y, w), x) < 1e-10
+    zero = AttentionModel(d, 3.0, "unnormalized", (Head(np.zeros((d, d)), np.eye(d), np.eye(d)),))
+    assert FastEvaluator(zero).degrees == (0,)
+    vals = FastEvaluator(zero).evaluate(x, y, w)
+    assert velocity_error(zero, vals, direct_sums(zero, x, y, w), x) < 1e-13
+
+
+def test_fixed_sources_cache_and_diagnostics(rng):
+    model, x, y, w = make_case(rng, 3, 9.0, "softmax", 1, "mesh")
+    f = FastEvaluator(model, tol=1e-10)
+    first = f.evaluate(x, y, w, fixed_sources=True)
+    w2 = w * (1 + 0.5 * y[:, 2])
+    again = f.evaluate(x, y, w2, fixed_sources=True)
+    assert velocity_error(model, again, direct_sums(model, x, y, w2), x) < 1e-10
+    assert not np.allclose(first.N, again.N)
+    diag = f.diagnostics()
+    assert diag["method"] == "fast" and diag["tol"] == 1e-10 and diag["degree"] == f.degrees[0]
+    assert diag["a_priori_tail"] <= 1e-10
+    assert 0 < diag["error_estimate"] < 1e-10
+
+
+# -- selection ----------------------------------------------------------------------------
+def test_make_evaluator_methods(rng):
+    model = AttentionModel(3, 4.0)
+    assert METHODS == ("direct", "fast", "auto")
+    assert isinstance(make_evaluator(model, None, "fast", 1e-8), FastEvaluator)
+    with pytest.raises(ValueError, match="nonlocal.method"):
+        make_evaluator(model, None, "fmm")
+    x, w = quadrature_points(30, 3)
+    small = make_evaluator(model, None, "auto", 1e-8)
+    small.evaluate(x, x, w)
+    assert isinstance(small.chosen, DirectEvaluator)
+    assert small.diagnostics()["method"] == "direct"
+    x, w = quadrature_points(20000, 3)
+    big = AutoEvaluator(model, None, 1e-8)
+    big.evaluate(x[:10], x, w)  # decision by counts: many sources, few targets -> direct
+    assert isinstance(big.chosen, DirectEvaluator)
+    big = AutoEvaluator(model, None, 1e-8)
+    big.evaluate(x, x, w)
+    assert isinstance(big.chosen, FastEvaluator)
+    assert make_evaluator(AttentionModel(4, 1.0), None, "auto").velocity(
+        random_sphere_points(rng, 5, 4), random_sphere_points(rng, 5, 4), np.full(5, 0.2)
+    ).shape == (5, 4)
+
+
+# -- MPI ----------------------------------------------------------------------------------
+@pytest.mark.mpi
+@pytest.mark.parametrize("d", [2, 3])
+def test_fast_mpi_matches_serial(comm, d):
+    """Sources and targets split over COMM_WORLD give the COMM_SELF result to 1e-12."""
+    from mpi4py import MPI
+
+    rng = np.random.default_rng(7)  # same data on every rank
+    model = AttentionModel(d, 9.0, "softmax", random_heads(rng, d, 2))
+    y, w = random_sphere_points(rng, 500, d), rng.random(500)
+    x = random_sphere_points(rng, 120, d)
+    serial = FastEvaluator(model, MPI.COMM_SELF, 1e-10).evaluate(x, y, w)
+    parts = lambda n: np.array_split(np.arange(n), comm.size)[comm.rank]  # noqa: E731
+    mine, src = parts(x.shape[0]), parts(y.shape[0])
+    split = FastEvaluator(model, comm, 1e-10).evaluate(x[mine], y[src], w[src])
+    ref = serial.velocity(model, x)[mine]
+    got = split.velocity(model, x[mine])
+    np.testing.assert_allclose(got, ref, rtol=0, atol=1e-12 * np.abs(ref).max())
+    np.testing.assert_allclose(split.Z, serial.Z[:, mine], rtol=1e-12)
