@@ -1,0 +1,147 @@
+"""Runs end to end: the run directory, load_run, bad input, failures and rank independence."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+import meanfield
+from meanfield.cli import main
+from meanfield.config import DEFAULT_CONFIG, load_config
+
+SMALL = {
+    "name": "small",
+    "mesh": {"sphere": "S2", "resolution": 2},
+    "model": {"attention": "softmax", "beta": 4.0},
+    "time": {"t_final": 0.5, "outputs": 2},
+}
+
+
+def test_run_directory_and_load_run(tmp_path):
+    out = tmp_path / "run"
+    result = meanfield.run(SMALL, out=out, comm=MPI.COMM_SELF, quiet=True)
+    for name in ("config.toml", "metadata.json", "observables.csv", "mesh.npz", "run.log", "density.xdmf"):
+        assert (out / name).is_file(), name
+    meta = json.loads((out / "metadata.json").read_text())
+    assert meta["status"] == "completed" and meta["ranks"] == 1 and meta["cells"] == 320
+    assert {"dolfinx", "numpy", "petsc"} <= set(meta["versions"]) and meta["timings"]["total"] > 0
+    assert np.allclose(result.times, [0, 0.25, 0.5])
+    assert result.densities.shape == (3, 320) and result.centroids.shape == (320, 3)
+    masses = result.densities @ result.areas
+    assert np.allclose(masses, 1.0, rtol=0, atol=1e-13)
+    assert np.allclose(result.observables["mass"], 1.0, rtol=0, atol=1e-13)
+    assert np.allclose(result.observables["rho_min"], result.densities.min(axis=1))
+    # the written config reproduces the run
+    again = load_config(out / "config.toml")
+    assert again.data == load_config(SMALL).data | {"output": again.data["output"]}
+    assert meanfield.load_run(out).densities.tobytes() == result.densities.tobytes()
+
+
+def test_embedded_default_matches_the_example_file():
+    example = Path(__file__).parents[1] / "runs" / "examples" / "s2-clustering.toml"
+    assert load_config(example).data == load_config(None).data == load_config(DEFAULT_CONFIG).data
+
+
+def _write(tmp_path, text):
+    path = tmp_path / "case.toml"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize(
+    "text, field",
+    [
+        ('name = "x"\nbogus = 1\n', "bogus: unknown key"),
+        ('name = "x"\n[model]\nbeta = 0\n', "model.beta: must be a number > 0"),
+        ('name = "x"\n[model]\nbeta = -2.0\n', "model.beta: must be a number > 0"),
+        ('name = "x"\n[model]\nbetta = 2.0\n', "model.betta: unknown key"),
+        ('name = "x"\n[model]\nQ = [[1.0, 0.0], [0.0, 1.0]]\n', "model.Q: must be a 3x3 matrix"),
+        ('name = "x"\n[model]\nV = [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]\n', "model.V: must be a 3x3 matrix"),
+        ('name = "x"\n[initial]\nkind = "expression"\nexpression = "z"\n', "initial: density is -"),
+        ('name = "x"\n[initial]\nkind = "expression"\nexpression = "0*x"\n', "initial: density has total mass 0"),
+        ('name = "x"\n[initial]\nkind = "expression"\nexpression = "open(1)"\n', "initial.expression"),
+        ('name = "x"\n[initial]\nkind = "vmf"\ncenters = [[0, 0]]\n', "initial.centers"),
+        ('name = "x"\n[mesh]\nfile = "missing.msh"\n', "mesh.file: no such file"),
+        ('name = "x"\n[mesh]\nsphere = "S3"\n', "mesh.sphere"),
+        ('name = "x"\n[time]\ncfl = 1.5\n', "time.cfl"),
+        ('name = "x"\n[nonlocal]\nmethod = "fmm"\n', "nonlocal.method"),
+        ('name = "x"\n[model\n', "not valid TOML"),
+    ],
+)
+def test_bad_configs_give_one_error_and_write_nothing(tmp_path, capsys, text, field):
+    out = tmp_path / "out"
+    code = main(["run", str(_write(tmp_path, text)), "--out", str(out), "--quiet"])
+    printed = capsys.readouterr().out.strip().splitlines()
+    assert code == 2
+    assert len(printed) == 1 and printed[0].startswith("error: ") and field in printed[0], printed
+    assert not out.exists()
+
+
+def test_mesh_off_the_sphere_is_refused_before_writing(tmp_path, capsys):
+    from meanfield.mesh import RawMesh, icosphere, write_mesh_file
+
+    m = icosphere(1)
+    write_mesh_file(tmp_path / "bad.vtu", RawMesh(m.points * 1.001, m.cells))
+    out = tmp_path / "out"
+    code = main(["run", str(_write(tmp_path, 'name = "x"\n[mesh]\nfile = "bad.vtu"\n')), "--out", str(out)])
+    assert code == 2 and "off the unit sphere" in capsys.readouterr().out and not out.exists()
+
+
+def test_set_overrides(tmp_path):
+    cfg = load_config(SMALL, ["model.beta=9", "time.outputs=[0.1, 0.2]", "name=renamed"])
+    assert cfg.data["model"]["beta"] == 9 and cfg.name == "renamed"
+    assert np.allclose(cfg.output_times(), [0, 0.1, 0.2, 0.5])
+    with pytest.raises(ValueError, match="model.gamma: unknown key"):
+        load_config(SMALL, ["model.gamma=1"])
+
+
+def test_failed_run_keeps_what_it_wrote(tmp_path):
+    """A fixed step that becomes unstable as the USA clusters sharpen stops the run with a
+    message saying where and why; earlier outputs stay readable and metadata says failed."""
+    out = tmp_path / "run"
+    case = {**SMALL, "model": {"attention": "unnormalized", "beta": 4.0},
+            "time": {"t_final": 3.0, "outputs": 30, "dt": 0.01}}
+    with pytest.raises(RuntimeError, match=r"violates the CFL bound at t = "):
+        meanfield.run(case, out=out, comm=MPI.COMM_SELF, quiet=True)
+    meta = json.loads((out / "metadata.json").read_text())
+    assert meta["status"] == "failed" and "CFL" in meta["error"]
+    partial = meanfield.load_run(out)
+    assert 1 <= len(partial.times) < 31 and partial.times[-1] < 3.0
+    assert len(partial.observables["t"]) == len(partial.times)
+
+
+@pytest.mark.mpi
+def test_rank_count_independence(tmp_path):
+    """The same run on all ranks and on one rank gives the same densities to 1e-10."""
+    comm = MPI.COMM_WORLD
+    base = Path(comm.bcast(str(tmp_path), root=0))
+    case = {**SMALL, "mesh": {"sphere": "S2", "resolution": 3}, "time": {"t_final": 1.0, "outputs": 4}}
+    parallel = meanfield.run(case, out=base / "parallel", comm=comm, quiet=True)
+    if comm.rank == 0:
+        serial = meanfield.run(case, out=base / "serial", comm=MPI.COMM_SELF, quiet=True)
+        assert parallel.metadata["ranks"] == comm.size
+        assert np.allclose(parallel.centroids, serial.centroids, rtol=0, atol=1e-15)
+        assert np.abs(parallel.densities - serial.densities).max() <= 1e-10
+        for key in ("energy", "mass", "order"):
+            assert np.allclose(parallel.observables[key], serial.observables[key], rtol=1e-12, atol=0)
+    comm.barrier()
+
+
+def test_cli_under_mpirun_prints_once(tmp_path):
+    """`mpirun -n 2 meanfield run` works and only rank 0 prints the result line."""
+    mpirun = Path(sys.executable).parent / "mpirun"
+    if not mpirun.exists() or MPI.COMM_WORLD.size > 1:
+        pytest.skip("needs the venv's mpirun and a serial pytest")
+    out = tmp_path / "run"
+    proc = subprocess.run(
+        [str(mpirun), "-n", "2", sys.executable, "-m", "meanfield.cli", "run", "--out", str(out), "--quiet",
+         "--set", "mesh.resolution=2", "--set", "time.t_final=0.2", "--set", "time.outputs=1"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.count("results:") == 1
+    assert json.loads((out / "metadata.json").read_text())["ranks"] == 2
