@@ -91,3 +91,24 @@ def test_distributed_geometry(comm, sphere, resolution):
     # the normal points from the first cell towards the second
     c = g.centroid
     assert np.all(np.einsum("ij,ij->i", g.facet_normal, c[g.facet_cells[:, 1]] - c[g.facet_cells[:, 0]]) > 0)
+
+
+MESHES = __import__("pathlib").Path(__file__).parents[1] / "meshes"
+
+
+@pytest.mark.parametrize("name, sphere, cells", [("icosphere-L2.msh", "S2", 320), ("icosphere-L3.vtu", "S2", 1280),
+                                                  ("circle-128.msh", "S1", 128), ("gmsh-sphere.msh", "S2", 1372)])
+def test_committed_meshes_are_closed_sphere_meshes(name, sphere, cells):
+    """Every committed mesh reads, lies on the sphere and is closed (each facet has two cells)."""
+    from mpi4py import MPI
+
+    from meanfield.discretisation.geometry import mesh_geometry
+    from meanfield.mesh import distribute
+
+    raw = read_mesh_file(MESHES / name, sphere)
+    assert len(raw.cells) == cells
+    g = mesh_geometry(distribute(MPI.COMM_SELF, raw))
+    per_cell = np.bincount(g.facet_cells.ravel(), minlength=g.num_local)
+    assert np.all(per_cell == (3 if sphere == "S2" else 2))
+    area = 4 * np.pi if sphere == "S2" else 2 * np.pi
+    assert 0 < area - g.measure.sum() < 0.02 * area  # flat cells inscribed in the sphere
