@@ -4,15 +4,16 @@ VENV  := .venv
 PY    := $(VENV)/bin/python
 NP    ?= 2
 
-# A Python >= 3.12: python3.12/python3.13/python3 on PATH if they run and are new enough,
-# else the newest 3.12+ that pyenv installed.  (pyenv shims exit non-zero when the version
+# A Python >= 3.12 (3.12 preferred: the version dolfinx-solver-real is measured with here):
+# python3.12/python3.13/python3 on PATH if they run and are new enough, else a pyenv 3.12,
+# else a newer pyenv Python.  (pyenv shims exit non-zero when the version
 # is not selected, so each candidate is run, not just looked up.)
 find_python = $(shell \
-  for c in python3.13 python3.12 python3; do \
+  for c in python3.12 python3.13 python3; do \
     p=$$(command -v $$c 2>/dev/null) && $$p -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null && { echo $$p; exit 0; }; \
   done; \
   root=$$(pyenv root 2>/dev/null || echo $$HOME/.pyenv); \
-  for p in $$(ls -d $$root/versions/3.1[2-9]*/bin/python 2>/dev/null | sort -rV); do \
+  for p in $$(ls -d $$root/versions/3.12*/bin/python 2>/dev/null | sort -rV) $$(ls -d $$root/versions/3.1[3-9]*/bin/python 2>/dev/null | sort -V); do \
     $$p -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null && { echo $$p; exit 0; }; \
   done)
 
