@@ -3,6 +3,9 @@
     meanfield run [CONFIG] [--out DIR] [--set section.key=value ...] [--quiet]
     meanfield mesh S2 --level L -o FILE      |  meanfield mesh S1 --cells N -o FILE
     meanfield info
+    meanfield particles CONFIG --n N [--seed S] [--out DIR] [--set ...] [--quiet]
+    meanfield validate CONFIG --n 1000,4000 [--seeds 4] [--out DIR] [--pde RUN_DIR] [--quiet]
+    meanfield convergence CONFIG --levels 3:6 [--dt-ladder] [--reference exact|finest|RUN_DIR] [--out DIR] [--quiet]
 
 The same command works serially and under ``mpirun -n P``; only rank 0 prints.
 """
@@ -66,6 +69,60 @@ def _cmd_info(args: argparse.Namespace) -> None:
     _echo(json.dumps(info, indent=2))
 
 
+def _cmd_particles(args: argparse.Namespace) -> None:
+    from .config import load_config
+    from .particles import run_particles
+
+    config = load_config(args.config, args.set)
+    result = run_particles(config, n=args.n, seed=args.seed, out=args.out, quiet=args.quiet)
+    _echo(f"results: {result.path}")
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        return [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+
+
+def _cmd_validate(args: argparse.Namespace) -> None:
+    from .config import load_config
+    from .validation import validate
+
+    config = load_config(args.config, args.set)
+    result = validate(config, ns=args.n, seeds=args.seeds, out=args.out, pde=args.pde,
+                      pde_fine=args.pde_fine, refine=not args.no_refine, quiet=args.quiet)
+    _echo(f"results: {result.path}")
+
+
+def _add_common(p) -> None:
+    p.add_argument("--out", help="output directory")
+    p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                   help="override a config value (TOML syntax), repeatable")
+    p.add_argument("--quiet", action="store_true", help="no progress or log on the terminal")
+
+
+def _add_particles(sub) -> None:
+    p = sub.add_parser("particles", help="run the n-token particle system of a config")
+    p.add_argument("config", help="TOML config")
+    p.add_argument("--n", type=int, default=None, help="number of tokens (default: particles.n)")
+    p.add_argument("--seed", type=int, default=None, help="random seed (default: particles.seed)")
+    _add_common(p)
+    p.set_defaults(handler=_cmd_particles)
+
+
+def _add_validate(sub) -> None:
+    p = sub.add_parser("validate", help="compare particle systems of growing n with the PDE")
+    p.add_argument("config", help="TOML config")
+    p.add_argument("--n", type=_int_list, required=True, help="token counts, e.g. 1000,4000,16000")
+    p.add_argument("--seeds", type=int, default=4, help="seeds per n (particles.seed + k)")
+    p.add_argument("--pde", help="reuse this PDE run directory instead of running the PDE")
+    p.add_argument("--pde-fine", help="reuse this PDE run at half the mesh size (reference and floor)")
+    p.add_argument("--no-refine", action="store_true", help="do not run the PDE at half the mesh size")
+    _add_common(p)
+    p.set_defaults(handler=_cmd_validate)
+
+
 def _add_run(sub) -> None:
     p = sub.add_parser("run", help="run the PDE described by a config file")
     p.add_argument("config", nargs="?", default=None, help="TOML config (default: the embedded S2 clustering case)")
@@ -90,8 +147,29 @@ def _add_info(sub) -> None:
     p.set_defaults(handler=_cmd_info)
 
 
+def _cmd_convergence(args: argparse.Namespace) -> None:
+    from .convergence import convergence_study, format_table, parse_levels
+
+    out = args.out or "runs/convergence"
+    rows = convergence_study(args.config, parse_levels(args.levels), out, reference=args.reference,
+                             dt_ladder=args.dt_ladder, overrides=args.set, quiet=args.quiet)
+    _echo(format_table(rows))
+    _echo(f"results: {out}/convergence.csv, {out}/convergence.png")
+
+
+def _add_convergence(sub) -> None:
+    p = sub.add_parser("convergence", help="errors and observed orders over a ladder of meshes or time steps")
+    p.add_argument("config", help="TOML config of the case")
+    p.add_argument("--levels", required=True, help="FIRST:LAST (inclusive) or a comma list; S2: icosphere "
+                   "levels, S1: 2**level cells, --dt-ladder: time.dt / 2**level")
+    p.add_argument("--dt-ladder", action="store_true", help="halve the fixed time step at the config's mesh")
+    p.add_argument("--reference", default="exact", help="'exact', 'finest' or a finer run directory")
+    _add_common(p)
+    p.set_defaults(handler=_cmd_convergence)
+
+
 #: Each registers one subcommand; add new commands here.
-COMMANDS: list[Callable] = [_add_run, _add_mesh, _add_info]
+COMMANDS: list[Callable] = [_add_run, _add_mesh, _add_info, _add_particles, _add_validate, _add_convergence]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -19,6 +19,7 @@ import numpy as np
 from .initial import InitialDensityError, make_initial_density
 from .mesh import SPHERES
 from .model import AttentionModel, ModelError
+from .nonlocal_field.select import METHODS
 
 
 class ConfigError(ValueError):
@@ -77,15 +78,30 @@ SCHEMA: dict[str, dict[str, tuple[Any, Callable[[Any], bool], str]]] = {
         "outputs": (20, lambda v: _positive_int(v) or (isinstance(v, list) and len(v) > 0 and all(map(_is_number, v))),
                     "a positive count or a list of times"),
         "dt": (None, _optional(_positive), "a fixed time step > 0 (default: adaptive)"),
+        "dt_max": (None, _optional(_positive), "an upper bound > 0 of the adaptive time step"),
     },
-    "scheme": {"kind": ("fv", _one_of("fv"), "'fv'")},
+    "scheme": {
+        "kind": ("fv", _one_of("fv", "dg1"), "'fv' (first-order finite volumes) or 'dg1' (second-order DG on P2 cells)"),
+        "limiter": (True, lambda v: isinstance(v, bool), "true or false (dg1: Zhang-Shu positivity limiter)"),
+    },
     "nonlocal": {
-        "method": ("direct", _anything, "an evaluator name"),
+        "method": ("auto", _one_of(*METHODS), f"one of {METHODS}"),
         "tol": (1e-10, lambda v: _positive(v) and v < 1, "a number in (0, 1)"),
+    },
+    "particles": {
+        "n": (None, _optional(_positive_int), "a positive integer (number of tokens)"),
+        "seed": (0, lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0, "an integer >= 0"),
+        "d": (None, _optional(lambda v: _positive_int(v) and v >= 2),
+              "an integer >= 2 (tokens on S^{d-1}; default: the mesh's d)"),
+        "integrator": ("rk4", _one_of("rk4"), "'rk4'"),
+        "dt": (None, _optional(_positive), "a time step > 0 (default: 0.1 / Lipschitz bound of the field)"),
+        "sampler": ("auto", _one_of("auto", "exact", "rejection", "mesh"),
+                    "'auto', 'exact', 'rejection' or 'mesh'"),
     },
     "output": {
         "dir": (None, _optional(lambda v: isinstance(v, str)), "a directory path (default runs/<name>)"),
-        "xdmf": (True, lambda v: isinstance(v, bool), "true or false"),
+        "xdmf": (True, lambda v: isinstance(v, bool),
+                 "true or false (ParaView output: density.xdmf for fv, density.bp (VTX) for dg1)"),
     },
 }
 
@@ -125,17 +141,22 @@ class Config:
     def d(self) -> int:
         return SPHERES[self.data["mesh"]["sphere"]]
 
+    @property
+    def particle_d(self) -> int:
+        """Ambient dimension of the particle system: ``particles.d``, else the mesh's."""
+        return self.data["particles"]["d"] or self.d
+
     def section(self, name: str) -> dict:
         return self.data[name]
 
-    def model(self) -> AttentionModel:
-        """The attention model of the ``[model]`` section."""
+    def model(self, d: int | None = None) -> AttentionModel:
+        """The attention model of the ``[model]`` section, in dimension ``d`` (default: the mesh's)."""
         m = self.data["model"]
-        return AttentionModel.build(self.d, m["beta"], m["attention"], m["Q"], m["K"], m["V"], m["heads"])
+        return AttentionModel.build(d or self.d, m["beta"], m["attention"], m["Q"], m["K"], m["V"], m["heads"])
 
-    def initial_density(self):
-        """The :class:`~meanfield.initial.InitialDensity` of the ``[initial]`` section."""
-        return make_initial_density(self.data["initial"], self.d)
+    def initial_density(self, d: int | None = None):
+        """The :class:`~meanfield.initial.InitialDensity` of the ``[initial]`` section (default d: the mesh's)."""
+        return make_initial_density(self.data["initial"], d or self.d)
 
     def output_times(self) -> np.ndarray:
         """Sorted output times, always including 0 and t_final."""
@@ -278,8 +299,8 @@ def load_config(
     config = Config(data, label)
     if validate_models:
         try:
-            config.model()
-            config.initial_density()
+            config.model(config.particle_d)
+            config.initial_density(config.particle_d)
         except (ModelError, InitialDensityError) as exc:
             raise ConfigError(str(exc)) from None
         if data["model"]["velocity"] == "rotation" and config.d == 2 and data["model"]["rotation_axis"] != [0.0, 0.0, 1.0]:

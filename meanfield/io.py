@@ -8,7 +8,13 @@ Layout of a run directory::
     mesh.npz           sphere, cell centroids (on the sphere) and cell measures, global order
     snapshots/NNNN.npz t and the density cell averages at output NNNN, global order
     density.xdmf/.h5   the density for ParaView (DG0 cell data), when output.xdmf is on
+    density.bp/        the same for DG1 densities (VTX, ADIOS2 BP4; XDMF cannot hold DG1)
     run.log            the log of rank 0
+
+A particle run (:mod:`meanfield.particles`, read by :func:`load_particle_run`) has the same
+layout without mesh.npz and density files: metadata.json has ``kind = "particles"``,
+observables.csv the same columns (rho_min, rho_max are nan), snapshots/NNNN.npz hold ``t``
+and ``points`` (n, d) in global token order, and diagnostics.csv the cluster counts.
 
 "Global order" is the cell order of the serial input mesh, whatever the rank count.  Only
 rank 0 writes plain files; the XDMF file is written collectively.
@@ -31,7 +37,7 @@ from typing import Any
 import numpy as np
 
 RUN_FILES = ("config.toml", "metadata.json", "observables.csv", "mesh.npz", "run.log",
-             "density.xdmf", "density.h5")
+             "density.xdmf", "density.h5", "diagnostics.csv", "inner_products.png")
 
 
 def gather_global(comm, values: np.ndarray, index: np.ndarray, size: int) -> np.ndarray | None:
@@ -123,6 +129,7 @@ class RunDirectory:
             for name in RUN_FILES:
                 (self.path / name).unlink(missing_ok=True)
             shutil.rmtree(self.path / "snapshots", ignore_errors=True)
+            shutil.rmtree(self.path / "density.bp", ignore_errors=True)
             (self.path / "snapshots").mkdir()
             (self.path / "config.toml").write_text(config_toml)
         self.comm.barrier()
@@ -152,6 +159,43 @@ class RunDirectory:
         """Write an .npz file (rank 0)."""
         if self.root:
             np.savez(self.path / relative, **arrays)
+
+
+class DensityWriter:
+    """ParaView output of a density Function: XDMF for DG0, VTX (BP4) for higher degrees.
+
+    Parameters
+    ----------
+    comm
+        The run's communicator (writing is collective).
+    directory
+        The run directory (``density.xdmf`` or ``density.bp`` is written there).
+    function
+        The dolfinx Function written by :meth:`write`; the caller updates its values.
+    """
+
+    def __init__(self, comm, directory: Path, function) -> None:
+        from ._fem import dolfinx
+
+        io = dolfinx().io
+        self.function = function
+        if function.function_space.ufl_element().embedded_superdegree == 0:
+            self._xdmf = io.XDMFFile(comm, str(Path(directory) / "density.xdmf"), "w")
+            self._xdmf.write_mesh(function.function_space.mesh)
+            self._vtx = None
+        else:
+            self._xdmf = None
+            self._vtx = io.VTXWriter(comm, Path(directory) / "density.bp", [function], engine="BP4")
+
+    def write(self, t: float) -> None:
+        """Write the Function's current values at time ``t`` (collective)."""
+        if self._xdmf is not None:
+            self._xdmf.write_function(self.function, t)
+        else:
+            self._vtx.write(t)
+
+    def close(self) -> None:
+        (self._xdmf or self._vtx).close()
 
 
 def _json_default(obj: Any) -> Any:
@@ -246,3 +290,46 @@ def load_run(path: str | Path) -> RunResult:
     densities = np.array([s["density"] for s in loaded]).reshape(len(loaded), ncells)
     return RunResult(path, config, meta, times, mesh["centroids"], mesh["areas"], densities,
                      read_observables(path / "observables.csv"))
+
+
+@dataclass
+class ParticleRunResult:
+    """A particle run read back from its directory (token order is global, rank-independent).
+
+    Attributes
+    ----------
+    path, config, metadata, observables
+        As in :class:`RunResult`.
+    times
+        (T,) output times that were written.
+    points
+        (T, n, d) token positions at those times.
+    """
+
+    path: Path
+    config: dict
+    metadata: dict
+    times: np.ndarray
+    points: np.ndarray
+    observables: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def at(self, t: float) -> np.ndarray:
+        """Token positions (n, d) at the output time nearest ``t``."""
+        return self.points[int(np.argmin(np.abs(self.times - t)))]
+
+
+def load_particle_run(path: str | Path) -> ParticleRunResult:
+    """Read a particle run directory written by :func:`meanfield.particles.run_particles`."""
+    import tomllib
+
+    path = Path(path)
+    if not (path / "metadata.json").is_file():
+        raise FileNotFoundError(f"{path} is not a meanfield run directory (no metadata.json)")
+    meta = json.loads((path / "metadata.json").read_text())
+    if meta.get("kind") != "particles":
+        raise FileNotFoundError(f"{path} is not a particle run (metadata kind {meta.get('kind')!r})")
+    loaded = [np.load(s) for s in sorted((path / "snapshots").glob("*.npz"))]
+    times = np.array([float(s["t"]) for s in loaded])
+    points = np.array([s["points"] for s in loaded])
+    return ParticleRunResult(path, tomllib.loads((path / "config.toml").read_text()), meta, times, points,
+                             read_observables(path / "observables.csv"))

@@ -1,0 +1,218 @@
+"""Drawing i.i.d. tokens from an initial density on S^{d-1}.
+
+Samplers (``particles.sampler`` in a config):
+
+``exact``
+    ``uniform`` (normalised Gaussians) and ``vmf`` mixtures (a component per token, then
+    Wood's rejection algorithm for the cosine ``<mu, x>`` and a uniform tangent direction);
+    any d.
+``rejection``
+    Any density f (``harmonic``, ``expression``, ...): uniform proposals accepted with
+    probability ``f(x) / M``.  The bound ``M`` is ``SAFETY`` (= 1.5) times the largest value
+    of f on a fine point set (:func:`probe_points`); should a proposal ever exceed ``M`` the
+    bound was wrong, so the sampler raises it to ``SAFETY`` times that value and starts
+    again from scratch (deterministically, so the result still depends on the seed only).
+``mesh``
+    The general fallback on S^1 and S^2: a cell of the mesh is drawn with probability equal
+    to its mass (the degree-4 cell quadrature of f times the flat cell measure, exactly the
+    PDE's initial cell masses), a point uniformly in the flat cell, projected radially onto
+    the sphere.  It samples the PDE's piecewise-constant initial measure, up to the radial
+    projection's area distortion within a cell (O(h^2) relative).
+``auto``
+    ``exact`` for ``uniform`` and ``vmf``, else ``rejection``.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from ..initial import InitialDensity, _numbers, _vectors
+from ..mesh import RawMesh
+
+SAMPLERS: tuple[str, ...] = ("auto", "exact", "rejection", "mesh")
+SAFETY = 1.5
+PROBE_POINTS = 1 << 16
+EXACT_KINDS = ("uniform", "vmf")
+
+
+class SamplingError(ValueError):
+    """A sampler that cannot draw from the given density; the message names the field."""
+
+
+def uniform_sphere(rng: np.random.Generator, n: int, d: int) -> np.ndarray:
+    """n points uniform on S^{d-1} (normalised standard Gaussians), shape (n, d)."""
+    x = rng.standard_normal((n, d))
+    return x / np.linalg.norm(x, axis=1)[:, None]
+
+
+def vmf_cosines(rng: np.random.Generator, n: int, d: int, kappa: float) -> np.ndarray:
+    """n draws of t = <mu, x> for x ~ vMF(mu, kappa) on S^{d-1} (Wood 1994).
+
+    The density of t is proportional to ``exp(kappa t) (1 - t^2)^((d - 3) / 2)`` on [-1, 1].
+    """
+    if kappa == 0:
+        return 1.0 - 2.0 * rng.beta((d - 1) / 2, (d - 1) / 2, size=n)
+    p1 = d - 1.0
+    b = p1 / (2.0 * kappa + np.sqrt(4.0 * kappa**2 + p1**2))
+    x0 = (1.0 - b) / (1.0 + b)
+    c = kappa * x0 + p1 * np.log(1.0 - x0**2)
+    out = np.empty(n)
+    filled = 0
+    while filled < n:
+        m = max(2 * (n - filled), 64)
+        z = rng.beta(p1 / 2, p1 / 2, size=m)
+        w = (1.0 - (1.0 + b) * z) / (1.0 - (1.0 - b) * z)
+        u = rng.uniform(size=m)
+        accept = kappa * w + p1 * np.log(1.0 - x0 * w) - c >= np.log(u)
+        take = w[accept][: n - filled]
+        out[filled : filled + len(take)] = take
+        filled += len(take)
+    return out
+
+
+def vmf(rng: np.random.Generator, n: int, center: np.ndarray, kappa: float) -> np.ndarray:
+    """n points from the von Mises-Fisher density with unit ``center`` and concentration kappa."""
+    center = np.asarray(center, float)
+    t = vmf_cosines(rng, n, len(center), kappa)
+    g = rng.standard_normal((n, len(center)))
+    g -= (g @ center)[:, None] * center
+    g /= np.linalg.norm(g, axis=1)[:, None]
+    return t[:, None] * center + np.sqrt(np.clip(1.0 - t**2, 0.0, None))[:, None] * g
+
+
+def vmf_mixture(
+    rng: np.random.Generator, n: int, centers: np.ndarray, kappas: np.ndarray, weights: np.ndarray
+) -> np.ndarray:
+    """n points from ``sum_k w_k vMF(centers_k, kappas_k)`` (weights summing to 1)."""
+    labels = rng.choice(len(weights), size=n, p=weights)
+    out = np.empty((n, centers.shape[1]))
+    for k in range(len(weights)):
+        mine = labels == k
+        out[mine] = vmf(rng, int(mine.sum()), centers[k], float(kappas[k]))
+    return out
+
+
+def probe_points(d: int, count: int = PROBE_POINTS) -> np.ndarray:
+    """A fine, deterministic point set on S^{d-1} for bounding a density.
+
+    S^1: ``count`` equispaced angles; S^2: a Fibonacci lattice of ``count`` points
+    (spacing about ``sqrt(4 pi / count)`` ~ 0.014 rad); d >= 4: ``count`` uniform points of a
+    fixed generator (seed 0).
+    """
+    if d == 2:
+        theta = 2.0 * np.pi * np.arange(count) / count
+        return np.stack([np.cos(theta), np.sin(theta)], axis=1)
+    if d == 3:
+        k = np.arange(count) + 0.5
+        z = 1.0 - 2.0 * k / count
+        phi = np.pi * (1.0 + 5.0**0.5) * k
+        r = np.sqrt(1.0 - z**2)
+        return np.stack([r * np.cos(phi), r * np.sin(phi), z], axis=1)
+    return uniform_sphere(np.random.default_rng(0), count, d)
+
+
+def rejection(
+    rng: np.random.Generator,
+    n: int,
+    density: Callable[[np.ndarray], np.ndarray],
+    d: int,
+    bound: float | None = None,
+) -> np.ndarray:
+    """n points from an (unnormalised, non-negative) density by rejection from the uniform law.
+
+    Parameters
+    ----------
+    bound
+        An upper bound M of the density; default ``SAFETY * max f(probe_points(d))``.
+    """
+    M = SAFETY * float(np.max(density(probe_points(d)))) if bound is None else float(bound)
+    if not np.isfinite(M) or M <= 0:
+        raise SamplingError(f"initial: the density's maximum is {M!r}; it cannot be sampled")
+    out = np.empty((n, d))
+    filled = 0
+    while filled < n:
+        m = max(int(2.0 * (n - filled)), 256)
+        x = uniform_sphere(rng, m, d)
+        f = density(x)
+        if np.any(f < 0) or not np.all(np.isfinite(f)):
+            raise SamplingError("initial: the density is negative or not finite somewhere")
+        if f.max() > M:  # the bound was wrong: raise it and start again
+            M, filled = SAFETY * float(f.max()), 0
+            continue
+        take = x[rng.uniform(size=m) * M < f][: n - filled]
+        out[filled : filled + len(take)] = take
+        filled += len(take)
+    return out
+
+
+def mesh_sampler(rng: np.random.Generator, n: int, density: Callable[[np.ndarray], np.ndarray], mesh: RawMesh) -> np.ndarray:
+    """n points from the mesh's cell masses of ``density`` (see module docstring)."""
+    from ..discretisation.geometry import cell_measure, normalize
+    from ..discretisation.quadrature import cell_averages
+
+    vertices = mesh.points[mesh.cells]
+    _, averages = cell_averages(density, vertices)
+    masses = np.clip(averages, 0.0, None) * cell_measure(vertices)
+    if not masses.sum() > 0:
+        raise SamplingError("initial: the density has no mass on the mesh")
+    cells = rng.choice(len(masses), size=n, p=masses / masses.sum())
+    v = vertices[cells]
+    if mesh.points.shape[1] == 2:
+        s = rng.uniform(size=(n, 1))
+        flat = (1.0 - s) * v[:, 0] + s * v[:, 1]
+    else:
+        r1, r2 = np.sqrt(rng.uniform(size=(n, 1))), rng.uniform(size=(n, 1))
+        flat = (1.0 - r1) * v[:, 0] + r1 * (1.0 - r2) * v[:, 1] + r1 * r2 * v[:, 2]
+    return normalize(flat)
+
+
+def resolve_sampler(kind: str, sampler: str) -> str:
+    """The sampler ``auto`` means for an initial-density kind; checks the combination."""
+    if sampler == "auto":
+        return "exact" if kind in EXACT_KINDS else "rejection"
+    if sampler not in SAMPLERS:
+        raise SamplingError(f"particles.sampler: must be one of {SAMPLERS}, got {sampler!r}")
+    if sampler == "exact" and kind not in EXACT_KINDS:
+        raise SamplingError(f"particles.sampler: 'exact' needs initial.kind in {EXACT_KINDS}, got {kind!r}")
+    return sampler
+
+
+def sample_initial(
+    density: InitialDensity,
+    n: int,
+    rng: np.random.Generator,
+    sampler: str = "auto",
+    mesh: RawMesh | None = None,
+) -> np.ndarray:
+    """n i.i.d. tokens from an initial density, shape (n, d).
+
+    Parameters
+    ----------
+    density
+        The initial density (its kind selects the exact sampler).
+    rng
+        The generator; the result depends on its state only.
+    sampler
+        One of :data:`SAMPLERS` (see module docstring).
+    mesh
+        Needed by the ``mesh`` sampler (d = 2 or 3).
+    """
+    if n <= 0:
+        raise SamplingError(f"particles.n: must be a positive integer, got {n!r}")
+    method = resolve_sampler(density.kind, sampler)
+    d = density.d
+    if method == "rejection":
+        return rejection(rng, n, density, d)
+    if method == "mesh":
+        if mesh is None or mesh.points.shape[1] != d:
+            raise SamplingError(f"particles.sampler: 'mesh' needs a mesh of S^{d - 1}")
+        return mesh_sampler(rng, n, density, mesh)
+    if density.kind == "uniform":
+        return uniform_sphere(rng, n, d)
+    p = density.params
+    centers = _vectors(p["centers"], d, "initial.centers")
+    kappas = _numbers(p.get("kappas", 10.0), len(centers), "initial.kappas")
+    weights = _numbers(p.get("weights"), len(centers), "initial.weights", default=1.0)
+    return vmf_mixture(rng, n, centers, kappas, weights / weights.sum())

@@ -1,0 +1,78 @@
+"""PNG plots of a validation study (matplotlib, Agg backend)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from .compare import PDEReference
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_errors(path: Path, rows: list[dict], summary: list[dict], t: float) -> None:
+    """Each metric at time t against n on log-log axes: seeds, RMS over seeds, n^-1/2, PDE floor."""
+    plt = _pyplot()
+    names = [s["metric"] for s in summary]
+    cols = min(4, len(names))
+    nrows = -(-len(names) // cols)
+    fig, axes = plt.subplots(nrows, cols, figsize=(4 * cols, 3.3 * nrows), squeeze=False)
+    for ax, s in zip(axes.flat, summary):
+        sel = [r for r in rows if r["metric"] == s["metric"] and r["time"] == t]
+        ax.loglog([r["n"] for r in sel], [max(r["value"], 1e-300) for r in sel], ".", color="0.6", label="seeds")
+        ns = np.array(sorted({r["n"] for r in sel}), float)
+        rms = np.array([s[f"rms_n{int(n)}"] for n in ns])
+        ax.loglog(ns, rms, "o-", label=f"RMS, slope {s['slope_rms']:.2f}")
+        ax.loglog(ns, rms[0] * np.sqrt(ns[0] / ns), "k--", lw=0.8, label="n^-1/2")
+        if np.isfinite(s["pde_floor"]) and s["pde_floor"] > 0:
+            ax.axhline(s["pde_floor"], color="r", ls=":", label="PDE floor")
+        ax.set(title=s["metric"], xlabel="n")
+        ax.xaxis.set_minor_formatter(plt.NullFormatter())
+        ax.legend(fontsize=7)
+    for ax in list(axes.flat)[len(summary):]:
+        ax.set_visible(False)
+    fig.suptitle(f"particles vs PDE at t = {t:g}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def plot_density(path: Path, reference: PDEReference, points: np.ndarray, t: float) -> None:
+    """PDE density vs the particle histogram (cell mass / cell measure) at time t.
+
+    S^1: both against the angle; S^2: equirectangular scatter of the cell centroids, coloured
+    by density, side by side on one colour scale.
+    """
+    plt = _pyplot()
+    centroids, masses = reference.measure(t)
+    areas = reference.coarse.areas
+    pde = masses / areas
+    hist = reference.locator.histogram(points) / areas
+    if reference.d == 2:
+        theta = np.arctan2(centroids[:, 1], centroids[:, 0])
+        order = np.argsort(theta)
+        fig, ax = plt.subplots(figsize=(7, 4))
+        ax.step(theta[order], hist[order], where="mid", lw=0.7, label=f"particles (n = {len(points)})")
+        ax.plot(theta[order], pde[order], "k", label="PDE")
+        ax.set(xlabel="angle", ylabel="density", title=f"t = {t:g}")
+        ax.legend()
+    else:
+        lon = np.degrees(np.arctan2(centroids[:, 1], centroids[:, 0]))
+        lat = np.degrees(np.arcsin(np.clip(centroids[:, 2], -1.0, 1.0)))
+        vmax = max(pde.max(), hist.max())
+        fig, axes = plt.subplots(1, 2, figsize=(12, 3.6), sharey=True)
+        for ax, values, title in zip(axes, (pde, hist), ("PDE", f"particles (n = {len(points)})")):
+            im = ax.scatter(lon, lat, c=values, s=4, vmin=0.0, vmax=vmax, cmap="viridis")
+            ax.set(xlabel="longitude", title=f"{title}, t = {t:g}", xlim=(-180, 180), ylim=(-90, 90))
+        axes[0].set_ylabel("latitude")
+        fig.colorbar(im, ax=list(axes), label="density")
+    fig.savefig(path, dpi=100, bbox_inches="tight")
+    plt.close(fig)

@@ -1,0 +1,197 @@
+"""The mean-field validation study behind ``meanfield validate``.
+
+One PDE run (or a given run directory), optionally a second one at half the mesh size for
+the extrapolated reference and the discretisation floor (:mod:`.compare`), then the particle
+system for every n and seed (``particles.seed + k``, k < seeds), each compared with the PDE
+at every output time.  Files written (rank 0) under the study directory::
+
+    pde/, pde-fine/          the PDE runs (unless given)
+    particles/n<N>-s<S>/     the particle runs
+    validation.csv           metric, time, n, seed, value
+    summary.csv              per metric at the final time: fitted log-log slopes vs n,
+                             RMS over seeds at each n, and the PDE floor
+    errors.png, density.png  error vs n (with the n^-1/2 line), PDE vs particle histogram
+"""
+
+from __future__ import annotations
+
+import csv
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from ..config import Config, ConfigError, load_config
+from ..io import RunResult, load_run
+from .compare import PDEReference
+
+log = logging.getLogger("meanfield")
+
+
+@dataclass
+class ValidationResult:
+    """What a study produced: its directory, the rows of validation.csv and the summary."""
+
+    path: Path
+    rows: list[dict]
+    summary: list[dict]
+
+
+def refined_overrides(config: Config) -> list[str] | None:
+    """Overrides that halve the mesh size (S1: twice the cells, S2: one more level); None for mesh files."""
+    mesh = config.section("mesh")
+    if mesh["file"] is not None:
+        return None
+    factor = 2 * mesh["resolution"] if mesh["sphere"] == "S1" else mesh["resolution"] + 1
+    return [f"mesh.resolution={factor}"]
+
+
+def fit_slope(ns: Sequence[int], values: Sequence[float]) -> float:
+    """Least-squares slope of log(value) against log(n) (nan with fewer than 2 positive values)."""
+    ns, values = np.asarray(ns, float), np.asarray(values, float)
+    ok = values > 0
+    if ok.sum() < 2:
+        return float("nan")
+    return float(np.polyfit(np.log(ns[ok]), np.log(values[ok]), 1)[0])
+
+
+def summarise(rows: list[dict], t: float, floor: dict[str, float]) -> list[dict]:
+    """Per metric at time t: per-seed slopes (mean, std), slope of the RMS over seeds, RMS at each n."""
+    out = []
+    metrics = sorted({r["metric"] for r in rows if r["time"] == t})
+    for metric in metrics:
+        sel = [r for r in rows if r["metric"] == metric and r["time"] == t]
+        ns = sorted({r["n"] for r in sel})
+        seeds = sorted({r["seed"] for r in sel})
+        table = {(r["n"], r["seed"]): r["value"] for r in sel}
+        slopes = [fit_slope(ns, [table[(n, s)] for n in ns]) for s in seeds if all((n, s) in table for n in ns)]
+        rms = [float(np.sqrt(np.mean([table[(n, s)] ** 2 for s in seeds if (n, s) in table]))) for n in ns]
+        out.append({"metric": metric, "time": t, "slope_mean": float(np.mean(slopes)) if slopes else np.nan,
+                    "slope_std": float(np.std(slopes)) if slopes else np.nan, "slope_rms": fit_slope(ns, rms),
+                    "pde_floor": floor.get(metric, np.nan), **{f"rms_n{n}": v for n, v in zip(ns, rms)}})
+    return out
+
+
+def format_summary(summary: list[dict]) -> str:
+    """The summary as a fixed-width text table."""
+    if not summary:
+        return "(no metrics)"
+    keys = [k for k in summary[0] if k not in ("time",)]
+    lines = ["  ".join(f"{k:>19s}" for k in keys)]
+    for s in summary:
+        lines.append("  ".join(f"{s[k]:>19s}" if isinstance(s[k], str) else f"{s[k]:>19.4g}" for k in keys))
+    return "\n".join(lines)
+
+
+def _write_csv(path: Path, rows: list[dict]) -> None:
+    with open(path, "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def _check_inputs(config: Config, ns: Sequence[int], seeds: int) -> None:
+    if config.particle_d != config.d:
+        raise ConfigError(f"particles.d: validation needs the mesh's d = {config.d}, got {config.particle_d}")
+    if config.section("model")["velocity"] != "attention":
+        raise ConfigError("model.velocity: validation compares attention dynamics; got 'rotation'")
+    if not ns or any(isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n <= 0 for n in ns):
+        raise ConfigError(f"--n: must be positive integers, got {list(ns)!r}")
+    if isinstance(seeds, bool) or not isinstance(seeds, (int, np.integer)) or seeds <= 0:
+        raise ConfigError(f"--seeds: must be a positive integer, got {seeds!r}")
+
+
+def _pde_runs(config: Config, out: Path, pde, pde_fine, refine: bool, comm, quiet: bool) -> PDEReference:
+    from ..solver import run
+
+    coarse: RunResult = load_run(pde) if pde is not None else run(config, out=out / "pde", comm=comm, quiet=quiet)
+    fine = None
+    if pde_fine is not None:
+        fine = load_run(pde_fine)
+    elif refine and pde is None:
+        over = refined_overrides(config)
+        if over is not None:
+            fine = run(load_config(config.data, over), out=out / "pde-fine", comm=comm, quiet=quiet)
+    return PDEReference(coarse, fine)
+
+
+def validate(
+    config: Config | Mapping | str | Path | None,
+    *,
+    ns: Sequence[int],
+    seeds: int = 4,
+    out: str | Path | None = None,
+    pde: str | Path | None = None,
+    pde_fine: str | Path | None = None,
+    refine: bool = True,
+    overrides: list[str] | None = None,
+    comm=None,
+    quiet: bool = False,
+) -> ValidationResult:
+    """Run (or reuse) the PDE and the particle systems, compare them and write the study.
+
+    Parameters
+    ----------
+    config
+        Config (or mapping / TOML path); its outputs are the comparison times.
+    ns
+        Token counts.
+    seeds
+        Seeds per n: ``particles.seed + k`` for k < seeds.
+    out
+        Study directory (default ``runs/<name>-validation``).
+    pde, pde_fine
+        Existing PDE run directories to reuse instead of running the PDE (coarse, and at
+        half the mesh size).
+    refine
+        Run the PDE at half the mesh size too (when ``pde`` is not given), for the
+        extrapolated reference observables and the discretisation floor.
+    comm
+        MPI communicator (default COMM_WORLD); PDE and particle runs are collective, metrics
+        are computed on rank 0.
+    quiet
+        No log on the terminal.
+    """
+    from mpi4py import MPI
+
+    from ..particles import run_particles
+
+    comm = comm or MPI.COMM_WORLD
+    if not isinstance(config, Config):
+        config = load_config(config, overrides)
+    _check_inputs(config, ns, seeds)
+    path = Path(out) if out is not None else config.output_dir().with_name(config.name + "-validation")
+    reference = _pde_runs(config, path, pde, pde_fine, refine, comm, quiet)
+    base = config.section("particles")["seed"]
+    rows: list[dict] = []
+    finals: dict[tuple[int, int], np.ndarray] = {}
+    for n in ns:
+        for k in range(seeds):
+            seed = base + k
+            run = run_particles(config, n=n, seed=seed, out=path / "particles" / f"n{n}-s{seed}", comm=comm, quiet=True)
+            if comm.rank != 0:
+                continue
+            for i, t in enumerate(run.times):
+                row = {name: float(v[i]) for name, v in run.observables.items()}
+                for metric, value in reference.compare(run.points[i], row, float(t)).items():
+                    rows.append({"metric": metric, "time": float(t), "n": int(n), "seed": seed, "value": value})
+            finals[(n, seed)] = run.points[-1]
+            if not quiet:
+                print(f"n = {n:>7d}  seed = {seed}: done", flush=True)
+    summary: list[dict] = []
+    if comm.rank == 0:
+        t_final = float(reference.coarse.times[-1])
+        summary = summarise(rows, t_final, reference.floor(t_final))
+        _write_csv(path / "validation.csv", rows)
+        _write_csv(path / "summary.csv", summary)
+        from .plots import plot_density, plot_errors
+
+        plot_errors(path / "errors.png", rows, summary, t_final)
+        plot_density(path / "density.png", reference, finals[(max(ns), base)], t_final)
+        if not quiet:
+            print(f"mean-field validation at t = {t_final:g} (slopes of log error vs log n; "
+                  f"pde_floor: metric between the PDE at h and h/2)\n{format_summary(summary)}", flush=True)
+    comm.barrier()
+    return ValidationResult(path, rows, summary)

@@ -1,0 +1,117 @@
+"""Validation layer: metrics on known answers, the point-in-cell locator, slopes, and a
+small end-to-end study."""
+
+from __future__ import annotations
+
+import csv
+
+import numpy as np
+import pytest
+
+from conftest import random_sphere_points
+from meanfield.mesh import circle, icosphere
+from meanfield.validation import CellLocator, fit_slope, validate
+from meanfield.validation import metrics
+
+
+def test_w1_between_point_masses():
+    e = np.eye(3)
+    one = np.ones(1)
+    assert metrics.w1_exact(e[:1], one, e[1:2], one) == pytest.approx(np.pi / 2, abs=1e-12)
+    a, b = np.array([[1.0, 0.0]]), np.array([[np.cos(1.0), np.sin(1.0)]])
+    assert metrics.w1_circle(a, one, b, one) == pytest.approx(1.0, abs=1e-9)
+    # half the mass moves by pi/2 on S^2
+    x = e[:2]
+    assert metrics.w1_exact(x, np.array([0.5, 0.5]), np.array([e[0], e[2]]), np.array([0.5, 0.5])) == \
+        pytest.approx(np.pi / 4, abs=1e-12)
+
+
+def test_mmd_of_a_measure_with_itself_vanishes(rng):
+    for d in (2, 3, 4):
+        x = random_sphere_points(rng, 300, d)
+        w = rng.uniform(size=300)
+        w /= w.sum()
+        assert metrics.mmd(x, w, x, w) < 1e-6
+        y = random_sphere_points(rng, 300, d)
+        assert metrics.mmd(x, w, y, np.full(300, 1 / 300)) > 1e-3
+
+
+def test_mmd_matches_the_kernel_definition(rng):
+    x, y = random_sphere_points(rng, 40, 3), random_sphere_points(rng, 30, 3)
+    a, b = np.full(40, 1 / 40), np.full(30, 1 / 30)
+    k = lambda p, q: np.exp((p @ q.T - 1) / 0.5**2)  # noqa: E731
+    expected = np.sqrt(a @ k(x, x) @ a + b @ k(y, y) @ b - 2 * a @ k(x, y) @ b)
+    assert metrics.mmd(x, a, y, b, 0.5) == pytest.approx(expected, rel=1e-9)
+
+
+def test_circle_distance_of_a_rotated_measure(rng):
+    theta = np.sort(rng.uniform(0, 2 * np.pi, 20))
+    gaps = np.diff(np.append(theta, theta[0] + 2 * np.pi))
+    alpha = 0.4 * gaps.min()
+    pts = lambda s: np.stack([np.cos(s), np.sin(s)], axis=1)  # noqa: E731
+    w = np.full(20, 1 / 20)
+    assert metrics.w1_circle(pts(theta), w, pts(theta + alpha), w) == pytest.approx(alpha, rel=1e-9)
+    # exact OT with the geodesic cost agrees
+    assert metrics.w1_exact(pts(theta), w, pts(theta + alpha), w) == pytest.approx(alpha, rel=1e-9)
+
+
+@pytest.mark.parametrize("mesh", [icosphere(3), circle(200)], ids=["S2", "S1"])
+def test_locator_and_hist_l1_of_cell_masses(rng, mesh):
+    loc = CellLocator(mesh)
+    x = random_sphere_points(rng, 3000, mesh.points.shape[1])
+    cells = loc.locate(x)
+    # brute force: the cone test against every cell
+    lam = np.einsum("cij,nj->nci", loc.inverse, x)
+    inside = np.all(lam >= -1e-12, axis=2)
+    assert np.all(inside[np.arange(len(x)), cells])
+    # centroids with the cell masses: the histogram is the masses themselves
+    centroids = mesh.points[mesh.cells].mean(axis=1)
+    centroids /= np.linalg.norm(centroids, axis=1)[:, None]
+    masses = rng.uniform(size=len(mesh.cells))
+    masses /= masses.sum()
+    assert metrics.hist_l1(loc.histogram(centroids, masses), masses) == 0.0
+
+
+def test_hist_l1_noise_level(rng):
+    m = np.full(100, 0.01)
+    observed = [metrics.hist_l1(np.bincount(rng.choice(100, 5000), minlength=100) / 5000, m) for _ in range(200)]
+    assert np.mean(observed) == pytest.approx(metrics.hist_l1_noise(m, 5000), rel=0.05)
+
+
+def test_fit_slope():
+    ns = [100, 400, 1600]
+    assert fit_slope(ns, [3 * n**-0.5 for n in ns]) == pytest.approx(-0.5)
+    assert np.isnan(fit_slope(ns, [0.0, 0.0, 1.0]))
+
+
+def test_validate_end_to_end(tmp_path):
+    from mpi4py import MPI
+
+    config = {"name": "v", "mesh": {"sphere": "S1", "resolution": 128}, "model": {"beta": 1.0},
+              "initial": {"kind": "vmf", "centers": [[1, 0]], "kappas": [2.0]},
+              "time": {"t_final": 0.5, "outputs": 1}, "particles": {"dt": 0.25},
+              "nonlocal": {"method": "fast"}, "output": {"xdmf": False}}
+    result = validate(config, ns=[100, 400], seeds=2, out=tmp_path / "v", comm=MPI.COMM_SELF, quiet=True)
+    for name in ("validation.csv", "summary.csv", "errors.png", "density.png", "pde", "pde-fine",
+                 "particles/n400-s1"):
+        assert (result.path / name).exists(), name
+    with open(result.path / "validation.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    assert list(rows[0]) == ["metric", "time", "n", "seed", "value"]
+    names = {r["metric"] for r in rows}
+    assert {"mean_error", "second_moment_error", "energy_error", "mmd", "w1", "hist_l1", "hist_l1_noise"} <= names
+    assert len(rows) == len(names) * 2 * 2 * 2  # metrics x times x n x seeds
+    summary = {s["metric"]: s for s in result.summary}
+    assert summary["hist_l1_noise"]["slope_rms"] == pytest.approx(-0.5)
+    assert 0 < summary["mean_error"]["pde_floor"] < 1e-2
+
+
+def test_validate_refuses_bad_input(tmp_path):
+    from meanfield.config import ConfigError
+
+    with pytest.raises(ConfigError, match="--n"):
+        validate({"mesh": {"sphere": "S1"}, "initial": {"kind": "uniform"}}, ns=[100, 0], out=tmp_path / "x")
+    with pytest.raises(ConfigError, match="particles.d"):
+        validate({"mesh": {"sphere": "S1"}, "particles": {"d": 3}, "initial": {"kind": "uniform"}},
+                 ns=[10], out=tmp_path / "x")
+    assert not (tmp_path / "x").exists()
