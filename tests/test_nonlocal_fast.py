@@ -230,3 +230,22 @@ def test_fast_mpi_matches_serial(comm, d):
     got = split.velocity(model, x[mine])
     np.testing.assert_allclose(got, ref, rtol=0, atol=1e-12 * np.abs(ref).max())
     np.testing.assert_allclose(split.Z, serial.Z[:, mine], rtol=1e-12)
+
+
+@pytest.mark.parametrize("d", [2, 3])
+def test_cached_fixed_points_give_the_same_sums(rng, d):
+    """Fixed targets and sources (the PDE's use) are cached; changing weights still counts."""
+    model = AttentionModel.build(d, 4.0, "softmax", heads=[{}, {"Q": 2 * np.eye(d), "weight": 0.5}])
+    x, y = random_sphere_points(rng, 300, d), random_sphere_points(rng, 200, d)
+    ev = FastEvaluator(model, tol=1e-10)
+    for _ in range(3):
+        w = rng.uniform(0.1, 1.0, 200)
+        cached = ev.evaluate(x, y, w, fixed_sources=True, fixed_targets=True)
+        fresh = FastEvaluator(model, tol=1e-10).evaluate(x, y, w)
+        for a, b in ((cached.N, fresh.N), (cached.Z, fresh.Z), (cached.log_scale, fresh.log_scale)):
+            assert np.array_equal(a, b)
+    assert len(ev._target_cache) == 2
+    # a different target array replaces the cache instead of being served stale values
+    x2 = random_sphere_points(rng, 300, d)
+    again = ev.evaluate(x2, y, w, fixed_sources=True, fixed_targets=True)
+    assert np.array_equal(again.Z, FastEvaluator(model, tol=1e-10).evaluate(x2, y, w).Z)

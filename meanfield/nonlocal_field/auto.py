@@ -72,11 +72,14 @@ class AutoEvaluator(NonlocalEvaluator):
         weights: np.ndarray,
         *,
         fixed_sources: bool = False,
+        fixed_targets: bool = False,
     ) -> FieldValues:
         """See :meth:`NonlocalEvaluator.evaluate`; the first call fixes the method."""
         if self.chosen is None:
             self.chosen = self._choose(targets.shape[0], sources.shape[0])
-        return self.chosen.evaluate(targets, sources, weights, fixed_sources=fixed_sources)
+        return self.chosen.evaluate(
+            targets, sources, weights, fixed_sources=fixed_sources, fixed_targets=fixed_targets
+        )
 
     def diagnostics(self) -> dict:
         """The chosen evaluator's diagnostics, plus the modelled costs behind the choice."""

@@ -61,6 +61,14 @@ class FieldValues:
         return np.exp(self.log_scale) * self.Z
 
 
+def array_key(a: np.ndarray) -> tuple:
+    """Identity of an array a caller promised to be fixed: object, buffer, shape and end rows.
+
+    Guards a cache against a different array that happens to reuse a freed object's id.
+    """
+    return (id(a), a.ctypes.data, a.shape, a[:1].tobytes(), a[-1:].tobytes())
+
+
 class NonlocalEvaluator(ABC):
     """Evaluates the attention sums of a distributed discrete measure at local targets.
 
@@ -88,6 +96,7 @@ class NonlocalEvaluator(ABC):
         weights: np.ndarray,
         *,
         fixed_sources: bool = False,
+        fixed_targets: bool = False,
     ) -> FieldValues:
         """Evaluate N, Z (scaled) at this rank's targets.
 
@@ -103,6 +112,8 @@ class NonlocalEvaluator(ABC):
             Promise that ``sources`` is the same array, unchanged, as in the previous call
             with ``fixed_sources=True`` (mesh quadrature points); evaluators may then reuse
             what they derived from the points and only refresh the weights.
+        fixed_targets
+            The same promise for ``targets`` (mesh points where a scheme needs the velocity).
         """
 
     def velocity(

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..model import AttentionModel
-from .base import FieldValues, NonlocalEvaluator
+from .base import FieldValues, NonlocalEvaluator, array_key
 from .parallel import allgather_rows
 
 
@@ -92,15 +92,15 @@ class DirectEvaluator(NonlocalEvaluator):
         super().__init__(model, comm)
         self.block_targets = block_targets
         self.block_sources = block_sources
-        self._fixed_key: int | None = None
+        self._fixed_key: tuple | None = None
         self._fixed_points: np.ndarray | None = None
 
     def _all_sources(self, sources: np.ndarray, fixed: bool) -> np.ndarray:
-        if fixed and self._fixed_key == id(sources) and self._fixed_points is not None:
+        if fixed and self._fixed_key == array_key(sources) and self._fixed_points is not None:
             return self._fixed_points
         points = allgather_rows(self.comm, np.ascontiguousarray(sources, dtype=float))
         if fixed:
-            self._fixed_key, self._fixed_points = id(sources), points
+            self._fixed_key, self._fixed_points = array_key(sources), points
         return points
 
     def evaluate(
@@ -110,8 +110,9 @@ class DirectEvaluator(NonlocalEvaluator):
         weights: np.ndarray,
         *,
         fixed_sources: bool = False,
+        fixed_targets: bool = False,
     ) -> FieldValues:
-        """See :meth:`NonlocalEvaluator.evaluate`."""
+        """See :meth:`NonlocalEvaluator.evaluate` (nothing is derived from the targets)."""
         all_points = self._all_sources(sources, fixed_sources)
         all_weights = allgather_rows(self.comm, np.ascontiguousarray(weights, dtype=float))
         return direct_sums(

@@ -61,7 +61,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..model import AttentionModel
-from .base import FieldValues, NonlocalEvaluator
+from .base import FieldValues, NonlocalEvaluator, array_key
 from .harmonics import (
     basis_size,
     harmonic_basis,
@@ -98,7 +98,9 @@ class FastEvaluator(NonlocalEvaluator):
         Target accuracy of the velocity, in the measure of the module docstring.
     cache_bytes
         With ``fixed_sources=True``, the source basis values are kept between calls when they
-        fit in this many bytes, so later calls only redo the cheap weighted sums.
+        fit in this many bytes, so later calls only redo the cheap weighted sums; with
+        ``fixed_targets=True`` the same holds for the targets' coefficient-weighted basis
+        values (per head), so a PDE step costs two thin matrix products per evaluation.
     """
 
     name = "fast"
@@ -108,7 +110,7 @@ class FastEvaluator(NonlocalEvaluator):
         model: AttentionModel,
         comm=None,
         tol: float = 1e-10,
-        cache_bytes: int = 1 << 28,
+        cache_bytes: int = 1 << 29,
     ) -> None:
         if model.d not in (2, 3):
             raise ValueError(f"nonlocal.method 'fast': needs d = 2 or 3, got d = {model.d}")
@@ -120,14 +122,16 @@ class FastEvaluator(NonlocalEvaluator):
         # moments up to one degree more than any head uses: the first neglected degree
         # gives the a-posteriori estimate
         self.moment_degree = max(self.degrees) + 1
-        self._cache_key: int | None = None
+        self._cache_key: tuple | None = None
         self._cache: list[np.ndarray] | None = None
+        self._target_key: tuple | None = None
+        self._target_cache: dict[int, tuple[list[np.ndarray], np.ndarray]] = {}
         self._estimate: float | None = None
 
     # -- moments ---------------------------------------------------------------------------
     def _source_blocks(self, sources: np.ndarray, fixed: bool) -> list[np.ndarray] | None:
         """Basis values of the sources, block by block, from the cache when allowed."""
-        if fixed and self._cache_key == id(sources) and self._cache is not None:
+        if fixed and self._cache_key == array_key(sources) and self._cache is not None:
             return self._cache
         rows = basis_size(self.model.d, self.moment_degree)
         if not fixed or 8 * rows * sources.shape[0] > self.cache_bytes:
@@ -137,7 +141,7 @@ class FastEvaluator(NonlocalEvaluator):
             harmonic_basis(sources[i : i + step], self.moment_degree)
             for i in range(0, sources.shape[0], step)
         ]
-        self._cache_key = id(sources)
+        self._cache_key = array_key(sources)
         return self._cache
 
     def moments(self, sources: np.ndarray, weights: np.ndarray, fixed: bool = False) -> np.ndarray:
@@ -163,26 +167,55 @@ class FastEvaluator(NonlocalEvaluator):
         return allreduce_sum(self.comm, local)
 
     # -- evaluation ------------------------------------------------------------------------
-    def _head_sums(
-        self, targets: np.ndarray, A: np.ndarray, L: int, M: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Scaled ``[sum w e y, Z]`` at the targets for one head, the first neglected degree's
-        part of the same, and ``kappa``."""
+    def _target_basis(self, targets: np.ndarray, A: np.ndarray, L: int) -> tuple[list[np.ndarray], np.ndarray]:
+        """Coefficient-weighted basis values at the targets for one head, block by block
+        (degrees up to L + 1), and ``kappa``."""
         d = self.model.d
         z = self.model.beta * (targets @ A)  # rows: beta A^T x
         kappa = np.linalg.norm(z, axis=1)
         u = np.zeros_like(z)
         u[:, 0] = 1.0
         np.divide(z, kappa[:, None], out=u, where=kappa[:, None] > 0)
+        step = _block_rows(basis_size(d, L + 1))
+        blocks = [
+            harmonic_basis(u[i : i + step], L + 1, kernel_coefficients(d, L + 1, kappa[i : i + step]))
+            for i in range(0, targets.shape[0], step)
+        ]
+        return blocks, kappa
+
+    def _head_basis(
+        self, targets: np.ndarray, h: int, A: np.ndarray, L: int, fixed: bool
+    ) -> tuple[list[np.ndarray], np.ndarray]:
+        """:meth:`_target_basis`, kept between calls for fixed targets when it fits the cache."""
+        if not fixed:
+            return self._target_basis(targets, A, L)
+        key = array_key(targets)
+        if key != self._target_key:
+            self._target_key, self._target_cache = key, {}
+        if h not in self._target_cache:
+            blocks, kappa = self._target_basis(targets, A, L)
+            cached = sum(b.nbytes for v in self._target_cache.values() for b in v[0])
+            if cached + sum(b.nbytes for b in blocks) > self.cache_bytes:
+                return blocks, kappa
+            self._target_cache[h] = (blocks, kappa)
+        return self._target_cache[h]
+
+    def _head_sums(
+        self, targets: np.ndarray, h: int, A: np.ndarray, L: int, M: np.ndarray, fixed: bool
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Scaled ``[sum w e y, Z]`` at the targets for one head, the first neglected degree's
+        part of the same, and ``kappa``."""
+        d = self.model.d
         kept, total = basis_size(d, L), basis_size(d, L + 1)
+        blocks, kappa = self._head_basis(targets, h, A, L, fixed)
         sums = np.empty((targets.shape[0], d + 1))
         extra = np.empty_like(sums)
-        step = _block_rows(total)
-        for i in range(0, targets.shape[0], step):
-            sl = slice(i, i + step)
-            basis = harmonic_basis(u[sl], L + 1, kernel_coefficients(d, L + 1, kappa[sl]))
+        i = 0
+        for basis in blocks:
+            sl = slice(i, i + basis.shape[1])
             sums[sl] = basis[:kept].T @ M[:kept]
             extra[sl] = basis[kept:total].T @ M[kept:total]
+            i = sl.stop
         return sums, extra, kappa
 
     def evaluate(
@@ -192,6 +225,7 @@ class FastEvaluator(NonlocalEvaluator):
         weights: np.ndarray,
         *,
         fixed_sources: bool = False,
+        fixed_targets: bool = False,
     ) -> FieldValues:
         """See :meth:`NonlocalEvaluator.evaluate`; ``log_scale`` is ``kappa_h(x)``."""
         model, d = self.model, self.model.d
@@ -201,7 +235,7 @@ class FastEvaluator(NonlocalEvaluator):
         values = FieldValues(np.empty((H, m, d)), np.empty((H, m)), np.empty((H, m)))
         neglected = FieldValues(np.empty((H, m, d)), np.empty((H, m)), np.empty((H, m)))
         for h, (head, L) in enumerate(zip(model.heads, self.degrees)):
-            sums, extra, kappa = self._head_sums(targets, head.interaction, L, M)
+            sums, extra, kappa = self._head_sums(targets, h, head.interaction, L, M, fixed_targets)
             for out, s in ((values, sums), (neglected, extra)):
                 out.N[h] = s[:, :d] @ head.V.T
                 out.Z[h] = s[:, d]
