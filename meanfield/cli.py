@@ -151,7 +151,8 @@ def _cmd_convergence(args: argparse.Namespace) -> None:
     from .convergence import convergence_study, format_table, parse_levels
 
     out = args.out or "runs/convergence"
-    rows = convergence_study(args.config, parse_levels(args.levels), out, reference=args.reference,
+    reference = args.reference or ("finest" if args.dt_ladder else "exact")
+    rows = convergence_study(args.config, parse_levels(args.levels), out, reference=reference,
                              dt_ladder=args.dt_ladder, overrides=args.set, quiet=args.quiet)
     _echo(format_table(rows))
     _echo(f"results: {out}/convergence.csv, {out}/convergence.png")
@@ -163,7 +164,8 @@ def _add_convergence(sub) -> None:
     p.add_argument("--levels", required=True, help="FIRST:LAST (inclusive) or a comma list; S2: icosphere "
                    "levels, S1: 2**level cells, --dt-ladder: time.dt / 2**level")
     p.add_argument("--dt-ladder", action="store_true", help="halve the fixed time step at the config's mesh")
-    p.add_argument("--reference", default="exact", help="'exact', 'finest' or a finer run directory")
+    p.add_argument("--reference", default=None,
+                   help="'exact', 'finest' or a finer run directory (default: exact; finest with --dt-ladder)")
     _add_common(p)
     p.set_defaults(handler=_cmd_convergence)
 

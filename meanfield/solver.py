@@ -8,8 +8,6 @@ its failure in metadata.json, then raises.
 
 from __future__ import annotations
 
-import logging
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,15 +17,16 @@ import numpy as np
 
 from .config import Config, load_config
 from .discretisation.base import SpatialScheme, VelocityField
+from .discretisation.dg1 import DG1Scheme
 from .discretisation.fv import FiniteVolumeScheme
-from .io import RunDirectory, RunResult, gather_global, load_run, run_environment
+from .io import DensityWriter, RunDirectory, RunResult, gather_global, load_run, run_environment
 from .mesh import load_distributed
 from .nonlocal_field import NonlocalEvaluator, make_evaluator
 from .observables import measure_observables
+from .reporting import log, progress_bar, run_logging
 from .timestepping import SSPRK3
 
-SCHEMES: dict[str, type[SpatialScheme]] = {"fv": FiniteVolumeScheme}
-log = logging.getLogger("meanfield")
+SCHEMES: dict[str, type[SpatialScheme]] = {"fv": FiniteVolumeScheme, "dg1": DG1Scheme}
 
 
 def rotation_velocity(rate: float, axis: np.ndarray, d: int) -> VelocityField:
@@ -43,12 +42,33 @@ def rotation_velocity(rate: float, axis: np.ndarray, d: int) -> VelocityField:
 
 
 def attention_velocity(evaluator: NonlocalEvaluator) -> VelocityField:
-    """The attention field of the scheme's (fixed-point, varying-weight) source measure."""
+    """The attention field of the scheme's source measure at the scheme's targets.
+
+    Schemes pass the same, unchanged target and source arrays at every call (only the
+    weights change), so evaluators may cache what they derive from the points.
+    """
 
     def velocity(targets: np.ndarray, sources: np.ndarray, weights: np.ndarray) -> np.ndarray:
-        return evaluator.velocity(targets, sources, weights, fixed_sources=True)
+        return evaluator.velocity(targets, sources, weights, fixed_sources=True, fixed_targets=True)
 
     return velocity
+
+
+class TimedVelocity:
+    """A velocity field that accumulates the wall time spent evaluating it."""
+
+    def __init__(self, field: VelocityField) -> None:
+        self.field = field
+        self.seconds = 0.0
+        self.calls = 0
+
+    def __call__(self, targets: np.ndarray, sources: np.ndarray, weights: np.ndarray) -> np.ndarray:
+        tic = time.perf_counter()
+        try:
+            return self.field(targets, sources, weights)
+        finally:
+            self.seconds += time.perf_counter() - tic
+            self.calls += 1
 
 
 @dataclass
@@ -63,6 +83,7 @@ class Simulation:
     stepper: SSPRK3
     state: np.ndarray
     num_cells: int
+    velocity: TimedVelocity
 
 
 def build_simulation(config: Config, comm=None) -> Simulation:
@@ -76,39 +97,18 @@ def build_simulation(config: Config, comm=None) -> Simulation:
     nl = config.section("nonlocal")
     evaluator = make_evaluator(model, comm, nl["method"], nl["tol"])
     m = config.section("model")
-    velocity = (
+    velocity = TimedVelocity(
         rotation_velocity(m["rotation_rate"], m["rotation_axis"], config.d)
         if m["velocity"] == "rotation" else attention_velocity(evaluator)
     )
-    scheme = SCHEMES[config.section("scheme")["kind"]](msh, velocity)
+    options = config.section("scheme")
+    cls = SCHEMES[options["kind"]]
+    scheme = cls(msh, velocity, **{key: options[key] for key in cls.options})
     state = scheme.initial_state(config.initial_density())
     t = config.section("time")
-    stepper = SSPRK3(scheme, t["cfl"], t["dt"])
+    stepper = SSPRK3(scheme, t["cfl"], t["dt"], t["dt_max"])
     num_cells = msh.topology.index_map(msh.topology.dim).size_global
-    return Simulation(config, comm, msh, evaluator, scheme, stepper, state, num_cells)
-
-
-def _configure_logging(comm, quiet: bool, logfile: Path | None) -> list[logging.Handler]:
-    handlers: list[logging.Handler] = []
-    log.setLevel(logging.INFO)
-    log.propagate = False
-    if comm.rank != 0:
-        return handlers
-    if not quiet:
-        handlers.append(logging.StreamHandler(sys.stderr))
-    if logfile is not None:
-        handlers.append(logging.FileHandler(logfile))
-    for h in handlers:
-        h.setFormatter(logging.Formatter("%(asctime)s %(message)s", "%H:%M:%S"))
-        log.addHandler(h)
-    return handlers
-
-
-def _progress(comm, total: float, quiet: bool):
-    from tqdm import tqdm
-
-    enabled = comm.rank == 0 and not quiet and sys.stderr.isatty()
-    return tqdm(total=total, disable=not enabled, unit="t", bar_format="{l_bar}{bar}| t={n:.3g}/{total:.3g} [{elapsed}<{remaining}]")
+    return Simulation(config, comm, msh, evaluator, scheme, stepper, state, num_cells, velocity)
 
 
 def run(
@@ -145,13 +145,8 @@ def run(
     path = Path(out) if out is not None else config.output_dir()
     rundir = RunDirectory(comm, path)
     rundir.create(config.to_toml())
-    handlers = _configure_logging(comm, quiet, path / "run.log" if comm.rank == 0 else None)
-    try:
+    with run_logging(comm, quiet, path / "run.log"):
         return _time_loop(sim, rundir, quiet, setup_time, wall0)
-    finally:
-        for h in handlers:
-            log.removeHandler(h)
-            h.close()
 
 
 def _time_loop(sim: Simulation, rundir: RunDirectory, quiet: bool, setup_time: float, wall0: float) -> RunResult:
@@ -167,16 +162,11 @@ def _time_loop(sim: Simulation, rundir: RunDirectory, quiet: bool, setup_time: f
     log.info("%s: %s mesh, %d cells, %d rank(s), scheme %s, %s field",
              config.name, config.section("mesh")["sphere"], sim.num_cells, comm.size, scheme.name,
              sim.evaluator.name if config.section("model")["velocity"] == "attention" else "rotation")
-    xdmf = None
-    if config.section("output")["xdmf"]:
-        from ._fem import dolfinx
-
-        xdmf = dolfinx().io.XDMFFile(comm, str(rundir.path / "density.xdmf"), "w")
-        xdmf.write_mesh(sim.msh)
+    writer = DensityWriter(comm, rundir.path, scheme.output_function(sim.state)) if config.section("output")["xdmf"] else None
     timings = {"setup": setup_time, "time_stepping": 0.0, "output": 0.0}
     times = config.output_times()
     state, t = sim.state, 0.0
-    bar = _progress(comm, float(times[-1]), quiet)
+    bar = progress_bar(comm, float(times[-1]), quiet)
     status, error = "failed", None
     try:
         for k, t_out in enumerate(times):
@@ -184,8 +174,10 @@ def _time_loop(sim: Simulation, rundir: RunDirectory, quiet: bool, setup_time: f
             state = stepper.advance(state, t, float(t_out), on_step=lambda tn, dt: bar.update(tn - bar.n))
             t = float(t_out)
             timings["time_stepping"] += time.perf_counter() - tic
+            timings["velocity"] = sim.velocity.seconds
+            timings["transport"] = timings["time_stepping"] - sim.velocity.seconds
             tic = time.perf_counter()
-            _write_output(sim, rundir, xdmf, state, k, t, wall0)
+            _write_output(sim, rundir, writer, state, k, t, wall0)
             timings["output"] += time.perf_counter() - tic
             rundir.update_metadata(timings=timings, steps=vars(stepper.stats), last_output_time=t)
         status = "completed"
@@ -195,8 +187,8 @@ def _time_loop(sim: Simulation, rundir: RunDirectory, quiet: bool, setup_time: f
         raise
     finally:
         bar.close()
-        if xdmf is not None:
-            xdmf.close()
+        if writer is not None:
+            writer.close()
         timings["total"] = time.perf_counter() - wall0
         rundir.update_metadata(status=status, error=error, timings=timings, steps=vars(stepper.stats),
                                evaluator=sim.evaluator.diagnostics())
@@ -206,7 +198,7 @@ def _time_loop(sim: Simulation, rundir: RunDirectory, quiet: bool, setup_time: f
     return load_run(rundir.path)
 
 
-def _write_output(sim: Simulation, rundir: RunDirectory, xdmf, state: np.ndarray, k: int, t: float, wall0: float) -> None:
+def _write_output(sim: Simulation, rundir: RunDirectory, writer, state: np.ndarray, k: int, t: float, wall0: float) -> None:
     scheme, comm = sim.scheme, sim.comm
     g = scheme.geometry
     rho = scheme.cell_averages(state)
@@ -222,7 +214,8 @@ def _write_output(sim: Simulation, rundir: RunDirectory, xdmf, state: np.ndarray
     rundir.append_observables(row)
     density = gather_global(comm, rho, g.original_index, sim.num_cells)
     rundir.write_arrays(f"snapshots/{k:04d}.npz", t=np.array(t), density=density)
-    if xdmf is not None:
-        xdmf.write_function(scheme.output_function(state), t)
+    if writer is not None:
+        scheme.output_function(state)
+        writer.write(t)
     log.info("t = %-8.4g mass = %.15f  rho in [%.3e, %.3e]  E = %.10g  |mean| = %.4f",
              t, row["mass"], row["rho_min"], row["rho_max"], row["energy"], row["order"])

@@ -41,6 +41,8 @@ class SpatialScheme(ABC):
 
     #: Name used in configs and metadata.
     name: str = ""
+    #: Keys of the ``[scheme]`` config section passed to the constructor as keywords.
+    options: tuple[str, ...] = ()
 
     def __init__(self, msh, geometry: MeshGeometry, velocity: VelocityField) -> None:
         self.msh = msh
@@ -98,6 +100,27 @@ class SpatialScheme(ABC):
         return float(self.comm.allreduce(self.measure(state)[1].sum()))
 
 
+def check_density_values(comm, values: np.ndarray, points: np.ndarray) -> None:
+    """Raise :class:`InitialDataError` on every rank if any rank has a negative or non-finite value.
+
+    Parameters
+    ----------
+    values
+        (cells, q) density values at quadrature points.
+    points
+        (cells, q, d) those points (to name the first bad one).
+    """
+    first = np.argwhere(~np.isfinite(values) | (values < 0))
+    local = None
+    if len(first):
+        c, q = first[0]
+        local = (f"initial: density is {float(values[c, q]):.6g} at x = {np.round(points[c, q], 4).tolist()}: "
+                 "it must be finite and >= 0")
+    errors = [e for e in comm.allgather(local) if e is not None]
+    if errors:
+        raise InitialDataError(errors[0])
+
+
 def normalised_cell_averages(comm, density, vertices: np.ndarray, measure: np.ndarray) -> np.ndarray:
     """Cell averages of a density over this rank's cells, checked and normalised to mass 1.
 
@@ -113,16 +136,7 @@ def normalised_cell_averages(comm, density, vertices: np.ndarray, measure: np.nd
     from .quadrature import cell_averages, cell_quadrature_points
 
     values, averages = cell_averages(density, vertices)
-    bad = ~np.isfinite(values) | (values < 0)
-    first = np.argwhere(bad)
-    local = None
-    if len(first):
-        c, q = first[0]
-        x = cell_quadrature_points(vertices[c : c + 1])[0][0, q]
-        local = f"initial: density is {values[c, q]!r} at x = {np.round(x, 4).tolist()}: it must be finite and >= 0"
-    errors = [e for e in comm.allgather(local) if e is not None]
-    if errors:
-        raise InitialDataError(errors[0])
+    check_density_values(comm, values, cell_quadrature_points(vertices)[0])
     mass = comm.allreduce(float(averages @ measure))
     if not mass > 0:
         raise InitialDataError(f"initial: density has total mass {mass!r}; it cannot be normalised")

@@ -1,0 +1,329 @@
+"""Second-order discontinuous Galerkin (DG1) on curved (P2) sphere cells, positivity-preserving.
+
+Unknowns
+    The density is a 2-form (S^1: 1-form), so it is pulled back to the reference simplex as
+    such: on a cell ``K = x(T)`` with area element ``J = |det Dx|``, the unknown is the
+    *reference mass density* ``m = rho(x(xi)) J(xi)``, linear in xi (one value per vertex;
+    on flat cells this is ordinary DG1).  Then ``int_K rho f dA = int_T m (f o x) dxi``
+    exactly, the mass matrix is the reference P1 mass matrix of every cell, and the cell
+    mass is ``|T| * mean(m at the vertices)``.  The transport equation pulled back reads
+    ``d_t m + div_xi(m U) = 0`` with the reference velocity ``U = (J^T J)^{-1} J^T X``.
+
+Semi-discretisation
+    For every test function ``lambda_i`` (barycentric coordinate) of cell K::
+
+        d/dt int_T m lambda_i = int_T m U . grad lambda_i dxi - sum_{facets} int_e F lambda_i ds,
+
+    ``F = |e| (u^+ rho_K - u^- rho_K')`` the upwind flux with ``u = X . nu``, where ``nu`` is
+    one unit normal per facet point shared by both cells: ``nu = t x x/|x|`` for the P2 edge
+    tangent t (S^1: the circle tangent at the vertex).  Mass is conserved to round-off.
+    Quadrature: 2 Gauss points per edge (S^1: the vertex); the volume term uses those 6 edge
+    points (weight |T|/12 each) and the centroid (|T|/2), a degree-2 rule (S^1: Simpson), so
+    the velocity is only needed at the facet points and the cell centroids.
+
+Positivity (Zhang & Shu 2010)
+    For linear m the cell mass is ``|T| sum_q alpha_q m(xi_q)`` over the facet quadrature
+    points (triangle: the 6 edge Gauss points, alpha = 1/6; interval: the end points,
+    alpha = 1/2).  One forward-Euler step changes it by ``-dt sum_q W_q (u_q^+ rho_K(x_q) -
+    u_q^- rho_K'(x_q))``, with ``rho_K = m / J`` at the point; so if m >= 0 at all these points
+    (in K and its neighbours) the new cell mass is >= 0 whenever
+
+        dt * max_K max_q  W_q u_q^+ / (|T| alpha_q J_K(x_q))  <= 1,
+
+    the rate bound :meth:`DG1Scheme.rate` returns.  SSP-RK3 is a convex combination of such
+    steps, so with ``time.cfl <= 1`` every stage has non-negative cell masses.  After every
+    stage the limiter scales m towards its cell mean, ``m <- mean + theta (m - mean)`` with the
+    largest theta in [0, 1] making m >= 0 at those points (mass unchanged); since m is linear
+    and the points' convex hull (a hexagon) contains every other quadrature point used,
+    rho >= 0 at all of them (and at the vertices on S^1, i.e. everywhere).  The DG1 CFL bound
+    is about a third of the FV one (triangle: ``6 |t| u / J`` against ``|e| u / |K|``).
+
+CFL number
+    Positivity needs ``time.cfl <= 1``.  Linear (L2) stability of DG1 with SSP-RK3 is a
+    separate bound: Courant number ``|u| dt / h <= 0.409`` in 1-D, while the positivity bound
+    at cfl = 1 allows 0.5 on S^1, so on S^1 use ``time.cfl <= 0.8`` (the default 0.5 is
+    safe; at cfl = 0.9 a rotation run stays positive but loses its accuracy).  On S^2 the
+    positivity bound is the stricter one: cfl = 1 was measured stable and as accurate as 0.5.
+
+Accuracy
+    Measured orders of the cell averages: 2.1-2.5 (S^2, rotation), 3 (S^1, uniform mesh).
+    As usual for DG1, the cell-average truncation error is O(h) (O(h^2) facet flux errors of
+    the projection over O(h) cells) and global second order comes from the scheme's
+    dissipation of that error; while the density has moved less than about one cell, the
+    error grows like ``displacement * h`` instead, so convergence studies must run long enough
+    (a field with |X| = 0.1 until t = 0.5 shows order 1.1-1.4 at levels 3-5; until t = 5, 1.9).
+
+Nonlocal field
+    Sources: a degree-2 rule per cell (3 interior points (2/3, 1/6, 1/6); S^1: 2 Gauss
+    points), masses ``|T| w_q m(xi_q) >= 0``, summing to the cell mass; the points are one
+    fixed array, so evaluators can cache them.  Targets: the facet points (each evaluated
+    once, shared by both cells) and the cell centroids: 4 targets and 3 sources per cell on
+    S^2 (FV: 1.5 and 1), so a field evaluation costs about 8 times FV's at the same mesh.
+
+Why numpy and not dolfinx forms
+    The scheme needs the velocity at exactly the points where the single-valued flux, the
+    volume rule and the positivity proof live, point values of rho on both sides of every
+    facet, and cell-wise limiting; with forms the velocity would be an interpolated Function,
+    the facet normal would have to be rebuilt from ``FacetNormal`` averages, and the CFL bound
+    and limiter would need the same point data in numpy anyway.  Everything here is a few
+    vectorised array operations over facets and cells (dolfinx supplies partitioning,
+    ghosts, the P2 geometry and VTX output), which measured 12x faster than form assembly
+    for DG0 (``DOLFINX-NOTES.md``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Callable
+
+import numpy as np
+
+from .._fem import dolfinx as _dolfinx
+from .base import InitialDataError, SpatialScheme, VelocityField, check_density_values
+from .curved import area_element, curved_mesh, reference_volume, surface_gradients
+from .geometry import MeshGeometry, mesh_geometry, normalize
+from .quadrature import cell_rule
+
+#: Relative safety margin of the limiter's scaling against rounding (see :func:`zhang_shu_limit`).
+ROUNDOFF_MARGIN = 1e-12
+_GAUSS2 = np.array([0.5 - 0.5 / np.sqrt(3.0), 0.5 + 0.5 / np.sqrt(3.0)])  # on [0, 1], weights 1/2
+
+
+def _source_rule(nv: int) -> tuple[np.ndarray, np.ndarray]:
+    """Degree-2 rule with interior points: barycentric points and weights summing to 1."""
+    if nv == 3:
+        a, b = 2.0 / 3.0, 1.0 / 6.0
+        return np.array([[a, b, b], [b, a, b], [b, b, a]]), np.full(3, 1.0 / 3.0)
+    return np.stack([1.0 - _GAUSS2, _GAUSS2], axis=1), np.full(2, 0.5)
+
+
+def _positivity_points(nv: int) -> tuple[np.ndarray, float]:
+    """Reference points of the Zhang-Shu decomposition and their common weight alpha."""
+    if nv == 3:
+        pts = [np.eye(3)[a] * (1.0 - s) + np.eye(3)[b] * s for a, b in ((0, 1), (1, 2), (2, 0)) for s in _GAUSS2]
+        return np.array(pts), 1.0 / 6.0
+    return np.eye(2), 0.5
+
+
+def zhang_shu_limit(m: np.ndarray, points: np.ndarray) -> np.ndarray:
+    """Scale linear cell data towards the cell means so that it is >= 0 at the given points.
+
+    Parameters
+    ----------
+    m
+        (cells, nv) vertex values of linear functions on the reference simplex.
+    points
+        (q, nv) barycentric points where non-negativity is enforced.
+
+    Returns
+    -------
+    np.ndarray
+        ``mean + theta (m - mean)`` with theta in [0, 1] the largest value that makes the
+        values at the points >= 0, times ``1 - ROUNDOFF_MARGIN`` so that rounding cannot
+        leave a value of -1e-17; means unchanged.  A mean that is negative can only come
+        from round-off under the CFL bound (Zhang-Shu), and one below ``tiny / margin``
+        (about 2e-296) leaves no room for the margin in floating point: both are set to 0.
+    """
+    mean = m.mean(axis=1, keepdims=True)
+    mean = np.where(mean >= np.finfo(float).tiny / ROUNDOFF_MARGIN, mean, 0.0)
+    low = (m @ points.T).min(axis=1, keepdims=True)
+    drop = mean - low
+    theta = np.clip(mean / np.where(drop > 0, drop, 1.0), 0.0, 1.0) * (1.0 - ROUNDOFF_MARGIN)
+    return np.where(low >= 0.0, m, mean + theta * (m - mean))
+
+
+class DG1Scheme(SpatialScheme):
+    """DG1 on P2 cells with upwind flux and a Zhang-Shu limiter (see the module docstring).
+
+    Parameters
+    ----------
+    msh
+        Distributed P1 sphere mesh (:func:`meanfield.mesh.distribute`).
+    velocity
+        The velocity field of the discrete measure.
+    geometry
+        The P1 geometry of ``msh`` if already computed; its ``measure`` is replaced by the
+        curved cell measures.
+    limiter
+        Apply the positivity limiter after every stage (switch off only to show it is needed).
+
+    Notes
+    -----
+    The state is the owned cells' ``m`` at the reference vertices, cell-major, shape
+    (num_owned * nv,).
+    """
+
+    name = "dg1"
+    options = ("limiter",)
+
+    def __init__(self, msh, velocity: VelocityField, geometry: MeshGeometry | None = None, limiter: bool = True) -> None:
+        dolfinx = _dolfinx()
+        geometry = geometry or mesh_geometry(msh)
+        self.curved_msh, cells = curved_mesh(msh)
+        self.cells = cells
+        nv = geometry.d
+        self._nv, self._k = nv, nv - 1
+        self._ref = reference_volume(self._k)
+        bary, weights = cell_rule(geometry.d)
+        area = cells.measure(bary, weights)
+        super().__init__(msh, replace(geometry, measure=area), velocity)
+        self.limiter = limiter
+        self.space = dolfinx.fem.functionspace(self.curved_msh, ("DG", 1))
+        self.function = dolfinx.fem.Function(self.space, name="density")
+        self._ghosts = dolfinx.fem.Function(self.space)
+        g = self.geometry
+        self._dofs = np.asarray(self.space.dofmap.list[: g.num_local], dtype=np.int64)
+        mass = self._ref * (np.eye(nv) + 1.0) / ((self._k + 1) * (self._k + 2))
+        self._mass_inverse = np.linalg.inv(mass)
+        self._zs_points, self._alpha = _positivity_points(nv)
+        self._setup_facets()
+        self._setup_volume()
+        src_bary, src_w = _source_rule(nv)
+        x, _ = cells.map(src_bary, slice(0, g.num_owned))
+        self._sources = np.ascontiguousarray(normalize(x).reshape(-1, g.d))
+        self._source_matrix = self._ref * src_w[:, None] * src_bary  # (q, nv): m -> source masses
+        _, jac = cells.map(np.eye(nv), slice(0, g.num_owned))
+        self._vertex_jacobian = area_element(jac)  # rho = m / J at the vertices (output)
+
+    # -- setup ---------------------------------------------------------------------------
+
+    def _setup_facets(self) -> None:
+        """Facet points, weights, normals and both cells' barycentric coordinates there.
+
+        S^2: the 2 Gauss points of each P2 edge from vertex a to vertex b, at
+        ``lambda_a = 1 - s, lambda_b = s`` in both cells (the edge is the same curve from both
+        sides); S^1: the vertex.
+        """
+        g, nv = self.geometry, self._nv
+        nf = len(g.facet_cells)
+        s = _GAUSS2 if nv == 3 else np.zeros(1)
+        rows, cols = np.arange(nf)[:, None], np.arange(len(s))[None, :]
+        self._bary, self._jac_side = [], []
+        for side in (0, 1):
+            cell = g.facet_cells[:, side]
+            local = [np.argmin(np.linalg.norm(g.vertices[cell] - g.facet_vertices[:, j : j + 1], axis=2), axis=1)
+                     for j in range(nv - 1)]  # local index of each facet vertex in the cell
+            bary = np.zeros((nf, len(s), nv))
+            bary[rows, cols, local[0][:, None]] = 1.0 - s
+            if nv == 3:
+                bary[rows, cols, local[1][:, None]] = s
+            x, jac = self.cells.map(bary, cell)
+            self._bary.append(bary)
+            self._jac_side.append(area_element(jac))
+            if side == 1:
+                continue
+            self._facet_points = normalize(x)
+            if nv == 3:
+                ref = np.vstack([np.zeros(2), np.eye(2)])  # reference vertices: d xi / d s = ref[b] - ref[a]
+                tangent = np.einsum("fqdk,fk->fqd", jac, ref[local[1]] - ref[local[0]])
+                normal = normalize(np.cross(tangent, self._facet_points))
+                self._facet_weight = 0.5 * np.linalg.norm(tangent, axis=2)
+            else:
+                normal = g.facet_normal[:, None, :].copy()
+                self._facet_weight = np.ones((nf, 1))
+            normal[np.einsum("fqd,fd->fq", normal, g.facet_normal) < 0] *= -1.0  # from left to right
+            self._facet_normal = normal
+        self._num_facet_targets = nf * len(s)
+
+    def _setup_volume(self) -> None:
+        """Volume rule of the owned cells: their facet points plus the centroid."""
+        g, nv = self.geometry, self._nv
+        nq = len(self._facet_points[0])
+        sides = [(side, np.flatnonzero(g.facet_cells[:, side] < g.num_owned)) for side in (0, 1)]
+        cell = np.concatenate([g.facet_cells[f, side] for side, f in sides])
+        bary = np.concatenate([self._bary[side][f] for side, f in sides])
+        target = np.concatenate([f[:, None] * nq + np.arange(nq) for _, f in sides])
+        order = np.argsort(cell, kind="stable")
+        bary = bary[order].reshape(g.num_owned, nv * nq, nv)  # nv facets per cell, nq points each
+        target = target[order].reshape(g.num_owned, nv * nq)
+        centroid = np.full((g.num_owned, 1, nv), 1.0 / nv)
+        bary = np.concatenate([bary, centroid], axis=1)
+        target = np.concatenate([target, self._num_facet_targets + np.arange(g.num_owned)[:, None]], axis=1)
+        weights = np.array([1.0 / 12.0] * 6 + [0.5] if nv == 3 else [1.0 / 6.0] * 2 + [2.0 / 3.0])
+        x, jac = self.cells.map(bary, slice(0, g.num_owned))
+        # D[c, q, :, i] = |T| w_q * (surface gradient of lambda_i): int_T m U.grad lambda_i = sum_q m_q X_q . D_q,i
+        self._volume_gradient = self._ref * weights[None, :, None, None] * surface_gradients(jac)
+        self._volume_bary = bary
+        self._volume_target = target
+        self._targets = np.concatenate([self._facet_points.reshape(-1, g.d), normalize(x[:, -1])])
+
+    # -- the scheme ----------------------------------------------------------------------
+
+    def _local(self, state: np.ndarray) -> np.ndarray:
+        """Owned state -> m of all local cells (owned + ghost), (num_local, nv)."""
+        arr = self._ghosts.x.array
+        arr[self._dofs[: self.geometry.num_owned]] = state.reshape(-1, self._nv)
+        self._ghosts.x.scatter_forward()
+        return arr[self._dofs]
+
+    def initial_state(self, density: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+        g = self.geometry
+        bary, weights = cell_rule(g.d)
+        x, jac = self.cells.map(bary, slice(0, g.num_owned))
+        points = normalize(x)
+        values = np.asarray(density(points.reshape(-1, g.d)), dtype=float).reshape(points.shape[:2])
+        check_density_values(self.comm, values, points)
+        load = self._ref * np.einsum("cq,q,qv->cv", values * area_element(jac), weights, bary)
+        m = load @ self._mass_inverse
+        total = self.comm.allreduce(float(self._ref * m.mean(axis=1).sum()))
+        if not total > 0:
+            raise InitialDataError(f"initial: density has total mass {total!r}; it cannot be normalised")
+        return self.postprocess((m / total).ravel())
+
+    def facet_velocity(self, X: np.ndarray) -> np.ndarray:
+        """Normal velocity (facets, points) from the velocity at the targets."""
+        Xf = X[: self._num_facet_targets].reshape(self._facet_normal.shape)
+        return np.einsum("fqd,fqd->fq", Xf, self._facet_normal)
+
+    def rate(self, state: np.ndarray) -> tuple[np.ndarray, float]:
+        from mpi4py import MPI
+
+        g, nv = self.geometry, self._nv
+        m = self._local(state)
+        owned = m[: g.num_owned]
+        X = self.velocity(self._targets, self._sources, (owned @ self._source_matrix.T).ravel())
+        u = self.facet_velocity(X)
+        left, right = g.facet_cells[:, 0], g.facet_cells[:, 1]
+        rho_l = np.einsum("fqv,fv->fq", self._bary[0], m[left]) / self._jac_side[0]
+        rho_r = np.einsum("fqv,fv->fq", self._bary[1], m[right]) / self._jac_side[1]
+        out_l = self._facet_weight * np.maximum(u, 0.0)
+        out_r = self._facet_weight * np.maximum(-u, 0.0)
+        flux = out_l * rho_l - out_r * rho_r  # from left to right
+        into_left = np.einsum("fq,fqv->fv", flux, self._bary[0])
+        into_right = np.einsum("fq,fqv->fv", flux, self._bary[1])
+        n = g.num_owned
+        residual = np.stack([np.bincount(right, into_right[:, i], n)[:n] - np.bincount(left, into_left[:, i], n)[:n]
+                             for i in range(nv)], axis=1)
+        m_q = np.einsum("cqv,cv->cq", self._volume_bary, owned)
+        flux_q = m_q[:, :, None] * X[self._volume_target]  # m X at the volume points
+        residual += np.einsum("cqd,cqdv->cv", flux_q, self._volume_gradient)
+        scale = self._ref * self._alpha
+        rate_l = (out_l / (scale * self._jac_side[0])).max(axis=1)
+        rate_r = (out_r / (scale * self._jac_side[1])).max(axis=1)
+        local_rate = max(rate_l[left < n].max(initial=0.0), rate_r[right < n].max(initial=0.0))
+        max_rate = self.comm.allreduce(float(local_rate), op=MPI.MAX)
+        return (residual @ self._mass_inverse).ravel(), max_rate
+
+    def postprocess(self, state: np.ndarray) -> np.ndarray:
+        if not self.limiter:
+            return state
+        return zhang_shu_limit(state.reshape(-1, self._nv), self._zs_points).ravel()
+
+    def cell_averages(self, state: np.ndarray) -> np.ndarray:
+        return self._ref * state.reshape(-1, self._nv).mean(axis=1) / self.geometry.measure[: self.geometry.num_owned]
+
+    def point_values(self, state: np.ndarray) -> np.ndarray:
+        """The density at the positivity points of the owned cells, (num_owned, q)."""
+        m = state.reshape(-1, self._nv)
+        bary = self._zs_points
+        _, jac = self.cells.map(bary, slice(0, self.geometry.num_owned))
+        return (m @ bary.T) / area_element(jac)
+
+    def measure(self, state: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return self._sources, (state.reshape(-1, self._nv) @ self._source_matrix.T).ravel()
+
+    def output_function(self, state: np.ndarray):
+        arr = self.function.x.array
+        arr[self._dofs[: self.geometry.num_owned]] = state.reshape(-1, self._nv) / self._vertex_jacobian
+        self.function.x.scatter_forward()
+        return self.function
