@@ -42,8 +42,10 @@ PYTEST_OK = rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 5 ] || exit $$rc
 test-serial: venv
 	$(PY) -m pytest tests; $(PYTEST_OK)
 
+# each rank gets its own pytest temporary folder (rank-0 paths are broadcast where shared)
 test-mpi: venv
-	$(VENV)/bin/mpirun -n $(NP) $(PY) -m pytest -m mpi -p no:cacheprovider -q tests; $(PYTEST_OK)
+	timeout 1200 $(VENV)/bin/mpirun -n $(NP) sh -c 'exec $(PY) -m pytest -m mpi -p no:cacheprovider -q \
+	  --basetemp=$${TMPDIR:-/tmp}/meanfield-pytest-rank$${PMI_RANK:-$${OMPI_COMM_WORLD_RANK:-0}} tests'; $(PYTEST_OK)
 
 bench: venv
 	@for f in benchmarks/bench_*.py; do echo "== $$f"; $(PY) $$f; done

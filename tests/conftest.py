@@ -24,3 +24,16 @@ def random_sphere_points(rng: np.random.Generator, n: int, d: int) -> np.ndarray
     """n points uniform on S^{d-1}."""
     x = rng.standard_normal((n, d))
     return x / np.linalg.norm(x, axis=1)[:, None]
+
+
+@pytest.fixture
+def tmp_path(request, tmp_path_factory):
+    """One temporary folder per test shared by all MPI ranks: rank 0 makes it (under its own
+    --basetemp) and broadcasts the path, so collective runs write and read the same files."""
+    from pathlib import Path
+
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD
+    path = str(tmp_path_factory.mktemp(request.node.name[:40], numbered=True)) if comm.rank == 0 else None
+    return Path(comm.bcast(path, root=0))

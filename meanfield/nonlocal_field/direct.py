@@ -77,6 +77,12 @@ def direct_sums(
     return FieldValues(N, Z, log_scale)
 
 
+def _land():
+    from mpi4py import MPI
+
+    return MPI.LAND
+
+
 class DirectEvaluator(NonlocalEvaluator):
     """Exact evaluation against all sources; cost O(targets x all sources) per call."""
 
@@ -96,7 +102,10 @@ class DirectEvaluator(NonlocalEvaluator):
         self._fixed_points: np.ndarray | None = None
 
     def _all_sources(self, sources: np.ndarray, fixed: bool) -> np.ndarray:
-        if fixed and self._fixed_key == array_key(sources) and self._fixed_points is not None:
+        hit = fixed and self._fixed_key == array_key(sources) and self._fixed_points is not None
+        if self.comm is not None and self.comm.size > 1:
+            hit = self.comm.allreduce(hit, op=_land())  # every rank must skip the gather, or none
+        if hit:
             return self._fixed_points
         points = allgather_rows(self.comm, np.ascontiguousarray(sources, dtype=float))
         if fixed:
