@@ -55,7 +55,8 @@ SCHEMA: dict[str, dict[str, tuple[Any, Callable[[Any], bool], str]]] = {
     "": {"name": ("s2-clustering", lambda v: isinstance(v, str) and v.strip() != "", "a non-empty string")},
     "mesh": {
         "sphere": ("S2", _one_of(*SPHERES), f"one of {sorted(SPHERES)}"),
-        "resolution": (None, _optional(_positive_int), "a positive integer (S1: cells, S2: refinement level)"),
+        "resolution": (None, _optional(lambda v: _positive_int(v) or v == 0),
+                       "an integer >= 0 (S1: cells, S2: refinement level)"),
         "file": (None, _optional(lambda v: isinstance(v, str)), "a path to a mesh file meshio reads"),
     },
     "model": {
@@ -94,7 +95,7 @@ SCHEMA: dict[str, dict[str, tuple[Any, Callable[[Any], bool], str]]] = {
         "d": (None, _optional(lambda v: _positive_int(v) and v >= 2),
               "an integer >= 2 (tokens on S^{d-1}; default: the mesh's d)"),
         "integrator": ("rk4", _one_of("rk4"), "'rk4'"),
-        "dt": (None, _optional(_positive), "a time step > 0 (default: 0.1 / Lipschitz bound of the field)"),
+        "dt": (None, _optional(_positive), "a time step > 0 (default: 0.25 / Lipschitz bound of the field)"),
         "sampler": ("auto", _one_of("auto", "exact", "rejection", "mesh"),
                     "'auto', 'exact', 'rejection' or 'mesh'"),
     },
@@ -202,7 +203,7 @@ def _merge(base: dict, update: Mapping, prefix: str = "") -> None:
         if isinstance(value, Mapping) and isinstance(base.get(key), dict) and key != "initial":
             _merge(base[key], value, f"{prefix}{key}.")
         elif isinstance(value, Mapping) and key == "initial" and not prefix:
-            base[key] = dict(value) if "kind" in value else {**base[key], **value}
+            base[key] = copy.deepcopy(dict(value)) if "kind" in value else {**base[key], **copy.deepcopy(dict(value))}
         else:
             base[key] = copy.deepcopy(value)
 
@@ -293,6 +294,8 @@ def load_config(
             if not isinstance(table.get(k), dict):
                 raise ConfigError(f"{'.'.join(keys)}: unknown section {k!r}")
             table = table[k]
+        if keys == ["initial", "kind"] and value != table.get("kind"):
+            table.clear()  # another kind: the previous kind's parameters no longer apply
         table[keys[-1]] = value
     _check(data)
     _resolve(data, base_dir)

@@ -47,6 +47,7 @@ from typing import Callable
 import numpy as np
 from scipy import special
 
+from .collective import on_root
 from .config import Config, load_config
 from .initial import real_harmonic, sphere_area
 from .io import RunResult, load_run
@@ -176,12 +177,13 @@ def exact_solution(config: Config) -> Callable[[float, np.ndarray], np.ndarray] 
     if init["kind"] == "uniform":
         return lambda t, x: np.full(len(x), 1.0 / sphere_area(d))
     if init["kind"] == "harmonic":
-        gamma = growth_rate(d, int(init["degree"]), m["beta"], m["attention"] == "softmax")
+        degree = int(init.get("degree", 1))  # the defaults of meanfield.initial
+        gamma = growth_rate(d, degree, m["beta"], m["attention"] == "softmax")
         order, phase = int(init.get("order", 0) or 0), float(init.get("phase", 0.0) or 0.0)
-        amplitude = float(init["amplitude"])
+        amplitude = float(init.get("amplitude", 0.01))
 
         def linear(t: float, x: np.ndarray) -> np.ndarray:
-            y = real_harmonic(x, int(init["degree"]), order, phase)
+            y = real_harmonic(x, degree, order, phase)
             return 1.0 / sphere_area(d) + amplitude * np.exp(gamma * t) * y
         return linear
     return None
@@ -452,15 +454,10 @@ def convergence_study(
     out = Path(out)
     check_reference(config, reference, dt_ladder)
     ladder = run_ladder(config, levels, out, dt_ladder, comm, quiet)
-    rows, error = None, None
-    if comm.rank == 0:
-        try:
-            rows = error_rows(ladder, reference)
-            write_csv(rows, out / "convergence.csv")
-            plot(rows, out / "convergence.png", dt_ladder)
-        except ConvergenceError as exc:
-            error = str(exc)
-    error = comm.bcast(error, root=0)
-    if error is not None:
-        raise ConvergenceError(error)
-    return comm.bcast(rows, root=0)
+    def report() -> list[Row]:
+        rows = error_rows(ladder, reference)
+        write_csv(rows, out / "convergence.csv")
+        plot(rows, out / "convergence.png", dt_ladder)
+        return rows
+
+    return on_root(comm, report, ConvergenceError)

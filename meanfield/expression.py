@@ -80,7 +80,7 @@ def compile_expression(text: str, field: str = "initial.expression") -> Callable
         if isinstance(node, ast.UnaryOp):
             return _UNARY[type(node.op)](evaluate(node.operand, env))
         if isinstance(node, ast.Compare):
-            return _COMPARE[type(node.ops[0])](evaluate(node.left, env), evaluate(node.comparators[0], env)).astype(float)
+            return np.asarray(_COMPARE[type(node.ops[0])](evaluate(node.left, env), evaluate(node.comparators[0], env)), dtype=float)
         assert isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
         return FUNCTIONS[node.func.id](*(evaluate(a, env) for a in node.args))
 

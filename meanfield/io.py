@@ -209,8 +209,10 @@ def _json_default(obj: Any) -> Any:
 
 
 def run_environment(comm) -> dict[str, Any]:
-    """Facts about where and how a run ran, for metadata.json."""
-    return {
+    """Facts about where and how a run ran, for metadata.json (gathered on rank 0, collective)."""
+    if comm.rank != 0:
+        return comm.bcast(None, root=0)
+    return comm.bcast({
         "ranks": comm.size,
         "host": platform.node(),
         "platform": platform.platform(),
@@ -218,7 +220,7 @@ def run_environment(comm) -> dict[str, Any]:
         "command": sys.argv,
         "git_revision": git_revision(),
         "versions": versions(),
-    }
+    }, root=0)
 
 
 @dataclass

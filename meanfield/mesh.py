@@ -199,13 +199,8 @@ def distribute(comm, mesh: RawMesh | None):
 
 def load_distributed(comm, sphere: str, resolution: int | None = None, file: str | Path | None = None):
     """Build or read a mesh on rank 0 and distribute it; errors are raised on every rank."""
-    raw, error = None, None
-    if comm.rank == 0:
-        try:
-            raw = raw_mesh(sphere, resolution, file)
-        except MeshError as exc:
-            error = str(exc)
-    error = comm.bcast(error, root=0)
-    if error is not None:
-        raise MeshError(error)
-    return distribute(comm, raw)
+    from .collective import on_root
+
+    built: list[RawMesh] = []  # filled on rank 0 only; distribute() reads it there
+    on_root(comm, lambda: built.append(raw_mesh(sphere, resolution, file)), MeshError)
+    return distribute(comm, built[0] if built else None)

@@ -154,7 +154,7 @@ def _time_loop(sim: Simulation, rundir: RunDirectory, quiet: bool, setup_time: f
     g = scheme.geometry
     rundir.update_metadata(
         name=config.name, status="running", config_source=config.source, **run_environment(comm),
-        cells=sim.num_cells, scheme=scheme.name, evaluator=sim.evaluator.diagnostics(),
+        cells=sim.num_cells, scheme=scheme.name, evaluator=sim.evaluator.collective_diagnostics(),
     )
     centroids = gather_global(comm, g.centroid[: g.num_owned], g.original_index, sim.num_cells)
     areas = gather_global(comm, g.measure[: g.num_owned], g.original_index, sim.num_cells)
@@ -191,7 +191,7 @@ def _time_loop(sim: Simulation, rundir: RunDirectory, quiet: bool, setup_time: f
             writer.close()
         timings["total"] = time.perf_counter() - wall0
         rundir.update_metadata(status=status, error=error, timings=timings, steps=vars(stepper.stats),
-                               evaluator=sim.evaluator.diagnostics())
+                               evaluator=sim.evaluator.collective_diagnostics())
         log.info("%s %s in %.1f s (%d steps); results in %s", config.name, status, timings["total"],
                  stepper.stats.steps, rundir.path)
     comm.barrier()

@@ -16,7 +16,7 @@ land exactly on requested output times.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -39,7 +39,6 @@ class StepStats:
     dt_min: float = np.inf
     dt_max: float = 0.0
     last_dt: float = np.nan
-    extra: dict = field(default_factory=dict)
 
 
 class SSPRK3:

@@ -112,3 +112,4 @@ def test_committed_meshes_are_closed_sphere_meshes(name, sphere, cells):
     assert np.all(per_cell == (3 if sphere == "S2" else 2))
     area = 4 * np.pi if sphere == "S2" else 2 * np.pi
     assert 0 < area - g.measure.sum() < 0.02 * area  # flat cells inscribed in the sphere
+

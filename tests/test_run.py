@@ -164,3 +164,18 @@ def test_mesh_file_run_equals_generated_mesh_run(tmp_path):
     generated = meanfield.run({**SMALL, "time": {"t_final": 0.3, "outputs": 1}}, out=tmp_path / "b",
                               comm=MPI.COMM_SELF, quiet=True)
     assert np.abs(from_file.densities - generated.densities).max() < 1e-13
+
+
+def test_set_initial_kind_replaces_the_previous_kinds_parameters():
+    cfg = load_config(SMALL, ["initial.kind='uniform'"])
+    assert cfg.data["initial"] == {"kind": "uniform"}
+    cfg = load_config(SMALL, ["initial.kind='harmonic'", "initial.degree=2"])
+    assert cfg.data["initial"] == {"kind": "harmonic", "degree": 2}
+
+
+def test_on_root_raises_on_every_rank():
+    from meanfield.collective import on_root
+
+    assert on_root(MPI.COMM_WORLD, lambda: 42) == 42
+    with pytest.raises(ValueError, match="bad input"):
+        on_root(MPI.COMM_WORLD, lambda: (_ for _ in ()).throw(ValueError("bad input")))

@@ -35,7 +35,7 @@ def cell_quadrature_points(vertices: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return normalize(np.einsum("qv,cvd->cqd", bary, vertices)), weights
 
 
-def cell_averages(f, vertices: np.ndarray) -> np.ndarray:
+def cell_averages(f, vertices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Averages of ``f`` (points (n, d) -> values (n,)) over flat cells, evaluated radially.
 
     Returns

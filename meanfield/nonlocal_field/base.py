@@ -123,5 +123,19 @@ class NonlocalEvaluator(ABC):
         return self.evaluate(targets, sources, weights, **kwargs).velocity(self.model, targets)
 
     def diagnostics(self) -> dict:
-        """Facts about the last evaluation worth recording in run metadata."""
+        """Facts about the last evaluation worth recording in run metadata (this rank's)."""
         return {"method": self.name}
+
+    def collective_diagnostics(self) -> dict:
+        """:meth:`diagnostics` with the rank-local ``error_estimate`` maximised over ranks.
+
+        Collective: every rank of the communicator must call it.
+        """
+        out = self.diagnostics()
+        if self.comm is not None and "error_estimate" in out:
+            from mpi4py import MPI
+
+            local = out["error_estimate"]
+            worst = self.comm.allreduce(-1.0 if local is None else float(local), op=MPI.MAX)
+            out["error_estimate"] = None if worst < 0 else worst
+        return out

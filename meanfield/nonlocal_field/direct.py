@@ -77,12 +77,6 @@ def direct_sums(
     return FieldValues(N, Z, log_scale)
 
 
-def _land():
-    from mpi4py import MPI
-
-    return MPI.LAND
-
-
 class DirectEvaluator(NonlocalEvaluator):
     """Exact evaluation against all sources; cost O(targets x all sources) per call."""
 
@@ -104,7 +98,9 @@ class DirectEvaluator(NonlocalEvaluator):
     def _all_sources(self, sources: np.ndarray, fixed: bool) -> np.ndarray:
         hit = fixed and self._fixed_key == array_key(sources) and self._fixed_points is not None
         if self.comm is not None and self.comm.size > 1:
-            hit = self.comm.allreduce(hit, op=_land())  # every rank must skip the gather, or none
+            from mpi4py import MPI
+
+            hit = self.comm.allreduce(hit, op=MPI.LAND)  # every rank must skip the gather, or none
         if hit:
             return self._fixed_points
         points = allgather_rows(self.comm, np.ascontiguousarray(sources, dtype=float))

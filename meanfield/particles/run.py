@@ -20,6 +20,7 @@ from typing import Mapping
 
 import numpy as np
 
+from ..collective import on_root
 from ..config import Config, ConfigError, load_config
 from ..io import ParticleRunResult, RunDirectory, load_particle_run, run_environment
 from ..mesh import raw_mesh
@@ -138,10 +139,7 @@ def run_particles(
     rundir.create(config.to_toml())
     with run_logging(comm, quiet, path / "run.log"):
         _time_loop(setup, rundir, progress_bar(comm, float(config.output_times()[-1]), quiet), wall0)
-    comm.barrier()
-    if comm.rank == 0:
-        write_diagnostics(path)
-    comm.barrier()
+    on_root(comm, lambda: write_diagnostics(path))
     return load_particle_run(path)
 
 
@@ -152,7 +150,7 @@ def _time_loop(setup: ParticleSetup, rundir: RunDirectory, bar, wall0: float) ->
     rundir.update_metadata(
         kind="particles", name=config.name, status="running", config_source=config.source,
         **run_environment(comm), n=setup.n, seed=setup.seed, d=config.particle_d, dt=setup.dt,
-        integrator="rk4", sampler=setup.sampler, evaluator=ev.diagnostics(),
+        integrator="rk4", sampler=setup.sampler, evaluator=ev.collective_diagnostics(),
     )
     log.info("%s: %d tokens on S^%d, %d rank(s), RK4 dt <= %.4g, %s field, %s sampler",
              config.name, setup.n, config.particle_d - 1, comm.size, setup.dt, ev.name, setup.sampler)

@@ -23,6 +23,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from ..collective import on_root
 from ..config import Config, ConfigError, load_config
 from ..io import RunResult, load_run
 from .compare import PDEReference
@@ -171,17 +172,19 @@ def validate(
         for k in range(seeds):
             seed = base + k
             run = run_particles(config, n=n, seed=seed, out=path / "particles" / f"n{n}-s{seed}", comm=comm, quiet=True)
-            if comm.rank != 0:
-                continue
-            for i, t in enumerate(run.times):
-                row = {name: float(v[i]) for name, v in run.observables.items()}
-                for metric, value in reference.compare(run.points[i], row, float(t)).items():
-                    rows.append({"metric": metric, "time": float(t), "n": int(n), "seed": seed, "value": value})
-            finals[(n, seed)] = run.points[-1]
-            if not quiet:
-                print(f"n = {n:>7d}  seed = {seed}: done", flush=True)
-    summary: list[dict] = []
-    if comm.rank == 0:
+
+            def compare(run=run, n=n, seed=seed) -> None:
+                for i, t in enumerate(run.times):
+                    row = {name: float(v[i]) for name, v in run.observables.items()}
+                    for metric, value in reference.compare(run.points[i], row, float(t)).items():
+                        rows.append({"metric": metric, "time": float(t), "n": int(n), "seed": seed, "value": value})
+                finals[(n, seed)] = run.points[-1]
+                if not quiet:
+                    print(f"n = {n:>7d}  seed = {seed}: done", flush=True)
+
+            on_root(comm, compare)
+
+    def report() -> list[dict]:
         t_final = float(reference.coarse.times[-1])
         summary = summarise(rows, t_final, reference.floor(t_final))
         _write_csv(path / "validation.csv", rows)
@@ -193,5 +196,7 @@ def validate(
         if not quiet:
             print(f"mean-field validation at t = {t_final:g} (slopes of log error vs log n; "
                   f"pde_floor: metric between the PDE at h and h/2)\n{format_summary(summary)}", flush=True)
-    comm.barrier()
+        return summary
+
+    summary = on_root(comm, report)
     return ValidationResult(path, rows, summary)
