@@ -95,8 +95,8 @@ def _cmd_validate(args: argparse.Namespace) -> None:
     _echo(f"results: {result.path}")
 
 
-def _add_common(p) -> None:
-    p.add_argument("--out", help="output directory")
+def _add_common(p, out_help: str = "output directory (default: under runs/)") -> None:
+    p.add_argument("--out", help=out_help)
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                    help="override a config value (TOML syntax), repeatable")
     p.add_argument("--quiet", action="store_true", help="no progress or log on the terminal")
@@ -126,10 +126,7 @@ def _add_validate(sub) -> None:
 def _add_run(sub) -> None:
     p = sub.add_parser("run", help="run the PDE described by a config file")
     p.add_argument("config", nargs="?", default=None, help="TOML config (default: the embedded S2 clustering case)")
-    p.add_argument("--out", help="run directory (default: output.dir or runs/<name>)")
-    p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
-                   help="override a config value (TOML syntax), repeatable")
-    p.add_argument("--quiet", action="store_true", help="no progress bar or log on the terminal")
+    _add_common(p, "run directory (default: output.dir or runs/<name>)")
     p.set_defaults(handler=_cmd_run)
 
 

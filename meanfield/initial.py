@@ -167,6 +167,8 @@ def make_initial_density(spec: dict, d: int) -> InitialDensity:
             )
         amplitude = float(_numbers(spec.get("amplitude", 0.01), 1, "initial.amplitude")[0])
         phase = float(spec.get("phase", 0.0))
+        if d == 3 and phase != 0.0:
+            raise InitialDensityError("initial.phase: only for S1 harmonics; on S2 choose the order m")
         fn = lambda p: 1.0 / area + amplitude * real_harmonic(p, degree, order, phase)  # noqa: E731
     else:
         text = spec.get("expression")

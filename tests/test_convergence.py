@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -117,7 +115,7 @@ def test_cli_under_mpi_matches_one_rank(comm, tmp_path) -> None:
 
     from meanfield.cli import main
 
-    root = Path(comm.bcast(str(tmp_path), root=0))
+    root = tmp_path  # the fixture shares rank 0's folder
     config = root / "case.toml"
     if comm.rank == 0:
         config.write_text('name = "rot"\n[mesh]\nsphere = "S2"\n[model]\nvelocity = "rotation"\n'

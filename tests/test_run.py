@@ -118,7 +118,7 @@ def test_failed_run_keeps_what_it_wrote(tmp_path):
 def test_rank_count_independence(tmp_path):
     """The same run on all ranks and on one rank gives the same densities to 1e-10."""
     comm = MPI.COMM_WORLD
-    base = Path(comm.bcast(str(tmp_path), root=0))
+    base = tmp_path  # the fixture shares rank 0's folder
     case = {**SMALL, "mesh": {"sphere": "S2", "resolution": 3}, "time": {"t_final": 1.0, "outputs": 4}}
     parallel = meanfield.run(case, out=base / "parallel", comm=comm, quiet=True)
     if comm.rank == 0:
