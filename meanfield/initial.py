@@ -82,7 +82,11 @@ def real_harmonic(points: np.ndarray, degree: int, order: int = 0, phase: float 
 
 @dataclass(frozen=True)
 class InitialDensity:
-    """A density on S^{d-1} given by kind and parameters; call it on points (n, d)."""
+    """A density on S^{d-1} given by kind and parameters; call it on points (n, d).
+
+    ``params`` holds the kind's parameters as given, except for ``vmf``, whose centers
+    (unit rows), kappas and weights (summing to 1) are the parsed arrays.
+    """
 
     kind: str
     d: int
@@ -153,6 +157,7 @@ def make_initial_density(spec: dict, d: int) -> InitialDensity:
         if weights.sum() <= 0:
             raise InitialDensityError("initial.weights: must not all be zero")
         weights = weights / weights.sum()
+        params = {"centers": centers, "kappas": kappas, "weights": weights}  # parsed and normalised
         fn = lambda p: sum(w * vmf_density(p, c, k) for c, k, w in zip(centers, kappas, weights))  # noqa: E731
     elif kind == "harmonic":
         if d not in (2, 3):

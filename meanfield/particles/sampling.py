@@ -28,7 +28,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..initial import InitialDensity, _numbers, _vectors
+from ..initial import InitialDensity
 from ..mesh import RawMesh
 
 SAMPLERS: tuple[str, ...] = ("auto", "exact", "rejection", "mesh")
@@ -212,7 +212,4 @@ def sample_initial(
     if density.kind == "uniform":
         return uniform_sphere(rng, n, d)
     p = density.params
-    centers = _vectors(p["centers"], d, "initial.centers")
-    kappas = _numbers(p.get("kappas", 10.0), len(centers), "initial.kappas")
-    weights = _numbers(p.get("weights"), len(centers), "initial.weights", default=1.0)
-    return vmf_mixture(rng, n, centers, kappas, weights / weights.sum())
+    return vmf_mixture(rng, n, p["centers"], p["kappas"], p["weights"])
