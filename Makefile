@@ -32,7 +32,7 @@ $(VENV)/.installed: pyproject.toml
 venv: $(VENV)/.installed
 
 demo: venv
-	$(VENV)/bin/mpirun -n $(NP) $(VENV)/bin/meanfield run --example s2-clustering
+	$(VENV)/bin/mpirun -n $(NP) $(VENV)/bin/meanfield run
 
 test: test-serial test-mpi
 
