@@ -179,3 +179,10 @@ def test_on_root_raises_on_every_rank():
     assert on_root(MPI.COMM_WORLD, lambda: 42) == 42
     with pytest.raises(ValueError, match="bad input"):
         on_root(MPI.COMM_WORLD, lambda: (_ for _ in ()).throw(ValueError("bad input")))
+
+
+@pytest.mark.parametrize("example", sorted((Path(__file__).parents[1] / "runs" / "examples").glob("*.toml")),
+                         ids=lambda p: p.stem)
+def test_example_configs_are_valid(example):
+    cfg = load_config(example)
+    assert cfg.name == example.stem
