@@ -190,6 +190,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except RuntimeError as exc:
         _echo(f"error: the run failed: {exc}")
         return 1
+    except Exception as exc:
+        # unexpected, possibly raised on this rank alone (a failed write, say): the other ranks
+        # may be waiting in a collective, so end them all rather than hang
+        print(f"error on rank {_rank()}: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        if "mpi4py" in sys.modules:
+            from mpi4py import MPI
+
+            if MPI.COMM_WORLD.size > 1:
+                MPI.COMM_WORLD.Abort(1)
+        raise
     return 0
 
 
