@@ -48,23 +48,28 @@ def plot_errors(path: Path, rows: list[dict], summary: list[dict], t: float) -> 
 def plot_density(path: Path, reference: PDEReference, points: np.ndarray, t: float) -> None:
     """PDE density vs the particle histogram (cell mass / cell measure) at time t.
 
-    S^1: both against the angle; S^2: equirectangular scatter of the cell centroids, coloured
-    by density, side by side on one colour scale.
+    S^1: both against the angle, the particles binned into about sqrt(n) equal arcs (at most
+    one per cell) so the histogram's noise stays readable; S^2: equirectangular scatter of the
+    cell centroids, coloured by density, side by side on one colour scale.
     """
     plt = _pyplot()
     centroids, masses = reference.measure(t)
     areas = reference.coarse.areas
     pde = masses / areas
-    hist = reference.locator.histogram(points) / areas
     if reference.d == 2:
         theta = np.arctan2(centroids[:, 1], centroids[:, 0])
         order = np.argsort(theta)
+        bins = int(np.clip(np.sqrt(len(points)), 8, len(theta)))
+        edges = np.linspace(-np.pi, np.pi, bins + 1)
+        counts, _ = np.histogram(np.arctan2(points[:, 1], points[:, 0]), edges)
         fig, ax = plt.subplots(figsize=(7, 4))
-        ax.step(theta[order], hist[order], where="mid", lw=0.7, label=f"particles (n = {len(points)})")
+        ax.stairs(counts / (len(points) * np.diff(edges)), edges, lw=0.9,
+                  label=f"particles (n = {len(points)}, {bins} bins)")
         ax.plot(theta[order], pde[order], "k", label="PDE")
         ax.set(xlabel="angle", ylabel="density", title=f"t = {t:g}")
         ax.legend()
     else:
+        hist = reference.locator.histogram(points) / areas
         lon = np.degrees(np.arctan2(centroids[:, 1], centroids[:, 0]))
         lat = np.degrees(np.arcsin(np.clip(centroids[:, 2], -1.0, 1.0)))
         vmax = max(pde.max(), hist.max())
