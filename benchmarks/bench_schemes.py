@@ -37,7 +37,8 @@ def main() -> None:
     from meanfield.config import load_config
     from meanfield.mesh import distribute, icosphere
     from meanfield.nonlocal_field import make_evaluator
-    from meanfield.solver import SCHEMES, attention_velocity, rotation_velocity
+    from meanfield.model import rotation_velocity
+    from meanfield.solver import SCHEMES, attention_velocity
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--level", type=int, default=5)

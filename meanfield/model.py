@@ -157,3 +157,20 @@ class AttentionModel:
 def project_tangent(x: np.ndarray, v: np.ndarray) -> np.ndarray:
     """P_x v = v - <x, v> x, row-wise for arrays of shape (n, d)."""
     return v - np.einsum("ij,ij->i", x, v)[:, None] * x
+
+
+def rotation_velocity(rate: float, axis: Sequence[float], d: int):
+    """Prescribed solid-body rotation, a velocity field that ignores the measure.
+
+    ``X(x) = rate * axis x x`` on S^2, ``rate * (-y, x)`` on S^1; returned with the signature
+    of a measure's velocity field, ``(targets, sources, weights) -> X``, so the PDE schemes
+    and the particle solver can use it in place of the attention field (transport checks).
+    """
+    unit = np.asarray(axis, float) / np.linalg.norm(axis)
+
+    def velocity(targets: np.ndarray, sources: np.ndarray, weights: np.ndarray) -> np.ndarray:
+        if d == 2:
+            return rate * np.stack([-targets[:, 1], targets[:, 0]], axis=1)
+        return rate * np.cross(unit, targets)
+
+    return velocity

@@ -21,24 +21,13 @@ from .discretisation.dg1 import DG1Scheme
 from .discretisation.fv import FiniteVolumeScheme
 from .io import DensityWriter, RunDirectory, RunResult, gather_global, load_run, run_environment
 from .mesh import load_distributed
+from .model import rotation_velocity
 from .nonlocal_field import NonlocalEvaluator, make_evaluator
 from .observables import measure_observables
 from .reporting import log, progress_bar, run_logging
 from .timestepping import SSPRK3
 
 SCHEMES: dict[str, type[SpatialScheme]] = {"fv": FiniteVolumeScheme, "dg1": DG1Scheme}
-
-
-def rotation_velocity(rate: float, axis: np.ndarray, d: int) -> VelocityField:
-    """Solid-body rotation ``X(x) = rate * axis x x`` (S^1: rate * (-y, x)), ignoring the measure."""
-    axis = np.asarray(axis, float) / np.linalg.norm(axis)
-
-    def velocity(targets: np.ndarray, sources: np.ndarray, weights: np.ndarray) -> np.ndarray:
-        if d == 2:
-            return rate * np.stack([-targets[:, 1], targets[:, 0]], axis=1)
-        return rate * np.cross(axis, targets)
-
-    return velocity
 
 
 def attention_velocity(evaluator: NonlocalEvaluator) -> VelocityField:

@@ -20,7 +20,7 @@ from meanfield.convergence import convergence_study, final_rows
 from meanfield.discretisation.dg1 import DG1Scheme, _positivity_points, zhang_shu_limit
 from meanfield.io import gather_global
 from meanfield.mesh import circle, distribute, icosphere
-from meanfield.solver import rotation_velocity
+from meanfield.model import rotation_velocity
 from meanfield.timestepping import SSPRK3
 
 S1_SMOOTH = {"kind": "vmf", "centers": [[1.0, 0.0], [-0.3, 1.0], [-0.5, -1.0]], "kappas": [2.0, 2.0, 2.0]}

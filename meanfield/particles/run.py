@@ -24,6 +24,7 @@ from ..collective import on_root
 from ..config import Config, ConfigError, load_config
 from ..io import ParticleRunResult, RunDirectory, load_particle_run, run_environment
 from ..mesh import raw_mesh
+from ..model import rotation_velocity
 from ..nonlocal_field import NonlocalEvaluator, make_evaluator
 from ..observables import measure_observables
 from ..reporting import log, progress_bar, run_logging
@@ -73,8 +74,6 @@ def build_particles(config: Config, n: int, seed: int, comm) -> ParticleSetup:
     if m["velocity"] == "rotation":
         if d not in (2, 3):
             raise ConfigError(f"model.velocity: 'rotation' needs d = 2 or 3, got d = {d}")
-        from ..solver import rotation_velocity
-
         field = rotation_velocity(m["rotation_rate"], m["rotation_axis"], d)
     else:
         field = attention_field(evaluator)
