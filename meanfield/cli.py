@@ -87,7 +87,7 @@ def _int_list(text: str) -> list[int]:
 
 def _cmd_validate(args: argparse.Namespace) -> None:
     from .config import load_config
-    from .validation import validate
+    from .studies.validation import validate
 
     config = load_config(args.config, args.set)
     result = validate(config, ns=args.n, seeds=args.seeds, out=args.out, pde=args.pde,
@@ -145,7 +145,7 @@ def _add_info(sub) -> None:
 
 
 def _cmd_convergence(args: argparse.Namespace) -> None:
-    from .convergence import convergence_study, format_table, parse_levels
+    from .studies.convergence import convergence_study, format_table, parse_levels
 
     out = args.out or "runs/convergence"
     reference = args.reference or ("finest" if args.dt_ladder else "exact")

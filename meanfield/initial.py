@@ -23,13 +23,14 @@ sampler draws from them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from math import gamma, pi
+from math import pi
 from typing import Callable
 
 import numpy as np
 from scipy import special
 
 from .expression import ExpressionError, compile_expression
+from .sphere import sphere_area
 
 KINDS: tuple[str, ...] = ("uniform", "vmf", "harmonic", "expression")
 PARAMETERS: dict[str, tuple[str, ...]] = {
@@ -42,11 +43,6 @@ PARAMETERS: dict[str, tuple[str, ...]] = {
 
 class InitialDensityError(ValueError):
     """Invalid initial-density parameters or data; the message names the field."""
-
-
-def sphere_area(d: int) -> float:
-    """|S^{d-1}| = 2 pi^{d/2} / Gamma(d/2)."""
-    return 2.0 * pi ** (d / 2) / gamma(d / 2)
 
 
 def vmf_density(points: np.ndarray, center: np.ndarray, kappa: float) -> np.ndarray:

@@ -6,18 +6,17 @@ import numpy as np
 import pytest
 
 from meanfield.config import load_config
-from meanfield.convergence import (
+from meanfield.exact import exact_solution, growth_rate
+from meanfield.studies.convergence import (
     ConvergenceError,
     coarsen,
     convergence_study,
-    exact_solution,
     final_rows,
-    growth_rate,
     level_of,
     parse_levels,
     read_csv,
 )
-from meanfield.discretisation.quadrature import cell_averages
+from meanfield.sphere import cell_averages
 from meanfield.mesh import circle, icosphere
 
 S1_BUMP = {"kind": "vmf", "centers": [[1.0, 0.3]], "kappas": [4.0]}

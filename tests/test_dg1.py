@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from meanfield.config import load_config
-from meanfield.convergence import convergence_study, final_rows
+from meanfield.studies.convergence import convergence_study, final_rows
 from meanfield.discretisation.dg1 import DG1Scheme, _positivity_points, zhang_shu_limit
 from meanfield.io import gather_global
 from meanfield.mesh import circle, distribute, icosphere

@@ -3,8 +3,7 @@
 import numpy as np
 import pytest
 
-from meanfield.discretisation.geometry import cell_measure
-from meanfield.discretisation.quadrature import cell_rule
+from meanfield.sphere import cell_measure, cell_rule
 from meanfield.expression import ExpressionError, compile_expression
 from meanfield.initial import InitialDensityError, make_initial_density, real_harmonic, vmf_density
 from meanfield.mesh import circle, icosphere

@@ -10,14 +10,15 @@ from scipy import integrate, stats
 from conftest import random_sphere_points
 from meanfield.config import ConfigError, load_config
 from meanfield.initial import make_initial_density
-from meanfield.mesh import icosphere
+from meanfield.mesh import circle, icosphere
 from meanfield.model import AttentionModel
 from meanfield.nonlocal_field import make_evaluator
 from meanfield.observables import moment_observables
 from meanfield.particles import (ParticleSystem, advance, attention_field, build_particles, count_clusters,
                                  rk4_step, run_particles, sample_initial, token_block)
 from meanfield.particles.sampling import mesh_sampler, vmf
-from meanfield.validation import CellLocator, PDEReference, fit_slope
+from meanfield.mesh import CellLocator
+from meanfield.studies.validation import PDEReference, fit_slope
 
 ALPHA = 1e-3  # significance of the goodness-of-fit tests (fixed seeds)
 
@@ -75,8 +76,7 @@ def test_s1_samplers_match_density(spec):
 @pytest.mark.parametrize("sampler", ["rejection", "mesh"])
 def test_s2_harmonic_samplers_match_cell_masses(sampler):
     """Histogram on the cells of an icosphere against the cells' masses of the density."""
-    from meanfield.discretisation.geometry import cell_measure
-    from meanfield.discretisation.quadrature import cell_averages
+    from meanfield.sphere import cell_averages, cell_measure
 
     density = make_initial_density({"kind": "harmonic", "degree": 2, "order": 1, "amplitude": 0.12}, 3)
     mesh = icosphere(2)
@@ -87,11 +87,22 @@ def test_s2_harmonic_samplers_match_cell_masses(sampler):
     assert _chi2_pvalue(counts, masses) > ALPHA
 
 
-def test_mesh_sampler_stays_in_cells():
-    mesh = icosphere(1)
-    density = make_initial_density({"kind": "uniform"}, 3)
-    x = mesh_sampler(np.random.default_rng(5), 2000, density, mesh)
-    assert np.allclose(np.linalg.norm(x, axis=1), 1.0)
+@pytest.mark.parametrize("mesh", [icosphere(1), circle(16)], ids=["S2", "S1"])
+def test_mesh_sampler_stays_in_cells(mesh):
+    """Each token lies in the cell the sampler drew for it: the sampler's first draw is the
+    cells (by mass), so the same seed reproduces them, and the locator must find each token
+    in exactly that cell."""
+    from meanfield.sphere import cell_averages, cell_measure
+
+    d = mesh.points.shape[1]
+    density = make_initial_density({"kind": "expression", "expression": "1 + (x > 0.3)"}, d)
+    n = 3000
+    x = mesh_sampler(np.random.default_rng(5), n, density, mesh)
+    assert np.allclose(np.linalg.norm(x, axis=1), 1.0, rtol=0, atol=1e-14)
+    vertices = mesh.points[mesh.cells]
+    masses = cell_averages(density, vertices)[1] * cell_measure(vertices)
+    drawn = np.random.default_rng(5).choice(len(masses), size=n, p=masses / masses.sum())
+    assert np.array_equal(CellLocator(mesh).locate(x), drawn)
 
 
 # --- integrator and field -----------------------------------------------------------------

@@ -10,8 +10,9 @@ import pytest
 
 from conftest import random_sphere_points
 from meanfield.mesh import circle, icosphere
-from meanfield.validation import CellLocator, fit_slope, validate
-from meanfield.validation import metrics
+from meanfield.mesh import CellLocator
+from meanfield.studies.validation import fit_slope, validate
+from meanfield.studies.validation import metrics
 
 
 def test_w1_between_point_masses():

@@ -14,6 +14,7 @@ from typing import Callable
 
 import numpy as np
 
+from ..sphere import cell_averages, cell_quadrature_points
 from .geometry import MeshGeometry
 
 #: A velocity field of a discrete measure: (targets, source points, source weights) -> X.
@@ -133,8 +134,6 @@ def normalised_cell_averages(comm, density, vertices: np.ndarray, measure: np.nd
     vertices, measure
         Owned cells' vertices and measures.
     """
-    from .quadrature import cell_averages, cell_quadrature_points
-
     values, averages = cell_averages(density, vertices)
     check_density_values(comm, values, cell_quadrature_points(vertices)[0])
     mass = comm.allreduce(float(averages @ measure))

@@ -19,7 +19,7 @@ from math import factorial
 import numpy as np
 
 from .._fem import dolfinx as _dolfinx
-from .geometry import normalize
+from ..sphere import normalize
 
 #: Local edges (pairs of local vertices) in basix P2 node order, per number of vertices.
 _EDGES: dict[int, list[tuple[int, int]]] = {3: [(1, 2), (0, 2), (0, 1)], 2: [(0, 1)]}

@@ -81,8 +81,8 @@ import numpy as np
 from .._fem import dolfinx as _dolfinx
 from .base import InitialDataError, SpatialScheme, VelocityField, check_density_values
 from .curved import area_element, curved_mesh, reference_volume, surface_gradients
-from .geometry import MeshGeometry, mesh_geometry, normalize
-from .quadrature import cell_rule
+from ..sphere import cell_rule, normalize
+from .geometry import MeshGeometry, mesh_geometry
 
 #: Relative safety margin of the limiter's scaling against rounding (see :func:`zhang_shu_limit`).
 ROUNDOFF_MARGIN = 1e-12

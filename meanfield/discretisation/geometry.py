@@ -18,11 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._fem import dolfinx as _dolfinx
-
-
-def normalize(v: np.ndarray) -> np.ndarray:
-    """Rows of ``v`` scaled to unit length."""
-    return v / np.linalg.norm(v, axis=-1, keepdims=True)
+from ..sphere import cell_measure, normalize
 
 
 @dataclass
@@ -69,15 +65,6 @@ class MeshGeometry:
     def facet_midpoint(self) -> np.ndarray:
         """(num_facets, d): facet midpoints projected onto the sphere."""
         return normalize(self.facet_vertices.mean(axis=1))
-
-
-def cell_measure(vertices: np.ndarray) -> np.ndarray:
-    """Length (S^1) or area (S^2) of flat cells given their vertices (n, nv, d)."""
-    if vertices.shape[2] == 2:
-        return np.linalg.norm(vertices[:, 1] - vertices[:, 0], axis=1)
-    return 0.5 * np.linalg.norm(
-        np.cross(vertices[:, 1] - vertices[:, 0], vertices[:, 2] - vertices[:, 0]), axis=1
-    )
 
 
 def mesh_geometry(msh) -> MeshGeometry:

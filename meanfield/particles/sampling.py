@@ -30,6 +30,7 @@ import numpy as np
 
 from ..initial import InitialDensity
 from ..mesh import RawMesh
+from ..sphere import cell_averages, cell_measure, normalize
 
 SAMPLERS: tuple[str, ...] = ("auto", "exact", "rejection", "mesh")
 SAFETY = 1.5
@@ -149,9 +150,6 @@ def rejection(
 
 def mesh_sampler(rng: np.random.Generator, n: int, density: Callable[[np.ndarray], np.ndarray], mesh: RawMesh) -> np.ndarray:
     """n points from the mesh's cell masses of ``density`` (see module docstring)."""
-    from ..discretisation.geometry import cell_measure, normalize
-    from ..discretisation.quadrature import cell_averages
-
     vertices = mesh.points[mesh.cells]
     _, averages = cell_averages(density, vertices)
     masses = np.clip(averages, 0.0, None) * cell_measure(vertices)

@@ -1,4 +1,8 @@
-"""Quadrature on flat sphere-mesh cells mapped radially onto the sphere.
+"""Pure-numpy geometry of the unit sphere S^{d-1} and of flat cells inscribed in it.
+
+Shared by the PDE schemes, the particle samplers and the studies (none of which should
+import another's internals): unit vectors, the sphere's measure, flat cell measures and the
+degree-4 cell quadrature used for initial cell averages and exact references.
 
 Cell averages of a density f on the sphere are computed as ``(1/|c|) int_c f(x/|x|) dA``
 over the flat cell ``c`` with a degree-4 rule (6-point Dunavant on triangles, 3-point Gauss
@@ -8,9 +12,29 @@ accurate to O(h^2) and better than the schemes that use them.
 
 from __future__ import annotations
 
+from math import gamma, pi
+
 import numpy as np
 
-from .geometry import normalize
+
+def normalize(v: np.ndarray) -> np.ndarray:
+    """Rows of ``v`` scaled to unit length."""
+    return v / np.linalg.norm(v, axis=-1, keepdims=True)
+
+
+def sphere_area(d: int) -> float:
+    """|S^{d-1}| = 2 pi^{d/2} / Gamma(d/2)."""
+    return 2.0 * pi ** (d / 2) / gamma(d / 2)
+
+
+def cell_measure(vertices: np.ndarray) -> np.ndarray:
+    """Length (S^1) or area (S^2) of flat cells given their vertices (n, nv, d)."""
+    if vertices.shape[2] == 2:
+        return np.linalg.norm(vertices[:, 1] - vertices[:, 0], axis=1)
+    return 0.5 * np.linalg.norm(
+        np.cross(vertices[:, 1] - vertices[:, 0], vertices[:, 2] - vertices[:, 0]), axis=1
+    )
+
 
 _A, _WA = 0.445948490915965, 0.223381589678011
 _B, _WB = 0.091576213509771, 0.109951743655322

@@ -23,9 +23,9 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from ..collective import on_root
-from ..config import Config, ConfigError, load_config
-from ..io import RunResult, load_run
+from ...collective import on_root
+from ...config import Config, ConfigError, load_config
+from ...io import RunResult, load_run
 from .compare import PDEReference
 
 log = logging.getLogger("meanfield")
@@ -105,7 +105,7 @@ def _check_inputs(config: Config, ns: Sequence[int], seeds: int) -> None:
 
 
 def _pde_runs(config: Config, out: Path, pde, pde_fine, refine: bool, comm, quiet: bool) -> PDEReference:
-    from ..solver import run
+    from ...solver import run
 
     coarse: RunResult = load_run(pde) if pde is not None else run(config, out=out / "pde", comm=comm, quiet=quiet)
     fine = None
@@ -157,7 +157,7 @@ def validate(
     """
     from mpi4py import MPI
 
-    from ..particles import run_particles
+    from ...particles import run_particles
 
     comm = comm or MPI.COMM_WORLD
     if not isinstance(config, Config):

@@ -23,10 +23,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..io import RunResult
-from ..mesh import raw_mesh
+from ...io import RunResult
+from ...mesh import CellLocator, raw_mesh
 from . import metrics
-from .locate import CellLocator
 
 #: Exact W_1 (``ot.emd2``) is computed only when the dense cost matrix has at most this many entries.
 W1_MAX_ENTRIES = 20_000_000

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.spatial import cKDTree
 
-from ..mesh import RawMesh
+from .raw import RawMesh
 
 TOL = 1e-12
 

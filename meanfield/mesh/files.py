@@ -1,0 +1,56 @@
+"""Sphere meshes in files (any format meshio reads or writes)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from .checks import check_on_sphere
+from .raw import MeshError, RawMesh
+
+
+def read_mesh_file(path: str | Path, sphere: str | None = None) -> RawMesh:
+    """Read a sphere mesh with meshio and check it.
+
+    Triangles make an S^2 mesh (3D points), lines an S^1 mesh (the z column is dropped when
+    all zero).  Vertices not on the unit sphere are refused.
+    """
+    import meshio
+
+    path = Path(path)
+    if not path.is_file():
+        raise MeshError(f"mesh.file: no such file: {path}")
+    try:
+        m = meshio.read(path)
+    except Exception as exc:  # meshio raises many kinds of errors
+        raise MeshError(f"mesh.file: meshio cannot read {path}: {exc}") from None
+    kind = "triangle" if sphere != "S1" and "triangle" in m.cells_dict else "line"
+    if kind not in m.cells_dict:
+        raise MeshError(f"mesh.file: {path} has no {'triangle' if sphere == 'S2' else 'line'} cells")
+    cells = np.asarray(m.cells_dict[kind], dtype=np.int64)
+    pts = np.asarray(m.points, dtype=float)
+    d = 3 if kind == "triangle" else 2
+    if pts.shape[1] > d:
+        if np.any(pts[:, d:] != 0):
+            raise MeshError(f"mesh.file: {path} has line cells but points outside the plane z = 0")
+        pts = pts[:, :d]
+    used = np.unique(cells)  # drop points no cell uses (gmsh keeps geometry nodes)
+    renumber = np.full(len(pts), -1, dtype=np.int64)
+    renumber[used] = np.arange(len(used))
+    raw = RawMesh(np.ascontiguousarray(pts[used]), renumber[cells])
+    if sphere is not None and raw.sphere != sphere:
+        raise MeshError(f"mesh.file: {path} is an {raw.sphere} mesh but mesh.sphere = {sphere!r}")
+    check_on_sphere(raw.points, f"mesh.file ({path})")
+    return raw
+
+
+def write_mesh_file(path: str | Path, mesh: RawMesh) -> None:
+    """Write a raw mesh with meshio (format from the file extension)."""
+    import meshio
+
+    kind = "triangle" if mesh.points.shape[1] == 3 else "line"
+    pts = mesh.points if kind == "triangle" else np.column_stack([mesh.points, np.zeros(len(mesh.points))])
+    path = Path(path)
+    fmt = "gmsh" if path.suffix == ".msh" else None  # meshio would pick ANSYS for .msh
+    meshio.write(path, meshio.Mesh(pts, [(kind, mesh.cells)]), file_format=fmt)

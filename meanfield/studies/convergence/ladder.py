@@ -1,0 +1,141 @@
+"""Ladders of nested meshes (or halved time steps): levels, widths, conservative transfer, runs.
+
+Finer solutions reach coarser meshes by the conservative transfer of nested meshes: the
+children of cell c of an S^2 level with n cells are c, c + n, c + 2n, c + 3n at the next
+level (:func:`meanfield.mesh.icosphere`), those of S^1 segment c are 2c and 2c + 1, and the
+parent's average is the measure-weighted mean of its children's.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ...config import Config
+from ...io import RunResult
+
+
+class ConvergenceError(ValueError):
+    """A study that cannot be done as asked (bad levels, a non-nested mesh, no exact solution...)."""
+
+
+def parse_levels(text: str) -> list[int]:
+    """``"3:6"`` -> [3, 4, 5, 6] (inclusive); ``"3,5"`` -> [3, 5]."""
+    try:
+        if ":" in text:
+            lo, hi = (int(v) for v in text.split(":"))
+            levels = list(range(lo, hi + 1))
+        else:
+            levels = [int(v) for v in text.split(",")]
+    except ValueError:
+        raise ConvergenceError(f"--levels: expected FIRST:LAST or a comma list, got {text!r}") from None
+    if len(levels) < 2 or levels != sorted(set(levels)) or levels[0] < 0:
+        raise ConvergenceError(f"--levels: need at least two increasing levels >= 0, got {text!r}")
+    return levels
+
+
+def resolution(sphere: str, level: int) -> int:
+    """The ``mesh.resolution`` of a ladder level (S^2: the level, S^1: 2**level cells)."""
+    return level if sphere == "S2" else 2**level
+
+
+def level_of(sphere: str, cells: int) -> int:
+    """Inverse of the cell count of a ladder level."""
+    level = round(np.log(cells / 20.0) / np.log(4.0)) if sphere == "S2" else round(np.log2(cells))
+    if (20 * 4**level if sphere == "S2" else 2**level) != cells:
+        raise ConvergenceError(f"{cells} cells is not a nested {sphere} ladder level")
+    return int(level)
+
+
+def mesh_width(sphere: str, cells: int) -> float:
+    """h = sqrt(|S^2| / cells) on S^2, 2 pi / cells on S^1."""
+    return float(np.sqrt(4.0 * np.pi / cells)) if sphere == "S2" else 2.0 * np.pi / cells
+
+
+def coarsen(values: np.ndarray, areas: np.ndarray, sphere: str, times: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """Conservative transfer of cell averages ``times`` levels down the nested ladder.
+
+    Parameters
+    ----------
+    values
+        (T, cells) cell averages in global order.
+    areas
+        (cells,) cell measures.
+
+    Returns
+    -------
+    values, areas
+        The parents' averages (T, cells / 4**times or / 2**times) and measures.
+    """
+    for _ in range(times):
+        mass = values * areas
+        if sphere == "S2":
+            n = areas.size // 4
+            mass, areas = mass.reshape(-1, 4, n).sum(axis=1), areas.reshape(4, n).sum(axis=0)
+        else:
+            mass, areas = mass.reshape(-1, areas.size // 2, 2).sum(axis=2), areas.reshape(-1, 2).sum(axis=1)
+        values = mass / areas
+    return values, areas
+
+
+@dataclass
+class Ladder:
+    """The runs of a study and what each was run with."""
+
+    config: Config
+    levels: list[int]
+    runs: list[RunResult]
+    dt_ladder: bool
+
+    @property
+    def sphere(self) -> str:
+        return self.config.section("mesh")["sphere"]
+
+    def cells(self, i: int) -> int:
+        return len(self.runs[i].areas)
+
+    def step(self, i: int) -> float:
+        run = self.runs[i]
+        fixed = run.config.get("time", {}).get("dt")
+        return float(fixed) if fixed else float(run.times[-1] / max(run.metadata["steps"]["steps"], 1))
+
+    def width(self, i: int) -> float:
+        return self.step(i) if self.dt_ladder else mesh_width(self.sphere, self.cells(i))
+
+    def transfer(self, ref: RunResult, i: int) -> np.ndarray:
+        """A finer run's densities on the mesh of run i."""
+        if self.dt_ladder:
+            return ref.densities
+        steps = level_of(self.sphere, len(ref.areas)) - level_of(self.sphere, self.cells(i))
+        if steps < 0:
+            raise ConvergenceError(f"the reference {ref.path} is coarser than level {self.levels[i]}")
+        return coarsen(ref.densities, ref.areas, self.sphere, steps)[0]
+
+
+def level_config(config: Config, level: int, dt_ladder: bool, out: Path) -> Config:
+    """The config of one ladder level (mesh resolution or fixed step, run directory)."""
+    data = copy.deepcopy(config.data)
+    if dt_ladder:
+        if data["time"]["dt"] is None:
+            raise ConvergenceError("--dt-ladder: set time.dt (the step of level 0) in the config")
+        data["time"]["dt"] = data["time"]["dt"] / 2**level
+    else:
+        data["mesh"]["resolution"], data["mesh"]["file"] = resolution(data["mesh"]["sphere"], level), None
+    data["output"]["dir"] = str(out / f"level{level}")
+    data["name"] = f"{config.name}-level{level}"
+    return Config(data, config.source)
+
+
+def run_ladder(config: Config, levels: list[int], out: Path, dt_ladder: bool = False, comm=None,
+               quiet: bool = True) -> Ladder:
+    """Run every level (each on all ranks of ``comm``) and read the runs back."""
+    from ...solver import run
+
+    runs = []
+    for level in levels:
+        cfg = level_config(config, level, dt_ladder, Path(out))
+        runs.append(run(cfg, out=cfg.section("output")["dir"], comm=comm, quiet=quiet))
+    return Ladder(config, levels, runs, dt_ladder)

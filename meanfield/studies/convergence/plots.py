@@ -1,0 +1,40 @@
+"""convergence.png: errors at the final time against h (or dt), log-log, with reference slopes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from .errors import DENSITY_NORMS, OBSERVABLE_NORMS, Row
+from .table import final_rows
+
+
+def plot(rows: list[Row], path: Path, dt_ladder: bool = False):
+    """Draw the study's final-time errors and save them to ``path``; returns the Figure."""
+    from matplotlib.figure import Figure
+
+    final = final_rows(rows)
+    fig = Figure(figsize=(10, 4.2))
+    axes = fig.subplots(1, 2)
+    for ax, norms in zip(axes, (DENSITY_NORMS, OBSERVABLE_NORMS)):
+        xs_all = []
+        for norm in norms:
+            sel = [r for r in final if r.norm == norm and r.error > 0]
+            if sel:
+                xs = np.array([r.dt if dt_ladder else r.h for r in sel])
+                ax.loglog(xs, [r.error for r in sel], "o-", label=norm)
+                xs_all.append((xs, sel[-1].error))
+        if xs_all:
+            xs, anchor = xs_all[0]
+            for slope in (1, 2, 3) if dt_ladder else (1, 2):
+                ax.loglog(xs, anchor * (xs / xs[-1]) ** slope, "k--", lw=0.8, alpha=0.3 + 0.2 * slope)
+                ax.annotate(f"slope {slope}", (xs[0], anchor * (xs[0] / xs[-1]) ** slope), fontsize=8)
+        ax.set_xlabel("dt" if dt_ladder else "h")
+        ax.set_ylabel("error at t = %.3g" % final[0].time if final else "error")
+        ax.set_title("density" if norms is DENSITY_NORMS else "observables")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    return fig

@@ -1,0 +1,63 @@
+"""The whole convergence study behind ``meanfield convergence``: run a ladder, write its files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ...collective import on_root
+from ...config import Config, load_config
+from .errors import Row, check_reference, error_rows
+from .ladder import ConvergenceError, run_ladder
+from .plots import plot
+from .table import write_csv
+
+
+def convergence_study(
+    config: Config | str | Path | None,
+    levels: list[int],
+    out: str | Path,
+    *,
+    reference: str | Path = "exact",
+    dt_ladder: bool = False,
+    overrides: list[str] | None = None,
+    comm=None,
+    quiet: bool = True,
+) -> list[Row]:
+    """Run a ladder and write convergence.csv and convergence.png into ``out`` (collective).
+
+    Parameters
+    ----------
+    config
+        The case (a Config, a TOML path, or ``None`` for the default).
+    levels
+        Ladder levels (S^2: icosphere levels; S^1: 2**level cells; dt ladder: dt / 2**level).
+    out
+        Directory of the runs and the study's files.
+    reference
+        ``"exact"``, ``"finest"`` or a run directory.
+    dt_ladder
+        Halve the fixed ``time.dt`` instead of refining the mesh.
+    comm
+        Communicator of the runs (default COMM_WORLD).
+
+    Returns
+    -------
+    list[Row]
+        The rows of convergence.csv, on every rank.
+    """
+    from mpi4py import MPI
+
+    comm = comm or MPI.COMM_WORLD
+    if not isinstance(config, Config):
+        config = load_config(config, overrides)
+    out = Path(out)
+    check_reference(config, reference, dt_ladder)
+    ladder = run_ladder(config, levels, out, dt_ladder, comm, quiet)
+
+    def report() -> list[Row]:
+        rows = error_rows(ladder, reference)
+        write_csv(rows, out / "convergence.csv")
+        plot(rows, out / "convergence.png", dt_ladder)
+        return rows
+
+    return on_root(comm, report, ConvergenceError)
