@@ -17,7 +17,7 @@ find_python = $(shell \
     $$p -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null && { echo $$p; exit 0; }; \
   done)
 
-.PHONY: demo test test-serial test-mpi venv bench clean
+.PHONY: demo test test-quick test-serial test-mpi lint venv bench clean
 
 $(VENV)/.installed: pyproject.toml
 	@base="$(find_python)"; \
@@ -32,9 +32,17 @@ $(VENV)/.installed: pyproject.toml
 venv: $(VENV)/.installed
 
 demo: venv
-	$(VENV)/bin/mpirun -n $(NP) $(VENV)/bin/meanfield run
+	$(VENV)/bin/mpirun -n $(NP) $(VENV)/bin/meanfield run --overwrite
 
-test: test-serial test-mpi
+test: lint test-serial test-mpi
+
+# the quick loop while developing: no slow studies, no MPI pass
+test-quick: venv
+	$(PY) -m pytest -q -m "not slow" tests; $(PYTEST_OK)
+
+lint: venv
+	$(VENV)/bin/ruff check meanfield tests benchmarks meshes
+	$(VENV)/bin/mypy
 
 # pytest exits 5 when it collects no test; that is not a failure of the suite's code
 PYTEST_OK = rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 5 ] || exit $$rc

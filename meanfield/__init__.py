@@ -4,32 +4,47 @@ The Python API mirrors the CLI::
 
     import meanfield
     cfg = meanfield.load_config("runs/examples/s2-clustering.toml", ["time.t_final=2"])
-    result = meanfield.run(cfg)            # same as `meanfield run ...`, also under mpirun
-    result = meanfield.load_run("runs/s2-clustering")
+    result = meanfield.run(cfg, out="runs/short")   # same as `meanfield run ...`, also under mpirun
+    result = meanfield.resume("runs/short", t_final=4.0)
+    result = meanfield.load_run("runs/short")
 
 Importing this package is cheap: dolfinx and MPI are imported when a run starts.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
-__all__ = ["load_config", "run", "load_run", "AttentionModel", "Config", "RunResult"]
+# library convention: no output unless the application (or a run, on rank 0) attaches handlers
+logging.getLogger(__name__).addHandler(logging.NullHandler())
+
+__version__ = "0.2.0"
+__all__ = ["load_config", "run", "resume", "load_run", "run_particles", "AttentionModel", "Config", "Problem",
+           "RunResult", "ParticleRunResult", "RunInterrupted"]
 
 _LAZY = {
     "load_config": ("config", "load_config"),
     "Config": ("config", "Config"),
+    "Problem": ("problem", "Problem"),
     "run": ("solver", "run"),
-    "load_run": ("io", "load_run"),
-    "RunResult": ("io", "RunResult"),
+    "resume": ("continuation", "resume"),
+    "run_particles": ("particles", "run_particles"),
+    "load_run": ("runner.results", "load_run"),
+    "RunResult": ("runner.results", "RunResult"),
+    "ParticleRunResult": ("runner.results", "ParticleRunResult"),
+    "RunInterrupted": ("runner.controller", "RunInterrupted"),
     "AttentionModel": ("model", "AttentionModel"),
 }
 
 if TYPE_CHECKING:
     from .config import Config, load_config
-    from .io import RunResult, load_run
+    from .continuation import resume
     from .model import AttentionModel
+    from .particles import run_particles
+    from .problem import Problem
+    from .runner.controller import RunInterrupted
+    from .runner.results import ParticleRunResult, RunResult, load_run
     from .solver import run
 
 
@@ -40,3 +55,7 @@ def __getattr__(name: str) -> Any:
         module, attr = _LAZY[name]
         return getattr(importlib.import_module(f".{module}", __name__), attr)
     raise AttributeError(f"module 'meanfield' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

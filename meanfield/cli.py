@@ -1,27 +1,30 @@
 """Command line: parses arguments and calls the Python API, nothing more.
 
-    meanfield run [CONFIG] [--out DIR] [--set section.key=value ...] [--quiet]
+    meanfield run [CONFIG] [--out DIR] [--overwrite] [--set section.key=value ...] [--quiet]
+    meanfield resume RUN_DIR [--t-final T] [--set section.key=value ...] [--quiet]
+    meanfield particles CONFIG --n N [--seed S] [--out DIR] [--overwrite] [--set ...] [--quiet]
+    meanfield validate CONFIG --n 1000,4000 [--seeds 4] [--out DIR] [--pde RUN_DIR [--force]] [--quiet]
+    meanfield convergence CONFIG --levels 3:6 [--dt-ladder] [--reference exact|finest|RUN_DIR] [--out DIR]
     meanfield mesh S2 --level L -o FILE      |  meanfield mesh S1 --cells N -o FILE
-    meanfield info
-    meanfield particles CONFIG --n N [--seed S] [--out DIR] [--set ...] [--quiet]
-    meanfield validate CONFIG --n 1000,4000 [--seeds 4] [--out DIR] [--pde RUN_DIR] [--quiet]
-    meanfield convergence CONFIG --levels 3:6 [--dt-ladder] [--reference exact|finest|RUN_DIR] [--out DIR] [--quiet]
+    meanfield info [RUN_DIR]
 
-The same command works serially and under ``mpirun -n P``; only rank 0 prints.
+The same command works serially and under ``mpirun -n P``; only rank 0 prints.  Exit codes:
+0 done; 1 the run failed (recorded in its metadata.json); 2 bad input (one line on stderr
+naming the field, nothing written); 3 stopped at ``time.wall_limit`` after a checkpoint;
+128 + n stopped by signal n (SIGTERM: 143, SIGINT: 130, SIGUSR1: 138) after a checkpoint.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
-#: Exceptions that mean "bad input": reported as one line, exit code 2.
-INPUT_ERRORS: tuple[type[Exception], ...] = (ValueError, FileNotFoundError)
+from . import __version__
 
 
 def _rank() -> int:
-    if "mpi4py" not in sys.modules:
+    if "mpi4py.MPI" not in sys.modules:
         import os
 
         for var in ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK"):
@@ -38,23 +41,66 @@ def _echo(*args) -> None:
         print(*args, flush=True)
 
 
+def _error(text: str) -> None:
+    if _rank() == 0:
+        print(text, file=sys.stderr, flush=True)
+
+
+# -- subcommands ----------------------------------------------------------------------------
 def _cmd_run(args: argparse.Namespace) -> None:
-    from .config import load_config
     from .solver import run
 
-    config = load_config(args.config, args.set)
-    result = run(config, out=args.out, quiet=args.quiet)
+    result = run(args.config, out=args.out, overrides=args.set, quiet=args.quiet, overwrite=args.overwrite)
     _echo(f"results: {result.path}")
 
 
+def _cmd_resume(args: argparse.Namespace) -> None:
+    from .continuation import resume
+
+    result = resume(args.run_dir, t_final=args.t_final, overrides=args.set, quiet=args.quiet)
+    _echo(f"results: {result.path}")
+
+
+def _cmd_particles(args: argparse.Namespace) -> None:
+    from .particles import run_particles
+
+    result = run_particles(args.config, n=args.n, seed=args.seed, out=args.out, overrides=args.set, quiet=args.quiet,
+                           overwrite=args.overwrite)
+    _echo(f"results: {result.path}")
+
+
+def _cmd_validate(args: argparse.Namespace) -> None:
+    from .studies.validation import validate
+
+    result = validate(args.config, ns=args.n, seeds=args.seeds, out=args.out, pde=args.pde, pde_fine=args.pde_fine,
+                      refine=not args.no_refine, overrides=args.set, quiet=args.quiet, force=args.force,
+                      overwrite=args.overwrite)
+    _echo(f"results: {result.path}")
+
+
+def _cmd_convergence(args: argparse.Namespace) -> None:
+    from .studies.convergence import convergence_study, format_table, parse_levels
+
+    out = args.out or "runs/convergence"
+    reference = args.reference or ("finest" if args.dt_ladder else "exact")
+    rows = convergence_study(args.config, parse_levels(args.levels), out, reference=reference,
+                             dt_ladder=args.dt_ladder, overrides=args.set, quiet=args.quiet, overwrite=args.overwrite)
+    _echo(format_table(rows))
+    _echo(f"results: {out}/convergence.csv, {out}/convergence.png")
+
+
 def _cmd_mesh(args: argparse.Namespace) -> None:
+    from mpi4py import MPI
+
+    from .collective import on_root
     from .mesh import circle, icosphere, write_mesh_file
 
-    if _rank() != 0:
-        return
-    mesh = icosphere(args.level) if args.sphere == "S2" else circle(args.cells)
-    write_mesh_file(args.output, mesh)
-    print(f"wrote {args.output}: {args.sphere}, {len(mesh.cells)} cells, {len(mesh.points)} vertices")
+    def write() -> str:
+        mesh = icosphere(args.level) if args.sphere == "S2" else circle(args.cells)
+        write_mesh_file(args.output, mesh)
+        return f"wrote {args.output}: {args.sphere}, {len(mesh.cells)} cells, {len(mesh.points)} vertices"
+
+    _echo(on_root(MPI.COMM_WORLD, write))
 
 
 def _cmd_info(args: argparse.Namespace) -> None:
@@ -62,44 +108,54 @@ def _cmd_info(args: argparse.Namespace) -> None:
 
     from mpi4py import MPI
 
-    from .io import versions
-    from .nonlocal_field import METHODS
+    from .collective import on_root
+    from .runner.environment import stack_report
+    from .runner.results import describe
 
-    info = {"versions": versions(), "mpi_ranks": MPI.COMM_WORLD.size, "nonlocal_methods": list(METHODS)}
-    _echo(json.dumps(info, indent=2))
-
-
-def _cmd_particles(args: argparse.Namespace) -> None:
-    from .config import load_config
-    from .particles import run_particles
-
-    config = load_config(args.config, args.set)
-    result = run_particles(config, n=args.n, seed=args.seed, out=args.out, quiet=args.quiet)
-    _echo(f"results: {result.path}")
+    if args.run_dir:
+        _echo(json.dumps(on_root(MPI.COMM_WORLD, lambda: describe(args.run_dir)), indent=2))
+        return
+    _echo(json.dumps(stack_report(MPI.COMM_WORLD), indent=2))
 
 
+# -- parsers --------------------------------------------------------------------------------
 def _int_list(text: str) -> list[int]:
     try:
-        return [int(v) for v in text.split(",") if v.strip()]
+        values = [int(v) for v in text.split(",") if v.strip()]
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+    if not values:
+        raise argparse.ArgumentTypeError("expected at least one integer")
+    return values
 
 
-def _cmd_validate(args: argparse.Namespace) -> None:
-    from .config import load_config
-    from .studies.validation import validate
-
-    config = load_config(args.config, args.set)
-    result = validate(config, ns=args.n, seeds=args.seeds, out=args.out, pde=args.pde,
-                      pde_fine=args.pde_fine, refine=not args.no_refine, quiet=args.quiet)
-    _echo(f"results: {result.path}")
-
-
-def _add_common(p, out_help: str = "output directory (default: under runs/)") -> None:
+def _add_common(p: argparse.ArgumentParser, out_help: str = "output directory (default: under runs/)") -> None:
     p.add_argument("--out", help=out_help)
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an earlier run in --out (kept until the new run's first checkpoint)")
+    _add_set(p)
+    p.add_argument("--quiet", action="store_true", help="no progress or log on the terminal")
+
+
+def _add_set(p: argparse.ArgumentParser) -> None:
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                    help="override a config value (TOML syntax), repeatable")
+
+
+def _add_run(sub) -> None:
+    p = sub.add_parser("run", help="run the PDE described by a config file")
+    p.add_argument("config", nargs="?", default=None, help="TOML config (default: the embedded S2 clustering case)")
+    _add_common(p, "run directory (default: output.dir or runs/<name>)")
+    p.set_defaults(handler=_cmd_run)
+
+
+def _add_resume(sub) -> None:
+    p = sub.add_parser("resume", help="continue a run (PDE or particles) from its last checkpoint")
+    p.add_argument("run_dir", help="the run directory")
+    p.add_argument("--t-final", type=float, default=None, help="a new end time (extends a completed run)")
+    _add_set(p)
     p.add_argument("--quiet", action="store_true", help="no progress or log on the terminal")
+    p.set_defaults(handler=_cmd_resume)
 
 
 def _add_particles(sub) -> None:
@@ -107,7 +163,7 @@ def _add_particles(sub) -> None:
     p.add_argument("config", help="TOML config")
     p.add_argument("--n", type=int, default=None, help="number of tokens (default: particles.n)")
     p.add_argument("--seed", type=int, default=None, help="random seed (default: particles.seed)")
-    _add_common(p)
+    _add_common(p, "run directory (default: runs/<name>-particles)")
     p.set_defaults(handler=_cmd_particles)
 
 
@@ -119,15 +175,22 @@ def _add_validate(sub) -> None:
     p.add_argument("--pde", help="reuse this PDE run directory instead of running the PDE")
     p.add_argument("--pde-fine", help="reuse this PDE run at half the mesh size (reference and floor)")
     p.add_argument("--no-refine", action="store_true", help="do not run the PDE at half the mesh size")
-    _add_common(p)
+    p.add_argument("--force", action="store_true", help="use --pde runs even if their model, sphere or initial "
+                   "density differ from the config's")
+    _add_common(p, "study directory (default: runs/<name>-validation)")
     p.set_defaults(handler=_cmd_validate)
 
 
-def _add_run(sub) -> None:
-    p = sub.add_parser("run", help="run the PDE described by a config file")
-    p.add_argument("config", nargs="?", default=None, help="TOML config (default: the embedded S2 clustering case)")
-    _add_common(p, "run directory (default: output.dir or runs/<name>)")
-    p.set_defaults(handler=_cmd_run)
+def _add_convergence(sub) -> None:
+    p = sub.add_parser("convergence", help="errors and observed orders over a ladder of meshes or time steps")
+    p.add_argument("config", help="TOML config of the case")
+    p.add_argument("--levels", required=True, help="FIRST:LAST (inclusive) or a comma list; S2: icosphere "
+                   "levels, S1: 2**level cells, --dt-ladder: time.dt / 2**level")
+    p.add_argument("--dt-ladder", action="store_true", help="halve the fixed time step at the config's mesh")
+    p.add_argument("--reference", default=None,
+                   help="'exact', 'finest' or a finer run directory (default: exact; finest with --dt-ladder)")
+    _add_common(p, "study directory (default: runs/convergence)")
+    p.set_defaults(handler=_cmd_convergence)
 
 
 def _add_mesh(sub) -> None:
@@ -140,39 +203,19 @@ def _add_mesh(sub) -> None:
 
 
 def _add_info(sub) -> None:
-    p = sub.add_parser("info", help="versions of meanfield, dolfinx, PETSc, MPI")
+    p = sub.add_parser("info", help="versions of meanfield and its stack, or the status of a run directory")
+    p.add_argument("run_dir", nargs="?", default=None, help="a run directory to describe (status, time reached)")
     p.set_defaults(handler=_cmd_info)
 
 
-def _cmd_convergence(args: argparse.Namespace) -> None:
-    from .studies.convergence import convergence_study, format_table, parse_levels
-
-    out = args.out or "runs/convergence"
-    reference = args.reference or ("finest" if args.dt_ladder else "exact")
-    rows = convergence_study(args.config, parse_levels(args.levels), out, reference=reference,
-                             dt_ladder=args.dt_ladder, overrides=args.set, quiet=args.quiet)
-    _echo(format_table(rows))
-    _echo(f"results: {out}/convergence.csv, {out}/convergence.png")
-
-
-def _add_convergence(sub) -> None:
-    p = sub.add_parser("convergence", help="errors and observed orders over a ladder of meshes or time steps")
-    p.add_argument("config", help="TOML config of the case")
-    p.add_argument("--levels", required=True, help="FIRST:LAST (inclusive) or a comma list; S2: icosphere "
-                   "levels, S1: 2**level cells, --dt-ladder: time.dt / 2**level")
-    p.add_argument("--dt-ladder", action="store_true", help="halve the fixed time step at the config's mesh")
-    p.add_argument("--reference", default=None,
-                   help="'exact', 'finest' or a finer run directory (default: exact; finest with --dt-ladder)")
-    _add_common(p)
-    p.set_defaults(handler=_cmd_convergence)
-
-
 #: Each registers one subcommand; add new commands here.
-COMMANDS: list[Callable] = [_add_run, _add_mesh, _add_info, _add_particles, _add_validate, _add_convergence]
+COMMANDS: list[Callable] = [_add_run, _add_resume, _add_particles, _add_validate, _add_convergence, _add_mesh,
+                            _add_info]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="meanfield", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="meanfield", description=(__doc__ or "").split("\n")[0])
+    parser.add_argument("--version", action="version", version=f"meanfield {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     for add in COMMANDS:
         add(sub)
@@ -180,26 +223,29 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``meanfield`` console script; returns the exit code."""
+    """Entry point of the ``meanfield`` console script; returns the exit code (see the module docstring)."""
+    from .collective import INPUT_ERRORS, is_collective
+    from .runner.controller import RunInterrupted
+
     args = build_parser().parse_args(argv)
     try:
         args.handler(args)
-    except INPUT_ERRORS as exc:
-        _echo(f"error: {exc}")
-        return 2
-    except RuntimeError as exc:
-        _echo(f"error: the run failed: {exc}")
-        return 1
+    except RunInterrupted as exc:
+        _error(f"meanfield: {exc}")
+        return exc.exit_code
     except Exception as exc:
-        # unexpected, possibly raised on this rank alone (a failed write, say): the other ranks
-        # may be waiting in a collective, so end them all rather than hang
-        print(f"error on rank {_rank()}: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
-        if "mpi4py" in sys.modules:
-            from mpi4py import MPI
+        code = 2 if isinstance(exc, INPUT_ERRORS) else 1
+        text = f"error: {exc}" if code == 2 else f"error: the run failed: {type(exc).__name__}: {exc}"
+        if is_collective(exc) or "mpi4py.MPI" not in sys.modules:
+            _error(text)
+            return code
+        # possibly raised on this rank alone: the others may be waiting in a collective; end them all
+        from mpi4py import MPI
 
-            if MPI.COMM_WORLD.size > 1:
-                MPI.COMM_WORLD.Abort(1)
-        raise
+        print(f"{text} (on rank {MPI.COMM_WORLD.rank})", file=sys.stderr, flush=True)
+        if MPI.COMM_WORLD.size > 1:
+            MPI.COMM_WORLD.Abort(code)
+        return code
     return 0
 
 

@@ -1,35 +1,123 @@
-"""Work done on rank 0 alone whose outcome every rank must learn.
+"""Work whose failure on any one rank every rank must learn, so that no rank waits for ever.
 
-Files, plots and serial mesh generation happen on rank 0 between collective steps.  If that
-work raised on rank 0 only, the other ranks would wait in the next collective forever; so
-:func:`on_root` broadcasts either the result or the error, and every rank returns or
-raises together.
+Files, plots and serial mesh generation happen on rank 0 between collective steps; reading
+a rank's own part of something happens on every rank.  If such work raised on some ranks
+only, the others would wait in the next collective forever.  :func:`on_root` and
+:func:`everywhere` therefore end with one collective that tells every rank whether any rank
+failed, and then every rank returns, or every rank raises:
+
+* on a rank where the work raised, the original exception;
+* on the others, :class:`RemoteInputError` (a ``ValueError``: bad input stays bad input) when
+  the failing rank raised a ``ValueError`` or ``FileNotFoundError``, else
+  :class:`RemoteRunError` (a ``RuntimeError``), with the same message, naming the rank.
+
+Rule used throughout the package: every collective (MPI) call is entered by every rank; work
+that may fail on some ranks only (I/O above all) runs inside one of these two functions.
 """
 
 from __future__ import annotations
 
-from typing import Callable, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
 T = TypeVar("T")
 
+INPUT_ERRORS: tuple[type[BaseException], ...] = (ValueError, FileNotFoundError)
 
-def on_root(comm, work: Callable[[], T], error_type: type[Exception] = RuntimeError) -> T:
+
+class CollectiveFailure(Exception):
+    """Mixin of errors raised on every rank alike (decided from collective data), so that no
+    rank is left waiting: a run may end with them normally.  Any other error inside a
+    collective step may have happened on one rank alone."""
+
+
+class RemoteInputError(CollectiveFailure, ValueError):
+    """Bad input detected on another rank (the message is that rank's)."""
+
+
+class RemoteRunError(CollectiveFailure, RuntimeError):
+    """A run-time failure on another rank (the message is that rank's)."""
+
+
+def is_collective(error: BaseException) -> bool:
+    """True if ``error`` is known to be raised on every rank alike (no rank is left waiting):
+    a :class:`CollectiveFailure`, an error re-raised by :func:`on_root` / :func:`everywhere`,
+    or bad input (a ``ValueError`` or ``FileNotFoundError``: decided from the config, which
+    every rank shares)."""
+    return isinstance(error, (CollectiveFailure, *INPUT_ERRORS)) or bool(getattr(error, "collective", False))
+
+
+def _mark(error: BaseException) -> BaseException:
+    try:
+        error.collective = True  # type: ignore[attr-defined]
+    except AttributeError:  # an exception type without instance attributes
+        pass
+    return error
+
+
+def _describe(error: BaseException) -> tuple[bool, str]:
+    return isinstance(error, INPUT_ERRORS), str(error) or type(error).__name__
+
+
+def _raise_remote(report: tuple[int, bool, str], error_type: type[Exception] | None) -> None:
+    rank, is_input, text = report
+    if error_type is not None and (issubclass(error_type, ValueError) == is_input):
+        raise error_type(text)
+    raise (RemoteInputError if is_input else RemoteRunError)(text if rank == 0 else f"rank {rank}: {text}")
+
+
+def on_root(comm, work: Callable[[], T], error_type: type[Exception] | None = None) -> T:
     """Run ``work()`` on rank 0 and return its result on every rank (collective).
 
-    An exception on rank 0 is re-raised on every rank: as itself on rank 0, and on the others
-    as ``error_type`` (or as the same type when it is a ValueError, so bad input stays bad
-    input) with the same message.
+    Parameters
+    ----------
+    comm
+        Communicator (``None``: serial, ``work`` is simply called).
+    work
+        The function; its result is broadcast (it must be picklable).
+    error_type
+        Exception class raised on the other ranks when rank 0 fails (default:
+        :class:`RemoteInputError` for input errors, :class:`RemoteRunError` otherwise); used only
+        when it is of the same kind (input or run time) as rank 0's error.
     """
+    if comm is None or comm.size == 1:
+        try:
+            return work()
+        except Exception as exc:
+            raise _mark(exc) from None
     result, error = None, None
     if comm.rank == 0:
         try:
             result = work()
         except Exception as exc:  # noqa: BLE001 - re-raised below, on every rank
             error = exc
-    message = comm.bcast(None if error is None else (isinstance(error, ValueError), str(error)), root=0)
+    report = comm.bcast(None if error is None else (0, *_describe(error)), root=0)
     if error is not None:
-        raise error
-    if message is not None:
-        is_input_error, text = message
-        raise (ValueError if is_input_error and not issubclass(error_type, ValueError) else error_type)(text)
+        raise _mark(error)
+    if report is not None:
+        _raise_remote(report, error_type)
     return comm.bcast(result, root=0)
+
+
+def everywhere(comm, work: Callable[[], T], error_type: type[Exception] | None = None) -> T:
+    """Run ``work()`` on every rank; if it raises on any rank, raise on every rank (collective).
+
+    Returns this rank's result.  The lowest failing rank's error is the one reported on the
+    ranks that did not fail themselves.
+    """
+    error = None
+    try:
+        result = work()
+    except Exception as exc:  # noqa: BLE001 - re-raised below, on every rank
+        error, result = exc, None
+    if comm is None or comm.size == 1:
+        if error is not None:
+            raise _mark(error)
+        return result  # type: ignore[return-value]
+    reports = comm.allgather(None if error is None else (comm.rank, *_describe(error)))
+    if error is not None:
+        raise _mark(error)
+    failed = [r for r in reports if r is not None]
+    if failed:
+        _raise_remote(failed[0], error_type)
+    return result  # type: ignore[return-value]

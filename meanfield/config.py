@@ -3,16 +3,25 @@
 A config is a nested mapping with the sections of :data:`SCHEMA`.  :func:`load_config`
 merges a file (or mapping) over the defaults, applies overrides, rejects unknown keys and
 checks every value, raising one :class:`ConfigError` that names the field.  Nothing here is
-expensive, so a bad config is refused before any mesh is built or file written.
+expensive, so a bad config is refused before any mesh is built or file written.  The
+resolved problem (model, initial density, output times, ...) is built from a config by
+:class:`meanfield.problem.Problem`.
+
+Bounds that protect a run from input that would never finish or never fit are checked here
+too: at most :data:`MAX_OUTPUTS` output times, a fixed step giving at most :data:`MAX_STEPS`
+steps, and a kernel concentration ``beta ||Q^T K||_2`` of at most :data:`KAPPA_MAX`.
 """
 
 from __future__ import annotations
 
 import copy
+import difflib
+import re
 import tomllib
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -26,8 +35,21 @@ class ConfigError(ValueError):
     """A config that cannot run; the message names the offending field."""
 
 
+#: Most output times a run may ask for (each one is a file and a row).
+MAX_OUTPUTS = 100_000
+#: Most time steps a fixed step (``time.dt``, ``particles.dt``) may imply.
+MAX_STEPS = 100_000_000
+#: Largest kernel concentration ``beta ||Q_h^T K_h||_2`` (beyond it the kernel is a Dirac in
+#: double precision and no evaluator is meaningful).
+KAPPA_MAX = 1.0e4
+#: A run name: letters, digits, '.', '_', '-', starting with a letter or digit.
+NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+#: Names of the particle samplers (``meanfield.particles.sampling.SAMPLERS`` must agree).
+SAMPLER_NAMES: tuple[str, ...] = ("auto", "exact", "rejection", "mesh")
+
+
 def _is_number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v)
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and bool(np.isfinite(v))
 
 
 def _positive(v: Any) -> bool:
@@ -50,14 +72,29 @@ def _anything(v: Any) -> bool:
     return True
 
 
+def _plain_name(v: Any) -> bool:
+    return isinstance(v, str) and NAME_PATTERN.fullmatch(v) is not None
+
+
+def _axis(v: Any) -> bool:
+    return isinstance(v, list) and len(v) == 3 and all(map(_is_number, v)) and any(x != 0 for x in v)
+
+
+def _outputs(v: Any) -> bool:
+    if _positive_int(v):
+        return v <= MAX_OUTPUTS
+    return isinstance(v, list) and 0 < len(v) <= MAX_OUTPUTS and all(map(_is_number, v))
+
+
 # section -> key -> (default, check, what the value must be)
 SCHEMA: dict[str, dict[str, tuple[Any, Callable[[Any], bool], str]]] = {
-    "": {"name": ("s2-clustering", lambda v: isinstance(v, str) and v.strip() != "", "a non-empty string")},
+    "": {"name": (None, _optional(_plain_name), "a plain name (letters, digits, '.', '_', '-'; no path "
+                                                "separators; default: the config file's name)")},
     "mesh": {
         "sphere": ("S2", _one_of(*SPHERES), f"one of {sorted(SPHERES)}"),
         "resolution": (None, _optional(lambda v: _positive_int(v) or v == 0),
                        "an integer >= 0 (S1: cells, S2: refinement level)"),
-        "file": (None, _optional(lambda v: isinstance(v, str)), "a path to a mesh file meshio reads"),
+        "file": (None, _optional(lambda v: isinstance(v, str) and v != ""), "a path to a mesh file meshio reads"),
     },
     "model": {
         "velocity": ("attention", _one_of("attention", "rotation"), "'attention' or 'rotation'"),
@@ -66,23 +103,24 @@ SCHEMA: dict[str, dict[str, tuple[Any, Callable[[Any], bool], str]]] = {
         "Q": (None, _anything, "a d x d matrix"),
         "K": (None, _anything, "a d x d matrix"),
         "V": (None, _anything, "a d x d matrix"),
-        "heads": (None, _optional(lambda v: isinstance(v, list) and all(isinstance(h, dict) for h in v)),
-                  "a list of tables with Q, K, V, weight"),
+        "heads": (None, _optional(lambda v: isinstance(v, list) and len(v) > 0 and all(isinstance(h, dict) for h in v)),
+                  "a non-empty list of tables with Q, K, V, weight"),
         "rotation_rate": (1.0, _is_number, "a number (angular velocity of the prescribed rotation)"),
-        "rotation_axis": ([0.0, 0.0, 1.0], lambda v: isinstance(v, list) and len(v) == 3 and all(map(_is_number, v)),
-                          "a 3-vector"),
+        "rotation_axis": ([0.0, 0.0, 1.0], _axis, "a non-zero 3-vector"),
     },
     "initial": {"kind": ("vmf", _anything, "an initial-density kind")},  # parameters checked by initial.py
     "time": {
         "t_final": (10.0, _positive, "a number > 0"),
         "cfl": (0.5, lambda v: _positive(v) and v <= 1, "a number in (0, 1]"),
-        "outputs": (20, lambda v: _positive_int(v) or (isinstance(v, list) and len(v) > 0 and all(map(_is_number, v))),
-                    "a positive count or a list of times"),
+        "outputs": (20, _outputs, f"a positive count or a non-empty list of times (at most {MAX_OUTPUTS})"),
         "dt": (None, _optional(_positive), "a fixed time step > 0 (default: adaptive)"),
         "dt_max": (None, _optional(_positive), "an upper bound > 0 of the adaptive time step"),
+        "wall_limit": (None, _optional(_positive),
+                       "seconds > 0 after which the run checkpoints and stops (status 'interrupted')"),
     },
     "scheme": {
-        "kind": ("fv", _one_of("fv", "dg1"), "'fv' (first-order finite volumes) or 'dg1' (second-order DG on P2 cells)"),
+        "kind": ("fv", _one_of("fv", "dg1"),
+                 "'fv' (first-order finite volumes) or 'dg1' (second-order DG on P2 cells)"),
         "limiter": (True, lambda v: isinstance(v, bool), "true or false (dg1: Zhang-Shu positivity limiter)"),
     },
     "nonlocal": {
@@ -96,27 +134,35 @@ SCHEMA: dict[str, dict[str, tuple[Any, Callable[[Any], bool], str]]] = {
               "an integer >= 2 (tokens on S^{d-1}; default: the mesh's d)"),
         "integrator": ("rk4", _one_of("rk4"), "'rk4'"),
         "dt": (None, _optional(_positive), "a time step > 0 (default: 0.25 / Lipschitz bound of the field)"),
-        "sampler": ("auto", _one_of("auto", "exact", "rejection", "mesh"),
-                    "'auto', 'exact', 'rejection' or 'mesh'"),
+        "sampler": ("auto", _one_of(*SAMPLER_NAMES), f"one of {SAMPLER_NAMES}"),
     },
     "output": {
-        "dir": (None, _optional(lambda v: isinstance(v, str)), "a directory path (default runs/<name>)"),
+        "dir": (None, _optional(lambda v: isinstance(v, str) and v != ""), "a directory path (default runs/<name>)"),
         "xdmf": (True, lambda v: isinstance(v, bool),
-                 "true or false (ParaView output: density.xdmf for fv, density.bp (VTX) for dg1)"),
+                 "true or false (ParaView output: density.xdmf and density.h5)"),
+        "checkpoint_every": (600.0, _positive, "seconds of wall time > 0 between checkpoints (besides every output)"),
     },
 }
 
-DEFAULT_INITIAL = {"kind": "vmf", "centers": [[0.0, 0.0, 1.0], [1.0, 0.0, 0.0], [0.0, -1.0, -0.2]],
-                   "kappas": [2.0, 2.0, 2.0], "weights": [1.0, 1.0, 1.0]}
+#: Default initial densities, per sphere, when a config has no ``[initial]`` table: three
+#: von Mises-Fisher bumps that merge into one cluster.
+DEFAULT_INITIAL: dict[str, dict[str, Any]] = {
+    "S2": {"kind": "vmf", "centers": [[0.0, 0.0, 1.0], [1.0, 0.0, 0.0], [0.0, -1.0, -0.2]],
+           "kappas": [2.0, 2.0, 2.0], "weights": [1.0, 1.0, 1.0]},
+    "S1": {"kind": "vmf", "centers": [[1.0, 0.0], [-0.5, 0.8], [-0.6, -0.8]],
+           "kappas": [4.0, 4.0, 4.0], "weights": [1.0, 1.0, 1.0]},
+}
 # The embedded default run (`meanfield run` without a file; `make demo`): clustering of a
 # three-bump density on the icosphere of level 4 under softmax attention.
 DEFAULT_CONFIG: dict[str, Any] = {
     "name": "s2-clustering",
     "mesh": {"sphere": "S2", "resolution": 4},
     "model": {"attention": "softmax", "beta": 4.0},
-    "initial": DEFAULT_INITIAL,
+    "initial": DEFAULT_INITIAL["S2"],
     "time": {"t_final": 6.0, "cfl": 0.5, "outputs": 12},
 }
+#: Name of runs from a mapping without ``name``.
+DEFAULT_NAME = "run"
 
 
 @dataclass
@@ -126,7 +172,8 @@ class Config:
     Attributes
     ----------
     data
-        The nested mapping (every key present), as written to the run directory.
+        The nested mapping (every key present, ``None`` where unset), as written to the run
+        directory.
     source
         Where it came from (a path, or ``"<default>"`` / ``"<dict>"``).
     """
@@ -170,9 +217,24 @@ class Config:
         return Path(self.data["output"]["dir"] or Path("runs") / self.name)
 
     def to_toml(self) -> str:
+        """The config as TOML; unset keys (no value, their defaults apply) are listed in a comment."""
         import tomli_w
 
-        return tomli_w.dumps(_drop_none(self.data))
+        unset = [f"{s}.{k}" if s else k for s, k in _flat_none(self.data)]
+        head = f"# meanfield run config (resolved from {self.source})\n"
+        if unset:
+            head += "# unset (defaults apply): " + ", ".join(unset) + "\n"
+        return head + tomli_w.dumps(_drop_none(self.data))
+
+
+def _flat_none(data: dict) -> list[tuple[str, str]]:
+    out = []
+    for key, value in data.items():
+        if isinstance(value, dict):
+            out += [(key, k) for k, v in value.items() if v is None]
+        elif value is None:
+            out.append(("", key))
+    return out
 
 
 def _drop_none(obj: Any) -> Any:
@@ -181,6 +243,11 @@ def _drop_none(obj: Any) -> Any:
     if isinstance(obj, list):
         return [_drop_none(v) for v in obj]
     return obj
+
+
+def _suggest(word: str, choices: list[str]) -> str:
+    close = difflib.get_close_matches(word, choices, n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:
@@ -198,34 +265,58 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     return keys, value
 
 
-def _merge(base: dict, update: Mapping, prefix: str = "") -> None:
+def _merge(base: dict, update: Mapping) -> None:
+    """Merge ``update`` into the defaults; an ``[initial]`` table that names a ``kind``
+    replaces the default one, one without ``kind`` updates the default's parameters."""
     for key, value in update.items():
-        if isinstance(value, Mapping) and isinstance(base.get(key), dict) and key != "initial":
-            _merge(base[key], value, f"{prefix}{key}.")
-        elif isinstance(value, Mapping) and key == "initial" and not prefix:
+        if key == "initial" and isinstance(value, Mapping):
             base[key] = copy.deepcopy(dict(value)) if "kind" in value else {**base[key], **copy.deepcopy(dict(value))}
+        elif isinstance(value, Mapping) and isinstance(base.get(key), dict):
+            for k, v in value.items():
+                base[key][k] = copy.deepcopy(v)
         else:
             base[key] = copy.deepcopy(value)
 
 
+def _apply_overrides(data: dict, overrides: list[str]) -> None:
+    """Apply ``--set`` overrides; one that switches ``initial.kind`` drops the previous kind's
+    parameters, whatever the order of the overrides."""
+    parsed = [parse_override(text) for text in overrides]
+    kinds = [value for keys, value in parsed if keys == ["initial", "kind"]]
+    if kinds and kinds[-1] != data["initial"].get("kind"):
+        data["initial"] = {"kind": kinds[-1]}
+    for keys, value in parsed:
+        table = data
+        for i, k in enumerate(keys[:-1]):
+            if not isinstance(table.get(k), dict):
+                known = [s for s in SCHEMA if s] if i == 0 else list(table)
+                raise ConfigError(f"{'.'.join(keys)}: unknown section {k!r}{_suggest(k, known)}")
+            table = table[k]
+        table[keys[-1]] = value
+
+
 def _check(data: dict) -> None:
+    sections = [k for k in SCHEMA if k]
     for key in data:
         if key not in SCHEMA[""] and key not in SCHEMA:
-            raise ConfigError(f"{key}: unknown key or section; sections are {sorted(k for k in SCHEMA if k)}")
+            raise ConfigError(f"{key}: unknown key or section{_suggest(key, sections + list(SCHEMA['']))}; "
+                              f"sections are {sections}")
     for section, keys in SCHEMA.items():
         table = data if section == "" else data.get(section)
-        if section and not isinstance(table, dict):
+        if not isinstance(table, dict):
             raise ConfigError(f"{section}: must be a table")
         for key in list(table) if section and section != "initial" else []:
             if key not in keys:
-                raise ConfigError(f"{section}.{key}: unknown key; allowed: {sorted(keys)}")
+                raise ConfigError(f"{section}.{key}: unknown key{_suggest(key, list(keys))}; allowed: {sorted(keys)}")
         for key, (_, check, what) in keys.items():
             if key in table and not check(table[key]):
                 name = f"{section}.{key}" if section else key
                 raise ConfigError(f"{name}: must be {what}, got {table[key]!r}")
 
 
-def _resolve(data: dict, base_dir: Path | None) -> None:
+def _resolve(data: dict, base_dir: Path | None, default_name: str) -> None:
+    if data["name"] is None:
+        data["name"] = default_name
     mesh = data["mesh"]
     if mesh["file"] is None and mesh["resolution"] is None:
         mesh["resolution"] = 4 if mesh["sphere"] == "S2" else 256
@@ -236,9 +327,31 @@ def _resolve(data: dict, base_dir: Path | None) -> None:
         if not path.is_file():
             raise ConfigError(f"mesh.file: no such file: {mesh['file']}")
         mesh["file"] = str(path)
-    times = data["time"]["outputs"]
-    if isinstance(times, list) and any(not 0 <= t <= data["time"]["t_final"] for t in times):
+    time = data["time"]
+    times = time["outputs"]
+    if isinstance(times, list) and any(not 0 <= t <= time["t_final"] for t in times):
         raise ConfigError(f"time.outputs: times must lie in [0, t_final], got {times}")
+    for key, section in (("dt", "time"), ("dt", "particles")):
+        dt = data[section][key]
+        if dt is not None and time["t_final"] / dt > MAX_STEPS:
+            raise ConfigError(f"{section}.{key}: {dt:g} would take {time['t_final'] / dt:.3g} steps to reach "
+                              f"t_final = {time['t_final']:g} (at most {MAX_STEPS:.0e})")
+
+
+def _check_models(config: Config) -> None:
+    """Build the model and initial density to check them, and bound the kernel concentration."""
+    try:
+        model = config.model(config.particle_d)  # the PDE's d, unless particles.d says otherwise
+        config.initial_density(config.particle_d)
+        kappa = max(model.beta * float(np.linalg.norm(h.interaction, 2)) for h in model.heads)
+        if not kappa <= KAPPA_MAX:
+            raise ConfigError(f"model.beta: beta * ||Q^T K||_2 = {kappa:.3g} exceeds {KAPPA_MAX:g}: the attention "
+                              "kernel is a Dirac mass in double precision")
+    except (ModelError, InitialDensityError) as exc:
+        raise ConfigError(str(exc)) from None
+    m = config.section("model")
+    if m["velocity"] == "rotation" and config.d == 2 and m["rotation_axis"] != [0.0, 0.0, 1.0]:
+        raise ConfigError("model.rotation_axis: on S1 the rotation is about the z axis")
 
 
 def load_config(
@@ -263,10 +376,11 @@ def load_config(
         With a message naming the offending field.
     """
     base_dir = None
+    user: Mapping[str, Any]
     if source is None:
-        user, label = DEFAULT_CONFIG, "<default>"
+        user, label, default_name = DEFAULT_CONFIG, "<default>", str(DEFAULT_CONFIG["name"])
     elif isinstance(source, Mapping):
-        user, label = source, "<dict>"
+        user, label, default_name = source, "<dict>", DEFAULT_NAME
     else:
         path = Path(source)
         if not path.is_file():
@@ -275,37 +389,31 @@ def load_config(
             user = tomllib.loads(path.read_text())
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"config: {path} is not valid TOML: {exc}") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"config: cannot read {path}: {exc}") from None
         label, base_dir = str(path), path.parent
-    data: dict[str, Any] = {k: v[0] for k, v in SCHEMA[""].items()}
-    for section, keys in SCHEMA.items():
-        if section:
-            data[section] = {k: copy.deepcopy(v[0]) for k, v in keys.items()}
-    data["initial"] = copy.deepcopy(DEFAULT_INITIAL)
+        default_name = path.stem if NAME_PATTERN.fullmatch(path.stem) else DEFAULT_NAME
     if not isinstance(user, Mapping):
         raise ConfigError("config: must be a table")
     for key, value in user.items():
         if key in SCHEMA and key and not isinstance(value, Mapping):
             raise ConfigError(f"{key}: must be a table")
-    _merge(data, user)
+    data: dict[str, Any] = {k: v[0] for k, v in SCHEMA[""].items()}
+    for section, keys in SCHEMA.items():
+        if section:
+            data[section] = {k: copy.deepcopy(v[0]) for k, v in keys.items()}
+    sphere = user.get("mesh", {}).get("sphere", SCHEMA["mesh"]["sphere"][0]) if isinstance(user.get("mesh"), Mapping) \
+        else SCHEMA["mesh"]["sphere"][0]
     for text in overrides or []:
-        keys, value = parse_override(text)
-        table = data
-        for k in keys[:-1]:
-            if not isinstance(table.get(k), dict):
-                raise ConfigError(f"{'.'.join(keys)}: unknown section {k!r}")
-            table = table[k]
-        if keys == ["initial", "kind"] and value != table.get("kind"):
-            table.clear()  # another kind: the previous kind's parameters no longer apply
-        table[keys[-1]] = value
+        override, value = parse_override(text)
+        if override == ["mesh", "sphere"]:
+            sphere = value
+    data["initial"] = copy.deepcopy(DEFAULT_INITIAL.get(sphere, DEFAULT_INITIAL["S2"]))
+    _merge(data, user)
+    _apply_overrides(data, overrides or [])
     _check(data)
-    _resolve(data, base_dir)
+    _resolve(data, base_dir, default_name)
     config = Config(data, label)
     if validate_models:
-        try:
-            config.model(config.particle_d)
-            config.initial_density(config.particle_d)
-        except (ModelError, InitialDensityError) as exc:
-            raise ConfigError(str(exc)) from None
-        if data["model"]["velocity"] == "rotation" and config.d == 2 and data["model"]["rotation_axis"] != [0.0, 0.0, 1.0]:
-            raise ConfigError("model.rotation_axis: on S1 the rotation is about the z axis")
+        _check_models(config)
     return config

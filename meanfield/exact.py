@@ -10,13 +10,13 @@ Used as references by convergence studies and tests.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 from scipy import special
 
-from .config import Config
 from .initial import real_harmonic
+from .problem import Problem
 from .sphere import sphere_area
 
 #: An exact density: ``(t, points (n, d)) -> values (n,)``.
@@ -40,39 +40,30 @@ def rotation_matrix(axis: np.ndarray, angle: float) -> np.ndarray:
     return np.eye(3) + np.sin(angle) * cross + (1.0 - np.cos(angle)) * cross @ cross
 
 
-def _identity_model(config: Config) -> bool:
-    m = config.section("model")
-    if m["heads"] is not None:
-        return False
-    eye = np.eye(config.d).tolist()
-    return all(m[key] is None or np.allclose(m[key], eye) for key in ("Q", "K", "V"))
-
-
-def exact_solution(config: Config) -> ExactDensity | None:
-    """The exact density of the config's case, or ``None`` when none is known."""
-    m, init = config.section("model"), config.section("initial")
-    d = config.d
-    rho0 = config.initial_density()
-    if m["velocity"] == "rotation":
+def exact_solution(problem: Problem) -> ExactDensity | None:
+    """The exact density of the problem, or ``None`` when none is known."""
+    d, velocity = problem.d, problem.velocity
+    rho0 = problem.initial()
+    if not velocity.is_attention:
+        rate = velocity.rotation_rate
         if d == 2:
             def rotated(t: float, x: np.ndarray) -> np.ndarray:
-                c, s = np.cos(m["rotation_rate"] * t), np.sin(m["rotation_rate"] * t)
+                c, s = np.cos(rate * t), np.sin(rate * t)
                 return rho0(x @ np.array([[c, -s], [s, c]]))  # rows: R(-omega t) x
             return rotated
-        axis = np.asarray(m["rotation_axis"], float)
-        return lambda t, x: rho0(x @ rotation_matrix(axis, m["rotation_rate"] * t))
-    if not _identity_model(config):
+        axis = np.asarray(velocity.rotation_axis, float)
+        return lambda t, x: rho0(x @ rotation_matrix(axis, rate * t))
+    model = problem.model()
+    if not model.is_identity:
         return None
-    if init["kind"] == "uniform":
+    if rho0.kind == "uniform":
         return lambda t, x: np.full(len(x), 1.0 / sphere_area(d))
-    if init["kind"] == "harmonic":
-        degree = int(init.get("degree", 1))  # the defaults of meanfield.initial
-        gamma = growth_rate(d, degree, m["beta"], m["attention"] == "softmax")
-        order, phase = int(init.get("order", 0) or 0), float(init.get("phase", 0.0) or 0.0)
-        amplitude = float(init.get("amplitude", 0.01))
+    if rho0.kind == "harmonic":
+        p = rho0.params
+        gamma = growth_rate(d, p["degree"], model.beta, model.softmax)
 
         def linear(t: float, x: np.ndarray) -> np.ndarray:
-            y = real_harmonic(x, degree, order, phase)
-            return 1.0 / sphere_area(d) + amplitude * np.exp(gamma * t) * y
+            y = real_harmonic(x, p["degree"], p["order"], p["phase"])
+            return 1.0 / sphere_area(d) + p["amplitude"] * np.exp(gamma * t) * y
         return linear
     return None

@@ -1,29 +1,33 @@
 """Safe evaluation of density expressions in Cartesian coordinates, e.g. ``1 + 0.5*z``.
 
 The expression is parsed with :mod:`ast` and only numbers, the names ``x, y, z, pi, e``,
-arithmetic operators and a fixed set of numpy functions are allowed; nothing is passed to
-``eval``.
+arithmetic operators, comparisons and a fixed set of numpy functions (with their number of
+arguments checked) are allowed; nothing is passed to ``eval``.  Arithmetic is numpy's
+float64: a division by zero or an overflow gives ``inf`` or ``nan`` (refused later as a
+density value that is not finite), never a Python exception.
 """
 
 from __future__ import annotations
 
 import ast
 import operator
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
-FUNCTIONS: dict[str, Callable] = {
-    name: getattr(np, name)
-    for name in ("exp", "log", "sqrt", "sin", "cos", "tan", "arctan2", "arcsin", "arccos",
-                 "arctan", "sinh", "cosh", "tanh", "abs", "maximum", "minimum", "where")
+#: Allowed functions and their number of arguments.
+ARITY: dict[str, int] = {
+    **{name: 1 for name in ("exp", "log", "sqrt", "sin", "cos", "tan", "arcsin", "arccos", "arctan",
+                            "sinh", "cosh", "tanh", "abs")},
+    "arctan2": 2, "maximum": 2, "minimum": 2, "where": 3,
 }
+FUNCTIONS: dict[str, Callable] = {name: getattr(np, name) for name in ARITY}
 CONSTANTS = {"pi": np.pi, "e": np.e}
 VARIABLES = ("x", "y", "z")
-_BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+_BINARY: dict[type, Callable] = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
            ast.Div: operator.truediv, ast.Pow: operator.pow}
-_UNARY = {ast.UAdd: operator.pos, ast.USub: operator.neg}
-_COMPARE = {ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge}
+_UNARY: dict[type, Callable] = {ast.UAdd: operator.pos, ast.USub: operator.neg}
+_COMPARE: dict[type, Callable] = {ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge}
 
 
 class ExpressionError(ValueError):
@@ -50,14 +54,19 @@ def compile_expression(text: str, field: str = "initial.expression") -> Callable
             if node.id not in VARIABLES and node.id not in CONSTANTS:
                 raise ExpressionError(f"{field}: unknown name {node.id!r}; allowed: x, y, z, pi, e")
         elif isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
-            check(node.left), check(node.right)
+            check(node.left)
+            check(node.right)
         elif isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
             check(node.operand)
         elif isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _COMPARE:
-            check(node.left), check(node.comparators[0])
+            check(node.left)
+            check(node.comparators[0])
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in FUNCTIONS:
             if node.keywords:
                 raise ExpressionError(f"{field}: keyword arguments are not allowed")
+            if len(node.args) != ARITY[node.func.id]:
+                raise ExpressionError(f"{field}: {node.func.id} takes {ARITY[node.func.id]} argument(s), "
+                                      f"got {len(node.args)} in {ast.unparse(node)!r}")
             for a in node.args:
                 check(a)
         else:
@@ -72,7 +81,7 @@ def compile_expression(text: str, field: str = "initial.expression") -> Callable
         if isinstance(node, ast.Expression):
             return evaluate(node.body, env)
         if isinstance(node, ast.Constant):
-            return float(node.value)
+            return np.float64(node.value)  # type: ignore[arg-type]  # numbers only (checked); 1/0 is inf
         if isinstance(node, ast.Name):
             return env[node.id] if node.id in env else CONSTANTS[node.id]
         if isinstance(node, ast.BinOp):
@@ -80,14 +89,19 @@ def compile_expression(text: str, field: str = "initial.expression") -> Callable
         if isinstance(node, ast.UnaryOp):
             return _UNARY[type(node.op)](evaluate(node.operand, env))
         if isinstance(node, ast.Compare):
-            return np.asarray(_COMPARE[type(node.ops[0])](evaluate(node.left, env), evaluate(node.comparators[0], env)), dtype=float)
+            compare = _COMPARE[type(node.ops[0])]
+            return np.asarray(compare(evaluate(node.left, env), evaluate(node.comparators[0], env)), dtype=float)
         assert isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-        return FUNCTIONS[node.func.id](*(evaluate(a, env) for a in node.args))
+        function: Callable = FUNCTIONS[node.func.id]
+        return function(*(evaluate(a, env) for a in node.args))
 
     def density(points: np.ndarray) -> np.ndarray:
         env = {v: points[:, i] if i < points.shape[1] else np.zeros(len(points)) for i, v in enumerate(VARIABLES)}
-        with np.errstate(all="ignore"):
-            values = evaluate(tree, env)
+        try:
+            with np.errstate(all="ignore"):
+                values = evaluate(tree, env)
+        except (ArithmeticError, TypeError, ValueError) as exc:
+            raise ExpressionError(f"{field}: cannot evaluate {text!r}: {exc}") from None
         return np.broadcast_to(np.asarray(values, dtype=float), (len(points),)).copy()
 
     return density

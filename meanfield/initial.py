@@ -22,9 +22,9 @@ sampler draws from them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from math import pi
-from typing import Callable
 
 import numpy as np
 from scipy import special
@@ -81,7 +81,8 @@ class InitialDensity:
     """A density on S^{d-1} given by kind and parameters; call it on points (n, d).
 
     ``params`` holds the kind's parameters as given, except for ``vmf``, whose centers
-    (unit rows), kappas and weights (summing to 1) are the parsed arrays.
+    (unit rows), kappas and weights (summing to 1) are the parsed arrays, and ``harmonic``,
+    whose degree, order, amplitude and phase are given with their defaults filled in.
     """
 
     kind: str
@@ -170,6 +171,7 @@ def make_initial_density(spec: dict, d: int) -> InitialDensity:
         phase = float(spec.get("phase", 0.0))
         if d == 3 and phase != 0.0:
             raise InitialDensityError("initial.phase: only for S1 harmonics; on S2 choose the order m")
+        params = {"degree": degree, "order": order, "amplitude": amplitude, "phase": phase}  # with defaults
         fn = lambda p: 1.0 / area + amplitude * real_harmonic(p, degree, order, phase)  # noqa: E731
     else:
         text = spec.get("expression")

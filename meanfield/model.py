@@ -12,8 +12,9 @@ with ``N_h(x) = int exp(beta <Q_h x, K_h y>) V_h y dmu(y)`` and
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Sequence
+from typing import Literal
 
 import numpy as np
 
@@ -96,7 +97,7 @@ class AttentionModel:
         K: object = None,
         V: object = None,
         heads: Sequence[dict] | None = None,
-    ) -> "AttentionModel":
+    ) -> AttentionModel:
         """Validate raw parameters (lists, arrays, None for identity) and build a model.
 
         Either give ``Q``, ``K``, ``V`` (a single head, identity where omitted) or ``heads``,

@@ -1,33 +1,36 @@
-"""The PDE run driver: config -> mesh, scheme, field, time loop -> run directory.
+"""The PDE: mesh, nonlocal field, scheme and SSP-RK3 as a simulation the run controller drives.
 
-:func:`run` is the real entry point behind ``meanfield run``.  Everything that can be checked
-cheaply (config, mesh file, initial data) is checked before the run directory is created,
-so a bad input leaves nothing behind; a run that blows up records what it had written and
-its failure in metadata.json, then raises.
+:func:`run` is the entry point behind ``meanfield run``.  Everything that can be checked
+cheaply (config, target directory, mesh file, initial data) is checked before anything is
+written, so bad input leaves nothing behind.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
+from typing import Any
 
 import numpy as np
 
-from .config import Config, load_config
+from .config import MAX_STEPS, Config, ConfigError
 from .discretisation.base import SpatialScheme, VelocityField
 from .discretisation.dg1 import DG1Scheme
 from .discretisation.fv import FiniteVolumeScheme
-from .io import DensityWriter, RunDirectory, RunResult, gather_global, load_run, run_environment
-from .mesh import load_distributed
-from .model import rotation_velocity
+from .discretisation.ordering import gather_rows, scatter_rows
+from .mesh import RawMesh, distribute
 from .nonlocal_field import NonlocalEvaluator, make_evaluator
 from .observables import measure_observables
-from .reporting import log, progress_bar, run_logging
-from .timestepping import SSPRK3
+from .problem import Problem
+from .runner.results import RunResult, load_pde_run
+from .runner.session import check_new_target, resolve_config, start_run
+from .runner.simulation import Simulation
+from .runner.writers import ObservablesWriter, OutputWriter, ParaViewOutput, SnapshotWriter
+from .timestepping import SSPRK3, StepStats
 
-SCHEMES: dict[str, type[SpatialScheme]] = {"fv": FiniteVolumeScheme, "dg1": DG1Scheme}
+#: Relative tolerance in time for landing a step on its end time.
+LANDING_TOL = 1e-12
 
 
 def attention_velocity(evaluator: NonlocalEvaluator) -> VelocityField:
@@ -60,44 +63,164 @@ class TimedVelocity:
             self.calls += 1
 
 
-@dataclass
-class Simulation:
-    """Everything a PDE run is made of, built from a config (no files written)."""
+class PDESimulation(Simulation):
+    """The density on a distributed sphere mesh, advanced by SSP-RK3 (see :class:`Simulation`).
 
-    config: Config
-    comm: object
-    msh: object
-    evaluator: NonlocalEvaluator
-    scheme: SpatialScheme
-    stepper: SSPRK3
-    state: np.ndarray
-    num_cells: int
-    velocity: TimedVelocity
+    Parameters
+    ----------
+    problem
+        The resolved problem.
+    comm
+        MPI communicator.
+
+    Attributes
+    ----------
+    scheme, stepper, evaluator, state
+        The spatial scheme, the time stepper, the nonlocal evaluator, this rank's state.
+    raw
+        The serial mesh on rank 0 (``None`` elsewhere).
+    """
+
+    kind = "pde"
+
+    def __init__(self, problem: Problem, comm) -> None:
+        from .collective import on_root
+        from .mesh import MeshError
+
+        self.problem, self.comm, self.t = problem, comm, 0.0
+        built: list[RawMesh] = []
+        on_root(comm, lambda: built.append(problem.mesh.build()), MeshError)
+        self.raw = built[0] if built else None
+        msh = distribute(comm, self.raw)
+        self.evaluator = make_evaluator(problem.model(), comm, problem.field.method, problem.field.tol)
+        v = problem.velocity
+        self.velocity = TimedVelocity(attention_velocity(self.evaluator) if v.is_attention else v.rotation(problem.d))
+        self.scheme: SpatialScheme = (DG1Scheme(msh, self.velocity, limiter=problem.scheme.limiter)
+                                      if problem.scheme.kind == "dg1" else FiniteVolumeScheme(msh, self.velocity))
+        self.state = self.scheme.initial_state(problem.initial())
+        t = problem.time
+        self.stepper = SSPRK3(self.scheme, t.cfl, t.dt, t.dt_max)
+        self.num_cells = msh.topology.index_map(msh.topology.dim).size_global
+        self._check_initial_rate()
+
+    def _check_initial_rate(self) -> None:
+        """Refuse a model whose initial velocity is not finite or would need more than
+        :data:`~meanfield.config.MAX_STEPS` steps (bad input: nothing has been written yet)."""
+        _, rate = self.scheme.rate(self.state)
+        t = self.problem.time
+        if not np.isfinite(rate):
+            raise ConfigError(f"model: the initial velocity is not finite (outflow rate {rate!r}); check the heads' "
+                              "weights, V and beta")
+        steps = t.t_final * rate / t.cfl
+        if steps > MAX_STEPS:
+            raise ConfigError(f"model: the initial velocity limits the step to dt = {t.cfl / rate:.3g}, "
+                              f"{steps:.3g} steps to t_final = {t.t_final:g} (at most {MAX_STEPS:.0e}); check the "
+                              "heads' weights, V and beta")
+
+    # -- stepping ------------------------------------------------------------------------
+    def step(self, t_end: float) -> float:
+        self.state, dt = self.stepper.step(self.state, self.t, t_end - self.t)
+        close = t_end - (self.t + dt) <= LANDING_TOL * max(1.0, abs(t_end))
+        self.t = t_end if close else self.t + dt
+        return dt
+
+    def step_info(self) -> dict[str, Any]:
+        return self.stepper.stats.to_dict()
+
+    # -- observing -----------------------------------------------------------------------
+    def observables(self) -> dict[str, float]:
+        from mpi4py import MPI
+
+        rho = self.scheme.cell_averages(self.state)
+        points, weights = self.scheme.measure(self.state)
+        row = measure_observables(self.evaluator, points, weights, fixed_sources=True)
+        row["rho_min"] = self.comm.allreduce(float(rho.min(initial=np.inf)), op=MPI.MIN)
+        row["rho_max"] = self.comm.allreduce(float(rho.max(initial=-np.inf)), op=MPI.MAX)
+        row["dt"] = self.stepper.stats.last_dt
+        return row
+
+    def _gather(self, rows: np.ndarray) -> np.ndarray | None:
+        return gather_rows(self.comm, rows, self.scheme.geometry.original_index, self.num_cells)
+
+    def snapshot(self) -> dict[str, np.ndarray] | None:
+        arrays = {"density": self._gather(self.scheme.cell_averages(self.state))}
+        vertex = self.scheme.vertex_density(self.state)
+        if vertex is not None:
+            arrays["vertex_density"] = self._gather(vertex)
+        return {k: v for k, v in arrays.items() if v is not None} if self.comm.rank == 0 else None
+
+    def static_arrays(self) -> dict[str, np.ndarray] | None:
+        g = self.scheme.geometry
+        centroids = self._gather(g.centroid[: g.num_owned])
+        areas = self._gather(g.measure[: g.num_owned])
+        jacobian = self.scheme.vertex_jacobian()
+        vertex_jacobian = None if jacobian is None else self._gather(jacobian)
+        if self.comm.rank != 0:
+            return None
+        assert self.raw is not None and centroids is not None and areas is not None
+        out = {"sphere": np.array(self.problem.sphere), "vertices": self.raw.points, "cells": self.raw.cells,
+               "centroids": centroids, "areas": areas}
+        if vertex_jacobian is not None:
+            out["vertex_jacobian"] = vertex_jacobian
+        return out
+
+    # -- checkpoints -----------------------------------------------------------------------
+    def checkpoint_state(self) -> dict[str, np.ndarray] | None:
+        rows = self.state.reshape(self.scheme.geometry.num_owned, -1)
+        state = self._gather(rows)
+        return None if state is None else {"state": state}
+
+    def restore(self, t: float, state: dict[str, np.ndarray] | None, info: dict[str, Any]) -> None:
+        from .collective import on_root
+
+        g = self.scheme.geometry
+        expected = self.state.reshape(g.num_owned, -1).shape[1]
+
+        def check() -> None:
+            assert state is not None
+            shape = state["state"].shape
+            if shape[0] != self.num_cells or (shape[1] if len(shape) > 1 else 1) != expected:
+                raise ValueError(f"checkpoint: its state has shape {shape}, but this {self.problem.scheme.kind} run on "
+                                 f"{self.num_cells} cells needs ({self.num_cells}, {expected})")
+
+        on_root(self.comm, check)
+        rows = scatter_rows(self.comm, state["state"].reshape(self.num_cells, -1) if state is not None else None,
+                            g.original_index)
+        self.state = np.ascontiguousarray(rows.reshape(self.state.shape))
+        self.t = t
+        self.stepper.stats = StepStats.from_dict(info.get("step", {}))
+
+    # -- facts -----------------------------------------------------------------------------
+    def describe(self) -> str:
+        field = self.evaluator.name if self.problem.velocity.is_attention else "rotation"
+        return f"{self.problem.sphere} mesh, {self.num_cells} cells, scheme {self.scheme.name}, {field} field"
+
+    def facts(self) -> dict[str, Any]:
+        return {"cells": self.num_cells, "scheme": self.scheme.name,
+                "evaluator": self.evaluator.collective_diagnostics()}
+
+    def timings(self) -> dict[str, float]:
+        return {"velocity": self.velocity.seconds}
 
 
-def build_simulation(config: Config, comm=None) -> Simulation:
-    """Build mesh, field, scheme and initial state; raises on bad input before any I/O."""
+def pde_writers(problem: Problem) -> Any:
+    """The output writers of a PDE run (observables, snapshots, ParaView files if asked)."""
+
+    def build(path: Path, static: dict[str, np.ndarray] | None) -> list[OutputWriter]:
+        writers: list[OutputWriter] = [ObservablesWriter(path), SnapshotWriter(path)]
+        if problem.output.paraview and static is not None:
+            writers.append(ParaViewOutput(path, static["vertices"], static["cells"]))
+        return writers
+
+    return build
+
+
+def build_simulation(config: Config | Mapping | str | Path | None, comm=None) -> PDESimulation:
+    """The PDE simulation of a config at t = 0 (collective; nothing is written)."""
     from mpi4py import MPI
 
     comm = comm or MPI.COMM_WORLD
-    mesh = config.section("mesh")
-    msh = load_distributed(comm, mesh["sphere"], mesh["resolution"], mesh["file"])
-    model = config.model()
-    nl = config.section("nonlocal")
-    evaluator = make_evaluator(model, comm, nl["method"], nl["tol"])
-    m = config.section("model")
-    velocity = TimedVelocity(
-        rotation_velocity(m["rotation_rate"], m["rotation_axis"], config.d)
-        if m["velocity"] == "rotation" else attention_velocity(evaluator)
-    )
-    options = config.section("scheme")
-    cls = SCHEMES[options["kind"]]
-    scheme = cls(msh, velocity, **{key: options[key] for key in cls.options})
-    state = scheme.initial_state(config.initial_density())
-    t = config.section("time")
-    stepper = SSPRK3(scheme, t["cfl"], t["dt"], t["dt_max"])
-    num_cells = msh.topology.index_map(msh.topology.dim).size_global
-    return Simulation(config, comm, msh, evaluator, scheme, stepper, state, num_cells, velocity)
+    return PDESimulation(Problem(resolve_config(config, None, comm)), comm)
 
 
 def run(
@@ -107,6 +230,7 @@ def run(
     overrides: list[str] | None = None,
     comm=None,
     quiet: bool = False,
+    overwrite: bool = False,
 ) -> RunResult:
     """Run the PDE described by a config and return the run read back from its directory.
 
@@ -115,96 +239,36 @@ def run(
     config
         A :class:`Config`, a mapping, a TOML path, or ``None`` for the embedded default.
     out
-        Run directory (default: ``output.dir`` or ``runs/<name>``).
+        Run directory (default: ``output.dir`` or ``runs/<name>``); it must be missing, empty,
+        or (with ``overwrite``) an earlier run.
     overrides
         ``section.key=value`` strings (only when ``config`` is not already a Config).
     comm
         MPI communicator (default COMM_WORLD).
     quiet
         No log to the terminal and no progress bar (the run log is still written).
+    overwrite
+        Replace an earlier run in ``out``; its files are kept until the new run has written
+        its first checkpoint, and restored if the new run fails before that.
+
+    Raises
+    ------
+    ValueError
+        Bad input (on every rank, before anything is written).
+    RuntimeError
+        A run-time failure (recorded in metadata.json).
+    meanfield.runner.controller.RunInterrupted
+        A signal or the wall limit stopped the run after a checkpoint.
     """
     from mpi4py import MPI
 
+    from .collective import everywhere
+
     comm = comm or MPI.COMM_WORLD
-    if not isinstance(config, Config):
-        config = load_config(config, overrides)
-    wall0 = time.perf_counter()
-    sim = build_simulation(config, comm)
-    setup_time = time.perf_counter() - wall0
-    path = Path(out) if out is not None else config.output_dir()
-    rundir = RunDirectory(comm, path)
-    rundir.create(config.to_toml())
-    with run_logging(comm, quiet, path / "run.log"):
-        return _time_loop(sim, rundir, quiet, setup_time, wall0)
-
-
-def _time_loop(sim: Simulation, rundir: RunDirectory, quiet: bool, setup_time: float, wall0: float) -> RunResult:
-    comm, scheme, stepper, config = sim.comm, sim.scheme, sim.stepper, sim.config
-    g = scheme.geometry
-    rundir.update_metadata(
-        name=config.name, status="running", config_source=config.source, **run_environment(comm),
-        cells=sim.num_cells, scheme=scheme.name, evaluator=sim.evaluator.collective_diagnostics(),
-    )
-    centroids = gather_global(comm, g.centroid[: g.num_owned], g.original_index, sim.num_cells)
-    areas = gather_global(comm, g.measure[: g.num_owned], g.original_index, sim.num_cells)
-    rundir.write_arrays("mesh.npz", sphere=np.array(config.section("mesh")["sphere"]), centroids=centroids, areas=areas)
-    log.info("%s: %s mesh, %d cells, %d rank(s), scheme %s, %s field",
-             config.name, config.section("mesh")["sphere"], sim.num_cells, comm.size, scheme.name,
-             sim.evaluator.name if config.section("model")["velocity"] == "attention" else "rotation")
-    writer = DensityWriter(comm, rundir.path, scheme.output_function(sim.state)) if config.section("output")["xdmf"] else None
-    timings = {"setup": setup_time, "time_stepping": 0.0, "output": 0.0}
-    times = config.output_times()
-    state, t = sim.state, 0.0
-    bar = progress_bar(comm, float(times[-1]), quiet)
-    status, error = "failed", None
-    try:
-        for k, t_out in enumerate(times):
-            tic = time.perf_counter()
-            state = stepper.advance(state, t, float(t_out), on_step=lambda tn, dt: bar.update(tn - bar.n))
-            t = float(t_out)
-            timings["time_stepping"] += time.perf_counter() - tic
-            timings["velocity"] = sim.velocity.seconds
-            timings["transport"] = timings["time_stepping"] - sim.velocity.seconds
-            tic = time.perf_counter()
-            _write_output(sim, rundir, writer, state, k, t, wall0)
-            timings["output"] += time.perf_counter() - tic
-            rundir.update_metadata(timings=timings, steps=vars(stepper.stats), last_output_time=t)
-        status = "completed"
-    except Exception as exc:
-        error = f"{type(exc).__name__}: {exc}"
-        log.error("run stopped at t = %.6g: %s", t, error)
-        raise
-    finally:
-        bar.close()
-        if writer is not None:
-            writer.close()
-        timings["total"] = time.perf_counter() - wall0
-        rundir.update_metadata(status=status, error=error, timings=timings, steps=vars(stepper.stats),
-                               evaluator=sim.evaluator.collective_diagnostics())
-        log.info("%s %s in %.1f s (%d steps); results in %s", config.name, status, timings["total"],
-                 stepper.stats.steps, rundir.path)
-    comm.barrier()
-    return load_run(rundir.path)
-
-
-def _write_output(sim: Simulation, rundir: RunDirectory, writer, state: np.ndarray, k: int, t: float, wall0: float) -> None:
-    scheme, comm = sim.scheme, sim.comm
-    g = scheme.geometry
-    rho = scheme.cell_averages(state)
-    points, weights = scheme.measure(state)
-    from mpi4py import MPI
-
-    row = {"t": t}
-    row.update(measure_observables(sim.evaluator, points, weights, fixed_sources=True))
-    row["rho_min"] = comm.allreduce(float(rho.min(initial=np.inf)), op=MPI.MIN)
-    row["rho_max"] = comm.allreduce(float(rho.max(initial=-np.inf)), op=MPI.MAX)
-    row["dt"] = sim.stepper.stats.last_dt
-    row["wall"] = time.perf_counter() - wall0
-    rundir.append_observables(row)
-    density = gather_global(comm, rho, g.original_index, sim.num_cells)
-    rundir.write_arrays(f"snapshots/{k:04d}.npz", t=np.array(t), density=density)
-    if writer is not None:
-        scheme.output_function(state)
-        writer.write(t)
-    log.info("t = %-8.4g mass = %.15f  rho in [%.3e, %.3e]  E = %.10g  |mean| = %.4f",
-             t, row["mass"], row["rho_min"], row["rho_max"], row["energy"], row["order"])
+    config = resolve_config(config, overrides, comm)
+    problem = Problem(config)
+    path = Path(out) if out is not None else problem.output.directory
+    check_new_target(path, overwrite, comm)
+    sim = PDESimulation(problem, comm)
+    start_run(sim, config, path, pde_writers(problem), overwrite=overwrite, quiet=quiet)
+    return everywhere(comm, lambda: load_pde_run(path))

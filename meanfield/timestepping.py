@@ -20,18 +20,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .collective import CollectiveFailure
 from .discretisation.base import SpatialScheme, StabilityError
 
 MAX_RETRIES = 8
 
 
-class BlowUpError(RuntimeError):
-    """The solution became non-finite."""
+class BlowUpError(CollectiveFailure, RuntimeError):
+    """The solution became non-finite (raised on every rank)."""
 
 
 @dataclass
 class StepStats:
-    """Counters for the run metadata."""
+    """Counters for the run metadata (and checkpoints: they continue after a resume)."""
 
     steps: int = 0
     rejected: int = 0
@@ -39,6 +40,16 @@ class StepStats:
     dt_min: float = np.inf
     dt_max: float = 0.0
     last_dt: float = np.nan
+
+    def to_dict(self) -> dict[str, float | int | None]:
+        """JSON-able counters (``None`` for the undefined ``dt_min`` and ``last_dt`` before any step)."""
+        return {k: (None if isinstance(v, float) and not np.isfinite(v) else v) for k, v in vars(self).items()}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> StepStats:
+        """Inverse of :meth:`to_dict`."""
+        defaults = cls()
+        return cls(**{k: getattr(defaults, k) if data.get(k) is None else data[k] for k in vars(defaults)})
 
 
 class SSPRK3:
@@ -117,7 +128,8 @@ class SSPRK3:
             local = f"{self.scheme.locate(cell)}: value {state[bad[0]]!r}"
         errors = [e for e in self.scheme.comm.allgather(local) if e is not None]
         if errors:
-            raise BlowUpError(f"the density became non-finite at t = {t:.6g} (step {self.stats.steps + 1}), first at {errors[0]}")
+            raise BlowUpError(f"the density became non-finite at t = {t:.6g} (step {self.stats.steps + 1}), "
+                              f"first at {errors[0]}")
 
     def advance(self, state: np.ndarray, t: float, t_end: float, on_step=None) -> np.ndarray:
         """Step from ``t`` to exactly ``t_end``; ``on_step(t, dt)`` is called after each step."""

@@ -1,6 +1,9 @@
-"""Shared fixtures.  Tests marked ``mpi`` are collective: they run serially in the plain
-suite and again under ``mpirun -n 2``; they compare a COMM_WORLD computation against a
-COMM_SELF one, so they hold on any rank count."""
+"""Shared fixtures.
+
+Tests marked ``mpi`` are collective: they run in the serial suite and again under
+``mpirun -n 2`` (``make test-mpi``).  Those that compare a computation on all ranks with
+the same one on a single rank take the ``parallel_comm`` fixture, which skips them in the
+serial pass, where the comparison would be a run against itself."""
 
 from __future__ import annotations
 
@@ -17,6 +20,16 @@ def rng() -> np.random.Generator:
 def comm():
     from mpi4py import MPI
 
+    return MPI.COMM_WORLD
+
+
+@pytest.fixture
+def parallel_comm():
+    """COMM_WORLD when it has several ranks; the test is skipped in a serial run."""
+    from mpi4py import MPI
+
+    if MPI.COMM_WORLD.size == 1:
+        pytest.skip("compares all ranks with one rank: runs under mpirun -n 2 (make test-mpi)")
     return MPI.COMM_WORLD
 
 

@@ -3,10 +3,10 @@
 import numpy as np
 import pytest
 
-from meanfield.sphere import cell_measure, cell_rule
 from meanfield.expression import ExpressionError, compile_expression
 from meanfield.initial import InitialDensityError, make_initial_density, real_harmonic, vmf_density
 from meanfield.mesh import circle, icosphere
+from meanfield.sphere import cell_measure, cell_rule
 
 
 def sphere_quadrature(sphere: str) -> tuple[np.ndarray, np.ndarray]:

@@ -75,7 +75,7 @@ def _write(tmp_path, text):
 def test_bad_configs_give_one_error_and_write_nothing(tmp_path, capsys, text, field):
     out = tmp_path / "out"
     code = main(["run", str(_write(tmp_path, text)), "--out", str(out), "--quiet"])
-    printed = capsys.readouterr().out.strip().splitlines()
+    printed = capsys.readouterr().err.strip().splitlines()
     assert code == 2
     assert len(printed) == 1 and printed[0].startswith("error: ") and field in printed[0], printed
     assert not out.exists()
@@ -88,7 +88,7 @@ def test_mesh_off_the_sphere_is_refused_before_writing(tmp_path, capsys):
     write_mesh_file(tmp_path / "bad.vtu", RawMesh(m.points * 1.001, m.cells))
     out = tmp_path / "out"
     code = main(["run", str(_write(tmp_path, 'name = "x"\n[mesh]\nfile = "bad.vtu"\n')), "--out", str(out)])
-    assert code == 2 and "off the unit sphere" in capsys.readouterr().out and not out.exists()
+    assert code == 2 and "off the unit sphere" in capsys.readouterr().err and not out.exists()
 
 
 def test_set_overrides(tmp_path):
@@ -115,9 +115,9 @@ def test_failed_run_keeps_what_it_wrote(tmp_path):
 
 
 @pytest.mark.mpi
-def test_rank_count_independence(tmp_path):
+def test_rank_count_independence(parallel_comm, tmp_path):
     """The same run on all ranks and on one rank gives the same densities to 1e-10."""
-    comm = MPI.COMM_WORLD
+    comm = parallel_comm
     base = tmp_path  # the fixture shares rank 0's folder
     case = {**SMALL, "mesh": {"sphere": "S2", "resolution": 3}, "time": {"t_final": 1.0, "outputs": 4}}
     parallel = meanfield.run(case, out=base / "parallel", comm=comm, quiet=True)
@@ -173,12 +173,30 @@ def test_set_initial_kind_replaces_the_previous_kinds_parameters():
     assert cfg.data["initial"] == {"kind": "harmonic", "degree": 2}
 
 
-def test_on_root_raises_on_every_rank():
-    from meanfield.collective import on_root
+@pytest.mark.mpi
+def test_on_root_and_everywhere_raise_on_every_rank():
+    """Rank 0's error (on_root), or the lowest failing rank's (everywhere), reaches every rank:
+    bad input as a ValueError, anything else as a RuntimeError, and the failing rank keeps its own."""
+    from meanfield.collective import everywhere, is_collective, on_root
 
-    assert on_root(MPI.COMM_WORLD, lambda: 42) == 42
-    with pytest.raises(ValueError, match="bad input"):
-        on_root(MPI.COMM_WORLD, lambda: (_ for _ in ()).throw(ValueError("bad input")))
+    comm = MPI.COMM_WORLD
+    assert on_root(comm, lambda: 42) == 42
+    with pytest.raises(ValueError, match="bad input") as info:
+        on_root(comm, lambda: (_ for _ in ()).throw(ValueError("bad input")))
+    assert is_collective(info.value)
+    with pytest.raises(OSError if comm.rank == 0 else RuntimeError, match="disk full"):
+        on_root(comm, lambda: (_ for _ in ()).throw(OSError("disk full")))
+    last = comm.size - 1
+
+    def fail_on_last() -> int:
+        if comm.rank == last:
+            raise KeyError("only the last rank")
+        return comm.rank
+
+    with pytest.raises(KeyError if comm.rank == last else RuntimeError, match="only the last rank") as info:
+        everywhere(comm, fail_on_last)
+    assert is_collective(info.value)
+    assert everywhere(comm, lambda: comm.rank) == comm.rank
 
 
 @pytest.mark.parametrize("example", sorted((Path(__file__).parents[1] / "runs" / "examples").glob("*.toml")),
@@ -186,3 +204,43 @@ def test_on_root_raises_on_every_rank():
 def test_example_configs_are_valid(example):
     cfg = load_config(example)
     assert cfg.name == example.stem
+
+
+def test_blow_up_is_reported_with_where_and_when(tmp_path, monkeypatch):
+    """A non-finite density stops the run with BlowUpError naming the time and the cell, the run
+    keeps its earlier outputs and records the failure, and the CLI exits 1."""
+    from meanfield.discretisation.fv import FiniteVolumeScheme
+    from meanfield.timestepping import BlowUpError
+
+    real = FiniteVolumeScheme.rate
+
+    def rate(self, state):
+        dstate, r = real(self, state)
+        if self.calls_after_output is not None:
+            self.calls_after_output += 1
+            if self.calls_after_output > 6:
+                dstate = dstate.copy()
+                dstate[7] = np.inf
+        return dstate, r
+
+    monkeypatch.setattr(FiniteVolumeScheme, "rate", rate)
+    monkeypatch.setattr(FiniteVolumeScheme, "calls_after_output", 0, raising=False)
+    with pytest.raises(BlowUpError, match=r"non-finite at t = .* first at cell \d+ at x = "):
+        meanfield.run(SMALL, out=tmp_path / "o", comm=MPI.COMM_SELF, quiet=True)
+    meta = json.loads((tmp_path / "o" / "metadata.json").read_text())
+    assert meta["status"] == "failed" and meta["error"].startswith("BlowUpError")
+    assert len(meanfield.load_run(tmp_path / "o").times) == 1
+    assert main(["run", "--out", str(tmp_path / "cli"), "--quiet", "--set", "mesh.resolution=2",
+                 "--set", "time.t_final=0.5"]) == 1
+
+
+def test_load_run_stops_before_a_damaged_snapshot_and_names_it(tmp_path, caplog):
+    out = tmp_path / "o"
+    meanfield.run({**SMALL, "time": {"t_final": 0.5, "outputs": 4}}, out=out, comm=MPI.COMM_SELF, quiet=True)
+    damaged = out / "snapshots" / "0002.npz"
+    damaged.write_bytes(damaged.read_bytes()[:100])
+    run = meanfield.load_run(out)
+    assert np.allclose(run.times, [0.0, 0.125]) and len(run.observables["t"]) == 2
+    assert run.damaged == [str(damaged)] and str(damaged) in caplog.text
+    with pytest.raises(FileNotFoundError, match="not a meanfield run"):
+        meanfield.load_run(tmp_path)

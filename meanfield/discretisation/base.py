@@ -1,19 +1,22 @@
 """The interface between a spatial scheme and the time stepper and run driver.
 
 A scheme owns the distributed mesh and its degrees of freedom; its *state* is the numpy
-array of this rank's owned degrees of freedom.  The time stepper only needs
+array of this rank's owned degrees of freedom, cell by cell (``state.reshape(num_owned, -1)``
+has one row per owned cell, so it is gathered and scattered in global order by
+:mod:`.ordering`).  The time stepper only needs
 :meth:`SpatialScheme.rate` (the semi-discrete right-hand side and the stability bound) and
 :meth:`SpatialScheme.postprocess` (a limiter, or nothing); the run driver reads densities,
-the discrete measure and output functions through the rest.
+the discrete measure and the arrays it writes through the rest.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
+from ..collective import CollectiveFailure
 from ..sphere import cell_averages, cell_quadrature_points
 from .geometry import MeshGeometry
 
@@ -25,8 +28,8 @@ class InitialDataError(ValueError):
     """Initial data that is negative, not finite or not normalisable."""
 
 
-class StabilityError(RuntimeError):
-    """The time step violates the scheme's stability (CFL) bound."""
+class StabilityError(CollectiveFailure, RuntimeError):
+    """The time step violates the scheme's stability (CFL) bound (raised on every rank)."""
 
 
 class SpatialScheme(ABC):
@@ -87,9 +90,14 @@ class SpatialScheme(ABC):
     def measure(self, state: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The discrete measure of this rank: points (n, d) on the sphere and masses (n,)."""
 
-    @abstractmethod
-    def output_function(self, state: np.ndarray):
-        """A dolfinx Function holding the density, for ParaView output."""
+    def vertex_density(self, state: np.ndarray) -> np.ndarray | None:
+        """(num_owned, nv) the density at each owned cell's vertices, for schemes with sub-cell
+        data (DG1); ``None`` for cell averages only."""
+        return None
+
+    def vertex_jacobian(self) -> np.ndarray | None:
+        """(num_owned, nv) area elements at the vertices of curved cells (DG1); ``None`` otherwise."""
+        return None
 
     def locate(self, owned_cell: int) -> str:
         """Human-readable location of an owned cell (for error messages)."""
@@ -136,7 +144,22 @@ def normalised_cell_averages(comm, density, vertices: np.ndarray, measure: np.nd
     """
     values, averages = cell_averages(density, vertices)
     check_density_values(comm, values, cell_quadrature_points(vertices)[0])
-    mass = comm.allreduce(float(averages @ measure))
+    return normalised(comm, averages, measure)
+
+
+def normalised(comm, values: np.ndarray, weights: np.ndarray | float) -> np.ndarray:
+    """``values / sum(values * weights)`` (the sum over all ranks), refused unless the mass is > 0.
+
+    The values are divided by their largest magnitude first, so that the mass cannot overflow
+    (a density of ``1e308`` everywhere is a uniform density like any other).
+
+    Raises :class:`InitialDataError` (on every rank) for zero mass.
+    """
+    from mpi4py import MPI
+
+    scale = comm.allreduce(float(np.abs(values).max(initial=0.0)), op=MPI.MAX)
+    scaled = values / scale if scale > 0 else values
+    mass = comm.allreduce(float(np.sum(scaled * weights)))
     if not mass > 0:
-        raise InitialDataError(f"initial: density has total mass {mass!r}; it cannot be normalised")
-    return averages / mass
+        raise InitialDataError(f"initial: density has total mass {mass * scale!r}; it cannot be normalised")
+    return scaled / mass

@@ -85,7 +85,8 @@ def surface_gradients(jac: np.ndarray) -> np.ndarray:
     """
     k = jac.shape[-1]
     metric = np.swapaxes(jac, -1, -2) @ jac
-    return jac @ np.linalg.solve(metric, np.broadcast_to(barycentric_gradients(k + 1).T, metric.shape[:-2] + (k, k + 1)))
+    gradients = np.broadcast_to(barycentric_gradients(k + 1).T, metric.shape[:-2] + (k, k + 1))
+    return jac @ np.linalg.solve(metric, gradients)
 
 
 @dataclass(frozen=True)
@@ -138,7 +139,7 @@ def curved_mesh(msh):
     Returns
     -------
     mesh
-        The dolfinx mesh with P2 geometry (for DG output on curved cells).
+        The dolfinx mesh with P2 geometry (the DG1 function space lives on it).
     cells
         :class:`CurvedCells` of the local (owned + ghost) cells.
     """

@@ -67,21 +67,20 @@ Why numpy and not dolfinx forms
     the facet normal would have to be rebuilt from ``FacetNormal`` averages, and the CFL bound
     and limiter would need the same point data in numpy anyway.  Everything here is a few
     vectorised array operations over facets and cells (dolfinx supplies partitioning,
-    ghosts, the P2 geometry and VTX output), which measured 12x faster than form assembly
-    for DG0 (``DOLFINX-NOTES.md``).
+    ghosts and the P2 geometry).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Callable
 
 import numpy as np
 
 from .._fem import dolfinx as _dolfinx
-from .base import InitialDataError, SpatialScheme, VelocityField, check_density_values
-from .curved import area_element, curved_mesh, reference_volume, surface_gradients
 from ..sphere import cell_rule, normalize
+from .base import SpatialScheme, VelocityField, check_density_values, normalised
+from .curved import area_element, curved_mesh, reference_volume, surface_gradients
 from .geometry import MeshGeometry, mesh_geometry
 
 #: Relative safety margin of the limiter's scaling against rounding (see :func:`zhang_shu_limit`).
@@ -156,7 +155,8 @@ class DG1Scheme(SpatialScheme):
     name = "dg1"
     options = ("limiter",)
 
-    def __init__(self, msh, velocity: VelocityField, geometry: MeshGeometry | None = None, limiter: bool = True) -> None:
+    def __init__(self, msh, velocity: VelocityField, geometry: MeshGeometry | None = None,
+                 limiter: bool = True) -> None:
         dolfinx = _dolfinx()
         geometry = geometry or mesh_geometry(msh)
         self.curved_msh, cells = curved_mesh(msh)
@@ -169,8 +169,7 @@ class DG1Scheme(SpatialScheme):
         super().__init__(msh, replace(geometry, measure=area), velocity)
         self.limiter = limiter
         self.space = dolfinx.fem.functionspace(self.curved_msh, ("DG", 1))
-        self.function = dolfinx.fem.Function(self.space, name="density")
-        self._ghosts = dolfinx.fem.Function(self.space)
+        self._ghosts = dolfinx.fem.Function(self.space)  # ghost exchange
         g = self.geometry
         self._dofs = np.asarray(self.space.dofmap.list[: g.num_local], dtype=np.int64)
         mass = self._ref * (np.eye(nv) + 1.0) / ((self._k + 1) * (self._k + 2))
@@ -183,7 +182,7 @@ class DG1Scheme(SpatialScheme):
         self._sources = np.ascontiguousarray(normalize(x).reshape(-1, g.d))
         self._source_matrix = self._ref * src_w[:, None] * src_bary  # (q, nv): m -> source masses
         _, jac = cells.map(np.eye(nv), slice(0, g.num_owned))
-        self._vertex_jacobian = area_element(jac)  # rho = m / J at the vertices (output)
+        self._vertex_jacobian = area_element(jac)  # rho = m / J at the vertices
 
     # -- setup ---------------------------------------------------------------------------
 
@@ -263,12 +262,10 @@ class DG1Scheme(SpatialScheme):
         points = normalize(x)
         values = np.asarray(density(points.reshape(-1, g.d)), dtype=float).reshape(points.shape[:2])
         check_density_values(self.comm, values, points)
+        values = normalised(self.comm, values, 0.0 * values + 1.0)  # unit scale: no overflow below
         load = self._ref * np.einsum("cq,q,qv->cv", values * area_element(jac), weights, bary)
-        m = load @ self._mass_inverse
-        total = self.comm.allreduce(float(self._ref * m.mean(axis=1).sum()))
-        if not total > 0:
-            raise InitialDataError(f"initial: density has total mass {total!r}; it cannot be normalised")
-        return self.postprocess((m / total).ravel())
+        m = normalised(self.comm, load @ self._mass_inverse, self._ref / self._nv)
+        return self.postprocess(m.ravel())
 
     def facet_velocity(self, X: np.ndarray) -> np.ndarray:
         """Normal velocity (facets, points) from the velocity at the targets."""
@@ -322,8 +319,9 @@ class DG1Scheme(SpatialScheme):
     def measure(self, state: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return self._sources, (state.reshape(-1, self._nv) @ self._source_matrix.T).ravel()
 
-    def output_function(self, state: np.ndarray):
-        arr = self.function.x.array
-        arr[self._dofs[: self.geometry.num_owned]] = state.reshape(-1, self._nv) / self._vertex_jacobian
-        self.function.x.scatter_forward()
-        return self.function
+    def vertex_density(self, state: np.ndarray) -> np.ndarray:
+        """The density ``m / J`` at each owned cell's vertices, (num_owned, nv)."""
+        return state.reshape(-1, self._nv) / self._vertex_jacobian
+
+    def vertex_jacobian(self) -> np.ndarray:
+        return self._vertex_jacobian

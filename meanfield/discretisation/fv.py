@@ -12,13 +12,13 @@ mass is conserved to round-off; a forward-Euler step with ``dt * max_c (sum_e |e
 
 The velocity is evaluated with the cell centroids (projected onto the sphere) weighted by
 the cell masses as the source measure: the centroid rule is second-order accurate.
-Fluxes are computed in numpy over the facets (dolfinx partitions, ghosts and writes); ghost
+Fluxes are computed in numpy over the facets (dolfinx partitions and exchanges ghosts); ghost
 averages are refreshed through a DG0 Function's scatter.
 """
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
@@ -36,7 +36,7 @@ class FiniteVolumeScheme(SpatialScheme):
         super().__init__(msh, geometry or mesh_geometry(msh), velocity)
         dolfinx = _dolfinx()
         self.space = dolfinx.fem.functionspace(msh, ("DG", 0))
-        self.function = dolfinx.fem.Function(self.space, name="density")
+        self.function = dolfinx.fem.Function(self.space, name="density")  # ghost exchange
         g = self.geometry
         # DG0: one dof per cell; map local cells to dofs once
         self._dof = np.asarray(self.space.dofmap.list[: g.num_local, 0], dtype=np.int64)
@@ -82,6 +82,3 @@ class FiniteVolumeScheme(SpatialScheme):
     def measure(self, state: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return self._sources, state * self._area
 
-    def output_function(self, state: np.ndarray):
-        self._with_ghosts(state)
-        return self.function

@@ -8,7 +8,8 @@ The facet normal is that of the great circle through the facet (S^2: ``a x b`` f
 from a to b; S^1: the tangent at the vertex), oriented from the facet's first to its
 second cell.  It is tangent to the sphere at the facet midpoint and identical from both
 sides, so the upwind flux through the facet is single-valued and mass is conserved exactly,
-unlike the two in-plane co-normals of the flat cells (``DOLFINX-NOTES.md``).
+unlike the two in-plane co-normals of the flat cells (dolfinx's ``FacetNormal`` on a manifold
+mesh: each cell's own co-normal, so ``n('+') + n('-')`` is O(h), not 0).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ dolfinx (imported only then).  Importing this package does not import dolfinx.
 """
 
 from .build import raw_mesh
-from .checks import ON_SPHERE_TOL, check_on_sphere
+from .checks import ON_SPHERE_TOL, check_on_sphere, check_sphere_mesh
 from .distributed import distribute, load_distributed
 from .files import read_mesh_file, write_mesh_file
 from .locate import CellLocator
@@ -22,6 +22,7 @@ __all__ = [
     "MeshError",
     "RawMesh",
     "check_on_sphere",
+    "check_sphere_mesh",
     "circle",
     "distribute",
     "icosphere",

@@ -7,6 +7,7 @@ cells on the rank.  dolfinx is imported when a mesh is distributed, not before.
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 
 import numpy as np
@@ -35,17 +36,17 @@ def distribute(comm, mesh: RawMesh | None):
     """
     dolfinx = _dolfinx()
     import basix.ufl
-    import dolfinx.graph
 
-    d = comm.bcast(mesh.points.shape[1] if comm.rank == 0 else None, root=0)
+    root = mesh if comm.rank == 0 else None
+    d = comm.bcast(root.points.shape[1] if root is not None else None, root=0)
     cell = "triangle" if d == 3 else "interval"
-    if comm.rank == 0:
-        pts, cells = mesh.points, mesh.cells
+    if root is not None:
+        pts, cells = root.points, root.cells
     else:
         pts, cells = np.empty((0, d)), np.empty((0, d), dtype=np.int64)
     element = basix.ufl.element("Lagrange", cell, 1, shape=(d,))
     partitioner = dolfinx.mesh.create_cell_partitioner(
-        dolfinx.graph.partitioner(), dolfinx.mesh.GhostMode.shared_facet, 2
+        importlib.import_module("dolfinx.graph").partitioner(), dolfinx.mesh.GhostMode.shared_facet, 2
     )
     msh = dolfinx.mesh.create_mesh(comm, cells, element, pts, partitioner=partitioner)
     tdim = msh.topology.dim

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 from pathlib import Path
 
 import numpy as np
 
-from .checks import check_on_sphere
+from .checks import check_sphere_mesh
 from .raw import MeshError, RawMesh
 
 
@@ -14,22 +16,30 @@ def read_mesh_file(path: str | Path, sphere: str | None = None) -> RawMesh:
     """Read a sphere mesh with meshio and check it.
 
     Triangles make an S^2 mesh (3D points), lines an S^1 mesh (the z column is dropped when
-    all zero).  Vertices not on the unit sphere are refused.
+    all zero).  Anything that is not a mesh covering the unit sphere once is refused with a
+    :class:`MeshError` naming the file (:func:`meanfield.mesh.checks.check_sphere_mesh`).
     """
     import meshio
 
     path = Path(path)
     if not path.is_file():
         raise MeshError(f"mesh.file: no such file: {path}")
-    try:
-        m = meshio.read(path)
-    except Exception as exc:  # meshio raises many kinds of errors
-        raise MeshError(f"mesh.file: meshio cannot read {path}: {exc}") from None
+    chatter = io.StringIO()
+    try:  # meshio prints to the terminal and calls sys.exit on some unreadable files
+        with contextlib.redirect_stdout(chatter), contextlib.redirect_stderr(chatter):
+            m = meshio.read(path)
+    except (Exception, SystemExit) as exc:
+        said = " ".join(chatter.getvalue().split())
+        detail = str(exc) if str(exc) not in ("", "1") else said
+        raise MeshError(f"mesh.file: meshio cannot read {path} as a mesh" + (f" ({detail})" if detail else "")) \
+            from None
     kind = "triangle" if sphere != "S1" and "triangle" in m.cells_dict else "line"
     if kind not in m.cells_dict:
         raise MeshError(f"mesh.file: {path} has no {'triangle' if sphere == 'S2' else 'line'} cells")
     cells = np.asarray(m.cells_dict[kind], dtype=np.int64)
     pts = np.asarray(m.points, dtype=float)
+    if cells.size == 0 or cells.min() < 0 or cells.max() >= len(pts):
+        raise MeshError(f"mesh.file: {path}: cell vertex indices must lie in [0, {len(pts)})")
     d = 3 if kind == "triangle" else 2
     if pts.shape[1] > d:
         if np.any(pts[:, d:] != 0):
@@ -41,7 +51,7 @@ def read_mesh_file(path: str | Path, sphere: str | None = None) -> RawMesh:
     raw = RawMesh(np.ascontiguousarray(pts[used]), renumber[cells])
     if sphere is not None and raw.sphere != sphere:
         raise MeshError(f"mesh.file: {path} is an {raw.sphere} mesh but mesh.sphere = {sphere!r}")
-    check_on_sphere(raw.points, f"mesh.file ({path})")
+    check_sphere_mesh(raw.points, raw.cells, f"mesh.file ({path})")
     return raw
 
 

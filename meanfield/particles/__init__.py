@@ -8,12 +8,13 @@ Importing this package does not import dolfinx.
 
 from .diagnostics import count_clusters, inner_product_histogram, write_diagnostics
 from .integrator import advance, rk4_step
-from .run import build_particles, run_particles
+from .run import ParticleSimulation, build_particles, run_particles
 from .sampling import SAMPLERS, sample_initial
 from .system import ParticleSystem, attention_field, default_dt, token_block
 
 __all__ = [
     "SAMPLERS",
+    "ParticleSimulation",
     "ParticleSystem",
     "advance",
     "attention_field",

@@ -72,7 +72,7 @@ def write_diagnostics(path: str | Path, eps: float = 1e-3, min_fraction: float =
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from ..io import load_particle_run
+    from ..runner.results import load_particle_run
 
     run = load_particle_run(path)
     sizes = [cluster_sizes(p, eps) for p in run.points]

@@ -5,26 +5,22 @@ The velocity ``X(x) = P_x(...)`` with ``P_x v = v - <x, v> x`` is defined on all
 the exact flow and RK4 leaves it by O(dt^5) per step.  After each step the tokens are
 renormalised (a projection method, which keeps order 4); the largest drift ``|1 - |x||``
 seen before renormalising is recorded, as a check that the step is small enough.
+
+Each interval between two output times is cut into equal steps no longer than ``dt``
+(:class:`EqualSteps`), so outputs are hit exactly and the step sequence is a function of the
+output times alone: a run continued from a checkpoint taken between two steps (which saves
+the plan) takes exactly the same steps as an uninterrupted one.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
 #: Velocity of the local tokens, (n_local, d) -> (n_local, d); collective under MPI.
 Velocity = Callable[[np.ndarray], np.ndarray]
-
-
-@dataclass
-class StepReport:
-    """What :func:`advance` did: steps taken, their size and the largest drift off the sphere."""
-
-    steps: int
-    dt: float
-    max_drift: float
 
 
 def rk4_step(velocity: Velocity, x: np.ndarray, dt: float) -> np.ndarray:
@@ -36,17 +32,59 @@ def rk4_step(velocity: Velocity, x: np.ndarray, dt: float) -> np.ndarray:
     return x + (dt / 6.0) * (k1 + 2.0 * k2 + 2.0 * k3 + k4)
 
 
+def projected_rk4_step(velocity: Velocity, x: np.ndarray, dt: float) -> tuple[np.ndarray, float]:
+    """One RK4 step, renormalised onto the sphere; returns the tokens and this rank's largest drift."""
+    y = rk4_step(velocity, x, dt)
+    norms = np.linalg.norm(y, axis=1)
+    return y / norms[:, None], float(np.abs(1.0 - norms).max(initial=0.0))
+
+
+@dataclass
+class EqualSteps:
+    """The plan of one interval ``[t0, t1]``: ``count`` equal steps, ``done`` of them taken."""
+
+    t0: float
+    t1: float
+    count: int
+    done: int = 0
+
+    @classmethod
+    def over(cls, t0: float, t1: float, dt: float) -> EqualSteps:
+        """Equal steps no longer than ``dt`` from t0 to t1."""
+        return cls(t0, t1, max(int(np.ceil((t1 - t0) / dt - 1e-9)), 1))
+
+    @property
+    def h(self) -> float:
+        return (self.t1 - self.t0) / self.count
+
+    def time(self) -> float:
+        """The time after the steps taken (exactly ``t1`` at the end)."""
+        return self.t1 if self.done == self.count else self.t0 + self.done * self.h
+
+    def to_dict(self) -> dict[str, float | int]:
+        return asdict(self)
+
+
+@dataclass
+class StepReport:
+    """What :func:`advance` did: steps taken, their size and the largest drift off the sphere."""
+
+    steps: int
+    dt: float
+    max_drift: float
+
+
 def advance(velocity: Velocity, x: np.ndarray, t0: float, t1: float, dt: float) -> tuple[np.ndarray, StepReport]:
     """Integrate from t0 to t1 with equal RK4 steps no longer than ``dt``, renormalising each.
 
     Returns the tokens at t1 and a :class:`StepReport` (drift of this rank's tokens).
     """
-    steps = int(np.ceil((t1 - t0) / dt - 1e-9)) if t1 > t0 else 0
-    h = (t1 - t0) / steps if steps else 0.0
+    if t1 <= t0:
+        return x, StepReport(0, 0.0, 0.0)
+    plan = EqualSteps.over(t0, t1, dt)
     drift = 0.0
-    for _ in range(steps):
-        x = rk4_step(velocity, x, h)
-        norms = np.linalg.norm(x, axis=1)
-        drift = max(drift, float(np.abs(1.0 - norms).max(initial=0.0)))
-        x = x / norms[:, None]
-    return x, StepReport(steps, h, drift)
+    while plan.done < plan.count:
+        x, step_drift = projected_rk4_step(velocity, x, plan.h)
+        plan.done += 1
+        drift = max(drift, step_drift)
+    return x, StepReport(plan.count, plan.h, drift)

@@ -1,59 +1,44 @@
-"""The particle run driver: config -> tokens, field, RK4 loop -> run directory.
+"""The particle system as a simulation the run controller drives, and :func:`run_particles`.
 
 :func:`run_particles` is the entry point behind ``meanfield particles``.  The run directory
-mirrors the PDE's (see :mod:`meanfield.io`): the same observables.csv columns, computed by
-the same :func:`~meanfield.observables.measure_observables` with the tokens as equal-weight
-sources, and snapshots of the token positions in global order.
+mirrors the PDE's (:mod:`meanfield.runner.layout`): the same observables.csv columns, computed
+by the same :func:`~meanfield.observables.measure_observables` with the tokens as
+equal-weight sources, and snapshots of all token positions in global order.
 
 Reproducibility: every rank draws all n initial tokens with ``numpy.random.default_rng(seed)``
 and keeps its block, and the direct evaluator sums over the gathered tokens in global
 order, so a seed gives the same trajectories on any rank count (to round-off for evaluators
-that reduce partial sums across ranks).
+that reduce partial sums across ranks).  Token count and seed are written into the run's
+config.toml, so the run directory alone describes (and resumes) the run.
 """
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass
+import copy
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
+from typing import Any
 
 import numpy as np
 
 from ..collective import on_root
-from ..config import Config, ConfigError, load_config
-from ..io import ParticleRunResult, RunDirectory, load_particle_run, run_environment
-from ..mesh import raw_mesh
-from ..model import rotation_velocity
-from ..nonlocal_field import NonlocalEvaluator, make_evaluator
+from ..config import MAX_STEPS, Config, ConfigError
+from ..nonlocal_field import make_evaluator
 from ..observables import measure_observables
-from ..reporting import log, progress_bar, run_logging
-from .integrator import advance
+from ..problem import Problem
+from ..runner.results import ParticleRunResult, load_particle_run
+from ..runner.session import check_new_target, resolve_config, start_run
+from ..runner.simulation import Simulation
+from ..runner.writers import ObservablesWriter, OutputWriter, SnapshotWriter
+from .integrator import EqualSteps, projected_rk4_step
 from .sampling import resolve_sampler, sample_initial
 from .system import ParticleSystem, attention_field, default_dt, token_block
 
 
-
-@dataclass
-class ParticleSetup:
-    """Everything a particle run is made of, built from a config (no files written)."""
-
-    config: Config
-    comm: object
-    n: int
-    seed: int
-    evaluator: NonlocalEvaluator
-    system: ParticleSystem
-    tokens: np.ndarray
-    dt: float
-    sampler: str
-
-
-def resolve_counts(config: Config, n: int | None, seed: int | None) -> tuple[int, int]:
+def resolve_counts(problem: Problem, n: int | None, seed: int | None) -> tuple[int, int]:
     """The token count and seed: arguments first, then ``particles.n`` / ``particles.seed``."""
-    p = config.section("particles")
-    n = p["n"] if n is None else n
-    seed = p["seed"] if seed is None else seed
+    n = problem.particles.n if n is None else n
+    seed = problem.particles.seed if seed is None else seed
     if n is None:
         raise ConfigError("particles.n: required (give --n N or particles.n in the config)")
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n <= 0:
@@ -63,37 +48,143 @@ def resolve_counts(config: Config, n: int | None, seed: int | None) -> tuple[int
     return int(n), int(seed)
 
 
-def build_particles(config: Config, n: int, seed: int, comm) -> ParticleSetup:
-    """Sample the initial tokens and build the field; raises on bad input before any I/O."""
-    d = config.particle_d
-    p, m, nl = config.section("particles"), config.section("model"), config.section("nonlocal")
-    density = config.initial_density(d)
-    sampler = resolve_sampler(density.kind, p["sampler"])
-    model = config.model(d)
-    evaluator = make_evaluator(model, comm, nl["method"], nl["tol"])
-    if m["velocity"] == "rotation":
-        if d not in (2, 3):
-            raise ConfigError(f"model.velocity: 'rotation' needs d = 2 or 3, got d = {d}")
-        field = rotation_velocity(m["rotation_rate"], m["rotation_axis"], d)
-    else:
-        field = attention_field(evaluator)
-    mesh = None
-    if sampler == "mesh":
-        if d != config.d:
-            raise ConfigError(f"particles.sampler: 'mesh' samples the mesh's sphere (d = {config.d}), not d = {d}")
-        mesh = raw_mesh(config.section("mesh")["sphere"], config.section("mesh")["resolution"],
-                        config.section("mesh")["file"])
-    block = token_block(n, comm.rank, comm.size)
-    tokens = sample_initial(density, n, np.random.default_rng(seed), sampler, mesh)[block]
-    system = ParticleSystem(field, np.full(block.stop - block.start, 1.0 / n))
-    dt = p["dt"] if p["dt"] is not None else default_dt(model)
-    return ParticleSetup(config, comm, n, seed, evaluator, system, np.ascontiguousarray(tokens), dt, sampler)
+def with_counts(config: Config, n: int, seed: int) -> Config:
+    """The config with ``particles.n`` and ``particles.seed`` set (what the run directory records)."""
+    data = copy.deepcopy(config.data)
+    data["particles"].update(n=n, seed=seed)
+    return Config(data, config.source)
 
 
-def gather_tokens(comm, tokens: np.ndarray) -> np.ndarray | None:
-    """All tokens in global order on rank 0 (``None`` elsewhere)."""
-    parts = comm.gather(tokens, root=0)
-    return np.concatenate(parts) if comm.rank == 0 else None
+class ParticleSimulation(Simulation):
+    """n tokens on S^{d-1} advanced by RK4 in equal steps per output interval (see :class:`Simulation`).
+
+    Parameters
+    ----------
+    problem
+        The resolved problem; ``particles.n`` and ``particles.seed`` must be set.
+    comm
+        MPI communicator; tokens are split in contiguous blocks (:func:`token_block`).
+    """
+
+    kind = "particles"
+
+    def __init__(self, problem: Problem, comm) -> None:
+        self.problem, self.comm, self.t = problem, comm, 0.0
+        n, seed = resolve_counts(problem, None, None)
+        p, d = problem.particles, problem.particles.d
+        density = problem.initial(d)
+        self.sampler = resolve_sampler(density.kind, p.sampler)
+        model = problem.model(d)
+        self.evaluator = make_evaluator(model, comm, problem.field.method, problem.field.tol)
+        if problem.velocity.is_attention:
+            field = attention_field(self.evaluator)
+        else:
+            if d not in (2, 3):
+                raise ConfigError(f"model.velocity: 'rotation' needs d = 2 or 3, got d = {d}")
+            field = problem.velocity.rotation(d)
+        if self.sampler == "mesh" and d != problem.d:
+            raise ConfigError(f"particles.sampler: 'mesh' samples the mesh's sphere (d = {problem.d}), not d = {d}")
+        self.dt = p.dt if p.dt is not None else default_dt(model)
+        if problem.time.t_final / self.dt > MAX_STEPS:
+            what = "particles.dt" if p.dt is not None else "particles.dt (default 0.25 / Lipschitz bound of the model)"
+            raise ConfigError(f"{what}: {self.dt:.3g} would take {problem.time.t_final / self.dt:.3g} steps "
+                              f"(at most {MAX_STEPS:.0e}); check the model's weights and V")
+        self.n, self.seed = n, seed
+        self.block = token_block(n, comm.rank, comm.size)
+        mesh = problem.mesh.build() if self.sampler == "mesh" else None
+        tokens = sample_initial(density, n, np.random.default_rng(seed), self.sampler, mesh)[self.block]
+        self.x = np.ascontiguousarray(tokens)
+        self.system = ParticleSystem(field, np.full(self.block.stop - self.block.start, 1.0 / n))
+        self.plan: EqualSteps | None = None
+        self.steps, self.max_drift = 0, 0.0
+
+    # -- stepping ------------------------------------------------------------------------
+    def step(self, t_end: float) -> float:
+        from mpi4py import MPI
+
+        if self.plan is None or self.plan.t1 != t_end or self.plan.done == self.plan.count:
+            self.plan = EqualSteps.over(self.t, t_end, self.dt)
+        self.x, drift = projected_rk4_step(self.system.velocity, self.x, self.plan.h)
+        self.plan.done += 1
+        self.steps += 1
+        self.max_drift = max(self.max_drift, self.comm.allreduce(drift, op=MPI.MAX))
+        if not self.comm.allreduce(bool(np.all(np.isfinite(self.x))), op=MPI.LAND):
+            from ..timestepping import BlowUpError
+
+            raise BlowUpError(f"tokens became non-finite at t = {self.plan.time():.6g}; lower particles.dt")
+        self.t = self.plan.time()
+        return self.plan.h
+
+    def step_info(self) -> dict[str, Any]:
+        return {"steps": self.steps, "dt": self.dt, "max_drift": self.max_drift,
+                "plan": None if self.plan is None else self.plan.to_dict()}
+
+    # -- observing -----------------------------------------------------------------------
+    def observables(self) -> dict[str, float]:
+        row = measure_observables(self.evaluator, self.x, self.system.weights)
+        row.update(rho_min=np.nan, rho_max=np.nan, dt=self.plan.h if self.plan is not None else np.nan)
+        return row
+
+    def _all_tokens(self) -> np.ndarray | None:
+        parts = self.comm.gather(self.x, root=0)
+        return np.concatenate(parts) if self.comm.rank == 0 else None
+
+    def snapshot(self) -> dict[str, np.ndarray] | None:
+        points = self._all_tokens()
+        return None if points is None else {"points": points}
+
+    def checkpoint_state(self) -> dict[str, np.ndarray] | None:
+        return self.snapshot()
+
+    def restore(self, t: float, state: dict[str, np.ndarray] | None, info: dict[str, Any]) -> None:
+        def check() -> None:
+            assert state is not None
+            if state["points"].shape != (self.n, self.problem.particles.d):
+                raise ValueError(f"checkpoint: it holds tokens of shape {state['points'].shape}, this run needs "
+                                 f"({self.n}, {self.problem.particles.d})")
+
+        on_root(self.comm, check)
+        blocks = [token_block(self.n, r, self.comm.size) for r in range(self.comm.size)]
+        parts = [np.ascontiguousarray(state["points"][b]) for b in blocks] if state is not None else None
+        self.x = self.comm.scatter(parts, root=0)
+        self.t = t
+        step = info.get("step", {})
+        self.steps, self.max_drift = int(step.get("steps", 0)), float(step.get("max_drift", 0.0))
+        plan = step.get("plan")
+        self.plan = None if plan is None else EqualSteps(**plan)
+
+    # -- facts -----------------------------------------------------------------------------
+    def describe(self) -> str:
+        field = self.evaluator.name if self.problem.velocity.is_attention else "rotation"
+        return (f"{self.n} tokens on S^{self.problem.particles.d - 1}, RK4 dt <= {self.dt:.4g}, {field} field, "
+                f"{self.sampler} sampler, seed {self.seed}")
+
+    def facts(self) -> dict[str, Any]:
+        return {"n": self.n, "seed": self.seed, "d": self.problem.particles.d, "dt": self.dt, "integrator": "rk4",
+                "sampler": self.sampler,
+                "evaluator": self.evaluator.collective_diagnostics()}
+
+
+def particle_writers(path: Path, static: dict[str, np.ndarray] | None) -> list[OutputWriter]:
+    """The output writers of a particle run."""
+    return [ObservablesWriter(path), SnapshotWriter(path)]
+
+
+def build_particles(config: Config | Mapping | str | Path | None, n: int | None = None, seed: int | None = None,
+                    comm=None) -> ParticleSimulation:
+    """The particle simulation of a config at t = 0 (collective; nothing is written)."""
+    from mpi4py import MPI
+
+    comm = comm or MPI.COMM_WORLD
+    config = resolve_config(config, None, comm)
+    n, seed = resolve_counts(Problem(config), n, seed)
+    return ParticleSimulation(Problem(with_counts(config, n, seed)), comm)
+
+
+def default_directory(problem: Problem) -> Path:
+    """``runs/<name>-particles`` (or ``output.dir`` + ``-particles``)."""
+    d = problem.output.directory
+    return d.with_name(d.name + "-particles")
 
 
 def run_particles(
@@ -105,6 +196,7 @@ def run_particles(
     overrides: list[str] | None = None,
     comm=None,
     quiet: bool = False,
+    overwrite: bool = False,
 ) -> ParticleRunResult:
     """Run the particle system of a config and return the run read back from its directory.
 
@@ -122,66 +214,22 @@ def run_particles(
         MPI communicator (default COMM_WORLD); tokens are split in contiguous blocks.
     quiet
         No log to the terminal and no progress bar (the run log is still written).
+    overwrite
+        Replace an earlier run in ``out`` (see :func:`meanfield.run`).
     """
     from mpi4py import MPI
 
+    from ..collective import everywhere
     from .diagnostics import write_diagnostics
 
     comm = comm or MPI.COMM_WORLD
-    if not isinstance(config, Config):
-        config = load_config(config, overrides)
-    n, seed = resolve_counts(config, n, seed)
-    wall0 = time.perf_counter()
-    setup = build_particles(config, n, seed, comm)
-    path = Path(out) if out is not None else config.output_dir().with_name(config.output_dir().name + "-particles")
-    rundir = RunDirectory(comm, path)
-    rundir.create(config.to_toml())
-    with run_logging(comm, quiet, path / "run.log"):
-        _time_loop(setup, rundir, progress_bar(comm, float(config.output_times()[-1]), quiet), wall0)
+    config = resolve_config(config, overrides, comm)
+    n, seed = resolve_counts(Problem(config), n, seed)
+    config = with_counts(config, n, seed)
+    problem = Problem(config)
+    path = Path(out) if out is not None else default_directory(problem)
+    check_new_target(path, overwrite, comm)
+    sim = ParticleSimulation(problem, comm)
+    start_run(sim, config, path, particle_writers, overwrite=overwrite, quiet=quiet)
     on_root(comm, lambda: write_diagnostics(path))
-    return load_particle_run(path)
-
-
-def _time_loop(setup: ParticleSetup, rundir: RunDirectory, bar, wall0: float) -> None:
-    from mpi4py import MPI
-
-    comm, config, ev = setup.comm, setup.config, setup.evaluator
-    rundir.update_metadata(
-        kind="particles", name=config.name, status="running", config_source=config.source,
-        **run_environment(comm), n=setup.n, seed=setup.seed, d=config.particle_d, dt=setup.dt,
-        integrator="rk4", sampler=setup.sampler, evaluator=ev.collective_diagnostics(),
-    )
-    log.info("%s: %d tokens on S^%d, %d rank(s), RK4 dt <= %.4g, %s field, %s sampler",
-             config.name, setup.n, config.particle_d - 1, comm.size, setup.dt, ev.name, setup.sampler)
-    x, t, drift, steps = setup.tokens, 0.0, [], 0
-    timings = {"time_stepping": 0.0, "output": 0.0}
-    status, error = "failed", None
-    try:
-        for k, t_out in enumerate(config.output_times()):
-            tic = time.perf_counter()
-            x, report = advance(setup.system.velocity, x, t, float(t_out), setup.dt)
-            t, steps = float(t_out), steps + report.steps
-            if not comm.allreduce(bool(np.all(np.isfinite(x))), op=MPI.LAND):
-                raise RuntimeError(f"tokens became non-finite before t = {t:.6g}; lower particles.dt")
-            drift.append([t, comm.allreduce(report.max_drift, op=MPI.MAX)])
-            timings["time_stepping"] += time.perf_counter() - tic
-            bar.update(t - bar.n)
-            tic = time.perf_counter()
-            row = {"t": t, **measure_observables(ev, x, setup.system.weights)}
-            row.update(rho_min=np.nan, rho_max=np.nan, dt=report.dt if report.steps else np.nan,
-                       wall=time.perf_counter() - wall0)
-            rundir.append_observables(row)
-            rundir.write_arrays(f"snapshots/{k:04d}.npz", t=np.array(t), points=gather_tokens(comm, x))
-            timings["output"] += time.perf_counter() - tic
-            rundir.update_metadata(timings=timings, steps=steps, max_drift=drift, last_output_time=t)
-            log.info("t = %-8.4g E = %.10g  |mean| = %.4f  drift = %.2e", t, row["energy"], row["order"], drift[-1][1])
-        status = "completed"
-    except Exception as exc:
-        error = f"{type(exc).__name__}: {exc}"
-        log.error("particle run stopped at t = %.6g: %s", t, error)
-        raise
-    finally:
-        bar.close()
-        timings["total"] = time.perf_counter() - wall0
-        rundir.update_metadata(status=status, error=error, timings=timings, steps=steps)
-        log.info("%s %s in %.1f s (%d steps); results in %s", config.name, status, timings["total"], steps, rundir.path)
+    return everywhere(comm, lambda: load_particle_run(path))

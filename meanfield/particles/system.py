@@ -10,7 +10,7 @@ evaluator and call the PDE scheme uses for its cell-centroid measure.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 

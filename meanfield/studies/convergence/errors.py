@@ -21,16 +21,16 @@ are not known in closed form.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
-from ...config import Config
 from ...exact import ExactDensity, exact_solution
-from ...io import RunResult, load_run
 from ...mesh import raw_mesh
+from ...problem import Problem
+from ...runner.results import RunResult, load_pde_run
 from ...sphere import cell_averages
 from .ladder import ConvergenceError, Ladder, level_of, mesh_width, resolution
 
@@ -56,7 +56,7 @@ def exact_cell_averages(exact: ExactDensity, sphere: str, cells: int, times: np.
     """(T, cells) cell averages of the exact solution on a ladder mesh, global order."""
     raw = raw_mesh(sphere, resolution(sphere, level_of(sphere, cells)))
     vertices = raw.points[raw.cells]
-    return np.array([cell_averages(lambda x: exact(t, x), vertices)[1] for t in times])
+    return np.array([cell_averages(lambda x, t=t: exact(t, x), vertices)[1] for t in times])
 
 
 def density_norms(error: np.ndarray, areas: np.ndarray) -> dict[str, np.ndarray]:
@@ -85,20 +85,20 @@ def richardson_orders(differences: list[np.ndarray], widths: list[float]) -> lis
     return observed_orders(differences, widths)[1:] + [np.full_like(differences[0], np.nan)]
 
 
-def check_reference(config: Config, reference: str | Path, dt_ladder: bool) -> None:
+def check_reference(problem: Problem, reference: str | Path, dt_ladder: bool) -> None:
     """Raise :class:`ConvergenceError` unless ``reference`` can be used for this study."""
     if reference not in ("exact", "finest") and not (Path(reference) / "metadata.json").is_file():
         raise ConvergenceError(f"--reference: {reference} is not 'exact', 'finest' or a run directory")
     if reference == "exact" and dt_ladder:
         raise ConvergenceError("--reference exact: a dt ladder is measured against its finest run (--reference finest)")
-    if reference == "exact" and exact_solution(config) is None:
+    if reference == "exact" and exact_solution(problem) is None:
         raise ConvergenceError("--reference exact: this case has no exact solution "
                                "(rotation, uniform, or harmonic with Q = K = V = I); use --reference finest")
 
 
 def error_rows(ladder: Ladder, reference: str | Path = "finest") -> list[Row]:
     """The rows of convergence.csv for a finished ladder (serial; any rank)."""
-    check_reference(ladder.config, reference, ladder.dt_ladder)
+    check_reference(ladder.problem, reference, ladder.dt_ladder)
     times = ladder.runs[0].times
     for run in ladder.runs:
         if run.times.shape != times.shape or not np.allclose(run.times, times):
@@ -107,7 +107,7 @@ def error_rows(ladder: Ladder, reference: str | Path = "finest") -> list[Row]:
     widths = [ladder.width(i) for i in range(n)]
     rows: list[Row] = []
 
-    def emit(i: int, errors: dict[str, np.ndarray], orders: dict[str, np.ndarray]) -> None:
+    def emit(i: int, errors: dict[str, np.ndarray], orders: dict[str, list[np.ndarray]]) -> None:
         for norm, err in errors.items():
             for k, t in enumerate(times):
                 rows.append(Row(ladder.levels[i], ladder.cells(i), mesh_width(ladder.sphere, ladder.cells(i)),
@@ -131,7 +131,7 @@ def error_rows(ladder: Ladder, reference: str | Path = "finest") -> list[Row]:
         return density_norms(run.densities - ladder.transfer(ref, i), run.areas)
 
     if reference == "exact":
-        exact = exact_solution(ladder.config)
+        exact = exact_solution(ladder.problem)
         assert exact is not None  # check_reference
         errors = []
         for i, run in enumerate(ladder.runs):
@@ -142,7 +142,7 @@ def error_rows(ladder: Ladder, reference: str | Path = "finest") -> list[Row]:
     elif reference == "finest":
         self_convergence(lambda i, j: density_diff(i, ladder.runs[j]))
     else:
-        reference_run = load_run(reference)
+        reference_run = load_pde_run(reference)
         against_reference([density_diff(i, reference_run) for i in range(n)])
 
     if reference in ("exact", "finest"):  # observables: no exact values, self-convergence

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ...config import Config
-from ...io import RunResult
+from ...config import Config, load_config
+from ...problem import Problem
+from ...runner.results import RunResult
 
 
 class ConvergenceError(ValueError):
@@ -85,14 +86,14 @@ def coarsen(values: np.ndarray, areas: np.ndarray, sphere: str, times: int = 1) 
 class Ladder:
     """The runs of a study and what each was run with."""
 
-    config: Config
+    problem: Problem
     levels: list[int]
     runs: list[RunResult]
     dt_ladder: bool
 
     @property
     def sphere(self) -> str:
-        return self.config.section("mesh")["sphere"]
+        return self.problem.sphere
 
     def cells(self, i: int) -> int:
         return len(self.runs[i].areas)
@@ -115,27 +116,26 @@ class Ladder:
         return coarsen(ref.densities, ref.areas, self.sphere, steps)[0]
 
 
-def level_config(config: Config, level: int, dt_ladder: bool, out: Path) -> Config:
-    """The config of one ladder level (mesh resolution or fixed step, run directory)."""
-    data = copy.deepcopy(config.data)
+def level_config(problem: Problem, level: int, dt_ladder: bool) -> Config:
+    """The config of one ladder level: the mesh resolution, or the fixed step, of that level."""
+    config = problem.config
     if dt_ladder:
-        if data["time"]["dt"] is None:
+        if problem.time.dt is None:
             raise ConvergenceError("--dt-ladder: set time.dt (the step of level 0) in the config")
-        data["time"]["dt"] = data["time"]["dt"] / 2**level
+        override = f"time.dt={problem.time.dt / 2**level!r}"
     else:
-        data["mesh"]["resolution"], data["mesh"]["file"] = resolution(data["mesh"]["sphere"], level), None
-    data["output"]["dir"] = str(out / f"level{level}")
+        override = f"mesh.resolution={resolution(problem.sphere, level)}"
+    data = copy.deepcopy(config.data)
+    data["mesh"]["file"] = data["mesh"]["file"] if dt_ladder else None
     data["name"] = f"{config.name}-level{level}"
-    return Config(data, config.source)
+    return load_config(data, [override])
 
 
-def run_ladder(config: Config, levels: list[int], out: Path, dt_ladder: bool = False, comm=None,
-               quiet: bool = True) -> Ladder:
-    """Run every level (each on all ranks of ``comm``) and read the runs back."""
+def run_ladder(problem: Problem, levels: list[int], out: Path, dt_ladder: bool = False, comm=None,
+               quiet: bool = True, overwrite: bool = False) -> Ladder:
+    """Run every level (each on all ranks of ``comm``) into ``out/level<L>`` and read the runs back."""
     from ...solver import run
 
-    runs = []
-    for level in levels:
-        cfg = level_config(config, level, dt_ladder, Path(out))
-        runs.append(run(cfg, out=cfg.section("output")["dir"], comm=comm, quiet=quiet))
-    return Ladder(config, levels, runs, dt_ladder)
+    runs = [run(level_config(problem, level, dt_ladder), out=Path(out) / f"level{level}", comm=comm, quiet=quiet,
+                overwrite=overwrite) for level in levels]
+    return Ladder(problem, levels, runs, dt_ladder)

@@ -31,7 +31,7 @@ def plot(rows: list[Row], path: Path, dt_ladder: bool = False):
                 ax.loglog(xs, anchor * (xs / xs[-1]) ** slope, "k--", lw=0.8, alpha=0.3 + 0.2 * slope)
                 ax.annotate(f"slope {slope}", (xs[0], anchor * (xs[0] / xs[-1]) ** slope), fontsize=8)
         ax.set_xlabel("dt" if dt_ladder else "h")
-        ax.set_ylabel("error at t = %.3g" % final[0].time if final else "error")
+        ax.set_ylabel(f"error at t = {final[0].time:.3g}" if final else "error")
         ax.set_title("density" if norms is DENSITY_NORMS else "observables")
         ax.grid(True, which="both", alpha=0.3)
         ax.legend()

@@ -5,7 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from ...collective import on_root
-from ...config import Config, load_config
+from ...config import Config
+from ...problem import Problem
+from ...runner.directory import prepare_study
+from ...runner.session import resolve_config
 from .errors import Row, check_reference, error_rows
 from .ladder import ConvergenceError, run_ladder
 from .plots import plot
@@ -22,6 +25,7 @@ def convergence_study(
     overrides: list[str] | None = None,
     comm=None,
     quiet: bool = True,
+    overwrite: bool = False,
 ) -> list[Row]:
     """Run a ladder and write convergence.csv and convergence.png into ``out`` (collective).
 
@@ -39,6 +43,8 @@ def convergence_study(
         Halve the fixed ``time.dt`` instead of refining the mesh.
     comm
         Communicator of the runs (default COMM_WORLD).
+    overwrite
+        Redo a study already in ``out`` (its runs are replaced).
 
     Returns
     -------
@@ -48,11 +54,11 @@ def convergence_study(
     from mpi4py import MPI
 
     comm = comm or MPI.COMM_WORLD
-    if not isinstance(config, Config):
-        config = load_config(config, overrides)
+    problem = Problem(resolve_config(config, overrides, comm))
     out = Path(out)
-    check_reference(config, reference, dt_ladder)
-    ladder = run_ladder(config, levels, out, dt_ladder, comm, quiet)
+    on_root(comm, lambda: check_reference(problem, reference, dt_ladder), ConvergenceError)
+    on_root(comm, lambda: prepare_study(out, "convergence", overwrite=overwrite))
+    ladder = run_ladder(problem, levels, out, dt_ladder, comm, quiet, overwrite)
 
     def report() -> list[Row]:
         rows = error_rows(ladder, reference)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...io import RunResult
+from ...runner.results import RunResult
 from ...mesh import CellLocator, raw_mesh
 from . import metrics
 

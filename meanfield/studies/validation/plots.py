@@ -1,4 +1,4 @@
-"""PNG plots of a validation study (matplotlib, Agg backend)."""
+"""PNG plots of a validation study (matplotlib Figures: no pyplot, the backend is never changed)."""
 
 from __future__ import annotations
 
@@ -9,22 +9,16 @@ import numpy as np
 from .compare import PDEReference
 
 
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def plot_errors(path: Path, rows: list[dict], summary: list[dict], t: float) -> None:
     """Each metric at time t against n on log-log axes: seeds, RMS over seeds, n^-1/2, PDE floor."""
-    plt = _pyplot()
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import NullFormatter
+
     names = [s["metric"] for s in summary]
     cols = min(4, len(names))
     nrows = -(-len(names) // cols)
-    fig, axes = plt.subplots(nrows, cols, figsize=(4 * cols, 3.3 * nrows), squeeze=False)
+    fig = Figure(figsize=(4 * cols, 3.3 * nrows))
+    axes = fig.subplots(nrows, cols, squeeze=False)
     for ax, s in zip(axes.flat, summary):
         sel = [r for r in rows if r["metric"] == s["metric"] and r["time"] == t]
         ax.loglog([r["n"] for r in sel], [max(r["value"], 1e-300) for r in sel], ".", color="0.6", label="seeds")
@@ -35,14 +29,13 @@ def plot_errors(path: Path, rows: list[dict], summary: list[dict], t: float) -> 
         if np.isfinite(s["pde_floor"]) and s["pde_floor"] > 0:
             ax.axhline(s["pde_floor"], color="r", ls=":", label="PDE floor")
         ax.set(title=s["metric"], xlabel="n")
-        ax.xaxis.set_minor_formatter(plt.NullFormatter())
+        ax.xaxis.set_minor_formatter(NullFormatter())
         ax.legend(fontsize=7)
     for ax in list(axes.flat)[len(summary):]:
         ax.set_visible(False)
     fig.suptitle(f"particles vs PDE at t = {t:g}")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
-    plt.close(fig)
 
 
 def plot_density(path: Path, reference: PDEReference, points: np.ndarray, t: float) -> None:
@@ -52,7 +45,8 @@ def plot_density(path: Path, reference: PDEReference, points: np.ndarray, t: flo
     one per cell) so the histogram's noise stays readable; S^2: equirectangular scatter of the
     cell centroids, coloured by density, side by side on one colour scale.
     """
-    plt = _pyplot()
+    from matplotlib.figure import Figure
+
     centroids, masses = reference.measure(t)
     areas = reference.coarse.areas
     pde = masses / areas
@@ -62,7 +56,8 @@ def plot_density(path: Path, reference: PDEReference, points: np.ndarray, t: flo
         bins = int(np.clip(np.sqrt(len(points)), 8, len(theta)))
         edges = np.linspace(-np.pi, np.pi, bins + 1)
         counts, _ = np.histogram(np.arctan2(points[:, 1], points[:, 0]), edges)
-        fig, ax = plt.subplots(figsize=(7, 4))
+        fig = Figure(figsize=(7, 4))
+        ax = fig.subplots()
         ax.stairs(counts / (len(points) * np.diff(edges)), edges, lw=0.9,
                   label=f"particles (n = {len(points)}, {bins} bins)")
         ax.plot(theta[order], pde[order], "k", label="PDE")
@@ -73,11 +68,11 @@ def plot_density(path: Path, reference: PDEReference, points: np.ndarray, t: flo
         lon = np.degrees(np.arctan2(centroids[:, 1], centroids[:, 0]))
         lat = np.degrees(np.arcsin(np.clip(centroids[:, 2], -1.0, 1.0)))
         vmax = max(pde.max(), hist.max())
-        fig, axes = plt.subplots(1, 2, figsize=(12, 3.6), sharey=True)
+        fig = Figure(figsize=(12, 3.6))
+        axes = fig.subplots(1, 2, sharey=True)
         for ax, values, title in zip(axes, (pde, hist), ("PDE", f"particles (n = {len(points)})")):
             im = ax.scatter(lon, lat, c=values, s=4, vmin=0.0, vmax=vmax, cmap="viridis")
             ax.set(xlabel="longitude", title=f"{title}, t = {t:g}", xlim=(-180, 180), ylim=(-90, 90))
         axes[0].set_ylabel("latitude")
         fig.colorbar(im, ax=list(axes), label="density")
     fig.savefig(path, dpi=100, bbox_inches="tight")
-    plt.close(fig)

@@ -23,9 +23,12 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from ...collective import on_root
+from ...collective import everywhere, on_root
 from ...config import Config, ConfigError, load_config
-from ...io import RunResult, load_run
+from ...problem import Problem
+from ...runner.directory import is_run, prepare_study
+from ...runner.results import RunResult, load_pde_run
+from ...runner.session import resolve_config
 from .compare import PDEReference
 
 log = logging.getLogger("meanfield")
@@ -40,22 +43,21 @@ class ValidationResult:
     summary: list[dict]
 
 
-def refined_overrides(config: Config) -> list[str] | None:
+def refined_overrides(problem: Problem) -> list[str] | None:
     """Overrides that halve the mesh size (S1: twice the cells, S2: one more level); None for mesh files."""
-    mesh = config.section("mesh")
-    if mesh["file"] is not None:
+    mesh = problem.mesh
+    if mesh.file is not None or mesh.resolution is None:
         return None
-    factor = 2 * mesh["resolution"] if mesh["sphere"] == "S1" else mesh["resolution"] + 1
-    return [f"mesh.resolution={factor}"]
+    return [f"mesh.resolution={2 * mesh.resolution if mesh.sphere == 'S1' else mesh.resolution + 1}"]
 
 
 def fit_slope(ns: Sequence[int], values: Sequence[float]) -> float:
     """Least-squares slope of log(value) against log(n) (nan with fewer than 2 positive values)."""
-    ns, values = np.asarray(ns, float), np.asarray(values, float)
-    ok = values > 0
+    x, y = np.asarray(ns, float), np.asarray(values, float)
+    ok = y > 0
     if ok.sum() < 2:
         return float("nan")
-    return float(np.polyfit(np.log(ns[ok]), np.log(values[ok]), 1)[0])
+    return float(np.polyfit(np.log(x[ok]), np.log(y[ok]), 1)[0])
 
 
 def summarise(rows: list[dict], t: float, floor: dict[str, float]) -> list[dict]:
@@ -93,10 +95,10 @@ def _write_csv(path: Path, rows: list[dict]) -> None:
         writer.writerows(rows)
 
 
-def _check_inputs(config: Config, ns: Sequence[int], seeds: int) -> None:
-    if config.particle_d != config.d:
-        raise ConfigError(f"particles.d: validation needs the mesh's d = {config.d}, got {config.particle_d}")
-    if config.section("model")["velocity"] != "attention":
+def _check_inputs(problem: Problem, ns: Sequence[int], seeds: int) -> None:
+    if problem.particles.d != problem.d:
+        raise ConfigError(f"particles.d: validation needs the mesh's d = {problem.d}, got {problem.particles.d}")
+    if not problem.velocity.is_attention:
         raise ConfigError("model.velocity: validation compares attention dynamics; got 'rotation'")
     if not ns or any(isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n <= 0 for n in ns):
         raise ConfigError(f"--n: must be positive integers, got {list(ns)!r}")
@@ -104,17 +106,49 @@ def _check_inputs(config: Config, ns: Sequence[int], seeds: int) -> None:
         raise ConfigError(f"--seeds: must be a positive integer, got {seeds!r}")
 
 
-def _pde_runs(config: Config, out: Path, pde, pde_fine, refine: bool, comm, quiet: bool) -> PDEReference:
+def check_pde_run(config: Config, run_dir: str | Path, option: str) -> None:
+    """Refuse a PDE run that does not solve the config's problem (sphere, model, initial
+    density) or lacks its output times; the message names what differs."""
+    path = Path(run_dir)
+    if not is_run(path):
+        raise ConfigError(f"{option} {path}: not a meanfield run directory")
+    try:
+        theirs = load_config(path / "config.toml", validate_models=False)
+    except ConfigError as exc:
+        raise ConfigError(f"{option} {path}: its config.toml cannot be read: {exc}") from None
+    ours_p, theirs_p = Problem(config), Problem(theirs)
+    differences = []
+    if ours_p.sphere != theirs_p.sphere:
+        differences.append(f"mesh.sphere {theirs_p.sphere} (config: {ours_p.sphere})")
+    elif theirs_p.velocity != ours_p.velocity or theirs_p.model().to_dict() != ours_p.model().to_dict():
+        differences.append("the model (model.*)")
+    if theirs.section("initial") != config.section("initial"):
+        differences.append("the initial density (initial.*)")
+    missing = [t for t in ours_p.time.output_times if not np.isclose(theirs_p.time.output_times, t, rtol=0,
+                                                                       atol=1e-9 * max(1.0, t)).any()]
+    if missing:
+        differences.append(f"outputs at t = {', '.join(f'{t:g}' for t in missing[:5])}")
+    if differences:
+        raise ConfigError(f"{option} {path}: the run differs from the config in {'; '.join(differences)}; "
+                          "pass --force to validate against it anyway")
+
+
+def _pde_runs(config: Config, out: Path, pde, pde_fine, refine: bool, comm, quiet: bool,
+              overwrite: bool) -> PDEReference:
     from ...solver import run
 
-    coarse: RunResult = load_run(pde) if pde is not None else run(config, out=out / "pde", comm=comm, quiet=quiet)
+    if pde is not None:
+        coarse: RunResult = everywhere(comm, lambda: load_pde_run(pde))
+    else:
+        coarse = run(config, out=out / "pde", comm=comm, quiet=quiet, overwrite=overwrite)
     fine = None
     if pde_fine is not None:
-        fine = load_run(pde_fine)
+        fine = everywhere(comm, lambda: load_pde_run(pde_fine))
     elif refine and pde is None:
-        over = refined_overrides(config)
+        over = refined_overrides(Problem(config))
         if over is not None:
-            fine = run(load_config(config.data, over), out=out / "pde-fine", comm=comm, quiet=quiet)
+            fine = run(load_config(config.data, over), out=out / "pde-fine", comm=comm, quiet=quiet,
+                       overwrite=overwrite)
     return PDEReference(coarse, fine)
 
 
@@ -130,6 +164,8 @@ def validate(
     overrides: list[str] | None = None,
     comm=None,
     quiet: bool = False,
+    force: bool = False,
+    overwrite: bool = False,
 ) -> ValidationResult:
     """Run (or reuse) the PDE and the particle systems, compare them and write the study.
 
@@ -154,24 +190,36 @@ def validate(
         are computed on rank 0.
     quiet
         No log on the terminal.
+    force
+        Use ``pde`` / ``pde_fine`` even if they solve another problem (:func:`check_pde_run`).
+    overwrite
+        Redo a validation study already in ``out``.
     """
     from mpi4py import MPI
 
     from ...particles import run_particles
 
     comm = comm or MPI.COMM_WORLD
-    if not isinstance(config, Config):
-        config = load_config(config, overrides)
-    _check_inputs(config, ns, seeds)
+    config = resolve_config(config, overrides, comm)
+    _check_inputs(Problem(config), ns, seeds)
     path = Path(out) if out is not None else config.output_dir().with_name(config.name + "-validation")
-    reference = _pde_runs(config, path, pde, pde_fine, refine, comm, quiet)
+
+    def check_given_runs() -> None:
+        for option, given in (("--pde", pde), ("--pde-fine", pde_fine)):
+            if given is not None and not force:
+                check_pde_run(config, given, option)
+
+    on_root(comm, check_given_runs)
+    on_root(comm, lambda: prepare_study(path, "validation", overwrite=overwrite))
+    reference = _pde_runs(config, path, pde, pde_fine, refine, comm, quiet, overwrite)
     base = config.section("particles")["seed"]
     rows: list[dict] = []
     finals: dict[tuple[int, int], np.ndarray] = {}
     for n in ns:
         for k in range(seeds):
             seed = base + k
-            run = run_particles(config, n=n, seed=seed, out=path / "particles" / f"n{n}-s{seed}", comm=comm, quiet=True)
+            run = run_particles(config, n=n, seed=seed, out=path / "particles" / f"n{n}-s{seed}", comm=comm,
+                                quiet=True, overwrite=overwrite)
 
             def compare(run=run, n=n, seed=seed) -> None:
                 for i, t in enumerate(run.times):

@@ -1,0 +1,169 @@
+"""Continuing a run from its last checkpoint (``meanfield resume``), also to a later end time.
+
+A run that was interrupted (signal, wall limit), killed (``kill -9``, a node failure) or
+failed continues in place from ``checkpoint.npz`` on any rank count: observables.csv, the
+snapshots and the ParaView files are cut back to the checkpoint and appended to, so the
+finished run equals an uninterrupted one.  ``t_final`` extends a run (a completed one too):
+new output times continue the last output spacing up to the new end time.
+
+Overrides on resume may change how the rest of the run is computed (the model, the
+nonlocal field, the time-step controls, the checkpoint interval, the particle step) but not
+what is being computed (mesh, scheme, initial data, tokens, outputs); each resume is recorded
+as a segment in metadata.json, with its overrides.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .collective import everywhere, on_root
+from .config import Config, ConfigError, load_config, parse_override
+from .problem import Problem
+from .runner import layout
+from .runner.checkpoint import Checkpoint, CheckpointError
+from .runner.directory import RunDirectoryError, RunLockedError, classify, effective_status, read_metadata
+from .runner.results import ParticleRunResult, RunResult, load_run
+from .runner.session import continue_run
+
+#: Settings a resume may change: section -> keys (``None``: every key of the section).
+RESUMABLE: dict[str, frozenset[str] | None] = {
+    "model": None,
+    "nonlocal": None,
+    "time": frozenset({"cfl", "dt", "dt_max", "wall_limit"}),
+    "output": frozenset({"checkpoint_every"}),
+    "particles": frozenset({"dt"}),
+}
+TIME_TOL = 1e-12
+
+
+def extended_times(old: np.ndarray, t_final: float) -> np.ndarray:
+    """The output times of a run whose end time becomes ``t_final``.
+
+    Earlier times are kept; beyond the old end, new times continue the last spacing, and
+    ``t_final`` is always the last output.
+    """
+    tol = TIME_TOL * max(1.0, abs(t_final))
+    if t_final <= old[-1] + tol:
+        return np.append(old[old < t_final - tol], t_final)
+    spacing = old[-1] - old[-2] if len(old) > 1 else t_final - old[-1]
+    count = int(np.floor((t_final - old[-1]) / spacing + 1e-9))
+    new = old[-1] + spacing * np.arange(1, count + 1)
+    return np.append(np.concatenate([old, new[new < t_final - tol]]), t_final)
+
+
+def _outputs_setting(times: np.ndarray) -> int | list[float]:
+    """``time.outputs`` reproducing ``times`` exactly: a count when linspace does, else the list."""
+    count = len(times) - 1
+    if count >= 1 and np.array_equal(np.linspace(0.0, times[-1], count + 1), times):
+        return count
+    return [float(t) for t in times]
+
+
+def _check_overrides(overrides: list[str]) -> None:
+    for text in overrides:
+        keys, _ = parse_override(text)
+        allowed = RESUMABLE.get(keys[0], frozenset())
+        if keys == ["time", "t_final"]:
+            raise ConfigError("--set time.t_final: use --t-final T to change the end time of a resumed run")
+        if len(keys) < 2 or (allowed is not None and keys[1] not in allowed):
+            raise ConfigError(f"--set {'.'.join(keys)}: cannot change on resume (it would not continue the same run); "
+                              f"resumable settings: {_resumable_list()}")
+
+
+def _resumable_list() -> str:
+    return ", ".join(f"{s}.*" if keys is None else ", ".join(f"{s}.{k}" for k in sorted(keys))
+                     for s, keys in RESUMABLE.items())
+
+
+def plan_resume(path: Path, t_final: float | None = None, overrides: list[str] | None = None) -> dict[str, Any]:
+    """Check that a run can be resumed as asked and resolve its config (serial; rank 0).
+
+    Returns the resolved config data, its kind and the checkpoint's time and next output.
+
+    Raises
+    ------
+    ValueError
+        (input errors) not a run, a run in progress, no checkpoint, nothing to do, a
+        setting that cannot change, an end time before the checkpoint.
+    """
+    path = Path(path)
+    if classify(path) != "run":
+        raise RunDirectoryError(f"{path}: not a meanfield run directory")
+    meta = read_metadata(path) or {}
+    status = effective_status(path, meta)
+    if status == "running":
+        raise RunLockedError(f"{path}: the run is still in progress (its lock is held)")
+    try:
+        checkpoint = Checkpoint.load(path)
+    except CheckpointError as exc:
+        raise RunDirectoryError(f"{exc}; rerun it with `meanfield run --overwrite`") from None
+    _check_overrides(overrides or [])
+    config = load_config(path / layout.CONFIG, overrides)
+    old_final = float(checkpoint.output_times[-1])
+    new_final = old_final if t_final is None else float(t_final)
+    if not np.isfinite(new_final) or new_final < checkpoint.t - TIME_TOL * max(1.0, checkpoint.t):
+        raise ConfigError(f"--t-final: {new_final:g} is before the checkpoint's time {checkpoint.t:g}")
+    times = extended_times(checkpoint.output_times, new_final)
+    if checkpoint.next_output >= len(times) and status == "completed":
+        raise ConfigError(f"--t-final: the run is complete at t = {old_final:g}; pass a later --t-final to extend it")
+    if not np.array_equal(times[: checkpoint.next_output], checkpoint.output_times[: checkpoint.next_output]):
+        raise ConfigError("--t-final: the new output times would change outputs already written")
+    data = copy.deepcopy(config.data)
+    data["time"]["t_final"], data["time"]["outputs"] = new_final, _outputs_setting(times)
+    return {"config": data, "source": str(path / layout.CONFIG), "kind": meta.get("kind", "pde"),
+            "checkpoint": {"t": checkpoint.t, "next_output": checkpoint.next_output}}
+
+
+def resume(
+    path: str | Path,
+    *,
+    t_final: float | None = None,
+    overrides: list[str] | None = None,
+    comm=None,
+    quiet: bool = False,
+) -> RunResult | ParticleRunResult:
+    """Continue a run in place from its last checkpoint (collective, any rank count).
+
+    Parameters
+    ----------
+    path
+        The run directory.
+    t_final
+        A new end time (extends or shortens the run; default: the run's own).
+    overrides
+        ``section.key=value`` changes for the rest of the run (see :data:`RESUMABLE`).
+    comm
+        MPI communicator (default COMM_WORLD).
+    quiet
+        No log on the terminal and no progress bar.
+
+    Returns
+    -------
+    RunResult or ParticleRunResult
+        The whole run read back.
+    """
+    from mpi4py import MPI
+
+    comm = comm or MPI.COMM_WORLD
+    path = Path(path)
+    plan = on_root(comm, lambda: plan_resume(path, t_final, overrides))
+    config = Config(plan["config"], plan["source"])
+    problem = Problem(config)
+    note = {"t_final": problem.time.t_final, "overrides": list(overrides or [])}
+    if plan["kind"] == "particles":
+        from .particles.diagnostics import write_diagnostics
+        from .particles.run import ParticleSimulation, particle_writers
+
+        continue_run(ParticleSimulation(problem, comm), config, path, plan["checkpoint"], particle_writers,
+                     quiet=quiet, note=note)
+        on_root(comm, lambda: write_diagnostics(path))
+    else:
+        from .solver import PDESimulation, pde_writers
+
+        continue_run(PDESimulation(problem, comm), config, path, plan["checkpoint"], pde_writers(problem),
+                     quiet=quiet, note=note)
+    return everywhere(comm, lambda: load_run(path))

@@ -1,0 +1,157 @@
+"""The resolved problem: what a validated config asks for, as typed objects, built once.
+
+Run drivers and studies read these objects instead of the config's raw tables, so each
+setting is interpreted in exactly one place.  Building a :class:`Problem` is cheap (no mesh,
+no files) and raises :class:`~meanfield.config.ConfigError` for anything a config check
+could not see on its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .config import Config
+from .initial import InitialDensity
+from .mesh import SPHERES, RawMesh, raw_mesh
+from .model import AttentionModel, rotation_velocity
+
+
+@dataclass(frozen=True)
+class MeshSpec:
+    """The ``[mesh]`` section: a generated mesh (sphere, resolution) or a mesh file."""
+
+    sphere: str
+    resolution: int | None
+    file: str | None
+
+    @property
+    def d(self) -> int:
+        """Ambient dimension (2 for S^1, 3 for S^2)."""
+        return SPHERES[self.sphere]
+
+    def build(self) -> RawMesh:
+        """The serial mesh (generated, or read and checked); call it on one rank."""
+        return raw_mesh(self.sphere, self.resolution, self.file)
+
+
+@dataclass(frozen=True)
+class VelocitySpec:
+    """Attention dynamics, or a prescribed solid-body rotation (transport checks)."""
+
+    kind: str
+    rotation_rate: float
+    rotation_axis: tuple[float, ...]
+
+    @property
+    def is_attention(self) -> bool:
+        return self.kind == "attention"
+
+    def rotation(self, d: int) -> Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]:
+        """The prescribed rotation field in dimension ``d`` (2 or 3)."""
+        return rotation_velocity(self.rotation_rate, list(self.rotation_axis), d)
+
+
+@dataclass(frozen=True)
+class TimeSpec:
+    """The ``[time]`` section with the output times resolved."""
+
+    t_final: float
+    output_times: np.ndarray = field(repr=False)
+    cfl: float
+    dt: float | None
+    dt_max: float | None
+    wall_limit: float | None
+
+
+@dataclass(frozen=True)
+class SchemeSpec:
+    """The ``[scheme]`` section."""
+
+    kind: str
+    limiter: bool
+
+    @property
+    def order(self) -> int:
+        """Formal spatial order (1 for FV, 2 for DG1)."""
+        return 2 if self.kind == "dg1" else 1
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    """The ``[nonlocal]`` section: how the attention field is evaluated."""
+
+    method: str
+    tol: float
+
+
+@dataclass(frozen=True)
+class ParticleSpec:
+    """The ``[particles]`` section (``n`` may still be given on the command line)."""
+
+    n: int | None
+    seed: int
+    d: int
+    dt: float | None
+    sampler: str
+
+
+@dataclass(frozen=True)
+class OutputSpec:
+    """The ``[output]`` section."""
+
+    directory: Path
+    paraview: bool
+    checkpoint_every: float
+
+
+class Problem:
+    """A validated config resolved into typed parts (see the module docstring).
+
+    Parameters
+    ----------
+    config
+        A validated :class:`~meanfield.config.Config`.
+    """
+
+    def __init__(self, config: Config) -> None:
+        data = config.data
+        self.config = config
+        self.name: str = config.name
+        m, t, p, o = data["model"], data["time"], data["particles"], data["output"]
+        self.mesh = MeshSpec(data["mesh"]["sphere"], data["mesh"]["resolution"], data["mesh"]["file"])
+        self.velocity = VelocitySpec(m["velocity"], float(m["rotation_rate"]), tuple(map(float, m["rotation_axis"])))
+        self.time = TimeSpec(float(t["t_final"]), config.output_times(), float(t["cfl"]), t["dt"], t["dt_max"],
+                             t["wall_limit"])
+        self.scheme = SchemeSpec(data["scheme"]["kind"], bool(data["scheme"]["limiter"]))
+        self.field = FieldSpec(data["nonlocal"]["method"], float(data["nonlocal"]["tol"]))
+        self.particles = ParticleSpec(p["n"], int(p["seed"]), config.particle_d, p["dt"], p["sampler"])
+        self.output = OutputSpec(config.output_dir(), bool(o["xdmf"]), float(o["checkpoint_every"]))
+        self._models: dict[int, AttentionModel] = {}
+        self._initials: dict[int, InitialDensity] = {}
+
+    @property
+    def sphere(self) -> str:
+        return self.mesh.sphere
+
+    @property
+    def d(self) -> int:
+        """The mesh's ambient dimension."""
+        return self.mesh.d
+
+    def model(self, d: int | None = None) -> AttentionModel:
+        """The attention model in dimension ``d`` (default: the mesh's); built once per d."""
+        d = d or self.d
+        if d not in self._models:
+            self._models[d] = self.config.model(d)
+        return self._models[d]
+
+    def initial(self, d: int | None = None) -> InitialDensity:
+        """The initial density in dimension ``d`` (default: the mesh's); built once per d."""
+        d = d or self.d
+        if d not in self._initials:
+            self._initials[d] = self.config.initial_density(d)
+        return self._initials[d]

@@ -1,0 +1,74 @@
+"""Checkpoints: the whole state of a run at one time, enough to continue it exactly.
+
+A checkpoint is one ``checkpoint.npz`` written atomically by rank 0 from arrays in global
+order (so it can be resumed on any rank count): the simulation's state arrays (``state/*``),
+the step controller's arrays (``stepper/*``), and a JSON header (time, the index of the next
+output to write, the output times, step statistics, the simulation's kind).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import layout
+from .files import load_npz, save_npz
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint that is missing, damaged or does not belong to the run."""
+
+
+@dataclass
+class Checkpoint:
+    """The state of a run at time ``t``.
+
+    Attributes
+    ----------
+    kind
+        ``"pde"`` or ``"particles"``.
+    t
+        Model time of the state.
+    next_output
+        Index of the next output time to write (outputs ``< next_output`` are written).
+    output_times
+        The run's output times when the checkpoint was written.
+    state
+        The simulation's arrays, global order (see the simulation's ``checkpoint``).
+    info
+        JSON-able facts: step statistics, the step controller's scalars, wall time so far.
+    """
+
+    kind: str
+    t: float
+    next_output: int
+    output_times: np.ndarray
+    state: dict[str, np.ndarray] = field(default_factory=dict)
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def save(self, run: Path) -> Path:
+        """Write ``run/checkpoint.npz`` atomically; returns its path."""
+        header = {"kind": self.kind, "t": self.t, "next_output": self.next_output, "info": self.info}
+        arrays = {f"state/{k}": np.asarray(v) for k, v in self.state.items()}
+        path = Path(run) / layout.CHECKPOINT
+        save_npz(path, header=np.array(json.dumps(header)), output_times=np.asarray(self.output_times, float), **arrays)
+        return path
+
+    @classmethod
+    def load(cls, run: Path) -> Checkpoint:
+        """Read ``run/checkpoint.npz``; raises :class:`CheckpointError` naming the file."""
+        path = Path(run) / layout.CHECKPOINT
+        if not path.is_file():
+            raise CheckpointError(f"{path}: no checkpoint (the run stopped before its first output)")
+        try:
+            data = load_npz(path)
+            header = json.loads(str(data.pop("header")))
+            times = data.pop("output_times")
+        except (OSError, ValueError, KeyError) as exc:
+            raise CheckpointError(f"{path}: damaged checkpoint ({exc})") from None
+        state = {k.split("/", 1)[1]: v for k, v in data.items() if k.startswith("state/")}
+        return cls(header["kind"], float(header["t"]), int(header["next_output"]), times, state, header["info"])

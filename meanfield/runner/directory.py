@@ -1,0 +1,337 @@
+"""Run directories that never lose anything: safe targets, a lock, overwrites that can be undone.
+
+Rules (rank 0 applies them; every function here is serial):
+
+* A target directory must be missing, empty, or a meanfield run.  A non-empty directory that
+  is not a run is refused: nothing in it is touched.  An existing run is refused unless the
+  caller overwrites it (``--overwrite``) or resumes it.
+* A run holds an exclusive lock on ``.lock`` while it runs (``flock``: released by the
+  operating system however the process ends, ``kill -9`` included), so two runs cannot share
+  a directory; a run whose metadata says ``running`` but whose lock is free was killed.
+* Overwriting moves the old run's own files (:func:`~meanfield.runner.layout.own_entries`)
+  into ``.meanfield-previous/`` and deletes them only once the new run has written its first
+  checkpoint (:meth:`RunDirectory.commit`); if the new run fails before that, they are put
+  back (:meth:`RunDirectory.rollback`), and if it is killed before that, the next open of the
+  directory puts them back.  Files the program did not write are never moved or deleted.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import os
+import platform
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from . import layout
+from .files import write_json
+
+
+class RunDirectoryError(ValueError):
+    """A run directory that cannot be used as asked; nothing was written."""
+
+
+class RunLockedError(RunDirectoryError):
+    """Another process holds the run directory's lock."""
+
+
+#: Paths locked by this process (flock is per open file; this also catches a second run in
+#: the same process on file systems where flock is emulated per process).
+_HELD: set[str] = set()
+
+
+def read_metadata(path: Path) -> dict[str, Any] | None:
+    """metadata.json of a run directory, or ``None`` if absent or unreadable."""
+    try:
+        data = json.loads((Path(path) / layout.METADATA).read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def is_run(path: Path) -> bool:
+    """True if ``path`` holds a meanfield run (its metadata.json says so)."""
+    meta = read_metadata(path)
+    return meta is not None and meta.get("format") == layout.FORMAT
+
+
+def classify(path: Path) -> str:
+    """``"missing"``, ``"file"`` (not a directory), ``"empty"``, ``"run"`` or ``"foreign"``."""
+    path = Path(path)
+    if not path.exists():
+        return "missing"
+    if not path.is_dir():
+        return "file"
+    if is_run(path):
+        return "run"
+    entries = [p.name for p in path.iterdir()]
+    return "empty" if set(entries) <= {layout.LOCK} else "foreign"
+
+
+def lock_state(path: Path) -> str:
+    """``"held"`` if a live process holds the run's lock, ``"free"``, or ``"unknown"`` (cannot tell)."""
+    lock = Path(path) / layout.LOCK
+    if str(lock.resolve()) in _HELD:
+        return "held"
+    if not lock.exists():
+        return "free"
+    try:
+        fd = os.open(lock, os.O_RDWR)
+    except OSError:
+        return "unknown"
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return "free"
+    except BlockingIOError:
+        return "held"
+    except OSError:
+        return "unknown"
+    finally:
+        os.close(fd)
+
+
+def effective_status(path: Path, metadata: dict[str, Any]) -> str:
+    """The run's status; ``"killed"`` when metadata says running but no process holds the lock."""
+    status = str(metadata.get("status", "unknown"))
+    if status == "running" and lock_state(path) == "free":
+        return "killed"
+    return status
+
+
+def check_target(path: Path | str, *, overwrite: bool = False, locked_here: bool = False) -> str:
+    """Refuse a target directory that a new run may not use (module rules); returns its class.
+
+    ``locked_here``: this process already holds the directory's lock (skip the lock test).
+
+    Raises
+    ------
+    RunDirectoryError
+        With a message naming the directory and what to do instead.
+    """
+    if str(path).strip() == "":
+        raise RunDirectoryError("--out: an empty path is not a run directory")
+    path = Path(path)
+    kind = classify(path)
+    if kind == "file":
+        raise RunDirectoryError(f"--out {path}: is a file, not a directory")
+    if kind == "foreign":
+        raise RunDirectoryError(f"--out {path}: the directory is not empty and is not a meanfield run; "
+                                "choose another directory (nothing was written)")
+    if kind == "run":
+        if not locked_here and lock_state(path) == "held":
+            raise RunLockedError(f"--out {path}: a run is in progress there (locked by {_lock_owner(path)})")
+        meta = read_metadata(path) or {}
+        status = "killed" if meta.get("status") == "running" else str(meta.get("status", "unknown"))
+        if not overwrite:
+            raise RunDirectoryError(f"--out {path}: holds a meanfield run (status {status}); "
+                                    f"pass --overwrite to replace it, or `meanfield resume {path}` to continue it")
+    return kind
+
+
+def _lock_owner(path: Path) -> str:
+    try:
+        return (Path(path) / layout.LOCK).read_text().strip() or "another process"
+    except OSError:
+        return "another process"
+
+
+class RunDirectory:
+    """A run directory opened by rank 0 for writing, holding its lock (module docstring).
+
+    Use :meth:`create` for a new run and :meth:`open_existing` to resume one; call
+    :meth:`close` (or use it as a context manager) to release the lock.
+
+    Attributes
+    ----------
+    path
+        The directory.
+    metadata
+        The contents of metadata.json as last written.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.metadata: dict[str, Any] = {}
+        self._fd: int | None = None
+        self._key = ""
+        self._previous: Path | None = None
+
+    # -- opening ---------------------------------------------------------------------------
+    @classmethod
+    def create(cls, path: Path | str, *, overwrite: bool = False) -> RunDirectory:
+        """Prepare a directory for a new run: refuse or lock, set an old run aside, make snapshots/."""
+        path = Path(path)
+        check_target(path, overwrite=overwrite)  # before anything is written
+        path.mkdir(parents=True, exist_ok=True)
+        rundir = cls(path)
+        rundir._lock()
+        try:
+            rundir._restore_interrupted_overwrite()
+            kind = check_target(path, overwrite=overwrite, locked_here=True)
+            if kind == "run":
+                rundir._set_aside_previous()
+            (path / layout.SNAPSHOTS).mkdir(exist_ok=True)
+        except BaseException:
+            rundir.close()
+            raise
+        return rundir
+
+    @classmethod
+    def open_existing(cls, path: Path | str) -> RunDirectory:
+        """Open an existing run for resuming it (locked); refuses anything that is not a run."""
+        path = Path(path)
+        if classify(path) != "run":
+            raise RunDirectoryError(f"{path}: not a meanfield run directory (no metadata.json of a run)")
+        rundir = cls(path)
+        rundir._lock()
+        try:
+            rundir._restore_interrupted_overwrite()
+            rundir.metadata = read_metadata(path) or {}
+        except BaseException:
+            rundir.close()
+            raise
+        return rundir
+
+    def _lock(self) -> None:
+        lock = self.path / layout.LOCK
+        self._key = str(lock.resolve())
+        if self._key in _HELD:
+            raise RunLockedError(f"{self.path}: another run in this process is using the directory")
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise RunLockedError(f"{self.path}: a run is in progress there (locked by {_lock_owner(self.path)})") \
+                from None
+        except OSError as exc:  # a file system without locks: run unlocked rather than not at all
+            if exc.errno not in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS):
+                os.close(fd)
+                raise
+        os.ftruncate(fd, 0)
+        os.write(fd, f"pid {os.getpid()} on {platform.node()} since {time.strftime('%Y-%m-%dT%H:%M:%S')}\n".encode())
+        self._fd = fd
+        _HELD.add(self._key)
+
+    def close(self) -> None:
+        """Release the lock (the lock file is removed)."""
+        if self._fd is None:
+            return
+        (self.path / layout.LOCK).unlink(missing_ok=True)
+        os.close(self._fd)
+        self._fd = None
+        _HELD.discard(self._key)
+
+    def __enter__(self) -> RunDirectory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- overwriting -----------------------------------------------------------------------
+    def _set_aside_previous(self) -> None:
+        previous = self.path / layout.PREVIOUS
+        previous.mkdir()
+        for entry in layout.own_entries(self.path):
+            target = previous / entry.relative_to(self.path)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(entry, target)
+        self._previous = previous
+
+    def _restore_interrupted_overwrite(self) -> None:
+        """An overwrite killed before its first checkpoint left the old run aside: put it back
+        (or, if the new run did reach its checkpoint, finish deleting the old one)."""
+        previous = self.path / layout.PREVIOUS
+        if not previous.is_dir():
+            return
+        if (self.path / layout.CHECKPOINT).is_file():
+            shutil.rmtree(previous)
+        else:
+            self._previous = previous
+            self.rollback()
+
+    def commit(self) -> None:
+        """The new run has its first checkpoint: delete the overwritten run's files."""
+        if self._previous is not None:
+            shutil.rmtree(self._previous, ignore_errors=True)
+            self._previous = None
+
+    def rollback(self) -> None:
+        """The new run failed before its first checkpoint: remove its files, restore the old run's."""
+        previous, self._previous = self._previous, None
+        if previous is None:
+            return
+        for entry in layout.own_entries(self.path):
+            entry.unlink()
+        for entry in sorted(p for p in previous.rglob("*") if p.is_file()):
+            target = self.path / entry.relative_to(previous)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(entry, target)
+        shutil.rmtree(previous)
+
+    @property
+    def overwriting(self) -> bool:
+        """True while an overwritten run's files are set aside."""
+        return self._previous is not None
+
+    # -- metadata --------------------------------------------------------------------------
+    def update_metadata(self, **entries: Any) -> None:
+        """Merge entries into metadata.json and rewrite it atomically."""
+        self.metadata.update(entries)
+        self.metadata.setdefault("format", layout.FORMAT)
+        self.metadata.setdefault("format_version", layout.FORMAT_VERSION)
+        write_json(self.path / layout.METADATA, self.metadata)
+
+
+def record_failure(path: Path, error: str) -> None:
+    """Mark a run failed from any rank (read-modify-write of metadata.json), best effort.
+
+    Used by a rank that fails alone inside a collective step, just before it aborts the job:
+    rank 0 is then waiting in a collective and writes nothing itself.
+    """
+    meta = read_metadata(path)
+    if meta is None:
+        return
+    meta.update(status="failed", error=error)
+    try:
+        write_json(Path(path) / layout.METADATA, meta)
+    except OSError:
+        pass
+
+
+#: The marker file of a study directory (convergence, validation, ...).
+STUDY_MARKER = "study.json"
+
+
+def prepare_study(path: Path | str, kind: str, *, overwrite: bool = False) -> Path:
+    """Make or reuse a study directory (rank 0): refuse anything that is not this kind of study.
+
+    A study directory holds the runs of a study and its tables and plots; ``study.json``
+    marks it.  A missing or empty directory is made; one holding the same kind of study is
+    reused only with ``overwrite`` (its runs are then replaced one by one, each kept until its
+    replacement has a checkpoint); anything else is refused and left untouched.
+    """
+    if str(path).strip() == "":
+        raise RunDirectoryError("--out: an empty path is not a study directory")
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise RunDirectoryError(f"--out {path}: is a file, not a directory")
+    if path.is_dir() and any(path.iterdir()):
+        try:
+            marker = json.loads((path / STUDY_MARKER).read_text())
+        except (OSError, ValueError):
+            marker = None
+        if not isinstance(marker, dict) or marker.get("format") != "meanfield-study" or marker.get("kind") != kind:
+            raise RunDirectoryError(f"--out {path}: the directory is not empty and is not a meanfield {kind} study; "
+                                    "choose another directory (nothing was written)")
+        if not overwrite:
+            raise RunDirectoryError(f"--out {path}: holds a {kind} study already; pass --overwrite to redo it")
+    path.mkdir(parents=True, exist_ok=True)
+    write_json(path / STUDY_MARKER, {"format": "meanfield-study", "kind": kind,
+                                     "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+    return path

@@ -1,0 +1,83 @@
+"""The layout of a run directory: which files a run writes, and how they are named.
+
+::
+
+    config.toml          the resolved config: `meanfield run config.toml` reruns it
+    metadata.json        format, kind, status, error, versions, ranks, timings, step statistics,
+                         solver facts, the last checkpoint, and one entry per segment (run, resume)
+    observables.csv      one row per output time (mass, moments, energy, rho_min, rho_max, dt, wall)
+    mesh.npz             PDE: sphere, vertices, cells (connectivity), centroids, areas (global order)
+    snapshots/NNNN.npz   output NNNN: t and the solution (PDE: cell averages, DG1 also its whole
+                         state; particles: all tokens), global order; written atomically
+    checkpoint.npz       the whole state at the last checkpoint (written atomically)
+    density.h5, density.xdmf, density-dg1.xdmf
+                         ParaView files (XDMF + HDF5) when output.xdmf is on
+    diagnostics.csv, inner_products.png
+                         particle runs: cluster counts and pairwise inner products
+    run.log              rank 0's log
+    .lock                held by the running process (released when it ends, however it ends)
+
+"Global order" is the cell order of the serial input mesh (and the token order of the
+particle sampler), whatever the rank count.  Everything listed here is the program's own;
+nothing else in a run directory is ever deleted or overwritten.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+#: The ``format`` entry of metadata.json that marks a directory as a meanfield run.
+FORMAT = "meanfield-run"
+FORMAT_VERSION = 2
+
+CONFIG = "config.toml"
+METADATA = "metadata.json"
+OBSERVABLES = "observables.csv"
+MESH = "mesh.npz"
+SNAPSHOTS = "snapshots"
+CHECKPOINT = "checkpoint.npz"
+LOG = "run.log"
+LOCK = ".lock"
+PARAVIEW_DATA = "density.h5"
+PARAVIEW_CELLS = "density.xdmf"
+PARAVIEW_DG1 = "density-dg1.xdmf"
+DIAGNOSTICS = "diagnostics.csv"
+INNER_PRODUCTS = "inner_products.png"
+#: Where the files of a run being overwritten wait until the new run's first checkpoint.
+PREVIOUS = ".meanfield-previous"
+
+#: Plain files a run may write at the top of its directory.
+RUN_FILES: tuple[str, ...] = (CONFIG, METADATA, OBSERVABLES, MESH, CHECKPOINT, LOG, PARAVIEW_DATA,
+                              PARAVIEW_CELLS, PARAVIEW_DG1, DIAGNOSTICS, INNER_PRODUCTS)
+SNAPSHOT_NAME = re.compile(r"(\d{4,})\.npz")
+#: Temporary files of atomic writes (see :func:`meanfield.runner.files.atomic_write`), left by a crash.
+TEMPORARY_NAME = re.compile(r"\..+\.tmp-\d+")
+
+
+def snapshot_path(run: Path, index: int) -> Path:
+    """``run/snapshots/NNNN.npz`` for output ``index``."""
+    return Path(run) / SNAPSHOTS / f"{index:04d}.npz"
+
+
+def snapshot_files(run: Path) -> list[tuple[int, Path]]:
+    """The snapshot files a run wrote, as (output index, path), in output order."""
+    folder = Path(run) / SNAPSHOTS
+    if not folder.is_dir():
+        return []
+    found = [(int(m.group(1)), p) for p in folder.iterdir() if (m := SNAPSHOT_NAME.fullmatch(p.name))]
+    return sorted(found)
+
+
+def temporary_files(run: Path) -> list[Path]:
+    """Temporary files of interrupted atomic writes in ``run`` and its snapshots folder."""
+    folders = [Path(run), Path(run) / SNAPSHOTS]
+    return [p for f in folders if f.is_dir() for p in f.iterdir() if p.is_file() and TEMPORARY_NAME.fullmatch(p.name)]
+
+
+def own_entries(run: Path) -> list[Path]:
+    """The files in ``run`` that a run writes (those present): snapshots and temporary files included."""
+    run = Path(run)
+    entries = [run / name for name in RUN_FILES if (run / name).is_file()]
+    entries += [p for _, p in snapshot_files(run)]
+    return entries + temporary_files(run)

@@ -1,0 +1,199 @@
+"""Reading run directories back: :func:`load_run` for PDE and particle runs, on any rank count.
+
+A run that was interrupted, failed or killed is read up to its last complete output: the
+outputs are those with both an observables row and a readable snapshot, in order; a snapshot
+that cannot be read ends the list, and its file is named in ``damaged`` (and logged).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import layout
+from .directory import effective_status, is_run
+from .files import load_npz, read_csv_columns
+
+log = logging.getLogger("meanfield")
+
+
+class RunReadError(FileNotFoundError):
+    """A directory that is not a readable meanfield run; the message names the file."""
+
+
+@dataclass
+class RunResult:
+    """A PDE run read back from its directory; all arrays in global (rank-independent) order.
+
+    Attributes
+    ----------
+    path, config, metadata
+        The run directory, its resolved config (nested dict) and metadata.json.
+    times
+        (T,) output times that were written.
+    vertices, cells
+        (V, d) mesh vertices and (C, nv) cell connectivity (nv = 2 on S^1, 3 on S^2).
+    centroids, areas
+        (C, d) cell centroids on the sphere and (C,) cell measures (as the scheme uses them).
+    densities
+        (T, C) density cell averages.
+    observables
+        Column name -> (T,) array, from observables.csv.
+    vertex_densities
+        DG1 runs: (T, C, nv) the density at each cell's vertices (in ``cells`` order); else None.
+    vertex_jacobians
+        DG1 runs: (C, nv) the area element of the curved cells at their vertices (the scheme's
+        unknown is ``density * jacobian``, linear on the reference cell); else None.
+    damaged
+        Files that could not be read (the outputs stop before the first of them).
+    """
+
+    path: Path
+    config: dict
+    metadata: dict
+    times: np.ndarray
+    vertices: np.ndarray
+    cells: np.ndarray
+    centroids: np.ndarray
+    areas: np.ndarray
+    densities: np.ndarray
+    observables: dict[str, np.ndarray] = field(default_factory=dict)
+    vertex_densities: np.ndarray | None = None
+    vertex_jacobians: np.ndarray | None = None
+    damaged: list[str] = field(default_factory=list)
+
+    @property
+    def sphere(self) -> str:
+        return "S1" if self.vertices.shape[1] == 2 else "S2"
+
+    @property
+    def status(self) -> str:
+        """completed, failed, interrupted, running, or killed (running, but no process holds the run)."""
+        return effective_status(self.path, self.metadata)
+
+    def density(self, t: float) -> np.ndarray:
+        """Cell averages at the output time nearest ``t``."""
+        return self.densities[int(np.argmin(np.abs(self.times - t)))]
+
+
+@dataclass
+class ParticleRunResult:
+    """A particle run read back from its directory (token order is global, rank-independent).
+
+    Attributes
+    ----------
+    path, config, metadata, observables, damaged
+        As in :class:`RunResult`.
+    times
+        (T,) output times that were written.
+    points
+        (T, n, d) token positions at those times.
+    """
+
+    path: Path
+    config: dict
+    metadata: dict
+    times: np.ndarray
+    points: np.ndarray
+    observables: dict[str, np.ndarray] = field(default_factory=dict)
+    damaged: list[str] = field(default_factory=list)
+
+    @property
+    def status(self) -> str:
+        return effective_status(self.path, self.metadata)
+
+    def at(self, t: float) -> np.ndarray:
+        """Token positions (n, d) at the output time nearest ``t``."""
+        return self.points[int(np.argmin(np.abs(self.times - t)))]
+
+
+def _header(path: Path) -> tuple[dict, dict]:
+    if not is_run(path):
+        raise RunReadError(f"{path} is not a meanfield run directory (no metadata.json of a run)")
+    try:
+        meta = json.loads((path / layout.METADATA).read_text())
+        config = tomllib.loads((path / layout.CONFIG).read_text())
+    except (OSError, ValueError) as exc:
+        raise RunReadError(f"{path}: cannot read the run's metadata.json or config.toml: {exc}") from None
+    return config, meta
+
+
+def _outputs(path: Path) -> tuple[list[dict[str, np.ndarray]], dict[str, np.ndarray], list[str]]:
+    """Readable snapshots in order, the observables cut to match, and the damaged files."""
+    observables, bad_rows = read_csv_columns(path / layout.OBSERVABLES)
+    damaged = [str(path / layout.OBSERVABLES)] if bad_rows else []
+    snapshots: list[dict[str, np.ndarray]] = []
+    for expected, (index, file) in enumerate(layout.snapshot_files(path)):
+        if index != expected:
+            break
+        try:
+            snapshots.append(load_npz(file))
+        except (OSError, ValueError, EOFError) as exc:
+            damaged.append(str(file))
+            log.warning("%s: damaged snapshot, the run is read up to the output before it (%s)", file, exc)
+            break
+    count = min(len(snapshots), len(next(iter(observables.values()), np.empty(0)))) if observables else 0
+    count = len(snapshots) if not observables else count
+    return snapshots[:count], {k: v[:count] for k, v in observables.items()}, damaged
+
+
+def load_run(path: str | Path) -> RunResult | ParticleRunResult:
+    """Read a run directory written by :func:`meanfield.run` or :func:`meanfield.particles.run_particles`.
+
+    Returns a :class:`RunResult` for PDE runs and a :class:`ParticleRunResult` for particle runs.
+
+    Raises
+    ------
+    RunReadError
+        For a directory that is not a run, naming the file that is missing or unreadable.
+    """
+    path = Path(path)
+    config, meta = _header(path)
+    snapshots, observables, damaged = _outputs(path)
+    times = np.array([float(s["t"]) for s in snapshots])
+    if meta.get("kind") == "particles":
+        d = config.get("particles", {}).get("d") or (2 if config.get("mesh", {}).get("sphere") == "S1" else 3)
+        points = np.array([s["points"] for s in snapshots]) if snapshots else np.empty((0, 0, d))
+        return ParticleRunResult(path, config, meta, times, points, observables, damaged)
+    try:
+        mesh = load_npz(path / layout.MESH)
+    except (OSError, ValueError) as exc:
+        raise RunReadError(f"{path / layout.MESH}: cannot read the run's mesh ({exc})") from None
+    cells = mesh["cells"]
+    densities = np.array([s["density"] for s in snapshots]).reshape(len(snapshots), len(cells))
+    dg1 = "vertex_jacobian" in mesh
+    vertex = np.array([s["vertex_density"] for s in snapshots]).reshape(len(snapshots), *cells.shape) if dg1 else None
+    return RunResult(path, config, meta, times, mesh["vertices"], cells, mesh["centroids"], mesh["areas"],
+                     densities, observables, vertex, mesh["vertex_jacobian"] if dg1 else None, damaged)
+
+
+def load_particle_run(path: str | Path) -> ParticleRunResult:
+    """:func:`load_run` for a directory that must hold a particle run."""
+    run = load_run(path)
+    if not isinstance(run, ParticleRunResult):
+        raise RunReadError(f"{path} is not a particle run (metadata kind {run.metadata.get('kind')!r})")
+    return run
+
+
+def load_pde_run(path: str | Path) -> RunResult:
+    """:func:`load_run` for a directory that must hold a PDE run."""
+    run = load_run(path)
+    if not isinstance(run, RunResult):
+        raise RunReadError(f"{path} is not a PDE run (metadata kind {run.metadata.get('kind')!r})")
+    return run
+
+
+def describe(path: str | Path) -> dict[str, Any]:
+    """Status facts of a run directory without reading its arrays (for `meanfield info RUN`)."""
+    path = Path(path)
+    config, meta = _header(path)
+    return {"path": str(path), "kind": meta.get("kind"), "name": meta.get("name"),
+            "status": effective_status(path, meta), "t_reached": meta.get("t_reached"),
+            "t_final": config.get("time", {}).get("t_final"), "error": meta.get("error"),
+            "interrupted_by": meta.get("interrupted_by")}

@@ -1,0 +1,154 @@
+"""Starting and continuing a run: the steps around the controller shared by PDE and particle runs.
+
+:func:`start_run` opens a new run directory (refusing unsafe targets, setting an overwritten
+run aside until the first checkpoint), writes the config, metadata and static arrays, and
+drives the simulation from t = 0.  :func:`continue_run` reopens a run directory, restores the
+simulation from its checkpoint, cuts the output files back to that checkpoint and drives the
+simulation on.  Both are collective; files are touched by rank 0 only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ..collective import on_root
+from ..config import Config, load_config
+from . import layout
+from .checkpoint import Checkpoint
+from .controller import Controller, ControllerOptions
+from .directory import RunDirectory, check_target
+from .environment import run_environment
+from .files import load_npz, save_npz, write_text
+from .progress import log, run_logging
+from .simulation import Simulation
+from .writers import OutputWriter
+
+#: Builds rank 0's output writers for a run directory (called on rank 0 only).
+WriterFactory = Callable[[Path, dict[str, Any] | None], list[OutputWriter]]
+
+
+def resolve_config(source: Config | Any, overrides: list[str] | None, comm) -> Config:
+    """A validated :class:`Config`: read and checked on rank 0, the same object on every rank.
+
+    Reading on rank 0 alone means a config file that only rank 0 can see still runs, and a
+    bad one gives the same error on every rank.
+    """
+    if isinstance(source, Config):
+        return source
+    return on_root(comm, lambda: load_config(source, overrides))
+
+
+def check_new_target(path: Path, overwrite: bool, comm) -> None:
+    """Refuse an unsafe run directory before any expensive work (collective, rank 0 looks)."""
+    on_root(comm, lambda: check_target(path, overwrite=overwrite))
+
+
+def _segment(command: str, t_start: float, environment: dict[str, Any]) -> dict[str, Any]:
+    return {"command": command, "started": environment["started"], "ranks": environment["ranks"],
+            "host": environment["host"], "t_start": t_start}
+
+
+def start_run(sim: Simulation, config: Config, path: Path, writers: WriterFactory, *, overwrite: bool = False,
+              quiet: bool = False, facts: dict[str, Any] | None = None) -> None:
+    """Run ``sim`` from its initial state into a new run directory (collective).
+
+    Parameters
+    ----------
+    sim
+        The simulation at t = 0.
+    config
+        Its resolved config (written to config.toml).
+    path
+        The run directory (refused unless missing, empty, or a run with ``overwrite``).
+    writers
+        Builds rank 0's output writers from the directory and the static arrays.
+    facts
+        Extra metadata entries (solver facts known at start).
+    """
+    comm = sim.comm
+    environment = run_environment(comm)
+    static = sim.static_arrays()
+    facts = {**(facts or {}), **sim.facts()}
+    holder: list[tuple[RunDirectory, list[OutputWriter]]] = []
+
+    def prepare() -> None:
+        rundir = RunDirectory.create(path, overwrite=overwrite)
+        try:
+            write_text(path / layout.CONFIG, config.to_toml())
+            if static is not None:
+                save_npz(path / layout.MESH, **static)
+            outputs = writers(path, static)
+            for writer in outputs:
+                writer.start(0)
+            rundir.update_metadata(kind=sim.kind, name=config.name, status="running", error=None,
+                                   config_source=config.source, **environment, **facts,
+                                   segments=[_segment("run", 0.0, environment)])
+        except BaseException:
+            rundir.rollback()
+            rundir.close()
+            raise
+        holder.append((rundir, outputs))
+
+    on_root(comm, prepare)
+    _drive(sim, config, path, holder, 0, quiet)
+
+
+def continue_run(sim: Simulation, config: Config, path: Path, checkpoint_header: dict[str, Any],
+                 writers: WriterFactory, *, command: str = "resume", quiet: bool = False,
+                 note: dict[str, Any] | None = None) -> None:
+    """Continue a run from its checkpoint (collective); ``sim`` was built from ``config``.
+
+    Parameters
+    ----------
+    checkpoint_header
+        ``t`` and ``next_output`` of the checkpoint (read on rank 0 and broadcast).
+    command
+        Recorded in the run's list of segments (``"resume"``).
+    note
+        More facts for the segment's record (the new end time, overrides).
+    """
+    comm = sim.comm
+    environment = run_environment(comm)
+    holder: list[tuple[RunDirectory, list[OutputWriter]]] = []
+    state: list[Checkpoint] = []
+
+    def reopen() -> dict[str, Any]:
+        rundir = RunDirectory.open_existing(path)
+        try:
+            checkpoint = Checkpoint.load(path)
+            state.append(checkpoint)
+            static = load_npz(path / layout.MESH) if (path / layout.MESH).is_file() else None
+            outputs = writers(path, static)
+            for writer in outputs:
+                writer.start(checkpoint.next_output)
+            write_text(path / layout.CONFIG, config.to_toml())
+            segment = {**_segment(command, checkpoint.t, environment), **(note or {})}
+            segments = list(rundir.metadata.get("segments", [])) + [segment]
+            rundir.update_metadata(status="running", error=None, interrupted_by=None, segments=segments,
+                                   **{k: v for k, v in environment.items() if k != "started"})
+        except BaseException:
+            rundir.close()
+            raise
+        holder.append((rundir, outputs))
+        return checkpoint.info
+
+    info = on_root(comm, reopen)
+    sim.restore(float(checkpoint_header["t"]), state[0].state if state else None, info)
+    _drive(sim, config, path, holder, int(checkpoint_header["next_output"]), quiet)
+
+
+def _drive(sim: Simulation, config: Config, path: Path, holder: list, next_output: int, quiet: bool) -> None:
+    rundir, writers = holder[0] if holder else (None, [])
+    problem_time = config.output_times()
+    options = ControllerOptions(config.section("time")["wall_limit"],
+                                float(config.section("output")["checkpoint_every"]), quiet)
+    try:
+        with run_logging(sim.comm, quiet, path / layout.LOG if sim.comm.rank == 0 else None):
+            log.info("%s: %s; %d rank(s); t = %.6g -> %.6g", config.name, sim.describe(), sim.comm.size, sim.t,
+                     problem_time[-1])
+            Controller(sim, path, rundir, writers, problem_time, options).run(next_output)
+    finally:
+        if rundir is not None:
+            rundir.close()

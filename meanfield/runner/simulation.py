@@ -1,0 +1,71 @@
+"""What the run controller needs from a simulation (PDE or particles), and nothing more.
+
+A :class:`Simulation` owns its state and its time stepping; the controller owns the loop,
+the output schedule, files, checkpoints, signals and wall limits.  All methods marked
+collective must be called by every rank of the simulation's communicator.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any
+
+import numpy as np
+
+
+class Simulation(ABC):
+    """A time-dependent problem the controller can advance, observe, save and restore.
+
+    Attributes
+    ----------
+    kind
+        ``"pde"`` or ``"particles"`` (recorded in metadata.json and checkpoints).
+    comm
+        The MPI communicator.
+    t
+        Current model time.
+    """
+
+    kind: str = ""
+    comm: Any
+    t: float
+
+    @abstractmethod
+    def step(self, t_end: float) -> float:
+        """Advance one step, landing exactly on ``t_end`` if the step reaches it; return dt (collective)."""
+
+    @abstractmethod
+    def observables(self) -> dict[str, float]:
+        """One observables.csv row of the current state, without ``t`` and ``wall`` (collective)."""
+
+    @abstractmethod
+    def snapshot(self) -> dict[str, np.ndarray] | None:
+        """Arrays of one snapshot in global order, on rank 0 (``None`` elsewhere) (collective)."""
+
+    @abstractmethod
+    def checkpoint_state(self) -> dict[str, np.ndarray] | None:
+        """The whole state in global order, on rank 0 (``None`` elsewhere) (collective)."""
+
+    @abstractmethod
+    def restore(self, t: float, state: dict[str, np.ndarray] | None, info: dict[str, Any]) -> None:
+        """Set the state from :meth:`checkpoint_state` arrays given on rank 0 (collective)."""
+
+    @abstractmethod
+    def step_info(self) -> dict[str, Any]:
+        """JSON-able step-controller facts (statistics, and what :meth:`restore` needs back)."""
+
+    def static_arrays(self) -> dict[str, np.ndarray] | None:
+        """Arrays written once per run (PDE: the mesh), on rank 0 (collective); none by default."""
+        return None
+
+    def describe(self) -> str:
+        """One line for the log: what is being run."""
+        return self.kind
+
+    def facts(self) -> dict[str, Any]:
+        """Solver facts for metadata.json (collective)."""
+        return {}
+
+    def timings(self) -> dict[str, float]:
+        """Seconds spent in parts of the step (e.g. the nonlocal field), this process."""
+        return {}

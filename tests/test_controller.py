@@ -1,0 +1,135 @@
+"""The run controller on a toy simulation (no mesh): outputs, checkpoints, signals, wall limit,
+step collapse, and resuming from any checkpoint to the uninterrupted result."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+from meanfield.config import load_config
+from meanfield.runner import layout
+from meanfield.runner.checkpoint import Checkpoint
+from meanfield.runner.controller import WALL_LIMIT_EXIT, RunInterrupted, StepCollapseError
+from meanfield.runner.files import read_csv_columns
+from meanfield.runner.results import load_run
+from meanfield.runner.session import continue_run, start_run
+from meanfield.runner.simulation import Simulation
+from meanfield.runner.writers import ObservablesWriter, SnapshotWriter
+
+
+class Decay(Simulation):
+    """x' = -x with forward Euler at dt = min(0.01, t_end - t): a deterministic toy."""
+
+    kind = "particles"  # read back like a particle run: snapshots hold "points"
+
+    def __init__(self, dt: float = 0.01, on_step=None) -> None:
+        self.comm, self.t, self.x, self.dt, self.steps = MPI.COMM_SELF, 0.0, np.array([1.0, 2.0]), dt, 0
+        self.on_step = on_step
+
+    def step(self, t_end: float) -> float:
+        dt = min(self.dt, t_end - self.t)
+        self.x = self.x - dt * self.x
+        self.t = t_end if t_end - (self.t + dt) < 1e-12 else self.t + dt
+        self.steps += 1
+        if self.on_step is not None:
+            self.on_step(self)
+        return dt
+
+    def observables(self) -> dict[str, float]:
+        return {"mass": float(self.x.sum()), "energy": 0.0, "order": 0.0, "x0": float(self.x[0])}
+
+    def snapshot(self) -> dict[str, np.ndarray]:
+        return {"points": self.x[None, :].copy()}
+
+    def checkpoint_state(self) -> dict[str, np.ndarray]:
+        return {"x": self.x.copy()}
+
+    def restore(self, t: float, state: dict[str, np.ndarray] | None, info: dict[str, Any]) -> None:
+        assert state is not None
+        self.t, self.x, self.steps = t, state["x"].copy(), info["step"]["steps"]
+
+    def step_info(self) -> dict[str, Any]:
+        return {"steps": self.steps}
+
+
+def writers(path: Path, static) -> list:
+    return [ObservablesWriter(path), SnapshotWriter(path)]
+
+
+def config(checkpoint_every: float = 600.0, **time) -> Any:
+    return load_config({"name": "toy", "mesh": {"sphere": "S1"}, "time": {"t_final": 1.0, "outputs": 4, **time},
+                        "output": {"checkpoint_every": checkpoint_every}})
+
+
+def test_outputs_observables_and_checkpoint(tmp_path):
+    start_run(Decay(), config(), tmp_path / "a", writers, quiet=True)
+    meta = json.loads((tmp_path / "a" / layout.METADATA).read_text())
+    assert meta["status"] == "completed" and meta["kind"] == "particles" and meta["outputs_written"] == 5
+    cols, _ = read_csv_columns(tmp_path / "a" / layout.OBSERVABLES)
+    np.testing.assert_allclose(cols["t"], [0, 0.25, 0.5, 0.75, 1.0])
+    np.testing.assert_allclose(cols["x0"], 0.99 ** (100 * cols["t"]), rtol=1e-12)  # exactly 100 steps per unit
+    ckpt = Checkpoint.load(tmp_path / "a")
+    assert ckpt.t == 1.0 and ckpt.next_output == 5 and ckpt.info["step"]["steps"] == 100
+
+
+def _interrupt_at(step: int, signum: int = signal.SIGTERM):
+    def on_step(sim: Decay) -> None:
+        if sim.steps == step:
+            os.kill(os.getpid(), signum)
+
+    return on_step
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGUSR1])
+@pytest.mark.parametrize("at_step", [1, 37, 50, 99])
+def test_signal_checkpoints_and_resume_equals_uninterrupted(tmp_path, signum, at_step):
+    start_run(Decay(), config(), tmp_path / "ref", writers, quiet=True)
+    with pytest.raises(RunInterrupted) as info:
+        start_run(Decay(on_step=_interrupt_at(at_step, signum)), config(), tmp_path / "a", writers, quiet=True)
+    assert info.value.exit_code == 128 + signum and info.value.reason == signal.Signals(signum).name
+    meta = json.loads((tmp_path / "a" / layout.METADATA).read_text())
+    assert meta["status"] == "interrupted" and meta["interrupted_by"] == signal.Signals(signum).name
+    ckpt = Checkpoint.load(tmp_path / "a")
+    assert ckpt.info["step"]["steps"] == at_step and abs(ckpt.t - at_step * 0.01) < 1e-12
+    continue_run(Decay(), config(), tmp_path / "a", {"t": ckpt.t, "next_output": ckpt.next_output}, writers,
+                 quiet=True)
+    a, ref = load_run(tmp_path / "a"), load_run(tmp_path / "ref")
+    assert np.array_equal(a.times, ref.times)
+    assert np.array_equal(a.points, ref.points)  # bit for bit: the same steps were taken
+    assert np.array_equal(a.observables["x0"], ref.observables["x0"])
+
+
+def test_wall_limit_stops_with_a_checkpoint(tmp_path):
+    slow = Decay(on_step=lambda sim: time.sleep(0.02))
+    with pytest.raises(RunInterrupted) as info:
+        start_run(slow, config(wall_limit=0.5), tmp_path / "a", writers, quiet=True)
+    assert info.value.reason == "wall_limit" and info.value.exit_code == WALL_LIMIT_EXIT
+    ckpt = Checkpoint.load(tmp_path / "a")
+    assert 0 < ckpt.t < 1.0 and ckpt.t == info.value.t
+
+
+def test_checkpoint_every_writes_between_outputs(tmp_path):
+    seen: list[float] = []
+
+    def on_step(sim: Decay) -> None:
+        if (tmp_path / "a" / layout.CHECKPOINT).exists():
+            seen.append(Checkpoint.load(tmp_path / "a").t)
+
+    start_run(Decay(on_step=on_step), config(checkpoint_every=1e-9), tmp_path / "a", writers, quiet=True)
+    inner = {round(t, 9) for t in seen} - {0.0, 0.25, 0.5, 0.75, 1.0}
+    assert len(inner) > 50  # a checkpoint after (nearly) every step, not only at the outputs
+
+
+def test_collapsed_step_fails_the_run(tmp_path):
+    with pytest.raises(StepCollapseError, match="collapsed"):
+        start_run(Decay(dt=1e-300), config(), tmp_path / "a", writers, quiet=True)
+    meta = json.loads((tmp_path / "a" / layout.METADATA).read_text())
+    assert meta["status"] == "failed" and "collapsed" in meta["error"]

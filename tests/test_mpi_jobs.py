@@ -1,0 +1,261 @@
+"""Every subcommand as users run it: ``mpirun -n 2 meanfield ...`` in a fresh process with a
+timeout, with faults injected (a rank raising, a write failing, a signal, kill -9).
+
+A fault is injected by running the CLI through ``python -c`` with a small patch applied on one
+rank first; nothing in the package knows about it.  These tests start their own MPI jobs, so
+they run in the serial suite only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+import meanfield
+from meanfield.runner import layout
+
+MPIRUN = Path(sys.executable).parent / "mpirun"
+pytestmark = pytest.mark.skipif(not MPIRUN.exists() or MPI.COMM_WORLD.size > 1,
+                                reason="needs the venv's mpirun and a serial pytest")
+TIMEOUT = 180
+
+S1_CASE = """name = "case"
+[mesh]
+sphere = "S1"
+resolution = 64
+[model]
+beta = 4.0
+[initial]
+kind = "vmf"
+centers = [[1.0, 0.0], [-0.6, 0.8]]
+kappas = [3.0, 3.0]
+[time]
+t_final = 0.4
+outputs = 4
+[particles]
+dt = 0.05
+[output]
+xdmf = true
+"""
+
+
+def meanfield_job(*args: str, ranks: int = 2, patch: str = "", timeout: float = TIMEOUT,
+                  cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """``mpirun -n ranks meanfield args``, the CLI run through ``python -c`` after ``patch``."""
+    code = f"import sys\n{patch}\nfrom meanfield.cli import main\nsys.exit(main({list(args)!r}))\n"
+    return subprocess.run([str(MPIRUN), "-n", str(ranks), sys.executable, "-c", code], capture_output=True,
+                          text=True, timeout=timeout, cwd=cwd)
+
+
+def _case(tmp_path: Path, text: str = S1_CASE, name: str = "case.toml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def _status(run: Path) -> dict:
+    return json.loads((run / layout.METADATA).read_text())
+
+
+# -- every subcommand finishes --------------------------------------------------------------
+def test_every_subcommand_finishes_under_mpirun(tmp_path):
+    cfg = _case(tmp_path)
+    jobs = {
+        "run": ["run", str(cfg), "--out", str(tmp_path / "pde"), "--quiet"],
+        "particles": ["particles", str(cfg), "--n", "100", "--out", str(tmp_path / "tokens"), "--quiet"],
+        "validate": ["validate", str(cfg), "--n", "50,100", "--seeds", "1", "--out", str(tmp_path / "val"), "--quiet"],
+        "validate --pde": ["validate", str(cfg), "--n", "50,100", "--seeds", "1", "--pde", str(tmp_path / "pde"),
+                           "--out", str(tmp_path / "val2"), "--quiet"],
+        "convergence": ["convergence", str(cfg), "--levels", "5:6", "--reference", "finest",
+                        "--out", str(tmp_path / "conv"), "--quiet"],
+        "mesh": ["mesh", "S2", "--level", "1", "-o", str(tmp_path / "s.msh")],
+        "info": ["info"],
+        "info RUN": ["info", str(tmp_path / "pde")],
+    }
+    for name, args in jobs.items():
+        proc = meanfield_job(*args)
+        assert proc.returncode == 0, (name, proc.stdout, proc.stderr)
+        assert proc.stderr.count("error") == 0, (name, proc.stderr)
+    assert _status(tmp_path / "pde")["ranks"] == 2 and _status(tmp_path / "tokens")["status"] == "completed"
+    assert (tmp_path / "val2" / "summary.csv").is_file() and (tmp_path / "conv" / "convergence.csv").is_file()
+
+
+def test_bad_input_under_mpirun_is_one_line_and_exit_2(tmp_path):
+    cfg = _case(tmp_path, S1_CASE.replace("beta = 4.0", "betta = 4.0"))
+    proc = meanfield_job("run", str(cfg), "--out", str(tmp_path / "o"), "--quiet")
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: model.betta: unknown key (did you mean 'beta'?)"), lines
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("suffix, content", [(".msh", "this is not a mesh\n"), (".vtu", "junk"),
+                                             (".off", "OFF\n1 x\n")])
+def test_a_file_that_is_not_a_mesh_under_mpirun(tmp_path, suffix, content):
+    mesh = tmp_path / f"bad{suffix}"
+    mesh.write_text(content)
+    cfg = _case(tmp_path, S1_CASE.replace("resolution = 64", f'file = "{mesh.name}"'))
+    proc = meanfield_job("run", str(cfg), "--out", str(tmp_path / "o"), "--quiet")
+    assert proc.returncode == 2 and proc.stderr.count("error: mesh.file") == 1, proc.stderr
+    assert not (tmp_path / "o").exists()
+
+
+def test_config_readable_on_rank_0_only(tmp_path):
+    """Rank 0 reads and checks the config and broadcasts it: a file other ranks cannot read runs."""
+    cfg = _case(tmp_path)
+    patch = ("from mpi4py import MPI\nimport pathlib\n"
+             "if MPI.COMM_WORLD.rank == 1:\n"
+             "    real = pathlib.Path.read_text\n"
+             "    def read_text(self, *a, **k):\n"
+             f"        if self.name == {cfg.name!r}: raise PermissionError(13, 'denied')\n"
+             "        return real(self, *a, **k)\n"
+             "    pathlib.Path.read_text = read_text\n")
+    proc = meanfield_job("run", str(cfg), "--out", str(tmp_path / "o"), "--quiet", patch=patch)
+    assert proc.returncode == 0, proc.stderr
+
+
+# -- one rank failing ends every rank ---------------------------------------------------------
+def test_one_rank_raising_mid_run_ends_the_job(tmp_path):
+    cfg = _case(tmp_path, S1_CASE.replace("t_final = 0.4", "t_final = 50.0"))
+    patch = ("from mpi4py import MPI\nfrom meanfield.solver import PDESimulation\n"
+             "if MPI.COMM_WORLD.rank == 1:\n"
+             "    real = PDESimulation.step\n"
+             "    def step(self, t_end):\n"
+             "        if self.stepper.stats.steps == 5: raise RuntimeError('injected failure')\n"
+             "        return real(self, t_end)\n"
+             "    PDESimulation.step = step\n")
+    tic = time.perf_counter()
+    proc = meanfield_job("run", str(cfg), "--out", str(tmp_path / "o"), "--quiet", patch=patch, timeout=60)
+    assert time.perf_counter() - tic < 60
+    assert proc.returncode != 0 and proc.stderr.count("injected failure") == 1, proc.stderr
+    meta = _status(tmp_path / "o")
+    assert meta["status"] == "failed" and "rank 1" in meta["error"] and "injected failure" in meta["error"]
+    assert len(meanfield.load_run(tmp_path / "o").times) >= 1
+
+
+def test_a_write_error_on_rank_0_fails_the_run_cleanly(tmp_path):
+    """ENOSPC while rank 0 writes output 2 (ParaView files on): every rank stops, exit 1, one
+    message, status failed with the error, earlier outputs readable."""
+    cfg = _case(tmp_path)
+    patch = ("from mpi4py import MPI\nimport meanfield.runner.writers as w\n"
+             "if MPI.COMM_WORLD.rank == 0:\n"
+             "    real, calls = w.save_npz, [0]\n"
+             "    def save_npz(path, **arrays):\n"
+             "        calls[0] += 1\n"
+             "        if calls[0] == 3: raise OSError(28, 'No space left on device')\n"
+             "        return real(path, **arrays)\n"
+             "    w.save_npz = save_npz\n")
+    proc = meanfield_job("run", str(cfg), "--out", str(tmp_path / "o"), "--quiet", patch=patch, timeout=60)
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.count("No space left on device") == 1, proc.stderr
+    meta = _status(tmp_path / "o")
+    assert meta["status"] == "failed" and "No space left" in meta["error"]
+    partial = meanfield.load_run(tmp_path / "o")
+    assert len(partial.times) == 2 and np.allclose(partial.times, [0.0, 0.1])
+
+
+# -- signals, kill -9 and resume ----------------------------------------------------------------
+def _uninterrupted(cfg: Path, out: Path, particles: bool):
+    if particles:
+        return meanfield.run_particles(cfg, n=200, out=out, comm=MPI.COMM_SELF, quiet=True)
+    return meanfield.run(cfg, out=out, comm=MPI.COMM_SELF, quiet=True)
+
+
+def _live_processes_of(marker: str) -> list[int]:
+    """Processes (not zombies) whose command line contains ``marker``."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and marker.encode() in (proc / "cmdline").read_bytes() \
+                    and "\nState:\tZ" not in (proc / "status").read_text():
+                found.append(int(proc.name))
+        except OSError:
+            pass
+    return found
+
+
+def _kill_everything_of(marker: str) -> None:
+    """SIGKILL every process whose command line contains ``marker`` (mpirun, its proxy, the ranks:
+    hydra starts each rank in its own session, so a process group does not reach them), and
+    wait until they are gone."""
+    for _ in range(200):
+        alive = _live_processes_of(marker)
+        if not alive:
+            return
+        for pid in alive:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.05)
+    raise AssertionError(f"processes of {marker} survive SIGKILL")
+
+
+def _wait_for_snapshots(run: Path, count: int, proc: subprocess.Popen, limit: float = 120.0) -> None:
+    tic = time.perf_counter()
+    while len(layout.snapshot_files(run)) < count:
+        assert proc.poll() is None, proc.communicate()
+        assert time.perf_counter() - tic < limit
+        time.sleep(0.05)
+
+
+CASES = {
+    "fv": (S1_CASE.replace("t_final = 0.4", "t_final = 3.0").replace("outputs = 4", "outputs = 30"), False),
+    "dg1": (S1_CASE.replace("t_final = 0.4", "t_final = 3.0").replace("outputs = 4", "outputs = 30")
+            + '[scheme]\nkind = "dg1"\n', False),
+    "particles": (S1_CASE.replace("t_final = 0.4", "t_final = 3.0").replace("outputs = 4", "outputs = 30")
+                  .replace("dt = 0.05", "dt = 0.005"), True),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("how", ["kill-9", "SIGTERM"])
+def test_interrupted_job_resumes_to_the_uninterrupted_result(tmp_path, case, how):
+    """Interrupt a 2-rank job (SIGTERM to mpirun, or kill -9 of every process of the job, at a
+    moment that varies), resume it on 2 ranks, and compare with an uninterrupted 1-rank run."""
+    text, particles = CASES[case]
+    cfg = _case(tmp_path, text.replace("[output]", "[output]\ncheckpoint_every = 0.05"))
+    out = tmp_path / "job"
+    command = ["particles", str(cfg), "--n", "200"] if particles else ["run", str(cfg)]
+    code = f"import sys\nfrom meanfield.cli import main\nsys.exit(main({command + ['--out', str(out), '--quiet']!r}))\n"
+    proc = subprocess.Popen([str(MPIRUN), "-n", "2", sys.executable, "-c", code], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        _wait_for_snapshots(out, 3 + int(time.time() * 1000) % 5, proc)
+        time.sleep(0.01 * (int(time.time() * 1000) % 7))
+        if how == "kill-9":
+            _kill_everything_of(str(out))
+        else:
+            os.killpg(proc.pid, signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    if how == "SIGTERM":
+        assert proc.returncode == 128 + signal.SIGTERM, err
+        assert _status(out)["status"] == "interrupted" and _status(out)["interrupted_by"] == "SIGTERM"
+    else:
+        assert meanfield.load_run(out).status == "killed"
+    resumed = meanfield_job("resume", str(out), "--quiet")
+    assert resumed.returncode == 0, resumed.stderr
+    run, reference = meanfield.load_run(out), _uninterrupted(cfg, tmp_path / "ref", particles)
+    assert run.status == "completed" and np.array_equal(run.times, reference.times)
+    assert [s["command"] for s in run.metadata["segments"]] == ["run", "resume"]
+    if particles:
+        assert np.abs(run.points - reference.points).max() <= 1e-12
+    else:
+        assert np.abs(run.densities - reference.densities).max() <= 1e-12
+        if case == "dg1":
+            assert np.abs(run.vertex_densities - reference.vertex_densities).max() <= 1e-12
+    for key in ("mass", "energy", "order"):
+        assert np.abs(run.observables[key] - reference.observables[key]).max() <= 1e-12
+    assert not layout.temporary_files(out)
