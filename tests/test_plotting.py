@@ -22,11 +22,11 @@ from conftest import random_sphere_points
 from meanfield.initial import vmf_density
 from meanfield.mesh import circle, icosphere
 from meanfield.plotting.circle import circle_segments, token_histogram
-from meanfield.plotting.colors import color_norm
+from meanfield.plotting.style import color_norm
 from meanfield.plotting.geometry import Pieces, split_at_poles
 from meanfield.plotting.projections import Mollweide, Orthographic
 from meanfield.plotting.series import time_series
-from meanfield.plotting.sphere_maps import SphereMaps, corner_values, densest_direction, projections, sphere_map
+from meanfield.plotting.sphere_maps import SphereMaps, corner_values, densest_direction, make_projections, sphere_map
 
 pytestmark = pytest.mark.filterwarnings("error")
 SQRT2 = np.sqrt(2.0)
@@ -100,16 +100,21 @@ def test_pole_inside_a_cell_is_split_and_pole_on_an_edge():
         assert len(pieces) > len(cells)
 
 
-@pytest.mark.parametrize("projection", [Mollweide(central_longitude=40.0), Orthographic([0.2, -0.5, 0.8])])
+@pytest.mark.parametrize("projection", [Mollweide(), Orthographic([0.2, -0.5, 0.8])])
 def test_cut_pieces_carry_vertex_values_exactly(projection):
     """A linear function of x is linear on every flat cell: its DG1 values at the cut corners are exact."""
     a = np.array([0.3, -1.2, 0.7])
     vertices, cells = _mesh(2, Rotation.from_euler("zyx", [1.0, 0.4, -0.3]))
     tri = projection.triangles(vertices, cells)
-    corners = tri.pieces.corners
-    if isinstance(projection, Mollweide):
-        corners = corners @ projection._rotation  # back from the map's frame
-    assert np.allclose(tri.pieces.values(vertices[cells] @ a), corners @ a, atol=1e-12)
+    assert np.allclose(tri.pieces.values(vertices[cells] @ a), tri.pieces.corners @ a, atol=1e-12)
+
+
+def test_mollweide_central_longitude():
+    view = Mollweide(central_longitude=90.0)
+    xy, _ = view.points(np.array([[0.0, 1.0, 0.0], [0.0, -1.0, 0.0], [0.0, 0.0, 1.0]]))
+    assert np.allclose(xy[:2], [[0.0, 0.0], [-2 * SQRT2, 0.0]]) and np.allclose(xy[2], [0.0, SQRT2])
+    tri = view.triangles(*_mesh(2))
+    assert tri.signed_areas().min() > 0 and np.ptp(tri.xy[..., 0], axis=1).max() < 2 * SQRT2
 
 
 def test_orthographic_culls_back_and_clips_limb():
@@ -160,7 +165,7 @@ def test_movie_frames_share_one_colour_scale(tmp_path):
 
     vertices, cells = _mesh(2)
     levels = np.array([1.0, 4.0, 7.0, 10.0])
-    maps = SphereMaps(projections(["mollweide"], None), mesh=(vertices, cells), norm=color_norm(levels))
+    maps = SphereMaps(make_projections(["mollweide"], None), mesh=(vertices, cells), norm=color_norm(levels))
     paths = write_movie(maps.figure, lambda i: maps.update(np.full(len(cells), levels[i]), title=f"frame {i}"),
                         range(len(levels)), tmp_path / "movie", fps=5, dpi=50, mp4=False)
     assert paths == [tmp_path / "movie.gif"]
@@ -191,11 +196,13 @@ def test_mp4_goes_through_ffmpeg_or_is_skipped(tmp_path, monkeypatch, caplog):
     m = circle(32)
     lines = CircleLines(circle_segments(m.points, m.cells), m.cells, color_norm(np.array([0.0, 3.0])))
     frames = [np.full(32, v) for v in (0.5, 1.0, 2.0)]
+    atoms = [m.points[[k, 2 * k + 5]] for k in range(3)]  # point masses moving along
     bindir = tmp_path / "bin"
     bindir.mkdir()
     _fake_ffmpeg(bindir)
     monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
-    paths = write_movie(lines.figure, lambda i: lines.update(frames[i]), range(3), tmp_path / "a", dpi=40)
+    paths = write_movie(lines.figure, lambda i: lines.update(frames[i], points=atoms[i], masses=[0.2, 0.1 * i]),
+                        range(3), tmp_path / "a", dpi=40)
     assert [p.name for p in paths] == ["a.gif", "a.mp4"]
     w, h = (round(s * 40) for s in lines.figure.get_size_inches())
     assert paths[1].stat().st_size == 3 * w * h * 3  # three RGB frames
@@ -339,6 +346,14 @@ def plot_run_checked(run, out: Path, **kw) -> list[Path]:
     for p in paths:
         assert p.is_file() and p.stat().st_size > 0, p
     return paths
+
+
+def test_run_without_a_mesh_is_refused(tmp_path):
+    from meanfield.plotting import plot_run
+
+    run = SimpleNamespace(times=np.zeros(1), densities=np.ones((1, 4)), sphere="S2", metadata={"kind": "pde"})
+    with pytest.raises(TypeError, match="no vertices, cells"):
+        plot_run(run, tmp_path)
 
 
 def test_no_pyplot_no_backend_switch_and_a_light_import(tmp_path):

@@ -44,17 +44,17 @@ _LAZY = {
     "write_movie": "movie",
     "run_data": "data",
     "RunData": "data",
-    "color_norm": "colors",
+    "color_norm": "style",
 }
 
 if TYPE_CHECKING:
     from .circle import CircleLines, circle_density, circle_spacetime
-    from .colors import color_norm
     from .data import RunData, run_data
     from .movie import write_movie
     from .run_plots import plot_run
     from .series import time_series
     from .sphere_maps import SphereMaps, sphere_map, token_map
+    from .style import color_norm
 
 
 def __getattr__(name: str) -> Any:

@@ -17,7 +17,7 @@ from matplotlib import colormaps
 from matplotlib.colors import LogNorm, Normalize
 from matplotlib.figure import Figure
 
-from .colors import clip_to, color_norm, density_label
+from .style import ATOM_STYLE, clip_to, color_norm, density_label, marker_sizes
 
 MIN_LENGTH = 1e-12  # pieces of a cell shorter than this (radians) are dropped
 
@@ -134,25 +134,42 @@ class CircleLines:
         self.ax = self.figure.subplots()
         _density_axes(self.ax, norm)
         self.line = None
+        self.markers = None
         self._title = self.figure.suptitle(title or "")
+
+    def _y(self, values: np.ndarray) -> np.ndarray:
+        return clip_to(self.norm, self.segments.values(corner_values(self.cells, values))).ravel()
 
     def add(self, values: np.ndarray, **line_kw) -> None:
         """Draw one more density (C,) or (C, 2) as a line."""
-        y = clip_to(self.norm, self.segments.values(corner_values(self.cells, values))).ravel()
-        self.line = self.ax.plot(self.segments.theta.ravel(), y, lw=1.2, **line_kw)[0]
+        self.line = self.ax.plot(self.segments.theta.ravel(), self._y(values), lw=1.2, **line_kw)[0]
 
-    def update(self, values: np.ndarray, title: str | None = None) -> None:
-        """Replace the last line's density (the first call draws it)."""
-        if self.line is None:
+    def update(self, values: np.ndarray | None = None, title: str | None = None, points: np.ndarray | None = None,
+               masses: np.ndarray | None = None) -> None:
+        """Replace the last line's density (the first call draws it), the point masses, the title.
+
+        Point masses (m, 2) are circles on the theta axis whose area is proportional to mass.
+        """
+        if values is not None and self.line is None:
             self.add(values)
-        else:
-            self.line.set_ydata(clip_to(self.norm, self.segments.values(corner_values(self.cells, values))).ravel())
+        elif values is not None:
+            self.line.set_ydata(self._y(values))
+        if points is not None:
+            theta = np.arctan2(points[:, 1], points[:, 0])
+            sizes = marker_sizes(len(points), masses)
+            if self.markers is None:  # x in data, y in axes units: on the bottom axis
+                self.markers = self.ax.scatter(theta, np.zeros(len(theta)), s=sizes, clip_on=False, zorder=3,
+                                               transform=self.ax.get_xaxis_transform(), **ATOM_STYLE)
+            else:
+                self.markers.set_offsets(np.column_stack([theta, np.zeros(len(theta))]))
+                self.markers.set_sizes(sizes)
         if title is not None:
             self._title.set_text(title)
 
 
 def circle_density(vertices: np.ndarray, cells: np.ndarray, values: np.ndarray | Sequence[np.ndarray], *,
-                   times: Sequence[float] | None = None, log: bool = False, title: str | None = None) -> Figure:
+                   times: Sequence[float] | None = None, log: bool = False, points: np.ndarray | None = None,
+                   masses: np.ndarray | None = None, title: str | None = None) -> Figure:
     """A density on S^1 against theta in [-pi, pi), or several (one per time, coloured by time).
 
     Parameters
@@ -166,6 +183,8 @@ def circle_density(vertices: np.ndarray, cells: np.ndarray, values: np.ndarray |
         Labels of several densities (their times).
     log
         Logarithmic density axis.
+    points, masses
+        Optional point masses (m, 2) drawn as circles on the theta axis, area proportional to mass.
     title
         Figure title.
     """
@@ -179,6 +198,8 @@ def circle_density(vertices: np.ndarray, cells: np.ndarray, values: np.ndarray |
         for k, (t, v) in enumerate(zip(times, series)):
             lines.add(v, color=cmap(k / max(len(series) - 1, 1)), label=f"t = {t:.3g}")
         lines.ax.legend(fontsize=8)
+    if points is not None:
+        lines.update(points=np.asarray(points, float), masses=masses)
     return lines.figure
 
 

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 SPHERE_OF_DIMENSION = {2: "S1", 3: "S2"}
+NEEDED = {"pde": ("sphere", "vertices", "cells", "times", "densities"), "particles": ("times", "points")}
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,9 @@ def run_data(result: Any) -> RunData:
     path = getattr(result, "path", None)
     name = meta.get("name") or (Path(path).name if path is not None else "run")
     kind = meta.get("kind") or ("particles" if getattr(result, "points", None) is not None else "pde")
+    missing = [a for a in NEEDED.get(kind, ()) if getattr(result, a, None) is None]
+    if kind not in NEEDED or missing:
+        raise TypeError(f"cannot plot a {type(result).__name__} of kind {kind!r}: it has no {', '.join(missing)}")
     times = np.asarray(result.times, float)
     if kind == "particles":
         points = np.asarray(result.points, float)

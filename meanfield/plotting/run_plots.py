@@ -14,7 +14,7 @@ every run                 ``observables.FMT`` (time series)
 ========================  ==========================================================
 
 Movies use one colour scale (or density axis) for all frames; the orthographic view looks at
-the densest point of the last frame throughout.
+the densest point of the last frame throughout (unless ``center`` is given).
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from .circle import CircleLines, circle_density, circle_segments, circle_spacetime, histogram_bins, token_histogram
-from .colors import color_norm
 from .data import RunData, run_data
 from .movie import FPS, MAX_FRAMES, frame_indices, write_movie
 from .series import time_series
@@ -37,10 +36,11 @@ from .sphere_maps import (
     View,
     densest_direction,
     densest_point,
-    projections,
+    make_projections,
     sphere_map,
     token_map,
 )
+from .style import color_norm
 
 AUTO_LOG_RANGE = 100.0  # log=None picks a log scale when max / median density exceeds this
 
@@ -74,12 +74,12 @@ def _title(data: RunData, i: int) -> str:
     return f"{data.name}   t = {data.times[i]:.4g}"
 
 
-def _sphere_density(data: RunData, w: _Writer, log: bool, views: list[View]) -> None:
+def _sphere_density(data: RunData, w: _Writer, log: bool, views: list[View], center: np.ndarray | None) -> None:
     v, c = data.vertices, data.cells
     for name, i in (("density_initial", 0), ("density_final", len(data.times) - 1)):
-        w.figure(sphere_map(v, c, data.frame(i), views=views, log=log, title=_title(data, i)), name)
-    center = densest_direction(v, c, data.frame(-1))
-    maps = SphereMaps(projections(views, center), mesh=(v, c), norm=color_norm(data.frames(), log=log))
+        w.figure(sphere_map(v, c, data.frame(i), views=views, center=center, log=log, title=_title(data, i)), name)
+    center = densest_direction(v, c, data.frame(-1)) if center is None else center
+    maps = SphereMaps(make_projections(views, center), mesh=(v, c), norm=color_norm(data.frames(), log=log))
     w.animation(maps.figure, lambda i: maps.update(data.frame(i), title=_title(data, i)), len(data.times), "density")
 
 
@@ -93,20 +93,21 @@ def _circle_density(data: RunData, vertices: np.ndarray, cells: np.ndarray, fram
     w.animation(lines.figure, lambda i: lines.update(frames[i], title=_title(data, i)), len(data.times), name)
 
 
-def _sphere_tokens(data: RunData, w: _Writer, views: list[View], max_points: int) -> None:
+def _sphere_tokens(data: RunData, w: _Writer, views: list[View], center: np.ndarray | None, max_points: int) -> None:
     from ..particles.diagnostics import subsample
 
     for name, i in (("tokens_initial", 0), ("tokens_final", len(data.times) - 1)):
-        w.figure(token_map(data.points[i], views=views, max_points=max_points, title=_title(data, i)), name)
-    center = densest_point(subsample(data.points[-1], max_points))
-    maps = SphereMaps(projections(views, center), markers="tokens")
+        w.figure(token_map(data.points[i], views=views, center=center, max_points=max_points, title=_title(data, i)),
+                 name)
+    center = densest_point(subsample(data.points[-1], max_points)) if center is None else center
+    maps = SphereMaps(make_projections(views, center), markers="tokens")
     w.animation(maps.figure, lambda i: maps.update(points=subsample(data.points[i], max_points),
                                                    title=_title(data, i)), len(data.times), "tokens")
 
 
 def plot_run(result: Any, out_dir: str | Path, *, movie: bool = True, fmt: str = "png", log: bool | None = None,
-             views: tuple[View, ...] = VIEWS, max_frames: int = MAX_FRAMES, fps: float = FPS, dpi: float = 100,
-             max_points: int = 4000) -> list[Path]:
+             views: tuple[View, ...] = VIEWS, center: np.ndarray | None = None, max_frames: int = MAX_FRAMES,
+             fps: float = FPS, dpi: float = 100, max_points: int = 4000) -> list[Path]:
     """Write the pictures of a PDE or particle run (see the module docstring for the files).
 
     Parameters
@@ -124,6 +125,9 @@ def plot_run(result: Any, out_dir: str | Path, *, movie: bool = True, fmt: str =
         median (clustered runs).
     views
         S^2 projections: names ("mollweide", "orthographic") or projection objects.
+    center
+        (3,) direction the orthographic view looks at; default: the densest point (of each
+        still; of the last frame for the movie).
     max_frames, fps, dpi
         Movie length cap (frames spread over the output times), frame rate, resolution.
     max_points
@@ -135,6 +139,8 @@ def plot_run(result: Any, out_dir: str | Path, *, movie: bool = True, fmt: str =
         The files written.
     """
     data = run_data(result)
+    if not len(data.times):
+        raise ValueError(f"run {data.name!r} has no output times to plot")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     w = _Writer(out, fmt, dpi, movie, max_frames, fps)
@@ -143,11 +149,11 @@ def plot_run(result: Any, out_dir: str | Path, *, movie: bool = True, fmt: str =
     if data.kind == "pde":
         log = auto_log(data.densities) if log is None else log
         if data.sphere == "S2":
-            _sphere_density(data, w, log, list(views))
+            _sphere_density(data, w, log, list(views), center)
         else:
             _circle_density(data, data.vertices, data.cells, data.frames(), data.densities, w, log, "density")
     elif data.sphere == "S2":
-        _sphere_tokens(data, w, list(views), max_points)
+        _sphere_tokens(data, w, list(views), center, max_points)
     elif data.sphere == "S1":
         from ..mesh import circle
 

@@ -14,20 +14,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+from matplotlib.axes import Axes
 from matplotlib.collections import Collection
 from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
 from matplotlib.tri import Triangulation
 
-from .colors import clip_to, color_norm, density_label
 from .projections import MapTriangles, Mollweide, Orthographic, Projection, graticule
+from .style import ATOM_STYLE, TOKEN_SIZE, TOKEN_STYLE, clip_to, color_norm, density_label, marker_sizes
 
 View = str | Projection
 VIEWS = ("mollweide", "orthographic")
-ATOM_SCALE = 600.0  # marker area in points^2 of a point of mass 1
-TOKEN_SIZE = 3.0  # marker area of a token
-TOKEN_STYLE = {"color": "k", "alpha": 0.5, "linewidths": 0}
-ATOM_STYLE = {"facecolors": "none", "edgecolors": "red", "linewidths": 1.2}
 
 
 def corner_values(cells: np.ndarray, values: np.ndarray) -> np.ndarray:
@@ -54,7 +51,8 @@ def densest_point(points: np.ndarray, radius: float = 0.2, candidates: int = 500
     return probe[int(np.argmax(counts))]
 
 
-def projections(views: Sequence[View], center: np.ndarray | None, central_longitude: float = 0.0) -> list[Projection]:
+def make_projections(views: Sequence[View], center: np.ndarray | None,
+                     central_longitude: float = 0.0) -> list[Projection]:
     """Projection objects for view names ("mollweide", "orthographic" about ``center``) or objects."""
     out: list[Projection] = []
     for v in views:
@@ -72,7 +70,7 @@ def projections(views: Sequence[View], center: np.ndarray | None, central_longit
 class _Panel:
     """One projection's axes: the density (if any) on its map triangles, and markers."""
 
-    def __init__(self, ax, projection: Projection, mesh: tuple[np.ndarray, np.ndarray] | None) -> None:
+    def __init__(self, ax: Axes, projection: Projection, mesh: tuple[np.ndarray, np.ndarray] | None) -> None:
         self.ax, self.projection = ax, projection
         self.triangles: MapTriangles | None = projection.triangles(*mesh) if mesh is not None else None
         self.density: Collection | None = None
@@ -87,6 +85,7 @@ class _Panel:
         ax.set_title(projection.title, fontsize=9)
 
     def draw_density(self, cv: np.ndarray, norm: Normalize, cmap: str, gouraud: bool) -> Collection:
+        """Draw (or redraw) the density given by (cells, 3) vertex values ``cv``."""
         t = self.triangles
         values = clip_to(norm, t.pieces.values(cv))
         if self.density is None:
@@ -115,16 +114,26 @@ class SphereMaps:
     Parameters
     ----------
     views
-        Projections or their names ("mollweide", "orthographic").
+        Projection objects, one panel each (:func:`make_projections` builds them from names).
     mesh
         (vertices (V, 3), cells (C, 3)) when a density is drawn.
     norm
-        The colour scale of the density (:func:`meanfield.plotting.colors.color_norm`); keep
-        one for all frames of a movie.
+        The colour scale of the density (:func:`meanfield.plotting.style.color_norm`); keep
+        one for all frames of a movie (default: the first density's range).
+    cmap, colorbar_label
+        Colour map and the colour bar's label.
     shading
         "flat" or "gouraud"; default: flat for cell averages, Gouraud for vertex data.
     markers
         "atoms" (open circles, area ``ATOM_SCALE * mass``) or "tokens" (small dots).
+
+    Examples
+    --------
+    A movie frame by frame, on one colour scale::
+
+        maps = SphereMaps(make_projections(VIEWS, center), mesh=(vertices, cells), norm=color_norm(densities))
+        write_movie(maps.figure, lambda i: maps.update(densities[i], title=f"t = {times[i]:g}"),
+                    range(len(times)), "density")
     """
 
     def __init__(self, views: Sequence[Projection], *, mesh: tuple[np.ndarray, np.ndarray] | None = None,
@@ -154,8 +163,7 @@ class SphereMaps:
                                                      label=self.colorbar_label)
         if points is not None:
             atoms = self.markers == "atoms"
-            scale = ATOM_SCALE if atoms else TOKEN_SIZE
-            sizes = scale * (np.ones(len(points)) if masses is None else np.asarray(masses, float))
+            sizes = marker_sizes(len(points), masses) if atoms else np.full(len(points), TOKEN_SIZE)
             for p in self.panels:
                 p.draw_markers(np.asarray(points, float), sizes, ATOM_STYLE if atoms else TOKEN_STYLE)
         if title is not None:
@@ -182,7 +190,7 @@ def sphere_map(vertices: np.ndarray, cells: np.ndarray, values: np.ndarray, *, v
     central_longitude
         Central meridian of the Mollweide map, degrees.
     log, vmin, vmax, cmap
-        Colour scale (see :func:`meanfield.plotting.colors.color_norm`) and colour map.
+        Colour scale (see :func:`meanfield.plotting.style.color_norm`) and colour map.
     shading
         "flat" or "gouraud" (default: flat for cell averages, Gouraud for vertex data).
     points, masses
@@ -191,7 +199,7 @@ def sphere_map(vertices: np.ndarray, cells: np.ndarray, values: np.ndarray, *, v
         Figure title.
     """
     center = densest_direction(vertices, cells, values) if center is None else center
-    maps = SphereMaps(projections(views, center, central_longitude), mesh=(vertices, cells),
+    maps = SphereMaps(make_projections(views, center, central_longitude), mesh=(vertices, cells),
                       norm=color_norm(corner_values(cells, values), log=log, vmin=vmin, vmax=vmax),
                       cmap=cmap, shading=shading)
     maps.update(values, points, masses, title)
@@ -209,6 +217,6 @@ def token_map(points: np.ndarray, *, views: Sequence[View] = VIEWS, center: np.n
 
     shown = subsample(np.asarray(points, float), max_points)
     center = densest_point(shown) if center is None else center
-    maps = SphereMaps(projections(views, center, central_longitude), markers="tokens")
+    maps = SphereMaps(make_projections(views, center, central_longitude), markers="tokens")
     maps.update(points=shown, title=title)
     return maps.figure

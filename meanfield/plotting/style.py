@@ -1,4 +1,4 @@
-"""Colour scales shared by all frames of a picture or a movie."""
+"""Colour scales shared by all frames of a picture or a movie, labels and marker styles."""
 
 from __future__ import annotations
 
@@ -7,6 +7,10 @@ from matplotlib.colors import LogNorm, Normalize
 
 LOG_DECADES = 4.0  # a log scale spans at most this many decades below the maximum (unless vmin is given)
 DENSITY_LABEL = "density \N{GREEK SMALL LETTER RHO}"
+ATOM_SCALE = 600.0  # marker area (points^2) of a point of mass 1: area proportional to mass
+ATOM_STYLE = {"facecolors": "none", "edgecolors": "red", "linewidths": 1.2}
+TOKEN_SIZE = 3.0  # marker area of a token
+TOKEN_STYLE = {"color": "k", "alpha": 0.5, "linewidths": 0}
 
 
 def density_label(sphere: str) -> str:
@@ -37,3 +41,8 @@ def color_norm(values: np.ndarray, *, log: bool = False, vmin: float | None = No
 def clip_to(norm: Normalize, values: np.ndarray) -> np.ndarray:
     """Values clipped into the scale's range (a log scale would mask values <= 0)."""
     return np.clip(values, norm.vmin, norm.vmax)
+
+
+def marker_sizes(count: int, masses: np.ndarray | None) -> np.ndarray:
+    """Marker areas of point masses: ATOM_SCALE * mass (mass 1 each when not given)."""
+    return ATOM_SCALE * (np.ones(count) if masses is None else np.asarray(masses, float))
