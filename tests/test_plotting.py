@@ -36,14 +36,16 @@ CENTERS /= np.linalg.norm(CENTERS, axis=1)[:, None]
 
 @pytest.fixture(autouse=True)
 def pyplot_untouched():
-    """Every test leaves pyplot without figures and the backend as it was."""
+    """Every test leaves pyplot's figures and the backend as they were."""
     import matplotlib
 
-    backend = matplotlib.get_backend()
+    def fignums() -> list[int]:
+        return sys.modules["matplotlib.pyplot"].get_fignums() if "matplotlib.pyplot" in sys.modules else []
+
+    backend, before = matplotlib.get_backend(), fignums()
     yield
     assert matplotlib.get_backend() == backend
-    if "matplotlib.pyplot" in sys.modules:
-        assert sys.modules["matplotlib.pyplot"].get_fignums() == []
+    assert fignums() == before  # no figure went to pyplot
 
 
 def _mesh(level: int, rotation: Rotation | None = None):
