@@ -26,7 +26,8 @@ from meanfield.plotting.style import color_norm
 from meanfield.plotting.geometry import Pieces, split_at_poles
 from meanfield.plotting.projections import Mollweide, Orthographic
 from meanfield.plotting.series import time_series
-from meanfield.plotting.sphere_maps import SphereMaps, corner_values, densest_direction, make_projections, sphere_map
+from meanfield.plotting.data import corner_values
+from meanfield.plotting.sphere_maps import SphereMaps, densest_direction, make_projections, sphere_map
 
 pytestmark = pytest.mark.filterwarnings("error")
 SQRT2 = np.sqrt(2.0)

@@ -17,6 +17,8 @@ from matplotlib import colormaps
 from matplotlib.colors import LogNorm, Normalize
 from matplotlib.figure import Figure
 
+from .data import corner_values
+from .geometry import interpolate
 from .style import ATOM_STYLE, clip_to, color_norm, density_label, marker_sizes
 
 MIN_LENGTH = 1e-12  # pieces of a cell shorter than this (radians) are dropped
@@ -42,7 +44,7 @@ class CircleSegments:
 
     def values(self, corner_values: np.ndarray) -> np.ndarray:
         """(n, 2) values at the segment ends from (cells, 2) values at the cells' vertices."""
-        return np.einsum("nkj,nj->nk", self.bary, corner_values[self.index])
+        return interpolate(self.bary, self.index, corner_values)
 
     def edges(self) -> np.ndarray:
         """(n + 1,) angles bounding the segments (the mesh covers the circle once)."""
@@ -71,16 +73,6 @@ def circle_segments(vertices: np.ndarray, cells: np.ndarray) -> CircleSegments:
     keep = theta[:, 1] - theta[:, 0] > MIN_LENGTH
     order = np.argsort(theta[keep, 0], kind="stable")
     return CircleSegments(theta[keep][order], bary[keep][order], index[keep][order])
-
-
-def corner_values(cells: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """(cells, 2) values at each cell's ends from cell averages (cells,) or DG1 data (cells, 2)."""
-    values = np.asarray(values, float)
-    if values.shape == (len(cells),):
-        return np.repeat(values[:, None], 2, axis=1)
-    if values.shape == (len(cells), 2):
-        return values
-    raise ValueError(f"density of shape {values.shape}: expected ({len(cells)},) or ({len(cells)}, 2)")
 
 
 def token_histogram(points: np.ndarray, bins: int) -> np.ndarray:

@@ -59,6 +59,20 @@ class RunData:
         return self.densities if self.vertex_densities is None else self.vertex_densities
 
 
+def corner_values(cells: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """(C, nv) values at each cell's vertices from cell averages (C,) or vertex data (C, nv) (DG1).
+
+    ``nv`` is the number of vertices of a cell: 3 on S^2, 2 on S^1.
+    """
+    values = np.asarray(values, float)
+    n, nv = cells.shape
+    if values.shape == (n,):
+        return np.repeat(values[:, None], nv, axis=1)
+    if values.shape == (n, nv):
+        return values
+    raise ValueError(f"density of shape {values.shape}: expected ({n},) or ({n}, {nv})")
+
+
 def _observables(result: Any) -> dict[str, np.ndarray]:
     """The run's observables, with the cluster counts of a particle run's diagnostics.csv added."""
     from ..io import read_observables

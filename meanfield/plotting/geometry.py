@@ -19,6 +19,12 @@ import numpy as np
 TOL = 1e-12  # relative: a signed distance below TOL * |corner| counts as on the plane
 
 
+def interpolate(bary: np.ndarray, index: np.ndarray, corner_values: np.ndarray) -> np.ndarray:
+    """(n, k) values at points with barycentric coordinates ``bary`` (n, k, nv) in cells ``index``
+    (n,), from (cells, nv) values at the cells' vertices."""
+    return np.einsum("nkj,nj->nk", bary, corner_values[index])
+
+
 @dataclass(frozen=True)
 class Pieces:
     """Triangles cut from mesh cells.
@@ -51,7 +57,7 @@ class Pieces:
 
     def values(self, corner_values: np.ndarray) -> np.ndarray:
         """(n, 3) values at the piece corners from (cells, 3) values at the cells' vertices."""
-        return np.einsum("nkj,nj->nk", self.bary, corner_values[self.index])
+        return interpolate(self.bary, self.index, corner_values)
 
     @staticmethod
     def concatenate(parts: list[Pieces]) -> Pieces:

@@ -20,21 +20,12 @@ from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
 from matplotlib.tri import Triangulation
 
+from .data import corner_values
 from .projections import MapTriangles, Mollweide, Orthographic, Projection, graticule
 from .style import ATOM_STYLE, TOKEN_SIZE, TOKEN_STYLE, clip_to, color_norm, density_label, marker_sizes
 
 View = str | Projection
 VIEWS = ("mollweide", "orthographic")
-
-
-def corner_values(cells: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """(cells, 3) values at each cell's vertices from cell averages (cells,) or DG1 data (cells, 3)."""
-    values = np.asarray(values, float)
-    if values.shape == (len(cells),):
-        return np.repeat(values[:, None], 3, axis=1)
-    if values.shape == (len(cells), 3):
-        return values
-    raise ValueError(f"density of shape {values.shape}: expected ({len(cells)},) or ({len(cells)}, 3)")
 
 
 def densest_direction(vertices: np.ndarray, cells: np.ndarray, values: np.ndarray) -> np.ndarray:
