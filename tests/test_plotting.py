@@ -327,7 +327,8 @@ def test_plot_run_pde_s1_dg1_and_log(tmp_path):
 
 
 @pytest.mark.parametrize("d", [2, 3, 4])
-def test_plot_run_particles(tmp_path, d):
+def test_plot_run_particles(tmp_path, d, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))  # no ffmpeg: GIF only
     run = _particles(d)
     (tmp_path / "diagnostics.csv").write_text("t,clusters,largest_cluster\n" + "".join(
         f"{float(t)!r},{c},0.5\n" for t, c in zip(run.times, [5, 3, 3, 2])))
