@@ -1,0 +1,106 @@
+"""What the plots read from a run: the one place that knows the run objects' attribute names.
+
+A PDE run result has ``sphere``, ``vertices``, ``cells``, ``times``, ``densities`` (T, C),
+``vertex_densities`` (T, C, nv) or None, ``observables``, ``metadata`` and ``path``; a particle
+run result has ``times``, ``points`` (T, n, d), ``observables``, ``metadata`` and ``path``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+SPHERE_OF_DIMENSION = {2: "S1", 3: "S2"}
+NEEDED = {"pde": ("sphere", "vertices", "cells", "times", "densities"), "particles": ("times", "points")}
+
+
+@dataclass(frozen=True)
+class RunData:
+    """A run as the plots see it.
+
+    Attributes
+    ----------
+    kind
+        "pde" or "particles".
+    sphere
+        "S1" or "S2"; None for tokens in dimension d > 3 (time series only).
+    name
+        The run's name, for titles.
+    times
+        (T,) output times.
+    observables
+        Column name -> (rows,) array, "t" included; "clusters" when the run has them.
+    vertices, cells, densities, vertex_densities
+        PDE runs: (V, d) mesh vertices, (C, d) cells, (T, C) cell averages, (T, C, d) or
+        None: values at each cell's vertices (DG1).
+    points
+        Particle runs: (T, n, d) token positions.
+    """
+
+    kind: str
+    sphere: str | None
+    name: str
+    times: np.ndarray
+    observables: dict[str, np.ndarray] = field(default_factory=dict)
+    vertices: np.ndarray | None = None
+    cells: np.ndarray | None = None
+    densities: np.ndarray | None = None
+    vertex_densities: np.ndarray | None = None
+    points: np.ndarray | None = None
+
+    def frame(self, i: int) -> np.ndarray:
+        """The density of output ``i``: vertex values when the run has them, else cell averages."""
+        return self.densities[i] if self.vertex_densities is None else self.vertex_densities[i]
+
+    def frames(self) -> np.ndarray:
+        return self.densities if self.vertex_densities is None else self.vertex_densities
+
+
+def corner_values(cells: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """(C, nv) values at each cell's vertices from cell averages (C,) or vertex data (C, nv) (DG1).
+
+    ``nv`` is the number of vertices of a cell: 3 on S^2, 2 on S^1.
+    """
+    values = np.asarray(values, float)
+    n, nv = cells.shape
+    if values.shape == (n,):
+        return np.repeat(values[:, None], nv, axis=1)
+    if values.shape == (n, nv):
+        return values
+    raise ValueError(f"density of shape {values.shape}: expected ({n},) or ({n}, {nv})")
+
+
+def _observables(result: Any) -> dict[str, np.ndarray]:
+    """The run's observables, with the cluster counts of a particle run's diagnostics.csv added."""
+    from ..io import read_observables
+
+    out = {k: np.asarray(v) for k, v in (getattr(result, "observables", None) or {}).items()}
+    path = getattr(result, "path", None)
+    if "clusters" not in out and path is not None:
+        diagnostics = read_observables(Path(path) / "diagnostics.csv")
+        if "clusters" in diagnostics and "t" in out and np.array_equal(diagnostics.get("t"), out["t"]):
+            out["clusters"] = diagnostics["clusters"]
+    return out
+
+
+def run_data(result: Any) -> RunData:
+    """Read a PDE or particle run result (duck-typed, see the module docstring)."""
+    meta = getattr(result, "metadata", None) or {}
+    path = getattr(result, "path", None)
+    name = meta.get("name") or (Path(path).name if path is not None else "run")
+    kind = meta.get("kind") or ("particles" if getattr(result, "points", None) is not None else "pde")
+    missing = [a for a in NEEDED.get(kind, ()) if getattr(result, a, None) is None]
+    if kind not in NEEDED or missing:
+        raise TypeError(f"cannot plot a {type(result).__name__} of kind {kind!r}: it has no {', '.join(missing)}")
+    times = np.asarray(result.times, float)
+    if kind == "particles":
+        points = np.asarray(result.points, float)
+        return RunData("particles", SPHERE_OF_DIMENSION.get(points.shape[-1]), name, times, _observables(result),
+                       points=points)
+    vertex = getattr(result, "vertex_densities", None)
+    return RunData("pde", result.sphere, name, times, _observables(result), vertices=np.asarray(result.vertices, float),
+                   cells=np.asarray(result.cells), densities=np.asarray(result.densities, float),
+                   vertex_densities=None if vertex is None else np.asarray(vertex, float))

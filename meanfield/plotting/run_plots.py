@@ -1,0 +1,163 @@
+"""Every picture of a run in one call: :func:`plot_run` (behind ``meanfield plot RUN``).
+
+Files written into ``out_dir`` (``FMT`` is ``fmt``, e.g. png):
+
+========================  ==========================================================
+PDE on S^2                ``density_initial.FMT``, ``density_final.FMT`` (Mollweide +
+                          orthographic maps), ``density.gif`` / ``.mp4``
+PDE on S^1                ``density.FMT`` (density at up to 5 times),
+                          ``spacetime.FMT`` (theta-t image), ``density.gif`` / ``.mp4``
+tokens on S^2             ``tokens_initial.FMT``, ``tokens_final.FMT``, ``tokens.gif`` / ``.mp4``
+tokens on S^1             as the PDE on S^1 with the tokens' histogram (about sqrt(n) bins),
+                          ``tokens.gif`` / ``.mp4``
+every run                 ``observables.FMT`` (time series)
+========================  ==========================================================
+
+Movies use one colour scale (or density axis) for all frames; the orthographic view looks at
+the densest point of the last frame throughout (unless ``center`` is given).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from .circle import CircleLines, circle_density, circle_segments, circle_spacetime, histogram_bins, token_histogram
+from .data import RunData, run_data
+from .movie import FPS, MAX_FRAMES, frame_indices, write_movie
+from .series import time_series
+from .sphere_maps import (
+    VIEWS,
+    SphereMaps,
+    View,
+    densest_direction,
+    densest_point,
+    make_projections,
+    sphere_map,
+    token_map,
+)
+from .style import color_norm
+
+AUTO_LOG_RANGE = 100.0  # log=None picks a log scale when max / median density exceeds this
+
+
+def auto_log(values: np.ndarray) -> bool:
+    """Whether a log scale shows these densities better: their peak is far above their bulk."""
+    positive = np.asarray(values)[np.asarray(values) > 0]
+    return bool(positive.size) and positive.max() > AUTO_LOG_RANGE * np.median(positive)
+
+
+class _Writer:
+    """Saves figures and movies into one folder and remembers the paths."""
+
+    def __init__(self, out_dir: Path, fmt: str, dpi: float, movie: bool, max_frames: int, fps: float) -> None:
+        self.out_dir, self.fmt, self.dpi = out_dir, fmt, dpi
+        self.movie, self.max_frames, self.fps = movie, max_frames, fps
+        self.written: list[Path] = []
+
+    def figure(self, fig: Figure, name: str) -> None:
+        path = self.out_dir / f"{name}.{self.fmt}"
+        fig.savefig(path, dpi=self.dpi)
+        self.written.append(path)
+
+    def animation(self, fig: Figure, update: Callable[[int], None], count: int, name: str) -> None:
+        if self.movie:
+            self.written += write_movie(fig, update, frame_indices(count, self.max_frames), self.out_dir / name,
+                                        fps=self.fps, dpi=self.dpi)
+
+
+def _title(data: RunData, i: int) -> str:
+    return f"{data.name}   t = {data.times[i]:.4g}"
+
+
+def _sphere_density(data: RunData, w: _Writer, log: bool, views: list[View], center: np.ndarray | None) -> None:
+    v, c = data.vertices, data.cells
+    for name, i in (("density_initial", 0), ("density_final", len(data.times) - 1)):
+        w.figure(sphere_map(v, c, data.frame(i), views=views, center=center, log=log, title=_title(data, i)), name)
+    center = densest_direction(v, c, data.frame(-1)) if center is None else center
+    maps = SphereMaps(make_projections(views, center), mesh=(v, c), norm=color_norm(data.frames(), log=log))
+    w.animation(maps.figure, lambda i: maps.update(data.frame(i), title=_title(data, i)), len(data.times), "density")
+
+
+def _circle_density(data: RunData, vertices: np.ndarray, cells: np.ndarray, frames: np.ndarray,
+                    averages: np.ndarray, w: _Writer, log: bool, name: str) -> None:
+    shown = frame_indices(len(data.times), 5)
+    w.figure(circle_density(vertices, cells, frames[shown], times=data.times[shown], log=log, title=data.name),
+             "density")
+    w.figure(circle_spacetime(vertices, cells, data.times, averages, log=log, title=data.name), "spacetime")
+    lines = CircleLines(circle_segments(vertices, cells), cells, color_norm(frames, log=log))
+    w.animation(lines.figure, lambda i: lines.update(frames[i], title=_title(data, i)), len(data.times), name)
+
+
+def _sphere_tokens(data: RunData, w: _Writer, views: list[View], center: np.ndarray | None, max_points: int) -> None:
+    from ..particles.diagnostics import subsample
+
+    for name, i in (("tokens_initial", 0), ("tokens_final", len(data.times) - 1)):
+        w.figure(token_map(data.points[i], views=views, center=center, max_points=max_points, title=_title(data, i)),
+                 name)
+    center = densest_point(subsample(data.points[-1], max_points)) if center is None else center
+    maps = SphereMaps(make_projections(views, center), markers="tokens")
+    w.animation(maps.figure, lambda i: maps.update(points=subsample(data.points[i], max_points),
+                                                   title=_title(data, i)), len(data.times), "tokens")
+
+
+def plot_run(result: Any, out_dir: str | Path, *, movie: bool = True, fmt: str = "png", log: bool | None = None,
+             views: tuple[View, ...] = VIEWS, center: np.ndarray | None = None, max_frames: int = MAX_FRAMES,
+             fps: float = FPS, dpi: float = 100, max_points: int = 4000) -> list[Path]:
+    """Write the pictures of a PDE or particle run (see the module docstring for the files).
+
+    Parameters
+    ----------
+    result
+        A PDE or particle run result (see :mod:`meanfield.plotting.data` for what is read).
+    out_dir
+        Folder for the files (created).
+    movie
+        Also write the movie (GIF; MP4 when ffmpeg is on PATH).
+    fmt
+        Format of the still figures: any matplotlib format (png, pdf, svg).
+    log
+        Log colour scale / density axis; default: when the peak density exceeds 100 times the
+        median (clustered runs).
+    views
+        S^2 projections: names ("mollweide", "orthographic") or projection objects.
+    center
+        (3,) direction the orthographic view looks at; default: the densest point (of each
+        still; of the last frame for the movie).
+    max_frames, fps, dpi
+        Movie length cap (frames spread over the output times), frame rate, resolution.
+    max_points
+        Tokens drawn on S^2 maps (a fixed subsample of larger runs).
+
+    Returns
+    -------
+    list of Path
+        The files written.
+    """
+    data = run_data(result)
+    if not len(data.times):
+        raise ValueError(f"run {data.name!r} has no output times to plot")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    w = _Writer(out, fmt, dpi, movie, max_frames, fps)
+    if "t" in data.observables:
+        w.figure(time_series(data.observables, title=data.name), "observables")
+    if data.kind == "pde":
+        log = auto_log(data.densities) if log is None else log
+        if data.sphere == "S2":
+            _sphere_density(data, w, log, list(views), center)
+        else:
+            _circle_density(data, data.vertices, data.cells, data.frames(), data.densities, w, log, "density")
+    elif data.sphere == "S2":
+        _sphere_tokens(data, w, list(views), center, max_points)
+    elif data.sphere == "S1":
+        from ..mesh import circle
+
+        mesh = circle(histogram_bins(data.points.shape[1]))
+        hist = np.array([token_histogram(p, len(mesh.cells)) for p in data.points])
+        _circle_density(data, mesh.points, mesh.cells, hist, hist, w, auto_log(hist) if log is None else log, "tokens")
+    return w.written

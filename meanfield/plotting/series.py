@@ -1,0 +1,61 @@
+"""Observables of a run against time: order parameter, energy, extreme densities, cluster count."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
+
+# column -> panel title; a panel is drawn when its column is present and not all nan
+PANELS = {
+    "order": "order parameter |mean|",
+    "energy": "energy E",
+    "rho_max": "extreme densities (log)",
+    "clusters": "clusters (log t)",
+}
+
+
+def _finite(observables: Mapping[str, np.ndarray], key: str) -> bool:
+    return key in observables and bool(np.isfinite(np.asarray(observables[key], float)).any())
+
+
+def time_series(observables: Mapping[str, np.ndarray], *, title: str | None = None) -> Figure:
+    """One panel per available observable against t.
+
+    Parameters
+    ----------
+    observables
+        Column name -> (rows,) array; needs "t", uses "order", "energy", "rho_max" (with
+        "rho_min" where positive, log scale) and "clusters" (against log t, t > 0).
+    title
+        Figure title.
+    """
+    if "t" not in observables:
+        raise ValueError("observables have no column 't'")
+    keys = [k for k in PANELS if _finite(observables, k)]
+    if not keys:
+        raise ValueError(f"observables have none of the columns {sorted(PANELS)}")
+    t = np.asarray(observables["t"], float)
+    fig = Figure(figsize=(3.4 * len(keys) + 0.4, 3.3), layout="constrained")
+    for ax, key in zip(fig.subplots(1, len(keys), squeeze=False)[0], keys):
+        y = np.asarray(observables[key], float)
+        if key == "clusters":
+            later = t > 0
+            ax.step(t[later], y[later], where="post")
+            ax.set_xscale("log")
+            ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        elif key == "rho_max":
+            ax.semilogy(t, y, label="\N{GREEK SMALL LETTER RHO} max")
+            if _finite(observables, "rho_min"):
+                low = np.asarray(observables["rho_min"], float)
+                ax.semilogy(t[low > 0], low[low > 0], "--", label="\N{GREEK SMALL LETTER RHO} min")
+                ax.legend(fontsize=8)
+        else:
+            ax.plot(t, y)
+        ax.set(title=PANELS[key], xlabel="t")
+        ax.grid(alpha=0.3)
+    if title:
+        fig.suptitle(title)
+    return fig

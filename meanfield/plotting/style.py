@@ -1,0 +1,48 @@
+"""Colour scales shared by all frames of a picture or a movie, labels and marker styles."""
+
+from __future__ import annotations
+
+import numpy as np
+from matplotlib.colors import LogNorm, Normalize
+
+LOG_DECADES = 4.0  # a log scale spans at most this many decades below the maximum (unless vmin is given)
+DENSITY_LABEL = "density \N{GREEK SMALL LETTER RHO}"
+ATOM_SCALE = 600.0  # marker area (points^2) of a point of mass 1: area proportional to mass
+ATOM_STYLE = {"facecolors": "none", "edgecolors": "red", "linewidths": 1.2}
+TOKEN_SIZE = 3.0  # marker area of a token
+TOKEN_STYLE = {"color": "k", "alpha": 0.5, "linewidths": 0}
+
+
+def density_label(sphere: str) -> str:
+    """Colour-bar / axis label with the density's unit: per steradian on S^2, per radian on S^1."""
+    return f"{DENSITY_LABEL} [1/{'sr' if sphere == 'S2' else 'rad'}]"
+
+
+def color_norm(values: np.ndarray, *, log: bool = False, vmin: float | None = None,
+               vmax: float | None = None) -> Normalize:
+    """One colour scale covering ``values`` (any shape, e.g. every frame of a movie).
+
+    Linear: from min(0, smallest value) to the largest.  Log: from the smallest positive
+    value, but at most :data:`LOG_DECADES` decades below the largest; values below (a DG1
+    undershoot, say) take the lowest colour (see :func:`clip_to`).  ``vmin``/``vmax`` override.
+    """
+    finite = np.asarray(values, float)
+    finite = finite[np.isfinite(finite)]
+    hi = float(vmax) if vmax is not None else (float(finite.max()) if finite.size else 1.0)
+    if log:
+        positive = finite[finite > 0]
+        floor = hi * 10.0**-LOG_DECADES
+        lo = float(vmin) if vmin is not None else max(float(positive.min()) if positive.size else floor, floor)
+        return LogNorm(lo, max(hi, lo * (1 + 1e-9)))
+    lo = float(vmin) if vmin is not None else min(float(finite.min()) if finite.size else 0.0, 0.0)
+    return Normalize(lo, max(hi, lo + 1e-300))
+
+
+def clip_to(norm: Normalize, values: np.ndarray) -> np.ndarray:
+    """Values clipped into the scale's range (a log scale would mask values <= 0)."""
+    return np.clip(values, norm.vmin, norm.vmax)
+
+
+def marker_sizes(count: int, masses: np.ndarray | None) -> np.ndarray:
+    """Marker areas of point masses: ATOM_SCALE * mass (mass 1 each when not given)."""
+    return ATOM_SCALE * (np.ones(count) if masses is None else np.asarray(masses, float))
