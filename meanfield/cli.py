@@ -5,6 +5,7 @@
     meanfield particles CONFIG --n N [--seed S] [--out DIR] [--overwrite] [--set ...] [--quiet]
     meanfield validate CONFIG --n 1000,4000 [--seeds 4] [--out DIR] [--pde RUN_DIR [--force]] [--quiet]
     meanfield convergence CONFIG --levels 3:6 [--dt-ladder] [--reference exact|finest|RUN_DIR] [--out DIR]
+    meanfield plot RUN_DIR [--out DIR] [--format png|pdf|svg] [--no-movie] [--log|--linear]
     meanfield mesh S2 --level L -o FILE      |  meanfield mesh S1 --cells N -o FILE
     meanfield info [RUN_DIR]
 
@@ -87,6 +88,20 @@ def _cmd_convergence(args: argparse.Namespace) -> None:
                              dt_ladder=args.dt_ladder, overrides=args.set, quiet=args.quiet, overwrite=args.overwrite)
     _echo(format_table(rows))
     _echo(f"results: {out}/convergence.csv, {out}/convergence.png")
+
+
+def _cmd_plot(args: argparse.Namespace) -> None:
+    from mpi4py import MPI
+
+    from .collective import on_root
+    from .plotting import plot_run_directory
+
+    def draw() -> list[str]:
+        return [str(p) for p in plot_run_directory(args.run_dir, args.out, movie=not args.no_movie, fmt=args.format,
+                                                   log=args.log)]
+
+    for path in on_root(MPI.COMM_WORLD, draw):
+        _echo(f"wrote {path}")
 
 
 def _cmd_mesh(args: argparse.Namespace) -> None:
@@ -193,6 +208,18 @@ def _add_convergence(sub) -> None:
     p.set_defaults(handler=_cmd_convergence)
 
 
+def _add_plot(sub) -> None:
+    p = sub.add_parser("plot", help="pictures of a run: S^2 maps or S^1 lines, time series, a movie")
+    p.add_argument("run_dir", help="a PDE or particle run directory")
+    p.add_argument("--out", help="folder for the pictures (default RUN_DIR/plots)")
+    p.add_argument("--format", default="png", help="format of the still pictures (png, pdf, svg)")
+    p.add_argument("--no-movie", action="store_true", help="no movie (GIF, and MP4 when ffmpeg is found)")
+    scale = p.add_mutually_exclusive_group()
+    scale.add_argument("--log", action="store_true", default=None, help="log colour scale")
+    scale.add_argument("--linear", action="store_false", dest="log", help="linear colour scale")
+    p.set_defaults(handler=_cmd_plot)
+
+
 def _add_mesh(sub) -> None:
     p = sub.add_parser("mesh", help="write a sphere mesh file (any format meshio writes)")
     p.add_argument("sphere", choices=["S1", "S2"])
@@ -209,8 +236,8 @@ def _add_info(sub) -> None:
 
 
 #: Each registers one subcommand; add new commands here.
-COMMANDS: list[Callable] = [_add_run, _add_resume, _add_particles, _add_validate, _add_convergence, _add_mesh,
-                            _add_info]
+COMMANDS: list[Callable] = [_add_run, _add_resume, _add_particles, _add_validate, _add_convergence, _add_plot,
+                            _add_mesh, _add_info]
 
 
 def build_parser() -> argparse.ArgumentParser:

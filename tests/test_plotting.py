@@ -395,3 +395,28 @@ def test_sphere_map_accepts_only_cell_or_vertex_data():
     _, cells = _mesh(1)
     with pytest.raises(ValueError, match="expected"):
         corner_values(cells, np.ones((len(cells), 2)))
+
+
+def test_plot_command_on_real_runs_and_a_foreign_folder(tmp_path, capsys):
+    """`meanfield plot RUN` reads a PDE (DG1, S^2) and a particle run directory and writes their
+    pictures into RUN/plots; a folder holding other files is refused and left alone."""
+    from mpi4py import MPI
+
+    import meanfield
+    from meanfield.cli import main
+
+    pde = meanfield.run({"name": "p", "mesh": {"sphere": "S2", "resolution": 2}, "scheme": {"kind": "dg1"},
+                         "time": {"t_final": 0.2, "outputs": 2}, "output": {"xdmf": False}},
+                        out=tmp_path / "pde", comm=MPI.COMM_SELF, quiet=True)
+    assert pde.vertex_densities is not None and pde.vertex_densities.shape == (3, 320, 3)
+    assert main(["plot", str(tmp_path / "pde"), "--no-movie"]) == 0
+    assert {p.name for p in (tmp_path / "pde" / "plots").iterdir()} >= {"observables.png", "density_final.png"}
+    meanfield.run_particles({"name": "t", "mesh": {"sphere": "S1"}, "time": {"t_final": 0.2, "outputs": 2},
+                             "particles": {"dt": 0.1}}, n=50, out=tmp_path / "tok", comm=MPI.COMM_SELF, quiet=True)
+    assert main(["plot", str(tmp_path / "tok"), "--no-movie"]) == 0
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep")
+    capsys.readouterr()
+    assert main(["plot", str(tmp_path / "pde"), "--out", str(mine)]) == 2
+    assert "not meanfield plots" in capsys.readouterr().err and [p.name for p in mine.iterdir()] == ["notes.txt"]

@@ -67,10 +67,7 @@ def write_diagnostics(path: str | Path, eps: float = 1e-3, min_fraction: float =
 
     Returns the computed arrays (times, clusters, largest, histograms (T, bins)).
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
 
     from ..runner.results import load_particle_run
 
@@ -84,7 +81,8 @@ def write_diagnostics(path: str | Path, eps: float = 1e-3, min_fraction: float =
         w.writerow(["t", "clusters", "largest_cluster", "eps", "min_fraction"])
         for row in zip(run.times, clusters, largest):
             w.writerow([repr(float(row[0])), int(row[1]), repr(float(row[2])), eps, min_fraction])
-    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+    fig = Figure(figsize=(11, 4))
+    ax, ax2 = fig.subplots(1, 2)
     image = ax.imshow(np.log10(np.maximum(hist, 1e-6)), origin="lower", aspect="auto",
                       extent=(-1.0, 1.0, run.times[0], max(run.times[-1], run.times[0] + 1e-9)))
     fig.colorbar(image, ax=ax, label="log10 fraction of pairs")
@@ -93,5 +91,4 @@ def write_diagnostics(path: str | Path, eps: float = 1e-3, min_fraction: float =
     ax2.set(xlabel="t", ylabel="clusters", title=f"clusters (eps={eps:g}, >= {min_fraction:g} of tokens)")
     fig.tight_layout()
     fig.savefig(run.path / "inner_products.png", dpi=100)
-    plt.close(fig)
     return {"times": run.times, "clusters": clusters, "largest": largest, "histograms": hist}

@@ -4,7 +4,8 @@ Everything is built on :class:`matplotlib.figure.Figure` objects (returned, so a
 them inline); nothing here imports pyplot or changes matplotlib's backend.  Importing this
 package is cheap: matplotlib is imported with the first function used.
 
-* :func:`plot_run` -- all pictures of a run into a folder (``meanfield plot RUN``).
+* :func:`plot_run` -- all pictures of a run into a folder; :func:`plot_run_directory` reads a run
+  directory first and never overwrites anything but its own pictures (``meanfield plot RUN``).
 * :func:`sphere_map`, :func:`token_map` -- a density / tokens on S^2 (Mollweide + orthographic).
 * :func:`circle_density`, :func:`circle_spacetime` -- a density on S^1 against theta, and in time.
 * :func:`time_series` -- order parameter, energy, extreme densities, cluster count against t.
@@ -25,6 +26,7 @@ __all__ = [
     "circle_spacetime",
     "color_norm",
     "plot_run",
+    "plot_run_directory",
     "run_data",
     "sphere_map",
     "time_series",
@@ -34,6 +36,7 @@ __all__ = [
 
 _LAZY = {
     "plot_run": "run_plots",
+    "plot_run_directory": "run_plots",
     "sphere_map": "sphere_maps",
     "token_map": "sphere_maps",
     "SphereMaps": "sphere_maps",
@@ -51,7 +54,7 @@ if TYPE_CHECKING:
     from .circle import CircleLines, circle_density, circle_spacetime
     from .data import RunData, run_data
     from .movie import write_movie
-    from .run_plots import plot_run
+    from .run_plots import plot_run, plot_run_directory
     from .series import time_series
     from .sphere_maps import SphereMaps, sphere_map, token_map
     from .style import color_norm

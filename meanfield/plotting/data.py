@@ -75,12 +75,12 @@ def corner_values(cells: np.ndarray, values: np.ndarray) -> np.ndarray:
 
 def _observables(result: Any) -> dict[str, np.ndarray]:
     """The run's observables, with the cluster counts of a particle run's diagnostics.csv added."""
-    from ..io import read_observables
+    from ..runner.files import read_csv_columns
 
     out = {k: np.asarray(v) for k, v in (getattr(result, "observables", None) or {}).items()}
     path = getattr(result, "path", None)
     if "clusters" not in out and path is not None:
-        diagnostics = read_observables(Path(path) / "diagnostics.csv")
+        diagnostics, _ = read_csv_columns(Path(path) / "diagnostics.csv")
         if "clusters" in diagnostics and "t" in out and np.array_equal(diagnostics.get("t"), out["t"]):
             out["clusters"] = diagnostics["clusters"]
     return out

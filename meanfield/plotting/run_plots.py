@@ -161,3 +161,34 @@ def plot_run(result: Any, out_dir: str | Path, *, movie: bool = True, fmt: str =
         hist = np.array([token_histogram(p, len(mesh.cells)) for p in data.points])
         _circle_density(data, mesh.points, mesh.cells, hist, hist, w, auto_log(hist) if log is None else log, "tokens")
     return w.written
+
+
+#: Stems of the files :func:`plot_run` writes (with any extension).
+PLOT_STEMS = ("observables", "density", "density_initial", "density_final", "spacetime", "tokens", "tokens_initial",
+              "tokens_final")
+
+
+def plot_run_directory(run_dir: str | Path, out: str | Path | None = None, **options: Any) -> list[Path]:
+    """Read a run directory and write its pictures (``meanfield plot RUN``).
+
+    Parameters
+    ----------
+    run_dir
+        A PDE or particle run directory.
+    out
+        Folder for the pictures (default ``RUN/plots``).  It must be missing, empty, or hold
+        only pictures this function writes: nothing else is ever overwritten.
+    **options
+        Passed to :func:`plot_run`.
+    """
+    from ..runner.results import load_run
+
+    folder = Path(out) if out is not None else Path(run_dir) / "plots"
+    if folder.is_dir():
+        foreign = sorted(p.name for p in folder.iterdir() if p.stem not in PLOT_STEMS)
+        if foreign:
+            raise ValueError(f"--out {folder}: holds files that are not meanfield plots ({', '.join(foreign[:3])}); "
+                             "choose another folder")
+    elif folder.exists():
+        raise ValueError(f"--out {folder}: is a file, not a folder")
+    return plot_run(load_run(run_dir), folder, **options)
