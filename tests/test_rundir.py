@@ -152,3 +152,33 @@ def test_default_directory_follows_the_config_file_name(tmp_path):
     assert config.name == "my-case" and config.output_dir() == Path("runs") / "my-case"
     assert config.data["initial"]["centers"][0] == [1.0, 0.0]  # a default that fits S^1
     assert load_config(TINY | {"name": None}).name == "run"
+
+
+@pytest.mark.parametrize("command", [
+    ["validate", "{cfg}", "--n", "10,20", "--seeds", "1", "--no-refine"],
+    ["convergence", "{cfg}", "--levels", "4:5", "--reference", "finest"],
+    ["particles", "{cfg}", "--n", "10"],
+])
+def test_studies_and_particle_runs_never_touch_a_foreign_folder(tmp_path, capsys, command):
+    cfg = tmp_path / "case.toml"
+    cfg.write_text('[mesh]\nsphere = "S1"\nresolution = 16\n[time]\nt_final = 0.1\noutputs = 1\n')
+    foreign = tmp_path / "mine"
+    foreign.mkdir()
+    (foreign / "validation.csv").write_text("my data\n")
+    (foreign / "level4").mkdir()
+    before = _tree(foreign)
+    args = [a.format(cfg=cfg) for a in command] + ["--out", str(foreign), "--quiet"]
+    assert main(args) == 2 and main(args + ["--overwrite"]) == 2
+    assert "is not empty and is not a meanfield" in capsys.readouterr().err
+    assert _tree(foreign) == before
+
+
+def test_a_study_rerun_needs_overwrite_and_redoes_its_runs(tmp_path, capsys):
+    cfg = tmp_path / "case.toml"
+    cfg.write_text('[mesh]\nsphere = "S1"\n[model]\nvelocity = "rotation"\n[time]\nt_final = 0.1\noutputs = 1\n'
+                   '[output]\nxdmf = false\n')
+    args = ["convergence", str(cfg), "--levels", "4:5", "--reference", "finest", "--out", str(tmp_path / "c"),
+            "--quiet"]
+    assert main(args) == 0
+    assert main(args) == 2 and "holds a convergence study already" in capsys.readouterr().err
+    assert main(args + ["--overwrite"]) == 0
