@@ -67,6 +67,7 @@ def _status(run: Path) -> dict:
 
 
 # -- every subcommand finishes --------------------------------------------------------------
+@pytest.mark.slow
 def test_every_subcommand_finishes_under_mpirun(tmp_path):
     cfg = _case(tmp_path)
     jobs = {
@@ -217,6 +218,7 @@ CASES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(CASES))
 @pytest.mark.parametrize("how", ["kill-9", "SIGTERM"])
 def test_interrupted_job_resumes_to_the_uninterrupted_result(tmp_path, case, how):

@@ -175,11 +175,13 @@ def _first_moment_slope(sphere: str, resolutions: tuple[int, int], ns: list[int]
     return fit_slope(ns, rms)
 
 
+@pytest.mark.slow
 def test_mean_field_limit_s1(tmp_path):
     slope = _first_moment_slope("S1", (512, 1024), [250 * 2**k for k in range(7)], 4, tmp_path)
     assert -0.65 <= slope <= -0.35, slope
 
 
+@pytest.mark.slow
 def test_mean_field_limit_s2(tmp_path):
     slope = _first_moment_slope("S2", (2, 3), [250 * 2**k for k in range(5)], 4, tmp_path)
     assert -0.65 <= slope <= -0.35, slope
