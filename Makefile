@@ -7,7 +7,9 @@ NP    ?= 2
 # A Python >= 3.12 (3.12 preferred: the version dolfinx-solver-real is measured with here):
 # python3.12/python3.13/python3 on PATH if they run and are new enough, else a pyenv 3.12,
 # else a newer pyenv Python.  (pyenv shims exit non-zero when the version
-# is not selected, so each candidate is run, not just looked up.)
+# is not selected, so each candidate is run, not just looked up.)  A Python that already
+# imports dolfinx (an activated conda-forge environment with fenics-dolfinx) gets a venv that
+# sees its packages (--system-site-packages), and the PyPI wheel is then not installed.
 find_python = $(shell \
   for c in python3.12 python3.13 python3; do \
     p=$$(command -v $$c 2>/dev/null) && $$p -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null && { echo $$p; exit 0; }; \
@@ -23,9 +25,10 @@ $(VENV)/.installed: pyproject.toml
 	@base="$(find_python)"; \
 	if [ -z "$$base" ]; then echo "error: no Python >= 3.12 found (PATH or pyenv)" >&2; exit 1; fi; \
 	echo "building $(VENV) with $$base"; \
-	[ -x $(PY) ] || $$base -m venv $(VENV); \
+	if $$base -c 'import mpi4py.MPI, dolfinx' 2>/dev/null; then shared=--system-site-packages; fi; \
+	[ -x $(PY) ] || $$base -m venv $$shared $(VENV); \
 	$(PY) -m pip install -q --upgrade pip; \
-	if $(PY) -c 'import dolfinx' 2>/dev/null; then extra=test; else extra=test,fem; fi; \
+	if $(PY) -c 'import mpi4py.MPI, dolfinx' 2>/dev/null; then extra=test; else extra=test,fem; fi; \
 	$(PY) -m pip install -q -e ".[$$extra]"
 	@touch $@
 
