@@ -96,7 +96,7 @@ SCHEMA: dict[str, dict[str, tuple[Any, Callable[[Any], bool], str]]] = {
               "an integer >= 2 (tokens on S^{d-1}; default: the mesh's d)"),
         "integrator": ("rk4", _one_of("rk4"), "'rk4'"),
         "dt": (None, _optional(_positive), "a time step > 0 (default: 0.25 / Lipschitz bound of the field)"),
-        "sampler": ("auto", _one_of("auto", "exact", "rejection", "mesh"),
+        "sampler": ("auto", _one_of("auto", "exact", "rejection", "mesh", "quantile", "fibonacci"),
                     "'auto', 'exact', 'rejection' or 'mesh'"),
     },
     "output": {

@@ -7,7 +7,8 @@ at every output time.  Files written (rank 0) under the study directory::
 
     pde/, pde-fine/          the PDE runs (unless given)
     particles/n<N>-s<S>/     the particle runs
-    validation.csv           metric, time, n, seed, value
+    validation.csv           metric, time, n, seed, value (with the cluster-level metrics of
+                             meanfield.studies.clusters.compare.ClusterValidation)
     summary.csv              per metric at the final time: fitted log-log slopes vs n,
                              RMS over seeds at each n, and the PDE floor
     errors.png, density.png  error vs n (with the n^-1/2 line), PDE vs particle histogram
@@ -26,6 +27,7 @@ import numpy as np
 from ...collective import on_root
 from ...config import Config, ConfigError, load_config
 from ...io import RunResult, load_run
+from ..clusters.compare import ClusterValidation
 from .compare import PDEReference
 
 log = logging.getLogger("meanfield")
@@ -165,6 +167,7 @@ def validate(
     _check_inputs(config, ns, seeds)
     path = Path(out) if out is not None else config.output_dir().with_name(config.name + "-validation")
     reference = _pde_runs(config, path, pde, pde_fine, refine, comm, quiet)
+    clusters = ClusterValidation(reference.coarse)  # cluster-level agreement (issue 11)
     base = config.section("particles")["seed"]
     rows: list[dict] = []
     finals: dict[tuple[int, int], np.ndarray] = {}
@@ -178,6 +181,8 @@ def validate(
                     row = {name: float(v[i]) for name, v in run.observables.items()}
                     for metric, value in reference.compare(run.points[i], row, float(t)).items():
                         rows.append({"metric": metric, "time": float(t), "n": int(n), "seed": seed, "value": value})
+                for metric, t, value in clusters.rows(run):  # cluster-level agreement (issue 11)
+                    rows.append({"metric": metric, "time": t, "n": int(n), "seed": seed, "value": value})
                 finals[(n, seed)] = run.points[-1]
                 if not quiet:
                     print(f"n = {n:>7d}  seed = {seed}: done", flush=True)
