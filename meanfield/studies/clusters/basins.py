@@ -124,7 +124,8 @@ def cluster_labels(values: np.ndarray, graph: CellGraph, threshold: float,
     """
     roots = ascent_roots(values, graph)
     owner = significant_owner(values, roots, *saddles(values, graph, roots), threshold, prominence)
-    peaks = np.array(sorted({p for p in owner.values() if values[p] >= threshold}, key=lambda p: -values[p]),
+    rank = strict_rank(values)
+    peaks = np.array(sorted({p for p in owner.values() if values[p] >= threshold}, key=lambda p: -rank[p]),
                      dtype=np.int64)
     index = np.full(len(values), -1, dtype=np.int64)
     index[peaks] = np.arange(len(peaks))

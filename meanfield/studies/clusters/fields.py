@@ -7,27 +7,24 @@ A field lives on an :class:`~.cells.AnalysisMesh` and provides
 * ``moments(labels, positions)``: mass and width of each cluster region.
 
 Mesh fields (this module) hold PDE data: cell averages (finite volumes, or any run whose
-snapshots hold averages only) or the DG1 state.  Their peaks come from a polynomial fitted
-to the cell data of a patch (:mod:`.reconstruction`):
+snapshots hold averages only) or the DG1 state.  Their peaks come from a polynomial of degree
+4 in normal coordinates fitted to the cell averages of the peak cell's 2-ring
+(:mod:`.reconstruction`): on S^1 the cell and two on each side (5 averages, interpolation),
+on S^2 the cells within two vertex-sharing steps (about 40 averages, least squares for 15
+coefficients).  FV averages are over flat cells (the runs' convention), DG1 averages over the
+curved cells.
 
-=======  ======  ====================================  ======  ===========================
-sphere   data    patch                                 degree  functionals / coefficients
-=======  ======  ====================================  ======  ===========================
-S^1      FV      the cell and 2 on each side           4       5 averages / 5 (interpolation)
-S^1      DG1     the cell and 1 on each side           4       6 moments / 5
-S^2      FV      the cell's vertex 2-ring (~40 cells)  4       ~40 averages / 15
-S^2      DG1     the cell's vertex 1-ring (~13 cells)  4       ~39 moments / 15
-=======  ======  ====================================  ======  ===========================
-
-DG1 moments are ``int_K rho lambda_i dA / int_K lambda_i dA`` for the barycentric
-coordinates lambda_i of each (curved) cell: the DG1 unknown ``m = rho J`` is the L2
-projection of ``rho J`` onto linears in the reference cell, so these moments are exactly what
-DG1 knows about rho.  Masses and widths sum the cell rule: FV ``rho_c |c| w_q`` at the
-flat rule's points; DG1 ``|T| w_q m(xi_q)`` at the curved rule's points (the cell masses
-exactly).  Measured on sums of vMF bumps (``tests/test_clusters.py``): even degrees beat odd
-ones (the error of a peak fit is dominated by the symmetric quartic term), and on S^2 the
-quartic on these patches beat the quadratic and the cubic by 3-20x in position and height at
-icosphere levels 4-5.  A width is ``sqrt(int_region d(x, peak)^2 rho / mass)``, d the geodesic distance.
+Why averages also for DG1: DG1's cell averages converge faster than its slopes.  Against the
+spectral S^1 reference (beta = 9, clusters forming), fitting the averages gave peak positions
+of 9e-4 / 1.4e-5 rad at 256 / 1024 cells, fitting the DG1 moments ``int_K rho lambda_i dA``
+(the whole DG1 state) 1.5e-3 / 3.4e-4 (first order: the slopes' error); heights 5e-4 / 7e-6
+against 1.3e-3 / 2.6e-4.  On S^2 (levels 3-4 against level 5) the averages were 2-4x better
+at t >= 1.  For exactly projected data (no evolution) the moments are the better data, which
+is not the case that matters.  The DG1 state is used where it is exact: masses and widths
+integrate the linear DG1 density (``|T| w_q m(xi_q)`` at the curved rule's points); FV
+masses and widths integrate ``rho_c |c| w_q`` at the flat rule's points.  A width is
+``sqrt(int_region d(x, peak)^2 rho / mass)``, d the geodesic distance.  Peak positions from
+polynomials of degree 4 beat degrees 2 and 3 by 3-20x on sums of vMF bumps on S^2.
 """
 
 from __future__ import annotations
@@ -40,10 +37,8 @@ from .cells import AnalysisMesh
 from .coords import geodesic
 from .reconstruction import fit_peak
 
-#: (patch rings, polynomial degree) of the peak reconstruction per (sphere, data).
-RECONSTRUCTION: dict[tuple[str, str], tuple[int, int]] = {
-    ("S1", "fv"): (2, 4), ("S1", "dg1"): (1, 4), ("S2", "fv"): (2, 4), ("S2", "dg1"): (1, 4),
-}
+#: Patch rings and polynomial degree of the peak reconstruction.
+RINGS, DEGREE = 2, 4
 
 
 def region_moments(points: np.ndarray, masses: np.ndarray, cells: np.ndarray, labels: np.ndarray,
@@ -103,14 +98,16 @@ class CellAverages(Field):
         self.mesh = mesh
         self.values = np.asarray(averages, float)
         self.areas = mesh.areas if areas is None else np.asarray(areas, float)
-        self.rings, self.degree = RECONSTRUCTION[(mesh.sphere, self.kind)]
+
+    def averaging(self, patch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Points (R, q, d) and weights (R, q) of the cell averages of the patch cells."""
+        points, w = self.mesh.flat_rule
+        return points[patch], np.broadcast_to(w, (len(patch), len(w)))
 
     def peak(self, cell: int) -> tuple[np.ndarray, float]:
-        patch = self.mesh.graph.ring(cell, self.rings)
-        points, w = self.mesh.flat_rule
-        weights = np.broadcast_to(w, (len(patch), len(w)))
-        return fit_peak(self.mesh.centroids[cell], points[patch], weights, self.values[patch], self.degree,
-                        self.mesh.cell_size)
+        patch = self.mesh.graph.ring(cell, RINGS)
+        points, weights = self.averaging(patch)
+        return fit_peak(self.mesh.centroids[cell], points, weights, self.values[patch], DEGREE, self.mesh.cell_size)
 
     def moments(self, labels: np.ndarray, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         points, w = self.mesh.flat_rule
@@ -140,17 +137,9 @@ class DG1Data(CellAverages):
         areas = rule.weights.sum(axis=1)
         super().__init__(mesh, self._m_at_points @ rule.reference_weights / areas, areas)
 
-    def peak(self, cell: int) -> tuple[np.ndarray, float]:
+    def averaging(self, patch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         rule = self.mesh.curved_rule
-        patch = self.mesh.graph.ring(cell, self.rings)
-        nv = rule.barycentric.shape[1]
-        # functional (r, i): int_K rho lambda_i dA / int_K lambda_i dA, rho = m / J
-        w = rule.weights[patch][:, None, :] * rule.barycentric.T[None, :, :]  # (R, nv, q)
-        norm = w.sum(axis=2, keepdims=True)
-        data = np.einsum("rq,q,qi->ri", self._m_at_points[patch], rule.reference_weights, rule.barycentric)
-        points = np.repeat(rule.points[patch], nv, axis=0)
-        return fit_peak(self.mesh.centroids[cell], points, (w / norm).reshape(-1, w.shape[2]),
-                        (data / norm[:, :, 0]).ravel(), self.degree, self.mesh.cell_size)
+        return rule.points[patch], rule.weights[patch] / self.areas[patch, None]
 
     def moments(self, labels: np.ndarray, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         rule = self.mesh.curved_rule
