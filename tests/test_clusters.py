@@ -95,7 +95,8 @@ def test_watershed_persistence_and_threshold():
     # the dip between 5 and 7 is 1% deep: a prominence of 2% merges them; 9 is 25% deep
     labels, peaks = cluster_labels(values, graph, threshold=0.0, prominence=0.02)
     assert peaks.tolist() == [2, 7, 9] and labels[5] == labels[7] == 1
-    # a threshold of 2 hands the low bump at 9 to the neighbour across its higher saddle (1.0 at cells 8-9, not 0.9 at 11-0)
+    # a threshold of 2 hands the low bump at 9 to the neighbour across its higher saddle
+    # (1.0 at cells 8-9, not 0.9 at 11-0)
     labels, peaks = cluster_labels(values, graph, threshold=2.0, prominence=0.02)
     assert peaks.tolist() == [2, 7] and labels[9] == labels[11] == labels[7] == 1 and labels[0] == 0
     labels, peaks = cluster_labels(values, graph, threshold=6.0, prominence=0.0)
@@ -179,7 +180,7 @@ def _s1_frames(script, cells: int = 512, threshold: float = 1.5 * U1):
         if bumps:
             density = mixture([on_circle(a) for a, _, _ in bumps], [k for _, k, _ in bumps], [w for _, _, w in bumps])
         else:
-            density = lambda x: np.full(len(x), U1)  # noqa: E731
+            density = lambda x: np.full(len(x), U1)
         fields.append((t, CellAverages(mesh, cell_averages(density, raw.points[raw.cells])[1])))
     return analyse_fields(fields, "S1", threshold=threshold)
 
@@ -234,7 +235,7 @@ def test_crossing_is_fourth_order_for_smooth_growth():
     def height(t):
         return 1.0 / (0.02 + np.exp(-2.0 * t))
 
-    exact = -np.log((1.0 / 30.0 - 0.02)) / 2.0  # height(t) = 30
+    exact = -np.log(1.0 / 30.0 - 0.02) / 2.0  # height(t) = 30
     errors = [abs(first_crossing(np.arange(0.0, 5.0, dt), height(np.arange(0.0, 5.0, dt)), 30.0) - exact)
               for dt in (0.2, 0.1, 0.05)]
     order = np.log2(errors[0] / errors[2]) / 2.0  # measured 4.1 (3.4 then 4.9: where the level falls in its bracket)
@@ -246,7 +247,7 @@ def test_history_crossings_of_a_growing_bump():
     script = []
     for t in np.arange(0.0, 4.01, 0.25):
         target = 2.0 * U1 * np.exp(0.8 * t)  # peak of vMF(kappa) on S^1: 1 / (2 pi ive(0, kappa))
-        kappa = optimize.brentq(lambda k: 1.0 / (2 * np.pi * special.ive(0, k)) - target, 1e-3, 1e4)
+        kappa = optimize.brentq(lambda k, h=target: 1.0 / (2 * np.pi * special.ive(0, k)) - h, 1e-3, 1e4)
         script.append((float(t), [(1.0, kappa, 1.0)]))
     history = _s1_frames(script, cells=4096, threshold=U1)
     assert history.ids[-1].tolist() == [0] and not history.events
@@ -275,7 +276,8 @@ def test_particle_basins_from_quantile_tokens():
     kh = field.kappa
     for k, c in enumerate(centres):
         i = int(np.argmin(geodesic(c, frame.positions)))
-        peak = WEIGHTS[k] * special.ive(0, kappas[k] + kh) / (2 * np.pi * special.ive(0, kappas[k]) * special.ive(0, kh))
+        peak = WEIGHTS[k] * special.ive(0, kappas[k] + kh)
+        peak /= (2 * np.pi * special.ive(0, kappas[k]) * special.ive(0, kh))
         assert geodesic(frame.positions[i], c) < 1e-9
         assert frame.masses[i] == pytest.approx(WEIGHTS[k], abs=1e-9)
         assert frame.heights[i] == pytest.approx(peak, rel=1e-9)
@@ -314,10 +316,12 @@ def test_basin_rule_counts_two_touching_clusters_that_links_join():
 def test_compare_frames_matches_by_position():
     mesh = AnalysisMesh(circle(512))
     raw = mesh.raw
-    a = analyse_field(CellAverages(mesh, cell_averages(mixture([on_circle(0.0), on_circle(2.0)], [80.0, 80.0], [0.6, 0.4]),
-                                                       raw.points[raw.cells])[1]), 0.0, U1, 0.01)
-    b = analyse_field(CellAverages(mesh, cell_averages(mixture([on_circle(2.01), on_circle(-3.0)], [80.0, 80.0], [0.5, 0.5]),
-                                                       raw.points[raw.cells])[1]), 0.0, U1, 0.01)
+
+    def frame(angles, weights):
+        density = mixture([on_circle(a) for a in angles], [80.0, 80.0], weights)
+        return analyse_field(CellAverages(mesh, cell_averages(density, raw.points[raw.cells])[1]), 0.0, U1, 0.01)
+
+    a, b = frame([0.0, 2.0], [0.6, 0.4]), frame([2.01, -3.0], [0.5, 0.5])
     c = compare_frames(a, b)
     assert len(c.pairs) == 1 and c.unmatched == 2
     assert c.position[0] == pytest.approx(0.01, abs=1e-3) and c.mass[0] == pytest.approx(-0.1, abs=1e-3)
@@ -357,7 +361,7 @@ def test_analyse_fv_run_directory(tmp_path):
               "time": {"t_final": 1.0, "outputs": 4}, "output": {"xdmf": False}}
     run = meanfield.run(config, out=tmp_path / "run", comm=MPI.COMM_SELF, quiet=True)
     history = cluster_study(tmp_path / "run", quiet=True)
-    assert history.counts.tolist() == [2] * 5 and history.info["data"] == "fv"
+    assert history.counts.tolist() == [2] * 5 and history.info["data"] == "averages" and history.info["scheme"] == "fv"
     for name in ("clusters.csv", "events.csv", "crossings.csv", "clusters.png"):
         assert (tmp_path / "run" / "clusters" / name).is_file()
     np.testing.assert_allclose(history.frames[0].masses, [0.5, 0.5], atol=2e-3)
@@ -378,7 +382,7 @@ def test_dg1_state_is_read_consistently(sphere, resolution):
               "model": {"beta": 4.0}, "initial": initial, "time": {"t_final": 0.5}}
     result = pde_result(config, [0.0, 0.5])
     history = analyse_run(result)
-    assert history.info["data"] == "dg1" and history.counts.tolist() == [2, 2]
+    assert history.info["data"] == "dg1 state" and history.counts.tolist() == [2, 2]
     mesh = AnalysisMesh(circle(resolution) if sphere == "S1" else icosphere(resolution))
     for rho, vertex in zip(result.densities, result.vertex_densities):
         field = DG1Data(mesh, vertex)

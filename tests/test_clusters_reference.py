@@ -14,8 +14,8 @@ from scipy import integrate
 from scipy.optimize import brentq
 
 from meanfield.studies.clusters import analyse_run, compare_histories, crossing_differences, reference_history
-from meanfield.studies.clusters.spectral import FourierField, grid_mesh
 from meanfield.studies.clusters.frame import analyse_field
+from meanfield.studies.clusters.spectral import FourierField, grid_mesh
 from meanfield.studies.reference import CircleSolution, growth_rate, solve_circle
 
 
@@ -39,7 +39,7 @@ def test_linear_growth_rates(attention, k, courant, rtol):
 
 def test_mass_resolution_and_self_convergence():
     """Through cluster formation: mass to round-off, resolved spectrum, N and dt converged."""
-    rho0 = lambda x: 1 + 0.05 * np.cos(3 * angle(x)) + 0.04 * np.sin(5 * angle(x) + 1.0)  # noqa: E731
+    rho0 = lambda x: 1 + 0.05 * np.cos(3 * angle(x)) + 0.04 * np.sin(5 * angle(x) + 1.0)
     times = [0.0, 6.0]
     a = solve_circle(rho0, 9.0, times, modes=2048)
     b = solve_circle(rho0, 9.0, times, modes=4096, courant=0.2)
@@ -54,7 +54,7 @@ def test_exact_integrals_of_the_interpolant():
     theta = 2 * np.pi * np.arange(64) / 64
     rho = 0.3 + 0.1 * np.cos(2 * theta) + 0.05 * np.sin(7 * theta + 0.3)
     sol = CircleSolution(np.zeros(1), rho[None, :], 1.0, "softmax", 0)
-    f = lambda t: 0.3 + 0.1 * np.cos(2 * t) + 0.05 * np.sin(7 * t + 0.3)  # noqa: E731
+    f = lambda t: 0.3 + 0.1 * np.cos(2 * t) + 0.05 * np.sin(7 * t + 0.3)
     a, b, c = -0.7, 2.9, 0.4
     mass, second = sol.integrals(0, a, b, c)
     assert mass == pytest.approx(integrate.quad(f, a, b)[0], rel=1e-13)
@@ -68,8 +68,9 @@ def test_fourier_field_peaks_and_basins():
     """Two bumps given as a trigonometric density: exact peaks, and basin ends at the minimum."""
     n = 512
     theta = 2 * np.pi * np.arange(n) / n
-    f = lambda t: np.exp(6 * np.cos(t - 1.0)) + 0.05 * np.exp(9 * np.cos(t + 2.0))  # noqa: E731
-    df = lambda t: -6 * np.sin(t - 1.0) * np.exp(6 * np.cos(t - 1.0)) - 0.45 * np.sin(t + 2.0) * np.exp(9 * np.cos(t + 2.0))  # noqa: E731
+    f = lambda t: np.exp(6 * np.cos(t - 1.0)) + 0.05 * np.exp(9 * np.cos(t + 2.0))
+    df = lambda t: (-6 * np.sin(t - 1.0) * np.exp(6 * np.cos(t - 1.0))
+                    - 0.45 * np.sin(t + 2.0) * np.exp(9 * np.cos(t + 2.0)))
     total = integrate.quad(f, -np.pi, np.pi)[0]
     sol = CircleSolution(np.zeros(1), (f(theta) / total)[None, :], 1.0, "softmax", 0)
     frame = analyse_field(FourierField(grid_mesh(n), sol, 0), 0.0, 1 / (2 * np.pi), 0.01)

@@ -39,8 +39,8 @@ particle field converges spectrally in n and the density follows as ``1 / Theta'
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import numpy as np
 from scipy import special

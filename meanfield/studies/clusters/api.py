@@ -11,8 +11,9 @@ density (``prominence``) whose top cell reaches ``threshold`` (default: the unif
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -58,7 +59,7 @@ def pde_fields(result: Any) -> tuple[AnalysisMesh, list[tuple[float, Field]]]:
     config describes (checked against the run's centroids).
     """
     vertices = getattr(result, "vertices", None)
-    raw = RawMesh(vertices, getattr(result, "cells")) if vertices is not None else _config_mesh(result.config)
+    raw = RawMesh(vertices, result.cells) if vertices is not None else _config_mesh(result.config)
     mesh = AnalysisMesh(raw)
     mesh.check_centroids(np.asarray(result.centroids), str(getattr(result, "path", "run")))
     vertex = getattr(result, "vertex_densities", None)
@@ -127,7 +128,7 @@ def analyse_run(run: Any, *, threshold: float | None = None, prominence: float =
         data = fields[0][1].kind if fields else "none"
     history = analyse_fields(fields, mesh.sphere, threshold=threshold, prominence=prominence, factors=factors,
                              source=str(getattr(result, "path", "")))
-    history.info.update(data=data, cells=mesh.num_cells)
+    history.info.update(data=data, cells=mesh.num_cells, scheme=getattr(result, "metadata", {}).get("scheme"))
     if data == "tokens" and fields:
         history.info["bandwidth"] = fields[0][1].bandwidth
     if out is not None:
@@ -150,9 +151,12 @@ def reference_history(solution: CircleSolution, *, threshold: float | None = Non
 
 def format_summary(history: ClusterHistory) -> str:
     """A short text report: clusters over time, events and the global maximum's crossing times."""
-    lines = [f"{history.source or 'run'}: {history.sphere}, {history.info.get('data', '?')} data, "
-             f"threshold {history.threshold:.4g} ({history.threshold / history.uniform:.3g} x uniform), "
-             f"prominence {history.prominence:g}"]
+    scheme = history.info.get("scheme")
+    head = (f"{history.source or 'run'}: {history.sphere}{f', {scheme}' if scheme else ''}, "
+            f"{history.info.get('data', '?')} data, {history.info.get('cells', '?')} cells, "
+            f"threshold {history.threshold:.4g} ({history.threshold / history.uniform:.3g} x uniform), "
+            f"prominence {history.prominence:g}")
+    lines = [head]
     lines.append("  t        clusters  max/uniform")
     for f in history.frames:
         lines.append(f"  {f.t:<8.4g} {f.count:>8d}  {f.maximum / history.uniform:>11.4g}")

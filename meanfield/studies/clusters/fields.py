@@ -92,7 +92,7 @@ class CellAverages(Field):
         default: the flat cell measures.
     """
 
-    kind = "fv"
+    kind = "averages"
 
     def __init__(self, mesh: AnalysisMesh, averages: np.ndarray, areas: np.ndarray | None = None) -> None:
         self.mesh = mesh
@@ -128,7 +128,7 @@ class DG1Data(CellAverages):
         unknown is ``m = rho J`` there, linear in the reference coordinates.
     """
 
-    kind = "dg1"
+    kind = "dg1 state"
 
     def __init__(self, mesh: AnalysisMesh, vertex_densities: np.ndarray) -> None:
         rule = mesh.curved_rule

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import numpy as np
 
@@ -104,5 +104,6 @@ def build_history(frames: list[Frame], sphere: str, threshold: float, prominence
         history.crossings.append(Crossing(None, float(factor), first_crossing(times, history.maxima, factor * u)))
         for cluster in history.all_ids():
             tr = history.track(cluster)
-            history.crossings.append(Crossing(cluster, float(factor), first_crossing(tr["t"], tr["heights"], factor * u)))
+            time = first_crossing(tr["t"], tr["heights"], factor * u)
+            history.crossings.append(Crossing(cluster, float(factor), time))
     return history

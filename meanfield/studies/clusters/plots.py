@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator, NullFormatter
 
 from .coords import angle_columns
 from .history import ClusterHistory
@@ -29,6 +30,8 @@ def history_figure(history: ClusterHistory) -> Figure:
     positive = t > 0
     count.step(t[positive], history.counts[positive], where="post")
     count.set(xscale="log", xlabel="t", ylabel="clusters", title="number of clusters")
+    count.yaxis.set_major_locator(MaxNLocator(integer=True))
+    count.xaxis.set_minor_formatter(NullFormatter())
     u = history.uniform
     colours = {c: f"C{k % 10}" for k, c in enumerate(history.all_ids())}
     for cluster in history.all_ids():

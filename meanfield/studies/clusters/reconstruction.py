@@ -3,7 +3,8 @@
 The density near a peak cell is modelled by a polynomial p of total degree ``degree`` in
 normal coordinates about the cell's centroid (:mod:`.coords`).  Cell data are linear
 functionals of the density, ``ell(rho) = sum_q W_q rho(x_q)`` (the quadrature points and
-weights of a cell average); p is the least-squares solution of ``ell_r(p) = data_r`` over the functionals of a patch of cells
+weights of a cell average); p is the least-squares solution of ``ell_r(p) = data_r`` over the
+functionals of a patch of cells
 around the peak cell (exact when the patch gives as many functionals as p has coefficients).
 When the density is a polynomial of that degree the fit recovers it, so the position and
 height errors are those of the neglected Taylor terms over the patch.  The maximum of p is

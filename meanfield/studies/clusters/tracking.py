@@ -19,6 +19,7 @@ them: the change happened between the previous output and that time.  Ids are in
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import pairwise
 
 import numpy as np
 
@@ -62,7 +63,7 @@ def track(frames: list[Frame]) -> tuple[list[np.ndarray], list[Event]]:
     ids = [np.arange(frames[0].count)]
     next_id = frames[0].count
     events: list[Event] = []
-    for a, b in zip(frames[:-1], frames[1:]):
+    for a, b in pairwise(frames):
         old = ids[-1]
         successor = b.labels[a.peak_cells]
         parent = a.labels[b.peak_cells]
