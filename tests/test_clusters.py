@@ -388,3 +388,25 @@ def test_dg1_state_is_read_consistently(sphere, resolution):
         field = DG1Data(mesh, vertex)
         np.testing.assert_allclose(field.areas, result.areas, rtol=1e-13)
         np.testing.assert_allclose(field.values, rho, rtol=1e-12)
+
+
+def test_particle_run_diagnostics_use_the_basin_rule(tmp_path):
+    """A quantile-sampled particle run: diagnostics.csv counts density basins (auto), links on request."""
+    from mpi4py import MPI
+
+    from meanfield.particles import run_particles, write_diagnostics
+    from meanfield.particles.diagnostics import resolve_rule
+
+    config = {"name": "p", "mesh": {"sphere": "S1", "resolution": 256}, "model": {"beta": 9.0},
+              "initial": {"kind": "harmonic", "degree": 3, "amplitude": 0.1},
+              "time": {"t_final": 1.0, "outputs": 2}, "particles": {"sampler": "quantile", "dt": 0.05}}
+    run = run_particles(config, n=600, out=tmp_path / "p", comm=MPI.COMM_SELF, quiet=True)
+    with open(run.path / "diagnostics.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    assert [r["rule"] for r in rows] == ["basins"] * 3 and [int(r["clusters"]) for r in rows] == [3, 3, 3]
+    assert float(rows[-1]["largest_cluster"]) == pytest.approx(1 / 3, abs=2e-3)
+    links = write_diagnostics(run.path, rule="links")
+    assert links["clusters"][0] == 1  # the uniform-ish start is one linked component
+    with pytest.raises(ValueError, match="rule"):
+        resolve_rule("basins", 4)
+    assert resolve_rule("auto", 4) == "links"

@@ -120,16 +120,13 @@ def analyse_run(run: Any, *, threshold: float | None = None, prominence: float =
         Also write clusters.png.
     """
     result = load_any_run(run) if isinstance(run, (str, Path)) else run
-    if hasattr(result, "points"):
-        mesh, fields = particle_fields(result, bandwidth, resolution)
-        data = "tokens"
-    else:
-        mesh, fields = pde_fields(result)
-        data = fields[0][1].kind if fields else "none"
+    particles = hasattr(result, "points")
+    mesh, fields = particle_fields(result, bandwidth, resolution) if particles else pde_fields(result)
     history = analyse_fields(fields, mesh.sphere, threshold=threshold, prominence=prominence, factors=factors,
                              source=str(getattr(result, "path", "")))
-    history.info.update(data=data, cells=mesh.num_cells, scheme=getattr(result, "metadata", {}).get("scheme"))
-    if data == "tokens" and fields:
+    history.info.update(data=fields[0][1].kind if fields else "none", cells=mesh.num_cells,
+                        scheme=getattr(result, "metadata", {}).get("scheme"))
+    if particles and fields:
         history.info["bandwidth"] = fields[0][1].bandwidth
     if out is not None:
         write_history(out, history)
@@ -145,7 +142,7 @@ def reference_history(solution: CircleSolution, *, threshold: float | None = Non
     fields = [(float(t), FourierField(mesh, solution, i)) for i, t in enumerate(solution.times)]
     history = analyse_fields(fields, "S1", threshold=threshold, prominence=prominence, factors=factors,
                              source="spectral reference")
-    history.info.update(data="spectral", cells=mesh.num_cells)
+    history.info.update(data=FourierField.kind, cells=mesh.num_cells)
     return history
 
 

@@ -66,6 +66,8 @@ def region_moments(points: np.ndarray, masses: np.ndarray, cells: np.ndarray, la
 class Field(ABC):
     """A density on an analysis mesh (see the module docstring)."""
 
+    #: What the field is made of (reported by the analysis).
+    kind: str = ""
     mesh: AnalysisMesh
     values: np.ndarray
 

@@ -29,6 +29,8 @@ def grid_mesh(n: int) -> AnalysisMesh:
 class FourierField(Field):
     """Output i of a :class:`CircleSolution` (module docstring); ``mesh`` from :func:`grid_mesh`."""
 
+    kind = "spectral"
+
     def __init__(self, mesh: AnalysisMesh, solution: CircleSolution, i: int) -> None:
         if mesh.num_cells != solution.modes:
             raise ValueError(f"the mesh has {mesh.num_cells} cells, the solution {solution.modes} angles")
