@@ -94,6 +94,19 @@ class AnalysisMesh:
         ref = reference_volume(nv - 1) * w
         return CurvedRule(normalize(x), ref * area_element(jac), ref, bary, area_element(vertex_jac))
 
+    @cached_property
+    def adjacent_pairs(self) -> np.ndarray:
+        """(E, 3) adjacent cells (c, n), c < n, and a vertex they share."""
+        e = self.graph.edges()
+        a, b = self.cells[e[:, 0]], self.cells[e[:, 1]]
+        common = (a[:, :, None] == b[:, None, :]).any(axis=2)  # vertex k of c is in n
+        return np.column_stack([e, a[np.arange(len(e)), common.argmax(axis=1)]])
+
+    def region_ends(self, labels: np.ndarray) -> np.ndarray:
+        """Rows (c, n, vertex) of :attr:`adjacent_pairs` where two clusters' regions meet (S^1: their ends)."""
+        c, n = self.adjacent_pairs[:, 0], self.adjacent_pairs[:, 1]
+        return self.adjacent_pairs[(labels[c] != labels[n]) & (labels[c] >= 0) & (labels[n] >= 0)]
+
     def check_centroids(self, centroids: np.ndarray, where: str) -> None:
         """Raise ValueError unless a run's cell centroids are this mesh's (same cells, same order)."""
         if centroids.shape != self.centroids.shape or not np.allclose(centroids, self.centroids, atol=1e-8):

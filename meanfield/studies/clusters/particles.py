@@ -9,9 +9,10 @@ kernel's standard deviation in radians)::
 nu = d/2 - 1.  The watershed (:mod:`.basins`) sees f at the analysis mesh's cell centroids (the
 kernel cut where it falls below ``exp(-CUTOFF)``; binning the tokens into cells first would be
 cheaper but adds the counting noise of a few tokens per cell, enough to make spurious peaks).
-Peaks are then maximised on the exact estimate f (Newton's method on the sphere from the top cell's centroid, with the
-tokens within the kernel's reach); masses and widths sum the tokens of each region (the same
-regions of cells as for a PDE density).
+Peaks are then maximised on the exact estimate f (Newton's method on the sphere from the top
+cell's centroid, with the tokens within the kernel's reach); masses and widths sum the tokens
+of each region (the same regions of cells as for a PDE density; on S^1 with the ends moved to
+the minima of f, as for PDE data).
 
 Default bandwidth: the mesh's cell size.  The estimate's bias moves a peak by about
 ``(h^2 / 2) |rho'''| / |rho''|`` (zero for a symmetric peak) and lowers its height by about
@@ -27,8 +28,8 @@ from scipy import special
 from scipy.spatial import cKDTree
 
 from .cells import AnalysisMesh
-from .coords import exp_map, tangent_basis
-from .fields import Field, region_moments
+from .coords import exp_map, geodesic, log_map, tangent_basis
+from .fields import Field, region_integrals, widths
 
 #: The kernel is cut where it falls below ``exp(-CUTOFF)`` of its peak.
 CUTOFF = 30.0
@@ -91,18 +92,24 @@ class TokenField(Field):
         y = self.points[near]
         return float(self.constant * self.weights[near] @ np.exp(self.kappa * (y @ x - 1.0)))
 
-    def peak(self, cell: int) -> tuple[np.ndarray, float]:
-        """Maximise f by Newton's method on the sphere from the cell's centroid (steps <= h)."""
-        x = self.mesh.centroids[cell].copy()
+    def _newton(self, x: np.ndarray, maximum: bool) -> tuple[np.ndarray, bool]:
+        """Newton's method on the sphere for a maximum (or minimum) of f from x, steps <= h.
+
+        Towards a maximum, points where f is not yet concave take a mean-shift step instead;
+        a minimum is given up (``found = False``) where f is not convex.
+        """
         near = self._tree.query_ball_point(x, self.reach + 2.0 * self.mesh.cell_size)
         y, w = self.points[near], self.weights[near]
+        sign = 1.0 if maximum else -1.0
         for _ in range(NEWTON_STEPS):
             e = w * np.exp(self.kappa * (y @ x - 1.0))
             g = self.kappa * (e @ y)  # Euclidean gradient of sum e_j
             basis = tangent_basis(x)
             grad = basis.T @ g
             hess = self.kappa**2 * (basis.T @ (y.T * e) @ y @ basis) - (x @ g) * np.eye(len(grad))
-            if np.any(np.linalg.eigvalsh(hess) >= 0):  # not yet where f is concave: a mean-shift step
+            if np.any(sign * np.linalg.eigvalsh(hess) >= 0):
+                if not maximum:
+                    return x, False
                 x = g / np.linalg.norm(g)
                 continue
             step = -np.linalg.solve(hess, grad)
@@ -111,8 +118,30 @@ class TokenField(Field):
                 step *= self.bandwidth / length
             x = exp_map(x, step)[0]
             if np.linalg.norm(step) < 1e-14:
-                break
+                return x, True
+        return x, maximum
+
+    def peak(self, cell: int) -> tuple[np.ndarray, float]:
+        """Maximise f from the cell's centroid (:meth:`_newton`)."""
+        x, _ = self._newton(self.mesh.centroids[cell].copy(), maximum=True)
         return x, self.density(x)
 
     def moments(self, labels: np.ndarray, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return region_moments(self.points, self.weights, self.cells, labels, positions)
+        """Token masses and widths per region; on S^1 region ends move to the minimum of f nearby.
+
+        At each place two regions meet (a vertex shared by their cells), the tokens of those
+        two cells are assigned by the side of the minimum of f (Newton from the vertex) they
+        lie on; where no minimum is found the vertex stays the end.
+        """
+        token_labels = labels[self.cells]
+        if self.mesh.sphere == "S1":
+            for c, n, v in self.mesh.region_ends(labels):
+                vertex = self.mesh.vertices[v]
+                end, found = self._newton(vertex.copy(), maximum=False)
+                if not found or geodesic(end, vertex) > self.mesh.cell_size:
+                    continue
+                mine = np.flatnonzero((self.cells == c) | (self.cells == n))
+                side = log_map(end, self.points[mine])[:, 0] * log_map(end, self.mesh.centroids[n][None])[0, 0]
+                token_labels[mine] = np.where(side > 0, labels[n], labels[c])
+        mass, second = region_integrals(self.points, self.weights, token_labels, positions)
+        return mass, widths(mass, second)

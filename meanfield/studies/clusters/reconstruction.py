@@ -10,7 +10,8 @@ When the density is a polynomial of that degree the fit recovers it, so the posi
 height errors are those of the neglected Taylor terms over the patch.  The maximum of p is
 found by Newton's method from the centroid; it must lie within ``radius`` (in units of the
 patch scale) with a negative-definite Hessian, otherwise the centroid and the fitted value
-there are returned (a peak too narrow for the mesh).
+there are returned (a peak too narrow for the mesh).  Minima (the ends of basins on S^1) are
+found the same way.
 """
 
 from __future__ import annotations
@@ -47,14 +48,14 @@ def _derivatives(coef: np.ndarray, exps: np.ndarray, s: np.ndarray) -> tuple[flo
     return float(value), grad, hess
 
 
-def fit_peak(origin: np.ndarray, points: np.ndarray, weights: np.ndarray, data: np.ndarray, degree: int,
-             scale: float, radius: float = 1.5) -> tuple[np.ndarray, float]:
-    """The maximum of the polynomial fitted to cell data around ``origin`` (module docstring).
+def fit_extremum(origin: np.ndarray, points: np.ndarray, weights: np.ndarray, data: np.ndarray, degree: int,
+                 scale: float, radius: float = 1.5, maximum: bool = True) -> tuple[np.ndarray, float, bool]:
+    """The maximum (or minimum) of the polynomial fitted to cell data around ``origin`` (module docstring).
 
     Parameters
     ----------
     origin
-        (d,) the peak cell's centroid on the sphere.
+        (d,) the centroid of the cell the extremum is sought near.
     points, weights
         (R, q, d) quadrature points and (R, q) weights of the R functionals.
     data
@@ -64,20 +65,25 @@ def fit_peak(origin: np.ndarray, points: np.ndarray, weights: np.ndarray, data: 
     scale
         Length (radians) the coordinates are divided by, about one cell.
     radius
-        Largest accepted distance of the maximum from the origin, in units of ``scale``.
+        Largest accepted distance of the extremum from the origin, in units of ``scale``.
+    maximum
+        Seek a maximum (else a minimum).
 
     Returns
     -------
     position
-        (d,) the peak position on the sphere.
-    height
+        (d,) the extremum on the sphere (``origin`` if none was found).
+    value
         The polynomial's value there.
+    found
+        Whether Newton's method converged to an extremum within ``radius``.
     """
     r, q, d = points.shape
     s = log_map(origin, points.reshape(-1, d)).reshape(r, q, d - 1) / scale
     exps = exponents(d - 1, degree)
     design = np.einsum("rq,rqm->rm", weights, np.prod(s[:, :, None, :] ** exps, axis=-1))
-    coef = np.linalg.lstsq(design, data, rcond=None)[0]
+    coef = np.linalg.lstsq(design, data, rcond=None)[0] * (1.0 if maximum else -1.0)  # always maximise
+    sign = 1.0 if maximum else -1.0
     x = np.zeros(d - 1)
     for _ in range(NEWTON_STEPS):
         _, grad, hess = _derivatives(coef, exps, x)
@@ -88,5 +94,5 @@ def fit_peak(origin: np.ndarray, points: np.ndarray, weights: np.ndarray, data: 
         if np.linalg.norm(x) > radius:
             break
         if np.linalg.norm(step) < 1e-13:
-            return exp_map(origin, x * scale)[0], _derivatives(coef, exps, x)[0]
-    return np.asarray(origin, float), _derivatives(coef, exps, np.zeros(d - 1))[0]
+            return exp_map(origin, x * scale)[0], sign * _derivatives(coef, exps, x)[0], True
+    return np.asarray(origin, float), sign * _derivatives(coef, exps, np.zeros(d - 1))[0], False
