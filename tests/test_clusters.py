@@ -422,8 +422,8 @@ def test_s1_region_ends_at_the_minimum_between_touching_bumps(data):
     h^2 |rho'''| / (2 rho'')); measured 1.6e-4.
     """
     density = mixture([on_circle(-0.2), on_circle(0.1)], [120.0, 80.0], [0.55, 0.45])
-    f = lambda t: density(on_circle(np.atleast_1d(t)))  # noqa: E731
-    df = lambda t: (f(t + 1e-6) - f(t - 1e-6))[0] / 2e-6  # noqa: E731
+    f = lambda t: density(on_circle(np.atleast_1d(t)))
+    df = lambda t: (f(t + 1e-6) - f(t - 1e-6))[0] / 2e-6
     low = optimize.brentq(df, -0.15, 0.05, xtol=1e-13)
     left = integrate.quad(lambda t: f(t)[0], low - np.pi, low, limit=200, points=[-0.2])[0]
     raw = circle(256)
