@@ -1,7 +1,9 @@
 """Cluster analysis of runs: the Python API and what ``meanfield clusters RUN_DIR`` calls.
 
 A PDE run is read at every output time as its DG1 state when the run has one
-(``vertex_densities``), else as density cell averages; a particle run through a kernel
+(``vertex_densities``; masses and widths then integrate the linear DG1 density), else as
+density cell averages; peaks come from the cell averages either way (:mod:`.fields` says
+why).  A particle run is read through a kernel
 density estimate on an analysis mesh (the run config's mesh unless ``resolution`` is given).
 Either way the same definition of clusters applies (:mod:`.basins`): significant peaks of the
 density (``prominence``) whose top cell reaches ``threshold`` (default: the uniform density
