@@ -100,7 +100,7 @@ def test_dg1_clusters_against_the_reference():
     config = load_config({"mesh": {"sphere": "S1", "resolution": 512}, "scheme": {"kind": "dg1"},
                           "model": {"beta": 9.0}, "initial": {"kind": "expression", "expression": expr},
                           "time": {"t_final": 6.0}})
-    ref = reference_history(solve_circle(config.initial_density(), 9.0, np.round(np.arange(0, 6.0001, 0.05), 10),
+    ref = reference_history(solve_circle(config.initial_density(), 9.0, np.round(np.arange(0, 6.0001, 0.125), 10),
                                          modes=2048))
     pde = analyse_run(pde_result(config, np.arange(0, 6.0001, 0.25)))
     assert pde.counts[0] == 3 and pde.counts[-1] == 5 and [e.kind for e in pde.events] == ["birth", "birth"]
