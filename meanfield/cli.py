@@ -5,6 +5,7 @@
     meanfield particles CONFIG --n N [--seed S] [--out DIR] [--overwrite] [--set ...] [--quiet]
     meanfield validate CONFIG --n 1000,4000 [--seeds 4] [--out DIR] [--pde RUN_DIR [--force]] [--quiet]
     meanfield convergence CONFIG --levels 3:6 [--dt-ladder] [--reference exact|finest|RUN_DIR] [--out DIR]
+    meanfield clusters RUN_DIR [--out DIR] [--threshold RHO] [--prominence P] [--factors 2,5,...] [--no-plots]
     meanfield plot RUN_DIR [--out DIR] [--format png|pdf|svg] [--no-movie] [--log|--linear]
     meanfield mesh S2 --level L -o FILE      |  meanfield mesh S1 --cells N -o FILE
     meanfield info [RUN_DIR]
@@ -102,6 +103,18 @@ def _cmd_plot(args: argparse.Namespace) -> None:
 
     for path in on_root(MPI.COMM_WORLD, draw):
         _echo(f"wrote {path}")
+
+
+def _cmd_clusters(args: argparse.Namespace) -> None:
+    from mpi4py import MPI
+
+    from .collective import on_root
+    from .studies.clusters import cluster_study
+
+    given = {k: getattr(args, k) for k in ("threshold", "prominence", "factors", "bandwidth", "resolution")}
+    options = {k: v for k, v in given.items() if v is not None}  # the API's defaults otherwise
+    on_root(MPI.COMM_WORLD, lambda: cluster_study(args.run_dir, out=args.out, plots=not args.no_plots,
+                                                  quiet=args.quiet, **options) and None)
 
 
 def _cmd_mesh(args: argparse.Namespace) -> None:
@@ -220,6 +233,35 @@ def _add_plot(sub) -> None:
     p.set_defaults(handler=_cmd_plot)
 
 
+def _float_list(text: str) -> list[float]:
+    try:
+        values = [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
+    if not values:
+        raise argparse.ArgumentTypeError("expected at least one number")
+    return values
+
+
+def _add_clusters(sub) -> None:
+    p = sub.add_parser("clusters", help="clusters of a run at every output: peaks, basins, masses, tracks, crossings")
+    p.add_argument("run_dir", help="a PDE or particle run directory")
+    p.add_argument("--out", help="folder for the tables and plot (default RUN_DIR/clusters)")
+    p.add_argument("--threshold", type=float, default=None,
+                   help="least peak height, density units (default: the uniform density 1/|S|)")
+    p.add_argument("--prominence", type=float, default=None,
+                   help="least relative dip between two clusters (default 0.01)")
+    p.add_argument("--factors", type=_float_list, default=None,
+                   help="crossing times of these multiples of the uniform density (default 2,5,10,20,50)")
+    p.add_argument("--bandwidth", type=float, default=None,
+                   help="particle runs: kernel width in radians (default: one cell of the analysis mesh)")
+    p.add_argument("--resolution", type=int, default=None,
+                   help="particle runs: analysis mesh resolution (default: the config's mesh)")
+    p.add_argument("--no-plots", action="store_true", help="tables only")
+    p.add_argument("--quiet", action="store_true", help="no summary on the terminal")
+    p.set_defaults(handler=_cmd_clusters)
+
+
 def _add_mesh(sub) -> None:
     p = sub.add_parser("mesh", help="write a sphere mesh file (any format meshio writes)")
     p.add_argument("sphere", choices=["S1", "S2"])
@@ -236,8 +278,8 @@ def _add_info(sub) -> None:
 
 
 #: Each registers one subcommand; add new commands here.
-COMMANDS: list[Callable] = [_add_run, _add_resume, _add_particles, _add_validate, _add_convergence, _add_plot,
-                            _add_mesh, _add_info]
+COMMANDS: list[Callable] = [_add_run, _add_resume, _add_particles, _add_validate, _add_convergence, _add_clusters,
+                            _add_plot, _add_mesh, _add_info]
 
 
 def build_parser() -> argparse.ArgumentParser:

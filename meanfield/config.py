@@ -45,7 +45,7 @@ KAPPA_MAX = 1.0e4
 #: A run name: letters, digits, '.', '_', '-', starting with a letter or digit.
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 #: Names of the particle samplers (``meanfield.particles.sampling.SAMPLERS`` must agree).
-SAMPLER_NAMES: tuple[str, ...] = ("auto", "exact", "rejection", "mesh")
+SAMPLER_NAMES: tuple[str, ...] = ("auto", "exact", "rejection", "mesh", "quantile", "fibonacci")
 
 
 def _is_number(v: Any) -> bool:

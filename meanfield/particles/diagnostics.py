@@ -1,14 +1,24 @@
 """Diagnostics of any particle run: pairwise inner products and clusters over time.
 
-Cluster rule
-------------
-Two tokens are *linked* when ``<x_i, x_j> > 1 - eps`` (chord distance below
+Cluster rules (``rule`` of :func:`write_diagnostics`)
+-----------------------------------------------------
+``basins`` (S^1 and S^2)
+    The density-level definition of :mod:`meanfield.studies.clusters`, the same as for PDE
+    runs: significant peaks of a kernel density estimate of the tokens on the run config's
+    mesh, above the uniform density, with their watershed regions; a cluster's size is the
+    mass of its region.  Two clusters separated by a dip count as two however close they are.
+``links`` (any d)
+    Two tokens are *linked* when ``<x_i, x_j> > 1 - eps`` (chord distance below
 ``sqrt(2 eps)``); clusters are the connected components of this graph, and a component
 counts as a cluster when it holds at least ``min_fraction`` of the tokens.  Defaults:
 ``eps = 1e-3`` (about 2.6 degrees), ``min_fraction = 0.01``.  For n above ``max_points`` the
 rule is applied to a uniform subsample of ``max_points`` tokens (fixed seed), which keeps the
 cost bounded for collapsed states (where the link graph is dense); clusters holding
-``min_fraction`` of the mass are then missed with negligible probability.
+``min_fraction`` of the mass are then missed with negligible probability.  A chain of tokens
+across the saddle between two forming clusters joins them, so before the clusters are tight
+the count depends on eps and on the sample.
+``auto``
+    ``basins`` on S^1 and S^2, ``links`` in higher dimensions.
 
 Inner products
 --------------
@@ -28,6 +38,7 @@ from scipy.spatial import cKDTree
 
 MAX_POINTS = 4000
 BINS = 50
+RULES = ("auto", "basins", "links")
 
 
 def subsample(points: np.ndarray, max_points: int = MAX_POINTS, seed: int = 0) -> np.ndarray:
@@ -61,34 +72,55 @@ def inner_product_histogram(points: np.ndarray, bins: int = BINS, max_points: in
     return counts / max(len(values), 1)
 
 
-def write_diagnostics(path: str | Path, eps: float = 1e-3, min_fraction: float = 0.01,
-                      bins: int = BINS) -> dict[str, np.ndarray]:
-    """Write diagnostics.csv (t, clusters, largest_cluster) and inner_products.png for a run.
+def resolve_rule(rule: str, d: int) -> str:
+    """The rule ``auto`` means in dimension d; checks the name."""
+    if rule not in RULES:
+        raise ValueError(f"rule: must be one of {RULES}, got {rule!r}")
+    if rule == "auto":
+        return "basins" if d in (2, 3) else "links"
+    if rule == "basins" and d not in (2, 3):
+        raise ValueError(f"rule: 'basins' needs tokens on S^1 or S^2, got d = {d}")
+    return rule
 
-    Returns the computed arrays (times, clusters, largest, histograms (T, bins)).
+
+def write_diagnostics(path: str | Path, rule: str = "auto", eps: float = 1e-3, min_fraction: float = 0.01,
+                      bins: int = BINS) -> dict[str, np.ndarray]:
+    """Write diagnostics.csv (t, clusters, largest_cluster, rule) and inner_products.png for a run.
+
+    ``eps`` and ``min_fraction`` are those of the ``links`` rule; the ``basins`` rule uses the
+    defaults of :func:`meanfield.studies.clusters.analyse_run`.  Returns the computed arrays
+    (times, clusters, largest, histograms (T, bins)).
     """
     from matplotlib.figure import Figure
 
     from ..runner.results import load_particle_run
 
     run = load_particle_run(path)
-    sizes = [cluster_sizes(p, eps) for p in run.points]
-    clusters = np.array([int(np.sum(s >= min_fraction)) for s in sizes])
-    largest = np.array([s[0] for s in sizes])
+    rule = resolve_rule(rule, run.points.shape[2])
+    if rule == "basins":
+        from ..studies.clusters import analyse_run  # the analysis is a study; imported only here
+
+        history = analyse_run(run)
+        clusters = history.counts
+        largest = np.array([f.masses.max(initial=0.0) for f in history.frames])
+    else:
+        sizes = [cluster_sizes(p, eps) for p in run.points]
+        clusters = np.array([int(np.sum(s >= min_fraction)) for s in sizes])
+        largest = np.array([s[0] for s in sizes])
     hist = np.array([inner_product_histogram(p, bins) for p in run.points])
     with open(run.path / "diagnostics.csv", "w", newline="") as fh:
         w = csv.writer(fh)
-        w.writerow(["t", "clusters", "largest_cluster", "eps", "min_fraction"])
+        w.writerow(["t", "clusters", "largest_cluster", "rule"])
         for row in zip(run.times, clusters, largest):
-            w.writerow([repr(float(row[0])), int(row[1]), repr(float(row[2])), eps, min_fraction])
-    fig = Figure(figsize=(11, 4))
+            w.writerow([repr(float(row[0])), int(row[1]), repr(float(row[2])), rule])
+    fig = Figure(figsize=(11, 4), layout="constrained")
     ax, ax2 = fig.subplots(1, 2)
     image = ax.imshow(np.log10(np.maximum(hist, 1e-6)), origin="lower", aspect="auto",
                       extent=(-1.0, 1.0, run.times[0], max(run.times[-1], run.times[0] + 1e-9)))
     fig.colorbar(image, ax=ax, label="log10 fraction of pairs")
     ax.set(xlabel="<x_i, x_j>", ylabel="t", title="pairwise inner products")
     ax2.step(run.times, clusters, where="post")
-    ax2.set(xlabel="t", ylabel="clusters", title=f"clusters (eps={eps:g}, >= {min_fraction:g} of tokens)")
-    fig.tight_layout()
+    label = "density basins" if rule == "basins" else f"links, eps={eps:g}, >= {min_fraction:g} of tokens"
+    ax2.set(xlabel="t", ylabel="clusters", title=f"clusters ({label})")
     fig.savefig(run.path / "inner_products.png", dpi=100)
     return {"times": run.times, "clusters": clusters, "largest": largest, "histograms": hist}

@@ -1,4 +1,4 @@
-"""Drawing i.i.d. tokens from an initial density on S^{d-1}.
+"""Initial tokens from a density on S^{d-1}: i.i.d. draws, or deterministic point sets.
 
 Samplers (``particles.sampler`` in a config):
 
@@ -18,8 +18,26 @@ Samplers (``particles.sampler`` in a config):
     PDE's initial cell masses), a point uniformly in the flat cell, projected radially onto
     the sphere.  It samples the PDE's piecewise-constant initial measure, up to the radial
     projection's area distortion within a cell (O(h^2) relative).
+``quantile`` (S^1, deterministic)
+    Tokens at the quantiles of rho0: ``theta_i = F^{-1}((i + 1/2) / n)``, F the cumulative
+    distribution of the angle measured counter-clockwise from the positive x axis.  As the
+    flow on S^1 keeps tokens ordered and each carries mass 1/n, they stay at the quantiles
+    of the PDE solution up to the particle system's error, and the particle field is a
+    midpoint rule in the mass coordinate, periodic and smooth: far more accurate than random
+    draws (whose sampling noise at n = 2000 is as large as a 5% perturbation).
+``fibonacci`` (S^2, deterministic)
+    The spherical Fibonacci point set mapped by the density: the lattice
+    ``(u_i, v_i) = ((i + 1/2) / n, frac(i / golden))`` of the unit square is sent through the
+    inverse Rosenblatt map of rho0 in the coordinates (z, phi) (``dA = dz dphi``):
+    ``z_i = F_z^{-1}(u_i)`` for the marginal of z, then ``phi_i = F^{-1}(v_i | z_i)`` for the
+    conditional of phi.  For the uniform density this is the usual spherical Fibonacci lattice.
 ``auto``
     ``exact`` for ``uniform`` and ``vmf``, else ``rejection``.
+
+The deterministic samplers ignore the seed.  They invert cumulative distributions computed
+with the density's quadratic interpolant on each interval of a fine grid (3 Gauss points per
+interval: :data:`QUANTILE_INTERVALS` on S^1; :data:`FIBONACCI_GRID` in z and phi on S^2),
+accurate to about ``h^4`` times the density's third derivative for grid spacing h.
 """
 
 from __future__ import annotations
@@ -32,10 +50,18 @@ from ..initial import InitialDensity
 from ..mesh import RawMesh
 from ..sphere import cell_averages, cell_measure, normalize
 
-SAMPLERS: tuple[str, ...] = ("auto", "exact", "rejection", "mesh")
+SAMPLERS: tuple[str, ...] = ("auto", "exact", "rejection", "mesh", "quantile", "fibonacci")
+#: Samplers of one sphere only: name -> d.
+SPHERE_SAMPLERS: dict[str, int] = {"quantile": 2, "fibonacci": 3}
 SAFETY = 1.5
 PROBE_POINTS = 1 << 16
 EXACT_KINDS = ("uniform", "vmf")
+QUANTILE_INTERVALS = 1 << 16
+#: (z intervals, phi points of the marginal's trapezoid rule, phi intervals of the conditionals)
+FIBONACCI_GRID = (2048, 1024, 256)
+_GAUSS3 = np.array([0.5 - 0.5 * np.sqrt(0.6), 0.5, 0.5 + 0.5 * np.sqrt(0.6)])  # on [0, 1]
+_GAUSS3_WEIGHTS = np.array([5.0, 8.0, 5.0]) / 18.0
+_GAUSS3_TO_QUADRATIC = np.linalg.inv(np.vander(_GAUSS3, 3, increasing=True))  # node values -> a + b s + c s^2
 
 
 class SamplingError(ValueError):
@@ -166,6 +192,94 @@ def mesh_sampler(rng: np.random.Generator, n: int, density: Callable[[np.ndarray
     return normalize(flat)
 
 
+def inverse_cdf(start: np.ndarray, width: float, values: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """Invert piecewise-quadratic cumulative distributions, batched.
+
+    Parameters
+    ----------
+    start
+        (..., M) left ends of M intervals of equal ``width``, one grid per target; or (M,),
+        one grid for all targets.
+    values
+        (..., M, 3) (or (M, 3)) the density at the 3 Gauss points (:data:`_GAUSS3`) of each interval; on
+        each interval it is taken to be the quadratic through them.
+    targets
+        (...,) masses in [0, total], measured from ``start[..., 0]``.
+
+    Returns
+    -------
+    np.ndarray
+        (...,) the points where the cumulative mass reaches the targets (bisection to round-off).
+    """
+    masses = width * values @ _GAUSS3_WEIGHTS
+    cumulative = np.cumsum(masses, axis=-1)
+    coef = values @ _GAUSS3_TO_QUADRATIC.T  # (..., M, 3): a + b s + c s^2 on each interval
+    if start.ndim == 1:  # one grid for all targets
+        k = np.minimum(np.searchsorted(cumulative, targets), len(start) - 1)
+        before, coef, start = (cumulative - masses)[k], coef[k], start[k]
+    else:
+        k = np.minimum((cumulative < targets[..., None]).sum(axis=-1), masses.shape[-1] - 1)[..., None]
+        before = np.take_along_axis(cumulative - masses, k, axis=-1)[..., 0]
+        coef = np.take_along_axis(coef, k[..., None], axis=-2)[..., 0, :]
+        start = np.take_along_axis(start, k, axis=-1)[..., 0]
+    rest = targets - before
+    lo, hi = np.zeros_like(rest), np.ones_like(rest)
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        below = width * mid * (coef[..., 0] + mid * (coef[..., 1] / 2.0 + mid * coef[..., 2] / 3.0)) < rest
+        lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
+    return start + width * 0.5 * (lo + hi)
+
+
+def _on_circle(theta: np.ndarray) -> np.ndarray:
+    return np.stack([np.cos(theta), np.sin(theta)], axis=-1)
+
+
+def quantile_circle(n: int, density: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+    """n tokens at the quantiles ``(i + 1/2) / n`` of a density on S^1 (module docstring), shape (n, 2)."""
+    m = QUANTILE_INTERVALS
+    width = 2.0 * np.pi / m
+    start = width * np.arange(m)
+    values = density(_on_circle(start[:, None] + width * _GAUSS3).reshape(-1, 2)).reshape(m, 3)
+    if np.any(values < 0) or not np.all(np.isfinite(values)):
+        raise SamplingError("initial: the density is negative or not finite somewhere")
+    total = width * (values @ _GAUSS3_WEIGHTS).sum()
+    return _on_circle(inverse_cdf(start, width, values, total * (np.arange(n) + 0.5) / n))
+
+
+def fibonacci_sphere(n: int, density: Callable[[np.ndarray], np.ndarray], chunk: int = 2048) -> np.ndarray:
+    """The spherical Fibonacci lattice mapped by a density on S^2 (module docstring), shape (n, 3)."""
+    mz, mphi, mcond = FIBONACCI_GRID
+
+    def at(z: np.ndarray, phi: np.ndarray) -> np.ndarray:
+        r = np.sqrt(np.clip(1.0 - z**2, 0.0, None))
+        pts = np.stack(np.broadcast_arrays(r * np.cos(phi), r * np.sin(phi), z), axis=-1)
+        f = density(pts.reshape(-1, 3)).reshape(pts.shape[:-1])
+        if np.any(f < 0) or not np.all(np.isfinite(f)):
+            raise SamplingError("initial: the density is negative or not finite somewhere")
+        return f
+
+    wz = 2.0 / mz
+    z_start = -1.0 + wz * np.arange(mz)
+    phi = 2.0 * np.pi * np.arange(mphi) / mphi
+    marginal = at((z_start[:, None] + wz * _GAUSS3)[..., None], phi).mean(axis=-1) * 2.0 * np.pi  # (mz, 3)
+    total = wz * (marginal @ _GAUSS3_WEIGHTS).sum()
+    i = np.arange(n)
+    z = inverse_cdf(z_start, wz, marginal, total * (i + 0.5) / n)
+    v = np.mod(i * (np.sqrt(5.0) - 1.0) / 2.0, 1.0)
+    wphi = 2.0 * np.pi / mcond
+    phi_start = wphi * np.arange(mcond)
+    out = np.empty(n)
+    for lo in range(0, n, chunk):
+        zc = z[lo : lo + chunk]
+        cond = at(zc[:, None, None], phi_start[:, None] + wphi * _GAUSS3)  # (c, mcond, 3)
+        mass = wphi * (cond @ _GAUSS3_WEIGHTS).sum(axis=-1)
+        out[lo : lo + chunk] = inverse_cdf(np.broadcast_to(phi_start, cond.shape[:2]), wphi, cond,
+                                           v[lo : lo + chunk] * mass)
+    r = np.sqrt(np.clip(1.0 - z**2, 0.0, None))
+    return np.stack([r * np.cos(out), r * np.sin(out), z], axis=1)
+
+
 def resolve_sampler(kind: str, sampler: str) -> str:
     """The sampler ``auto`` means for an initial-density kind; checks the combination."""
     if sampler == "auto":
@@ -184,14 +298,14 @@ def sample_initial(
     sampler: str = "auto",
     mesh: RawMesh | None = None,
 ) -> np.ndarray:
-    """n i.i.d. tokens from an initial density, shape (n, d).
+    """n tokens from an initial density, shape (n, d): i.i.d., or a deterministic set (module docstring).
 
     Parameters
     ----------
     density
         The initial density (its kind selects the exact sampler).
     rng
-        The generator; the result depends on its state only.
+        The generator; the result depends on its state only (unused by ``quantile`` and ``fibonacci``).
     sampler
         One of :data:`SAMPLERS` (see module docstring).
     mesh
@@ -201,6 +315,11 @@ def sample_initial(
         raise SamplingError(f"particles.n: must be a positive integer, got {n!r}")
     method = resolve_sampler(density.kind, sampler)
     d = density.d
+    if method in SPHERE_SAMPLERS:
+        if d != SPHERE_SAMPLERS[method]:
+            raise SamplingError(f"particles.sampler: {method!r} samples S^{SPHERE_SAMPLERS[method] - 1}, "
+                                f"not S^{d - 1}")
+        return quantile_circle(n, density) if method == "quantile" else fibonacci_sphere(n, density)
     if method == "rejection":
         return rejection(rng, n, density, d)
     if method == "mesh":

@@ -181,14 +181,9 @@ def plot_run_directory(run_dir: str | Path, out: str | Path | None = None, **opt
     **options
         Passed to :func:`plot_run`.
     """
+    from ..runner.directory import check_output_folder
     from ..runner.results import load_run
 
-    folder = Path(out) if out is not None else Path(run_dir) / "plots"
-    if folder.is_dir():
-        foreign = sorted(p.name for p in folder.iterdir() if p.stem not in PLOT_STEMS)
-        if foreign:
-            raise ValueError(f"--out {folder}: holds files that are not meanfield plots ({', '.join(foreign[:3])}); "
-                             "choose another folder")
-    elif folder.exists():
-        raise ValueError(f"--out {folder}: is a file, not a folder")
+    folder = check_output_folder(Path(out) if out is not None else Path(run_dir) / "plots",
+                                 lambda name: Path(name).stem in PLOT_STEMS, "meanfield plots")
     return plot_run(load_run(run_dir), folder, **options)

@@ -25,7 +25,7 @@ import platform
 import shutil
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from . import layout
 from .files import write_json
@@ -335,3 +335,21 @@ def prepare_study(path: Path | str, kind: str, *, overwrite: bool = False) -> Pa
     write_json(path / STUDY_MARKER, {"format": "meanfield-study", "kind": kind,
                                      "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
     return path
+
+
+def check_output_folder(folder: Path | str, owns: Callable[[str], bool], what: str) -> Path:
+    """Refuse a folder for derived outputs (pictures, tables) that holds anything else.
+
+    ``owns(name)`` says whether a file name is one the caller writes; the folder must be missing,
+    empty, or hold only such files, so rewriting it never overwrites a file the program did not
+    write.  Returns the folder as a Path (not created).
+    """
+    folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise RunDirectoryError(f"--out {folder}: is a file, not a folder")
+    if folder.is_dir():
+        foreign = sorted(p.name for p in folder.iterdir() if not owns(p.name))
+        if foreign:
+            raise RunDirectoryError(f"--out {folder}: holds files that are not {what} ({', '.join(foreign[:3])}); "
+                                    "choose another folder")
+    return folder

@@ -7,7 +7,8 @@ at every output time.  Files written (rank 0) under the study directory::
 
     pde/, pde-fine/          the PDE runs (unless given)
     particles/n<N>-s<S>/     the particle runs
-    validation.csv           metric, time, n, seed, value
+    validation.csv           metric, time, n, seed, value (with the cluster-level metrics of
+                             meanfield.studies.clusters.compare.ClusterValidation)
     summary.csv              per metric at the final time: fitted log-log slopes vs n,
                              RMS over seeds at each n, and the PDE floor
     errors.png, density.png  error vs n (with the n^-1/2 line), PDE vs particle histogram
@@ -29,6 +30,7 @@ from ...problem import Problem
 from ...runner.directory import is_run, prepare_study
 from ...runner.results import RunResult, load_pde_run
 from ...runner.session import resolve_config
+from ..clusters.compare import ClusterValidation
 from .compare import PDEReference
 
 log = logging.getLogger("meanfield")
@@ -212,6 +214,7 @@ def validate(
     on_root(comm, check_given_runs)
     on_root(comm, lambda: prepare_study(path, "validation", overwrite=overwrite))
     reference = _pde_runs(config, path, pde, pde_fine, refine, comm, quiet, overwrite)
+    clusters = ClusterValidation(reference.coarse)  # cluster-level agreement (issue 11)
     base = config.section("particles")["seed"]
     rows: list[dict] = []
     finals: dict[tuple[int, int], np.ndarray] = {}
@@ -226,6 +229,8 @@ def validate(
                     row = {name: float(v[i]) for name, v in run.observables.items()}
                     for metric, value in reference.compare(run.points[i], row, float(t)).items():
                         rows.append({"metric": metric, "time": float(t), "n": int(n), "seed": seed, "value": value})
+                for metric, t, value in clusters.rows(run):  # cluster-level agreement (issue 11)
+                    rows.append({"metric": metric, "time": t, "n": int(n), "seed": seed, "value": value})
                 finals[(n, seed)] = run.points[-1]
                 if not quiet:
                     print(f"n = {n:>7d}  seed = {seed}: done", flush=True)

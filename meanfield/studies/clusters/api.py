@@ -1,0 +1,176 @@
+"""Cluster analysis of runs: the Python API and what ``meanfield clusters RUN_DIR`` calls.
+
+A PDE run is read at every output time as its DG1 state when the run has one
+(``vertex_densities``; masses and widths then integrate the linear DG1 density), else as
+density cell averages; peaks come from the cell averages either way (:mod:`.fields` says
+why).  A particle run is read through a kernel
+density estimate on an analysis mesh (the run config's mesh unless ``resolution`` is given).
+Either way the same definition of clusters applies (:mod:`.basins`): significant peaks of the
+density (``prominence``) whose top cell reaches ``threshold`` (default: the uniform density
+1/|S|), with their watershed regions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ...mesh import RawMesh, circle, icosphere, raw_mesh
+from ...runner.directory import check_output_folder
+from ...runner.results import load_run
+from ...sphere import sphere_area
+from ..reference import CircleSolution
+from .cells import AnalysisMesh
+from .fields import CellAverages, DG1Data, Field
+from .files import FILES, PLOT_FILE, write_history
+from .frame import analyse_field
+from .history import FACTORS, ClusterHistory, build_history
+from .particles import TokenField
+from .plots import plot_history
+from .spectral import FourierField, grid_mesh
+
+#: Default least relative depth of the dip that separates two clusters (:mod:`.basins`).
+PROMINENCE = 0.01
+
+
+def _config_mesh(config: dict, resolution: int | None = None) -> RawMesh:
+    mesh = config["mesh"]
+    if resolution is not None:
+        return circle(resolution) if mesh["sphere"] == "S1" else icosphere(resolution)
+    return raw_mesh(mesh["sphere"], mesh.get("resolution"), mesh.get("file"))
+
+
+def pde_fields(result: Any) -> tuple[AnalysisMesh, list[tuple[float, Field]]]:
+    """The analysis mesh and the field at every output time of a PDE run result.
+
+    The mesh is ``result.vertices``/``result.cells`` when the result has them, else the one its
+    config describes (checked against the run's centroids).
+    """
+    vertices = getattr(result, "vertices", None)
+    raw = RawMesh(vertices, result.cells) if vertices is not None else _config_mesh(result.config)
+    mesh = AnalysisMesh(raw)
+    mesh.check_centroids(np.asarray(result.centroids), str(getattr(result, "path", "run")))
+    vertex = getattr(result, "vertex_densities", None)
+    if vertex is not None:
+        return mesh, [(float(t), DG1Data(mesh, v)) for t, v in zip(result.times, vertex)]
+    return mesh, [(float(t), CellAverages(mesh, rho, result.areas)) for t, rho in zip(result.times, result.densities)]
+
+
+def particle_fields(result: Any, bandwidth: float | None = None,
+                    resolution: int | None = None) -> tuple[AnalysisMesh, list[tuple[float, Field]]]:
+    """The analysis mesh and the token density estimate at every output time of a particle run."""
+    mesh = AnalysisMesh(_config_mesh(result.config, resolution))
+    if result.points.shape[2] != mesh.d:
+        raise ValueError(f"particles live on S^{result.points.shape[2] - 1}; cluster analysis needs S^1 or S^2 "
+                         f"matching the config's mesh ({mesh.sphere})")
+    return mesh, [(float(t), TokenField(mesh, x, bandwidth=bandwidth)) for t, x in zip(result.times, result.points)]
+
+
+def analyse_fields(fields: Iterable[tuple[float, Field]], sphere: str, *, threshold: float | None = None,
+                   prominence: float = PROMINENCE, factors: Sequence[float] = FACTORS,
+                   source: str = "") -> ClusterHistory:
+    """Clusters of densities at successive times (any :class:`~.fields.Field`), tracked."""
+    if not 0 <= prominence < 1:
+        raise ValueError(f"prominence: must be in [0, 1), got {prominence!r}")
+    uniform = 1.0 / sphere_area(2 if sphere == "S1" else 3)
+    threshold = uniform if threshold is None else float(threshold)
+    if not threshold > 0:
+        raise ValueError(f"threshold: must be > 0 (density units), got {threshold!r}")
+    if any(not f > 0 for f in factors):
+        raise ValueError(f"factors: must be > 0, got {list(factors)!r}")
+    frames = [analyse_field(field, t, threshold, prominence) for t, field in fields]
+    return build_history(frames, sphere, threshold, prominence, factors, source)
+
+
+def analyse_run(run: Any, *, threshold: float | None = None, prominence: float = PROMINENCE,
+                factors: Sequence[float] = FACTORS, bandwidth: float | None = None, resolution: int | None = None,
+                out: str | Path | None = None, plots: bool = True) -> ClusterHistory:
+    """Peaks, basins, tracking and crossing times of a PDE or particle run.
+
+    Parameters
+    ----------
+    run
+        A run directory, or a loaded PDE result (``times, densities, areas, centroids, config``
+        and optionally ``vertices, cells, vertex_densities``) or particle result (``times,
+        points, config``).
+    threshold
+        Least density (density units) at a cluster's top cell; default the uniform 1/|S|.
+    prominence
+        Least relative depth of the dip separating a cluster from a taller one (:mod:`.basins`).
+    factors
+        Crossing times are computed for ``factor`` x uniform.
+    bandwidth, resolution
+        Particle runs: kernel bandwidth in radians (default one cell) and analysis mesh
+        (S^1: cells, S^2: icosphere level; default the run config's mesh).
+    out
+        Write clusters.csv, events.csv, crossings.csv (and clusters.png) there.
+    plots
+        Also write clusters.png.
+    """
+    result = load_run(run) if isinstance(run, (str, Path)) else run
+    particles = hasattr(result, "points")
+    mesh, fields = particle_fields(result, bandwidth, resolution) if particles else pde_fields(result)
+    history = analyse_fields(fields, mesh.sphere, threshold=threshold, prominence=prominence, factors=factors,
+                             source=str(getattr(result, "path", "")))
+    history.info.update(data=fields[0][1].kind if fields else "none", cells=mesh.num_cells,
+                        scheme=getattr(result, "metadata", {}).get("scheme"))
+    if particles and fields:
+        history.info["bandwidth"] = fields[0][1].bandwidth
+    if out is not None:
+        write_history(out, history)
+        if plots:
+            plot_history(Path(out) / PLOT_FILE, history)
+    return history
+
+
+def reference_history(solution: CircleSolution, *, threshold: float | None = None, prominence: float = PROMINENCE,
+                      factors: Sequence[float] = FACTORS) -> ClusterHistory:
+    """The cluster analysis of a spectral S^1 reference solution (:mod:`.spectral`)."""
+    mesh = grid_mesh(solution.modes)
+    fields = [(float(t), FourierField(mesh, solution, i)) for i, t in enumerate(solution.times)]
+    history = analyse_fields(fields, "S1", threshold=threshold, prominence=prominence, factors=factors,
+                             source="spectral reference")
+    history.info.update(data=FourierField.kind, cells=mesh.num_cells)
+    return history
+
+
+def format_summary(history: ClusterHistory) -> str:
+    """A short text report: clusters over time, events and the global maximum's crossing times."""
+    scheme = history.info.get("scheme")
+    head = (f"{history.source or 'run'}: {history.sphere}{f', {scheme}' if scheme else ''}, "
+            f"{history.info.get('data', '?')} data, {history.info.get('cells', '?')} cells, "
+            f"threshold {history.threshold:.4g} ({history.threshold / history.uniform:.3g} x uniform), "
+            f"prominence {history.prominence:g}")
+    lines = [head]
+    lines.append("  t        clusters  max/uniform")
+    for f in history.frames:
+        lines.append(f"  {f.t:<8.4g} {f.count:>8d}  {f.maximum / history.uniform:>11.4g}")
+    for e in history.events:
+        lines.append(f"  {e.kind:<6s} at t = {e.time:.4g}: ids {' '.join(map(str, e.ids))}")
+    crossings = [c for c in history.crossings if c.id is None]
+    reached = [f"{c.factor:g}x at t = {c.time:.6g}" for c in crossings if np.isfinite(c.time)]
+    missed = [f"{c.factor:g}x" for c in crossings if not np.isfinite(c.time)]
+    last = history.frames[-1].t if history.frames else float("nan")
+    lines.append("  global max reaches " + (", ".join(reached) or "no factor")
+                 + (f"; not {', '.join(missed)} by t = {last:.4g}" if missed else ""))
+    return "\n".join(lines)
+
+
+def cluster_study(run_dir: str | Path, *, out: str | Path | None = None, threshold: float | None = None,
+                  prominence: float = PROMINENCE, factors: Sequence[float] = FACTORS,
+                  bandwidth: float | None = None, resolution: int | None = None, plots: bool = True,
+                  quiet: bool = False) -> ClusterHistory:
+    """What ``meanfield clusters RUN_DIR`` does: analyse, write into ``out`` (default RUN_DIR/clusters), report.
+
+    Serial (call it on one rank).  Parameters as in :func:`analyse_run`.
+    """
+    out = check_output_folder(Path(run_dir) / "clusters" if out is None else Path(out),
+                              lambda name: name in (*FILES, PLOT_FILE), "cluster tables")
+    history = analyse_run(run_dir, threshold=threshold, prominence=prominence, factors=factors,
+                          bandwidth=bandwidth, resolution=resolution, out=out, plots=plots)
+    if not quiet:
+        print(format_summary(history) + f"\nresults: {out}", flush=True)
+    return history

@@ -1,0 +1,72 @@
+"""The files of a cluster analysis.
+
+``clusters.csv``
+    One row per cluster and output time: ``t, id, x, y[, z]`` (peak position),
+    ``theta`` (S^1) or ``lon, lat`` (S^2; radians), ``height`` (density units), ``mass``,
+    ``width`` (radians).
+``events.csv``
+    ``kind, time, ids``: births (new id, then its parent if any), merges (survivor first) and deaths;
+    ids separated by spaces (:mod:`.tracking`).
+``crossings.csv``
+    ``id, factor, time``: the first time each cluster's peak (``id = max``: the global
+    maximum of the density) reaches ``factor`` x uniform; empty when never reached or already
+    reached when first seen (:mod:`.crossing`).
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import numpy as np
+
+from .coords import angle_columns
+from .history import ClusterHistory
+
+FILES = ("clusters.csv", "events.csv", "crossings.csv")
+#: The picture of a cluster history (:mod:`.plots`).
+PLOT_FILE = "clusters.png"
+
+
+def _number(v: float) -> str:
+    return "" if not np.isfinite(v) else repr(float(v))
+
+
+def cluster_rows(history: ClusterHistory) -> list[dict[str, float]]:
+    """The rows of clusters.csv."""
+    axes = "xyz"[: 2 if history.sphere == "S1" else 3]
+    rows = []
+    for frame, ids in zip(history.frames, history.ids):
+        angles = angle_columns(frame.positions)
+        for k, cluster in enumerate(ids):
+            row = {"t": frame.t, "id": int(cluster)}
+            row.update({a: float(frame.positions[k, i]) for i, a in enumerate(axes)})
+            row.update({name: float(v[k]) for name, v in angles.items()})
+            row.update(height=float(frame.heights[k]), mass=float(frame.masses[k]), width=float(frame.widths[k]))
+            rows.append(row)
+    return rows
+
+
+def write_history(directory: str | Path, history: ClusterHistory) -> list[Path]:
+    """Write clusters.csv, events.csv and crossings.csv into ``directory`` (created)."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = [directory / name for name in FILES]
+    columns = ["t", "id", *"xyz"[: 2 if history.sphere == "S1" else 3],
+               *(["theta"] if history.sphere == "S1" else ["lon", "lat"]), "height", "mass", "width"]
+    with open(paths[0], "w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(columns)
+        for row in cluster_rows(history):
+            writer.writerow([row["id"] if c == "id" else _number(row[c]) for c in columns])
+    with open(paths[1], "w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["kind", "time", "ids"])
+        for e in history.events:
+            writer.writerow([e.kind, _number(e.time), " ".join(map(str, e.ids))])
+    with open(paths[2], "w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["id", "factor", "time"])
+        for c in history.crossings:
+            writer.writerow(["max" if c.id is None else c.id, _number(c.factor), _number(c.time)])
+    return paths
