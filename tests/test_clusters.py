@@ -441,3 +441,25 @@ def test_s1_region_ends_at_the_minimum_between_touching_bumps(data):
     assert f(low)[0] > 0.5 * f(0.1)[0]  # a high saddle
     on_vertices = (field.values * mesh.areas)[frame.labels == i].sum() if data == "fv" else None
     assert on_vertices is None or abs(on_vertices - left) > 10 * tol
+
+
+def test_clusters_command_writes_tables_and_refuses_a_foreign_folder(tmp_path, capsys):
+    from mpi4py import MPI
+
+    import meanfield
+    from meanfield.cli import main
+
+    meanfield.run({"name": "c", "mesh": {"sphere": "S1", "resolution": 128}, "model": {"beta": 9.0},
+                   "initial": {"kind": "vmf", "centers": [[1, 0], [-1, 0.2]], "kappas": [6.0, 6.0]},
+                   "time": {"t_final": 1.0, "outputs": 4}, "output": {"xdmf": False}},
+                  out=tmp_path / "run", comm=MPI.COMM_SELF, quiet=True)
+    assert main(["clusters", str(tmp_path / "run"), "--factors", "2,3", "--quiet"]) == 0
+    with open(tmp_path / "run" / "clusters" / "crossings.csv") as fh:
+        assert {float(row["factor"]) for row in csv.DictReader(fh)} == {2.0, 3.0}
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "clusters.csv").write_text("ok to overwrite: ours by name\n")
+    (mine / "notes.txt").write_text("keep")
+    assert main(["clusters", str(tmp_path / "run"), "--out", str(mine), "--quiet"]) == 2
+    assert "not cluster tables" in capsys.readouterr().err
+    assert (mine / "clusters.csv").read_text().startswith("ok to")

@@ -78,6 +78,8 @@ def test_every_subcommand_finishes_under_mpirun(tmp_path):
                            "--out", str(tmp_path / "val2"), "--quiet"],
         "convergence": ["convergence", str(cfg), "--levels", "5:6", "--reference", "finest",
                         "--out", str(tmp_path / "conv"), "--quiet"],
+        "clusters": ["clusters", str(tmp_path / "pde"), "--quiet"],
+        "plot": ["plot", str(tmp_path / "tokens"), "--no-movie"],
         "mesh": ["mesh", "S2", "--level", "1", "-o", str(tmp_path / "s.msh")],
         "info": ["info"],
         "info RUN": ["info", str(tmp_path / "pde")],
@@ -88,6 +90,8 @@ def test_every_subcommand_finishes_under_mpirun(tmp_path):
         assert proc.stderr.count("error") == 0, (name, proc.stderr)
     assert _status(tmp_path / "pde")["ranks"] == 2 and _status(tmp_path / "tokens")["status"] == "completed"
     assert (tmp_path / "val2" / "summary.csv").is_file() and (tmp_path / "conv" / "convergence.csv").is_file()
+    assert (tmp_path / "pde" / "clusters" / "clusters.csv").is_file()
+    assert (tmp_path / "tokens" / "plots" / "observables.png").is_file()
 
 
 def test_bad_input_under_mpirun_is_one_line_and_exit_2(tmp_path):
