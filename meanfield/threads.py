@@ -1,0 +1,72 @@
+"""Threads per MPI rank for BLAS, OpenMP and ducc0 (one by default).
+
+meanfield parallelises over MPI ranks.  Threaded BLAS inside every rank oversubscribes the
+cores of a node (ranks x BLAS threads), and even a single rank on a small shared machine runs
+slower with the BLAS default than with one thread.  The run drivers therefore call
+:func:`configure_threads` once at start-up:
+
+* ``configure_threads()`` -- the number of threads comes from the environment variable
+  ``MEANFIELD_NUM_THREADS`` when it is set, else 1;
+* ``configure_threads(n)`` -- ``n`` threads (an explicit config value wins over the
+  environment).
+
+It limits the BLAS and OpenMP thread pools of the process through ``threadpoolctl`` (no
+environment hacks; the limits hold until the process ends or the function is called again)
+and records ``n`` for the calls that take a thread count themselves (ducc0's transforms),
+which read it with :func:`num_threads`.
+"""
+
+from __future__ import annotations
+
+import os
+
+#: Environment variable that sets the thread count when the caller gives none.
+ENV_VAR = "MEANFIELD_NUM_THREADS"
+
+_state: dict = {"threads": 1, "limiter": None}
+
+
+def _from_environment() -> int:
+    raw = os.environ.get(ENV_VAR)
+    if raw is None or not raw.strip():
+        return 1
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"{ENV_VAR}: must be a positive integer, got {raw!r}") from None
+    if value < 1:
+        raise ValueError(f"{ENV_VAR}: must be a positive integer, got {raw!r}")
+    return value
+
+
+def configure_threads(n: int | None = None) -> int:
+    """Limit BLAS/OpenMP pools to ``n`` threads and use ``n`` in ducc0 calls; returns ``n``.
+
+    Parameters
+    ----------
+    n
+        Threads per process (per MPI rank).  ``None``: ``MEANFIELD_NUM_THREADS`` if set,
+        else 1.
+
+    Raises
+    ------
+    ValueError
+        If ``n`` (or the environment variable) is not a positive integer.
+    """
+    if n is None:
+        n = _from_environment()
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"threads: must be a positive integer, got {n!r}")
+    from threadpoolctl import threadpool_limits
+
+    previous = _state["limiter"]
+    if previous is not None:
+        previous.restore_original_limits()
+    _state["limiter"] = threadpool_limits(limits=n)
+    _state["threads"] = n
+    return n
+
+
+def num_threads() -> int:
+    """Threads the numerical kernels that take a thread count should use (default 1)."""
+    return _state["threads"]
