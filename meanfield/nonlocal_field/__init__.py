@@ -5,7 +5,7 @@ evaluate the field through :func:`make_evaluator`.
 """
 
 from .auto import AutoEvaluator
-from .base import FieldValues, NonlocalEvaluator
+from .base import FieldValues, NonlocalEvaluator, PointGroup
 from .direct import DirectEvaluator, direct_sums
 from .fast import FastEvaluator
 from .select import METHODS, make_evaluator
@@ -13,6 +13,7 @@ from .select import METHODS, make_evaluator
 __all__ = [
     "FieldValues",
     "NonlocalEvaluator",
+    "PointGroup",
     "DirectEvaluator",
     "direct_sums",
     "FastEvaluator",
