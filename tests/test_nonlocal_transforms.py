@@ -128,7 +128,7 @@ def test_euler_angles_reconstruct_rotations(rng):
 
 @pytest.mark.parametrize("d", [2, 3])
 def test_rotation_moves_the_measure(rng, d):
-    """Coefficients of the measure moved by O (proper and improper) = coefficients of the
+    """Coefficients of the measure moved by R (proper and improper) = coefficients of the
     moved points."""
     y, w = random_sphere_points(rng, 200, d), rng.uniform(0.1, 1, 200)
     L = 10
@@ -139,9 +139,9 @@ def test_rotation_moves_the_measure(rng, d):
         rot = np.array([[np.cos(a), -np.sin(a)], [np.sin(a), np.cos(a)]])
         cases = [rot, rot @ np.diag([1.0, -1.0])]
     plan = PointTransform(y, L, EPS)
-    for O in cases:
-        moved = plan.spectrum.rotate(plan.adjoint(w), O)
-        ref = PointTransform(y @ O.T, L, EPS).adjoint(w)
+    for R in cases:
+        moved = plan.spectrum.rotate(plan.adjoint(w), R)
+        ref = PointTransform(y @ R.T, L, EPS).adjoint(w)
         np.testing.assert_allclose(moved, ref, rtol=0, atol=1e-10)
 
 

@@ -51,18 +51,17 @@ class FieldValues:
 
         Softmax heads divide N by Z (the scale cancels); unnormalised heads multiply the
         scaled N back by ``exp(log_scale)``.  Targets where a softmax head sees no mass get
-        zero velocity from that head.
+        zero velocity from that head.  The heads' sum is projected once (P_x is linear).
         """
         X = np.zeros((targets.shape[0], model.d))
         for h, head in enumerate(model.heads):
             if model.softmax:
                 Z = self.Z[h]
-                safe = np.where(Z > 0, Z, 1.0)
-                raw = np.where((Z > 0)[:, None], self.N[h] / safe[:, None], 0.0)
+                factor = np.divide(head.weight, Z, out=np.zeros_like(Z), where=Z > 0)
             else:
-                raw = np.exp(self.log_scale[h])[:, None] * self.N[h]
-            X += head.weight * project_tangent(targets, raw)
-        return X
+                factor = head.weight * np.exp(self.log_scale[h])
+            X += self.N[h] * factor[:, None]
+        return project_tangent(targets, X)
 
     def partition_function(self) -> np.ndarray:
         """Unscaled Z_h(x), shape (heads, targets)."""

@@ -3,19 +3,19 @@
 Kernel expansion
 ----------------
 With ``A = Q^T K``, ``beta <Q x, K y> = beta <x, A y>``.  For the heads this module calls
-*spectral* -- ``A = c O`` with ``O`` orthogonal and ``c >= 0`` (the default Q = K = I, scaled
+*spectral* -- ``A = c R`` with ``R`` orthogonal and ``c >= 0`` (the default Q = K = I, scaled
 or rotated heads) -- the kernel concentration ``kappa = beta c`` is the same at every target
 and, by Funk-Hecke,
 
-    sum_j w_j exp(kappa <x, O y_j>) [y_j, 1] = sum_{l <= L} mult_l(kappa) sum_m C_lm Y_lm(x),
+    sum_j w_j exp(kappa <x, R y_j>) [y_j, 1] = sum_{l <= L} mult_l(kappa) sum_m C_lm Y_lm(x),
 
-``C`` the coefficients (:mod:`.spectral`) of the measures ``w_j [y_j, 1] delta_{O y_j}``.  One
+``C`` the coefficients (:mod:`.spectral`) of the measures ``w_j [y_j, 1] delta_{R y_j}``.  One
 evaluation is then
 
 1. one adjoint transform of the weights at this rank's sources (``ducc0`` NUFFT,
    :mod:`.transforms`) and one ``Allreduce`` of the coefficients (a few kB);
 2. on the coefficients only: the moments of ``w_j y_j`` by the coordinate recurrences,
-   the rotation by ``O`` and the kernel factors ``mult_l``;
+   the rotation by ``R`` and the kernel factors ``mult_l``;
 3. one synthesis of ``d + 1`` real functions per head at this rank's targets.
 
 The cost is a few tens of nanoseconds per point and function, nearly independent of the degree,
@@ -59,7 +59,7 @@ from .base import FieldValues, NonlocalEvaluator, PointGroup, array_key
 from .expansion import BasisCache, default_cache_bytes, exact_moments, target_sums
 from .harmonics import basis_size, tail_ratios, truncation_degree
 from .parallel import allreduce_sum
-from .spectral import CircleSpectrum, SphereSpectrum, kernel_multipliers
+from .spectral import kernel_multipliers, spectrum_for
 from .transforms import EPSILON_FLOOR, PointTransform
 
 #: Below this tolerance the NUFFT cannot deliver: every head uses the exact expansion.
@@ -81,8 +81,8 @@ def head_concentrations(model: AttentionModel) -> np.ndarray:
 
 
 def orthogonal_factor(A: np.ndarray) -> tuple[float, np.ndarray] | None:
-    """``(c, O)`` with ``A = c O``, ``O`` orthogonal, when ``A`` is such a multiple (to
-    :data:`SPECTRAL_RTOL` in its singular values), else None.  ``O`` is the orthogonal polar
+    """``(c, R)`` with ``A = c R``, ``R`` orthogonal, when ``A`` is such a multiple (to
+    :data:`SPECTRAL_RTOL` in its singular values), else None.  ``R`` is the orthogonal polar
     factor (exactly orthogonal); ``A = 0`` gives ``(0, I)``."""
     U, s, Wt = np.linalg.svd(A)
     if s[0] == 0.0:
@@ -90,11 +90,6 @@ def orthogonal_factor(A: np.ndarray) -> tuple[float, np.ndarray] | None:
     if s[0] - s[-1] > SPECTRAL_RTOL * s[0]:
         return None
     return float(s.mean()), U @ Wt
-
-
-def spectrum_for(d: int, L: int) -> CircleSpectrum | SphereSpectrum:
-    """The coefficient space of degree L on S^{d-1}."""
-    return CircleSpectrum(L) if d == 2 else SphereSpectrum(L)
 
 
 def resize(c: np.ndarray, d: int, L: int) -> np.ndarray:
@@ -179,6 +174,7 @@ class FastEvaluator(NonlocalEvaluator):
         # coefficients up to two degrees beyond the heads': one for the first neglected degree
         # (the estimate), one consumed by the coordinate recurrences
         self.coefficient_degree = max(self.degrees) + 2
+        self._norms_V = [float(np.linalg.norm(h.V, 2)) for h in model.heads]
         self.cache = BasisCache(default_cache_bytes(comm) if cache_bytes is None else cache_bytes)
         # NUFFT plans of fixed point groups, by (role, array key); replaced by those used in
         # each call, so plans of arrays no longer passed are dropped
@@ -231,31 +227,37 @@ class FastEvaluator(NonlocalEvaluator):
     # -- per-head preparation ----------------------------------------------------------------
     def _spectral_head(self, h: int, measure: Measure, vector: np.ndarray) -> SpectralHead:
         d, L = self.model.d, self.degrees[h]
-        c, O = self.factors[h]
+        c, R = self.factors[h]
         kappa = self.model.beta * c
         if kappa == 0.0:
             return SpectralHead(h, 0.0, None, None, measure.sums)
         stack = np.concatenate([resize(vector, d, L + 1), resize(measure.coefficients, d, L + 1)[None]])
-        if not np.array_equal(O, np.eye(d)):
-            stack = spectrum_for(d, L + 1).rotate(stack, O)
+        if not np.array_equal(R, np.eye(d)):
+            stack = spectrum_for(d, L + 1).rotate(stack, R)
         mult = kernel_multipliers(d, L + 1, kappa)
         stack = stack * (mult[:, None] if d == 3 else mult)
         kept = resize(stack, d, L)
         return SpectralHead(h, kappa, kept, stack - resize(kept, d, L + 1))
 
-    def _synthesise(self, plan: PointTransform, heads: list[SpectralHead], which: str) -> list[np.ndarray]:
-        """Per head, ``[G, F]`` (shape (d + 1, m)) at the plan's points from the head's ``which``
-        coefficient sets (``"fields"`` or ``"neglected"``); constants for constant kernels."""
+    def _synthesise(
+        self, plan: PointTransform, heads: list[SpectralHead], which: Sequence[str]
+    ) -> list[list[np.ndarray]]:
+        """For each name in ``which`` (``"fields"``, ``"neglected"``), per head, ``[G, F]``
+        (shape (d + 1, m)) at the plan's points from the head's coefficient sets of that name,
+        in one synthesis call; constant kernels give their constants (and no neglected part)."""
         d, m = self.model.d, plan.size
-        sets = [resize(getattr(s, which), d, plan.L) for s in heads if s.constant is None]
+        sets = [resize(getattr(s, name), d, plan.L) for name in which for s in heads if s.constant is None]
         values = iter(plan.synthesis(np.concatenate(sets)).reshape(len(sets), d + 1, m) if sets else ())
         out = []
-        for s in heads:
-            if s.constant is None:
-                out.append(next(values))
-            else:
-                value = s.constant if which == "fields" else np.zeros(d + 1)
-                out.append(np.broadcast_to(value[:, None], (d + 1, m)))
+        for name in which:
+            per_head = []
+            for s in heads:
+                if s.constant is None:
+                    per_head.append(next(values))
+                else:
+                    value = s.constant if name == "fields" else np.zeros(d + 1)
+                    per_head.append(np.broadcast_to(value[:, None], (d + 1, m)))
+            out.append(per_head)
         return out
 
     # -- evaluation ------------------------------------------------------------------------
@@ -283,7 +285,8 @@ class FastEvaluator(NonlocalEvaluator):
             local = np.zeros((basis_size(d, L), d + 1))
             for i, g in enumerate(sources):
                 points = np.ascontiguousarray(g.points, dtype=float)
-                local += exact_moments(points, np.asarray(g.weights, dtype=float), L, self.cache, ("sources", i), g.fixed)
+                weights = np.asarray(g.weights, dtype=float)
+                local += exact_moments(points, weights, L, self.cache, ("sources", i), g.fixed)
             moments = allreduce_sum(self.comm, local)
         results, worst, scale = [], 0.0, 0.0
         for t_index, group in enumerate(targets):
@@ -298,11 +301,14 @@ class FastEvaluator(NonlocalEvaluator):
                     self._plans, used, "targets", points, key, max(self.degrees[h] for h in spectral) + 1,
                     self.epsilon, False,
                 )
-                probe = plan if sample.size == m else self._transform(
-                    self._plans, used, "estimate", points[sample], key, plan.L, self.epsilon, False
-                )
-                fields = self._synthesise(plan, prepared, "fields")
-                neglected = self._synthesise(probe, prepared, "neglected")
+                if sample.size == m:  # the estimate looks at every target: one synthesis for both
+                    fields, neglected = self._synthesise(plan, prepared, ("fields", "neglected"))
+                else:
+                    probe = self._transform(
+                        self._plans, used, "estimate", points[sample], key, plan.L, self.epsilon, False
+                    )
+                    fields = self._synthesise(plan, prepared, ("fields",))[0]
+                    neglected = self._synthesise(probe, prepared, ("neglected",))[0]
                 for s, GF, dGF in zip(prepared, fields, neglected):
                     kappa = np.full(sample.size, s.kappa)
                     self._store(values, s.index, GF, s.kappa)
@@ -359,7 +365,7 @@ class FastEvaluator(NonlocalEvaluator):
         ``epsilon`` relative to the local ``|G|`` and ``F`` (measured: at most 0.8 epsilon of
         the largest value on S^1 and 0.2 epsilon on S^2, adjoint and synthesis together)."""
         d = self.model.d
-        normV = np.linalg.norm(self.model.heads[h].V, 2)
+        normV = self._norms_V[h]
         G, F = np.linalg.norm(sums[:d], axis=0), sums[d]
         if not self.model.softmax:
             return normV * self.epsilon * G * np.exp(kappa)
@@ -390,10 +396,10 @@ class FastEvaluator(NonlocalEvaluator):
         coeffs = self._measure(self._energy_plans, used, sources, L, EPSILON_FLOOR)[0].coefficients
         self._energy_plans = used
         total = 0.0
-        for head, (c, O), Lh in zip(model.heads, self.factors, degrees):
+        for head, (c, R), Lh in zip(model.heads, self.factors, degrees):
             spectrum = spectrum_for(d, Lh)
             a = resize(coeffs, d, Lh)
-            moved = a if np.array_equal(O, np.eye(d)) else spectrum.rotate(a, O)
+            moved = a if np.array_equal(R, np.eye(d)) else spectrum.rotate(a, R)
             kappa = model.beta * c
             pair = spectrum.pairing(a, moved)
             total += head.weight * np.exp(kappa) * float(kernel_multipliers(d, Lh, kappa) @ pair)

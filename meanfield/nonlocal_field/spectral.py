@@ -24,6 +24,8 @@ basis of :mod:`.harmonics`.
 
 from __future__ import annotations
 
+from functools import cached_property, lru_cache
+
 import numpy as np
 
 from .harmonics import kernel_coefficients
@@ -64,11 +66,11 @@ class CircleSpectrum:
         return np.stack([(below + above) / 2.0, (below - above) / 2j])
 
     @staticmethod
-    def rotate(c: np.ndarray, O: np.ndarray) -> np.ndarray:
-        """Coefficients of the measure moved by the orthogonal 2x2 matrix ``O`` (y -> O y)."""
-        alpha = np.arctan2(O[1, 0], O[0, 0])
+    def rotate(c: np.ndarray, R: np.ndarray) -> np.ndarray:
+        """Coefficients of the measure moved by the orthogonal 2x2 matrix ``R`` (y -> R y)."""
+        alpha = np.arctan2(R[1, 0], R[0, 0])
         n = np.arange(c.shape[-1])
-        moved = c if np.linalg.det(O) > 0 else np.conj(c)  # a reflection maps psi to alpha - psi
+        moved = c if np.linalg.det(R) > 0 else np.conj(c)  # a reflection maps psi to alpha - psi
         return moved * np.exp(-1j * n * alpha)
 
     @staticmethod
@@ -153,43 +155,51 @@ class SphereSpectrum:
         applied to ``conj(Y_lm)`` (``c_{l,-1} = -conj(c_{l,1})``).
         """
         L = self.L
-        K = L  # output degrees 0..L-1
         ext = np.zeros((L + 2, L + 3), dtype=complex)  # rows l = 0..L+1, columns m = -1..L+1
         ext[: L + 1, 1 : L + 2] = c
-        ext[: L + 1, 0] = -np.conj(c[:, 1]) if L >= 1 else 0.0
+        if L >= 1:
+            ext[: L + 1, 0] = -np.conj(c[:, 1])
 
-        def shifted(dl: int, dm: int) -> np.ndarray:  # c_{l+dl, m+dm} for l, m = 0..K-1
-            out = np.zeros((K, K), dtype=complex)
+        def shifted(dl: int, dm: int) -> np.ndarray:  # c_{l+dl, m+dm} for l, m = 0..L-1
+            out = np.zeros((L, L), dtype=complex)
             lo = max(0, -dl)
-            out[lo:] = ext[lo + dl : K + dl, 1 + dm : 1 + dm + K]
+            out[lo:] = ext[lo + dl : L + dl, 1 + dm : 1 + dm + L]
             return out
 
-        l = np.arange(K, dtype=float)[:, None]
-        m = np.arange(K, dtype=float)[None, :]
-        z = _ratio((l + 1) ** 2 - m**2, 4 * (l + 1) ** 2 - 1) * shifted(1, 0) + _ratio(
-            l**2 - m**2, 4 * l**2 - 1
-        ) * shifted(-1, 0)
-        minus = -_ratio((l + m + 1) * (l + m + 2), (2 * l + 1) * (2 * l + 3)) * shifted(1, 1) + _ratio(
-            (l - m) * (l - m - 1), (2 * l - 1) * (2 * l + 1)
-        ) * shifted(-1, 1)  # sum w (x - iy) conj(Y_lm)
-        plus = _ratio((l - m + 1) * (l - m + 2), (2 * l + 1) * (2 * l + 3)) * shifted(1, -1) - _ratio(
-            (l + m) * (l + m - 1), (2 * l - 1) * (2 * l + 1)
-        ) * shifted(-1, -1)  # sum w (x + iy) conj(Y_lm)
-        keep = self.mask[:K, :K]
-        return np.stack([(plus + minus) / 2.0, (plus - minus) / 2j, z]) * keep
+        a = self._recurrence
+        z = a[0] * shifted(1, 0) + a[1] * shifted(-1, 0)
+        minus = a[2] * shifted(1, 1) + a[3] * shifted(-1, 1)  # sum w (x - iy) conj(Y_lm)
+        plus = a[4] * shifted(1, -1) + a[5] * shifted(-1, -1)  # sum w (x + iy) conj(Y_lm)
+        return np.stack([(plus + minus) / 2.0, (plus - minus) / 2j, z])
 
-    def rotate(self, c: np.ndarray, O: np.ndarray) -> np.ndarray:
-        """Coefficients of the measure moved by the orthogonal 3x3 matrix ``O`` (y -> O y).
+    @cached_property
+    def _recurrence(self) -> np.ndarray:
+        """The six coefficient arrays of :meth:`vector_moments` (degrees 0..L-1), zero for m > l."""
+        L = self.L
+        l = np.arange(L, dtype=float)[:, None]
+        m = np.arange(L, dtype=float)[None, :]
+        out = np.stack([
+            _ratio((l + 1) ** 2 - m**2, 4 * (l + 1) ** 2 - 1),
+            _ratio(l**2 - m**2, 4 * l**2 - 1),
+            -_ratio((l + m + 1) * (l + m + 2), (2 * l + 1) * (2 * l + 3)),
+            _ratio((l - m) * (l - m - 1), (2 * l - 1) * (2 * l + 1)),
+            _ratio((l - m + 1) * (l - m + 2), (2 * l + 1) * (2 * l + 3)),
+            -_ratio((l + m) * (l + m - 1), (2 * l - 1) * (2 * l + 1)),
+        ])
+        return out * self.mask[:L, :L]
+
+    def rotate(self, c: np.ndarray, R: np.ndarray) -> np.ndarray:
+        """Coefficients of the measure moved by the orthogonal 3x3 matrix ``R`` (y -> R y).
 
         ``c`` has shape (..., L + 1, L + 1).  Proper rotations use ducc0's ``rotate_alm``; an
-        improper ``O = -P`` adds the parity ``Y_lm(-y) = (-1)^l Y_lm(y)``.
+        improper ``R = -P`` adds the parity ``Y_lm(-y) = (-1)^l Y_lm(y)``.
         """
         import ducc0
 
         from ..threads import num_threads
 
-        proper = np.linalg.det(O) > 0
-        psi, theta, phi = euler_zyz(O if proper else -O)
+        proper = np.linalg.det(R) > 0
+        psi, theta, phi = euler_zyz(R if proper else -R)
         lead = c.shape[:-2]
         packed = self.pack(c).reshape((-1, self.packed_l.size))
         out = np.empty_like(packed)
@@ -227,3 +237,9 @@ class SphereSpectrum:
             out[row + 1 : row + l + 1] = sign * c[l, 1 : l + 1].real
             out[row - l : row][::-1] = -sign * c[l, 1 : l + 1].imag
         return out
+
+
+@lru_cache(maxsize=64)
+def spectrum_for(d: int, L: int) -> CircleSpectrum | SphereSpectrum:
+    """The coefficient space of degree L on S^{d-1} (shared instances)."""
+    return CircleSpectrum(L) if d == 2 else SphereSpectrum(L)

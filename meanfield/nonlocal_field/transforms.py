@@ -29,7 +29,7 @@ import numpy as np
 
 from ..threads import num_threads
 from .harmonics import harmonic_basis
-from .spectral import CircleSpectrum, SphereSpectrum
+from .spectral import CircleSpectrum, SphereSpectrum, spectrum_for
 
 #: Smallest NUFFT accuracy ducc0 accepts in double precision (strictly above it).
 EPSILON_FLOOR = 2e-13
@@ -112,11 +112,11 @@ class PointTransform:
         self.L = L
         self.size = points.shape[0]
         if self.d == 2:
-            self.spectrum: CircleSpectrum | SphereSpectrum = CircleSpectrum(L)
+            self.spectrum: CircleSpectrum | SphereSpectrum = spectrum_for(2, L)
             coord = np.arctan2(points[:, 1], points[:, 0])[:, None]
             grid: tuple[int, ...] = (2 * L + 1,)
         elif self.d == 3:
-            self.spectrum = SphereSpectrum(L)
+            self.spectrum = spectrum_for(3, L)
             coord = spherical_angles(points)
             grid = (2 * L + 1, 2 * L + 1)
         else:
