@@ -16,6 +16,8 @@ def restore():
 
 
 def blas_threads() -> set[int]:
+    """Threads of every BLAS pool loaded (single-threaded builds, such as those bundled with
+    basix and PETSc, always report 1)."""
     return {pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"}
 
 
@@ -29,7 +31,7 @@ def test_default_is_one_thread(monkeypatch):
 def test_environment_and_explicit_values(monkeypatch):
     monkeypatch.setenv(threads.ENV_VAR, "2")
     assert threads.configure_threads() == 2 and threads.num_threads() == 2
-    assert blas_threads() == {2}
+    assert 2 in blas_threads() <= {1, 2}  # numpy's BLAS follows
     assert threads.configure_threads(1) == 1  # an explicit value wins over the environment
     assert blas_threads() == {1}
 

@@ -18,14 +18,23 @@ evaluation is then
    the rotation by ``R`` and the kernel factors ``mult_l``;
 3. one synthesis of ``d + 1`` real functions per head at this rank's targets.
 
-The cost is a few tens of nanoseconds per point and function, nearly independent of the degree,
-and memory is linear in the number of points (a NUFFT plan per point set, kept while the
-points are fixed).  The returned sums are scaled by ``exp(-kappa)`` (``log_scale = kappa``).
+The cost per point grows only with the logarithm of the NUFFT accuracy, not with the degree
+(the degree enters through small ``O(L^3)`` coefficient operations), and memory is linear in
+the number of points (a NUFFT plan per point set, kept while the points are fixed).  The returned sums are scaled by ``exp(-kappa)`` (``log_scale = kappa``).
 
 Other heads (``kappa`` varies with the target) use the per-target expansion of
 :mod:`.expansion` with moments taken from the same coefficients; every head does when the
 tolerance is below :data:`TRANSFORM_TOL_FLOOR` (the NUFFT's accuracy limit), with exact
 moments.
+
+Point groups (atoms)
+--------------------
+:meth:`FastEvaluator.evaluate_groups` takes several source and target groups.  Coefficients
+are additive, so every source group adds its adjoint transform to one coefficient array (one
+``Allreduce`` whatever the number of groups), and every target group gets its own synthesis.
+Plans are kept per fixed group, keyed by the group's array, so a small group that moves every
+stage (atoms, point masses that are both sources and targets) costs a fresh plan for its few
+points and leaves the fixed mesh groups' plans in place.
 
 Truncation rule and accuracy
 ----------------------------
