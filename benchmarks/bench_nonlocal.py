@@ -18,6 +18,7 @@ targets), and the velocity error of both against the direct sum on that subset
 
     python benchmarks/bench_nonlocal.py [--quick] [--tol 1e-6] [--old-tol 1e-10] [--old-max 2e6]
     python benchmarks/bench_nonlocal.py --calibrate      # constants of the auto cost model
+    python benchmarks/bench_nonlocal.py --crossover      # auto's choice vs the faster method
 """
 
 from __future__ import annotations
@@ -129,6 +130,31 @@ def calibrate() -> None:
         print(f"d={d} direct: {(time.perf_counter() - tic) / 2000**2 * 1e9:.2f} ns/pair")
 
 
+def crossover() -> None:
+    """Small fixed point sets (mesh-like: quasi-uniform sources, 1.5 targets per source): the
+    method auto picks against the faster one, measured."""
+    from meanfield.nonlocal_field import AutoEvaluator, DirectEvaluator
+
+    rows = []
+    for d in (2, 3):
+        model = AttentionModel(d, BETA)
+        for n in (25, 50, 100, 200, 400, 800, 1600):
+            y, w = tokens(n, d)
+            x, _ = tokens(3 * n // 2 + 1, d)
+            auto = AutoEvaluator(model, None, 1e-6)
+            auto.evaluate(x, y, w, fixed_sources=True, fixed_targets=True)
+            evs = {"direct": DirectEvaluator(model), "fast": FastEvaluator(model, tol=1e-6)}
+            calls = {k: (lambda ev=ev: ev.velocity(x, y, w, fixed_sources=True, fixed_targets=True))
+                     for k, ev in evs.items()}
+            for fn in calls.values():
+                fn()
+            t = interleaved_best(calls, 5)
+            faster = min(t, key=t.get)
+            rows.append([f"S^{d - 1}", n, t["direct"] * 1e3, t["fast"] * 1e3, auto.chosen.name, faster,
+                         "yes" if auto.chosen.name == faster else "NO"])
+    print(table(["sphere", "sources", "direct ms", "fast ms", "auto picks", "faster", "agree"], rows))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="levels 4-6, up to 1e5 tokens")
@@ -138,10 +164,14 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--subset", type=int, default=500, help="targets checked against the direct sum")
     parser.add_argument("--calibrate", action="store_true")
+    parser.add_argument("--crossover", action="store_true", help="auto's choice at small sizes vs measured")
     args = parser.parse_args()
     setup_process()
     if args.calibrate:
         calibrate()
+        return
+    if args.crossover:
+        crossover()
         return
     from baseline import load_baseline
 

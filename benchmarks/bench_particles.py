@@ -6,7 +6,7 @@ d = 3, softmax, beta = 1 (the particle solver's default case), n tokens uniform 
 then the best of ``--steps`` RK4 steps (4 field evaluations each, tokens not fixed).  The
 direct sum is timed for n up to ``--direct-max`` (its time grows like n^2).
 
-    python benchmarks/bench_particles.py [--counts 1e4,1e5,1e6] [--tol 1e-6] [--old-tol 1e-10]
+    python benchmarks/bench_particles.py [--counts 1e4,1e5,1e6] [--tol 1e-6] [--old-tol 1e-10] [--rounds 2]
     mpirun -n 2 python benchmarks/bench_particles.py --worker 100000 new   # one row, 2 ranks
 """
 
@@ -60,6 +60,8 @@ def main() -> None:
     p.add_argument("--tol", type=float, default=1e-6)
     p.add_argument("--old-tol", type=float, default=1e-10)
     p.add_argument("--direct-max", type=float, default=1e4)
+    p.add_argument("--rounds", type=int, default=2, help="fresh processes per (n, implementation), alternating; "
+                   "the fastest counts")
     p.add_argument("--worker", nargs=2, metavar=("N", "IMPL"), help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.worker:
@@ -71,9 +73,13 @@ def main() -> None:
     print(f"RK4 steps, d = 3, softmax, beta = 1, one rank and thread; new tol {args.tol:g}, old tol {args.old_tol:g}")
     rows = []
     for n in (int(float(c)) for c in args.counts.split(",")):
-        new = run_json(base + ["--worker", str(n), "fast"])
-        old = run_json(base + ["--worker", str(n), "old"])
-        direct = run_json(base + ["--worker", str(n), "direct"]) if n <= args.direct_max else None
+        impls = ("fast", "old", "direct") if n <= args.direct_max else ("fast", "old")
+        runs: dict[str, list[dict]] = {impl: [] for impl in impls}
+        for _ in range(args.rounds):
+            for impl in impls:
+                runs[impl].append(run_json(base + ["--worker", str(n), impl]))
+        new, old = (min(runs[i], key=lambda r: r["step"]) for i in ("fast", "old"))
+        direct = min(runs["direct"], key=lambda r: r["step"]) if "direct" in runs else None
         d_step = direct["step"] if direct else float("nan")
         rows.append([f"{n:.0e}", new["step"], old["step"], old["step"] / new["step"], d_step,
                      d_step / new["step"], new["peak_rss"], old["peak_rss"]])

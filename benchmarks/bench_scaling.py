@@ -12,7 +12,8 @@ the tolerance rule) plus ``d + 1`` exact sums; SSP-RK3 evaluates three times per
 64..1024 ranks the table gives the bytes per Allreduce and per step, the time of a
 recursive-doubling Allreduce ``2 log2(P) alpha + 2 bytes / bandwidth`` for an assumed latency and
 bandwidth, and the replicated per-evaluation work (coefficient algebra, which does not shrink
-with P) as measured here at P = 1 -- the terms that end strong scaling.
+with P) as measured here at P = 1 -- the terms that end strong scaling -- and the modelled
+field time per step and parallel efficiency at levels 7 and 8.
 
     python benchmarks/bench_scaling.py [--level 6] [--ranks 1,2] [--steps 3] [--tol 1e-6]
     python benchmarks/bench_scaling.py --comm-only [--alpha 2e-6] [--bandwidth 1e10]
@@ -58,9 +59,10 @@ def worker(level: int, steps: int, tol: float, out: str | None) -> None:
         print(json.dumps({"ranks": comm.size, "step": best, "field": field, "cells": sim.num_cells}))
 
 
-def replicated_work(tol: float, beta: float = 4.0) -> tuple[float, int]:
-    """Seconds of one evaluation with 10 sources and 10 targets (the per-evaluation work that
-    every rank repeats whatever P), and the degree L."""
+def field_costs(tol: float, beta: float = 4.0, n: int = 100_000) -> tuple[float, float, int]:
+    """Seconds of one evaluation with 10 sources and 10 targets (the work every rank repeats
+    whatever P), seconds per cell of a finite-volume evaluation beyond that (one source and
+    1.5 targets, fixed points), and the degree L."""
     setup_process()
     from common import interleaved_best
 
@@ -68,25 +70,43 @@ def replicated_work(tol: float, beta: float = 4.0) -> tuple[float, int]:
     from meanfield.nonlocal_field import FastEvaluator
 
     rng = np.random.default_rng(0)
-    x = rng.standard_normal((10, 3))
-    x /= np.linalg.norm(x, axis=1)[:, None]
-    w = np.full(10, 0.1)
-    ev = FastEvaluator(AttentionModel(3, beta), tol=tol)
-    ev.velocity(x, x, w, fixed_sources=True, fixed_targets=True)
-    t = interleaved_best({"e": lambda: ev.velocity(x, x, w, fixed_sources=True, fixed_targets=True)}, 20)["e"]
-    return t, max(ev.degrees)
+
+    def points(k: int) -> np.ndarray:
+        x = rng.standard_normal((k, 3))
+        return x / np.linalg.norm(x, axis=1)[:, None]
+
+    small, y, x = points(10), points(n), points(3 * n // 2)
+    w = np.full(n, 1.0 / n)
+    evs = {k: FastEvaluator(AttentionModel(3, beta), tol=tol) for k in ("small", "big")}
+    calls = {
+        "small": lambda: evs["small"].velocity(small, small, w[:10], fixed_sources=True, fixed_targets=True),
+        "big": lambda: evs["big"].velocity(x, y, w, fixed_sources=True, fixed_targets=True),
+    }
+    for fn in calls.values():
+        fn()
+    t = interleaved_best(calls, 5)
+    return t["small"], (t["big"] - t["small"]) / n, max(evs["big"].degrees)
 
 
 def communication_table(tol: float, alpha: float, bandwidth: float) -> str:
-    seconds, L = replicated_work(tol)
+    replicated, per_cell, L = field_costs(tol)
     payload = 16 * (L + 3) ** 2 + 8 * 4  # complex coefficients of degree L + 2, and [sum w y, sum w]
     rows = []
-    for P in (64, 128, 256, 512, 1024):
-        allreduce = 2 * np.log2(P) * alpha + 2 * payload / bandwidth
-        rows.append([P, payload, 3 * payload, allreduce * 1e6, 3 * allreduce * 1e3, 3 * seconds * 1e3])
-    header = ["ranks", "bytes/Allreduce", "bytes/step", "Allreduce us", "comm ms/step", "replicated ms/step"]
+    for P in (1, 64, 128, 256, 512, 1024):
+        allreduce = 2 * np.log2(P) * alpha + 2 * payload / bandwidth if P > 1 else 0.0
+        row = [P, payload, 3 * payload, allreduce * 1e6, 3 * allreduce * 1e3, 3 * replicated * 1e3]
+        for level in (7, 8):
+            cells = 20 * 4**level
+            serial = 3 * (replicated + per_cell * cells)
+            parallel = 3 * (replicated + per_cell * cells / P + allreduce)
+            row += [parallel * 1e3, 100 * serial / (P * parallel)]
+        rows.append(row)
+    header = ["ranks", "bytes/Allreduce", "bytes/step", "Allreduce us", "comm ms/step", "replicated ms/step",
+              "L7 field ms/step", "L7 eff %", "L8 field ms/step", "L8 eff %"]
     return (f"S^2, beta = 4, tol {tol:g} (degree L = {L}); alpha = {alpha:g} s, bandwidth = {bandwidth:g} B/s; "
-            f"3 evaluations per SSP-RK3 step\n" + table(header, rows))
+            f"3 evaluations per SSP-RK3 step; field per rank = 3 (replicated + cells / P x "
+            f"{per_cell * 1e9:.0f} ns + Allreduce), measured here at P = 1 (the field only: transport and "
+            f"ghost exchange not included)\n" + table(header, rows))
 
 
 def main() -> None:

@@ -9,6 +9,7 @@ compared implementations and keep the best of several repeats.
 from __future__ import annotations
 
 import json
+import numbers
 import os
 import resource
 import subprocess
@@ -59,7 +60,14 @@ def run_json(args: Sequence[str], ranks: int = 1, timeout: float | None = None) 
 
 def table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     """A plain-text table (also valid Markdown)."""
-    cells = [[str(h) for h in header]] + [[c if isinstance(c, str) else f"{c:.3g}" for c in r] for r in rows]
+    def fmt(c: object) -> str:
+        if isinstance(c, str):
+            return c
+        if isinstance(c, numbers.Integral):
+            return str(c)
+        return f"{c:.3g}"
+
+    cells = [[str(h) for h in header]] + [[fmt(c) for c in r] for r in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
     lines = ["| " + " | ".join(c.rjust(w) for c, w in zip(r, widths)) + " |" for r in cells]
     lines.insert(1, "|" + "|".join("-" * (w + 2) for w in widths) + "|")

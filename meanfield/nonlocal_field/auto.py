@@ -32,7 +32,7 @@ from .parallel import allreduce_sum
 C_DIRECT = 9e-9
 DIRECT_OVERHEAD = 5e-5
 #: Fixed cost of a fast evaluation (coefficient algebra, small transforms), by d.
-FAST_OVERHEAD = {2: 6e-4, 3: 1.4e-3}
+FAST_OVERHEAD = {2: 4e-4, 3: 8e-4}
 #: (a, b) in ns per source point: a + b * log10(1 / eps), by d.
 SOURCE_NS = {2: (20.0, 0.5), 3: (23.0, 6.6)}
 #: (a, b) in ns per target point and spectral head: a + b * log10(1 / eps), by d.
