@@ -5,12 +5,13 @@ evaluate the field through :func:`make_evaluator`.
 """
 
 from .auto import AutoEvaluator
-from .base import FieldValues, NonlocalEvaluator, PointGroup
+from .base import DEFAULT_TOL, FieldValues, NonlocalEvaluator, PointGroup
 from .direct import DirectEvaluator, direct_sums
 from .fast import FastEvaluator
 from .select import METHODS, make_evaluator
 
 __all__ = [
+    "DEFAULT_TOL",
     "FieldValues",
     "NonlocalEvaluator",
     "PointGroup",

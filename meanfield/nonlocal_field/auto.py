@@ -23,7 +23,7 @@ from typing import Sequence
 import numpy as np
 
 from ..model import AttentionModel
-from .base import FieldValues, NonlocalEvaluator, PointGroup
+from .base import DEFAULT_TOL, FieldValues, NonlocalEvaluator, PointGroup
 from .direct import DirectEvaluator
 from .fast import FastEvaluator
 from .harmonics import SUPPORTED_DIMENSIONS, basis_size
@@ -74,7 +74,7 @@ class AutoEvaluator(NonlocalEvaluator):
 
     name = "auto"
 
-    def __init__(self, model: AttentionModel, comm=None, tol: float = 1e-10) -> None:
+    def __init__(self, model: AttentionModel, comm=None, tol: float = DEFAULT_TOL) -> None:
         super().__init__(model, comm)
         self.tol = float(tol)
         self.chosen: NonlocalEvaluator | None = None

@@ -64,7 +64,7 @@ from typing import Sequence
 import numpy as np
 
 from ..model import AttentionModel
-from .base import FieldValues, NonlocalEvaluator, PointGroup, array_key
+from .base import DEFAULT_TOL, FieldValues, NonlocalEvaluator, PointGroup, array_key
 from .expansion import BasisCache, default_cache_bytes, exact_moments, target_sums
 from .harmonics import basis_size, tail_ratios, truncation_degree
 from .parallel import allreduce_sum
@@ -166,7 +166,7 @@ class FastEvaluator(NonlocalEvaluator):
         self,
         model: AttentionModel,
         comm=None,
-        tol: float = 1e-10,
+        tol: float = DEFAULT_TOL,
         cache_bytes: int | None = None,
     ) -> None:
         if model.d not in (2, 3):
