@@ -24,7 +24,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..model import AttentionModel, project_tangent
+from ..model import AttentionModel
 from .parallel import allreduce_sum
 
 
@@ -53,22 +53,33 @@ class FieldValues:
     Z: np.ndarray
     log_scale: np.ndarray
 
+    @classmethod
+    def empty(cls, heads: int, targets: int, d: int) -> FieldValues:
+        """Uninitialised values; ``N`` is stored component-major (``N[h].T`` is contiguous),
+        the layout :meth:`velocity` works in."""
+        return cls(np.empty((heads, d, targets)).transpose(0, 2, 1), np.empty((heads, targets)),
+                   np.empty((heads, targets)))
+
     def velocity(self, model: AttentionModel, targets: np.ndarray) -> np.ndarray:
         """The attention velocity X[mu] at the targets, shape (targets, d).
 
         Softmax heads divide N by Z (the scale cancels); unnormalised heads multiply the
         scaled N back by ``exp(log_scale)``.  Targets where a softmax head sees no mass get
         zero velocity from that head.  The heads' sum is projected once (P_x is linear).
+        Computed component by component (long contiguous loops when N is stored as by
+        :meth:`empty`); the result is a transposed view of a (d, targets) array.
         """
-        X = np.zeros((targets.shape[0], model.d))
+        XT = np.zeros((model.d, targets.shape[0]))
         for h, head in enumerate(model.heads):
             if model.softmax:
                 Z = self.Z[h]
                 factor = np.divide(head.weight, Z, out=np.zeros_like(Z), where=Z > 0)
             else:
                 factor = head.weight * np.exp(self.log_scale[h])
-            X += self.N[h] * factor[:, None]
-        return project_tangent(targets, X)
+            XT += self.N[h].T * factor
+        xT = targets.T
+        XT -= xT * np.einsum("ij,ij->j", xT, XT)
+        return XT.T
 
     def partition_function(self) -> np.ndarray:
         """Unscaled Z_h(x), shape (heads, targets)."""

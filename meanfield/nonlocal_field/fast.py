@@ -301,7 +301,7 @@ class FastEvaluator(NonlocalEvaluator):
         for t_index, group in enumerate(targets):
             points = np.ascontiguousarray(group.points, dtype=float)
             m, H = points.shape[0], len(model.heads)
-            values = FieldValues(np.empty((H, m, d)), np.empty((H, m)), np.empty((H, m)))
+            values = FieldValues.empty(H, m, d)
             sample = estimate_samples(m)
             change = np.zeros(sample.size)  # sum over heads of |dX_h|, the first neglected degree's effect
             if prepared:
@@ -347,8 +347,8 @@ class FastEvaluator(NonlocalEvaluator):
 
     def _store(self, values: FieldValues, h: int, sums: np.ndarray, kappa: np.ndarray | float) -> None:
         """Write head h's scaled sums ``[G, F]`` (shape (d + 1, m)) as N = V G, Z = F."""
-        d = self.model.d
-        values.N[h] = (self.model.heads[h].V @ sums[:d]).T
+        d, V = self.model.d, self.model.heads[h].V
+        values.N[h].T[...] = sums[:d] if np.array_equal(V, np.eye(d)) else V @ sums[:d]
         values.Z[h] = sums[d]
         values.log_scale[h] = kappa
 
