@@ -41,7 +41,10 @@ SIGMA = (1.95, 2.05)
 def spherical_angles(points: np.ndarray) -> np.ndarray:
     """Colatitude and longitude (n, 2) of unit vectors (n, 3), accurate near the poles."""
     x, y, z = points[:, 0], points[:, 1], points[:, 2]
-    return np.column_stack([np.arctan2(np.hypot(x, y), z), np.arctan2(y, x)])
+    out = np.empty((points.shape[0], 2))
+    np.arctan2(np.sqrt(x * x + y * y), z, out=out[:, 0])  # components of unit vectors: no overflow
+    np.arctan2(y, x, out=out[:, 1])
+    return out
 
 
 def _plan(coord: np.ndarray, grid: tuple[int, ...], epsilon: float, adjoint: bool):
