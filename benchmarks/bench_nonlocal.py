@@ -144,7 +144,7 @@ def crossover() -> None:
             auto = AutoEvaluator(model, None, 1e-6)
             auto.evaluate(x, y, w, fixed_sources=True, fixed_targets=True)
             evs = {"direct": DirectEvaluator(model), "fast": FastEvaluator(model, tol=1e-6)}
-            calls = {k: (lambda ev=ev: ev.velocity(x, y, w, fixed_sources=True, fixed_targets=True))
+            calls = {k: (lambda ev=ev, x=x, y=y, w=w: ev.velocity(x, y, w, fixed_sources=True, fixed_targets=True))
                      for k, ev in evs.items()}
             for fn in calls.values():
                 fn()
