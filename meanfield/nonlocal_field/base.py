@@ -27,7 +27,6 @@ import numpy as np
 from ..model import AttentionModel
 from .parallel import allreduce_sum
 
-
 #: Default accuracy of the fast field (max |X - X_exact| / max |X|).  On the default clustering
 #: case (``benchmarks/bench_tolerance.py``) it changes the density by less than 1e-7 of its
 #: maximum: four decades below the finite-volume and DG1 discretisation errors at levels 4-6,

@@ -20,7 +20,8 @@ evaluation is then
 
 The cost per point grows only with the logarithm of the NUFFT accuracy, not with the degree
 (the degree enters through small ``O(L^3)`` coefficient operations), and memory is linear in
-the number of points (a NUFFT plan per point set, kept while the points are fixed).  The returned sums are scaled by ``exp(-kappa)`` (``log_scale = kappa``).
+the number of points (a NUFFT plan per point set, kept while the points are fixed).  The
+returned sums are scaled by ``exp(-kappa)`` (``log_scale = kappa``).
 
 Other heads (``kappa`` varies with the target) use the per-target expansion of
 :mod:`.expansion` with moments taken from the same coefficients; every head does when the
