@@ -28,9 +28,10 @@ from ..model import AttentionModel
 from .parallel import allreduce_sum
 
 #: Default accuracy of the fast field (max |X - X_exact| / max |X|).  On the default clustering
-#: case (``benchmarks/bench_tolerance.py``) it changes the density by less than 1e-7 of its
-#: maximum: four decades below the finite-volume and DG1 discretisation errors at levels 4-6,
-#: two below the error of the field from the schemes' source quadrature.
+#: case (``benchmarks/bench_tolerance.py``, t = 1) it changes the density by at most 5e-7 of its
+#: maximum: about four decades below the finite-volume (levels 4-6) and DG1 (levels 4-5)
+#: discretisation errors, and 30-60 times below the field's own error from the schemes'
+#: source quadrature at the finest of those levels.
 DEFAULT_TOL = 1e-6
 
 
