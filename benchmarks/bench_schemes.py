@@ -36,8 +36,8 @@ def main() -> None:
 
     from meanfield.config import load_config
     from meanfield.mesh import distribute, icosphere
-    from meanfield.nonlocal_field import make_evaluator
     from meanfield.model import rotation_velocity
+    from meanfield.nonlocal_field import make_evaluator
     from meanfield.solver import SCHEMES, attention_velocity
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -58,13 +58,14 @@ def main() -> None:
         evaluator = make_evaluator(config.model(), comm, args.method, 1e-10)
         attention = cls(msh, attention_velocity(evaluator), rotation.geometry)
         field = _step_time(attention, attention.initial_state(density), args.repeat)
-        targets = comm.allreduce(len(getattr(attention, "_targets")))
+        targets = comm.allreduce(len(attention._targets))
         sources = comm.allreduce(len(attention.measure(state)[0]))
         rows.append((name, transport, field, cfl_dt, targets, sources))
     if comm.rank == 0:
         cells = 20 * 4**args.level
         print(f"level {args.level} ({cells} cells), {comm.size} rank(s), attention field: {args.method}")
-        print(f"{'scheme':>6} {'transport/step':>15} {'attention/step':>15} {'CFL dt (rot.)':>14} {'targets':>9} {'sources':>9}")
+        print(f"{'scheme':>6} {'transport/step':>15} {'attention/step':>15} {'CFL dt (rot.)':>14} "
+              f"{'targets':>9} {'sources':>9}")
         for name, transport, field, dt, targets, sources in rows:
             print(f"{name:>6} {transport * 1e3:12.1f} ms {field:13.3f} s {dt:14.3e} {targets:9d} {sources:9d}")
         (_, t_fv, f_fv, dt_fv, *_), (_, t_dg, f_dg, dt_dg, *_) = rows

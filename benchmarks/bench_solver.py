@@ -1,112 +1,125 @@
-"""PDE solver throughput: cell-steps per second and the time split of a step.
+"""PDE step time, field share, output cost and peak memory per icosphere level: current code
+against the start of issue 10 (baseline loaded from git), measured in the same run.
 
-For S^2 icosphere levels 3..6 and S^1 with 1k..64k cells, on 1 and 2 MPI ranks, with the
-direct and the automatic nonlocal evaluator, runs a few SSP-RK3 steps of the default
-clustering case and prints, per row: cells, ranks, method, seconds per step, cell-steps per
-second, and the shares of the step spent in the nonlocal field (velocity evaluation), in
-the transport (fluxes, ghost exchange, RK combinations) and in one output (observables,
-snapshot and XDMF).  Direct rows whose estimated cost exceeds --budget seconds are skipped
-(the estimate is printed).
+Each (level, implementation) runs in a fresh process (so its peak memory is its own): it builds
+the default clustering case (S^2, three bumps, softmax, beta = 4, finite volumes unless
+``--scheme dg1``) with the fast field, takes one untimed step (plans, caches), then
+``--steps`` timed SSP-RK3 steps, and evaluates the outputs' observables (energy included)
+once.  The baseline swaps its own fast evaluator into the same simulation and computes the
+energy as it did then (the field at the source points).  Printed: cells, seconds per step of
+both and their ratio, the field's share of a step, the output observables' seconds, and peak
+resident memory (MiB; ``ru_maxrss``, the whole process including mesh and dolfinx).
 
-    python benchmarks/bench_solver.py [--quick] [--ranks 1,2] [--steps 3] [--budget 120]
+    python benchmarks/bench_solver.py [--levels 4,5,6,7,8] [--steps 3] [--tol 1e-6] [--old-tol 1e-10]
+                                      [--old-max-level 8] [--scheme fv] [--rounds 2]
+
+Each row is the fastest of ``--rounds`` fresh processes per implementation, new and old
+alternating (a shared machine's load changes between processes).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
-import tempfile
 import time
-from pathlib import Path
 
-DIRECT_NS_PER_PAIR = 7.0  # measured here: numpy's float64 exp without AVX-512
-
-
-def cases(quick: bool) -> list[tuple[str, int, int]]:
-    """(sphere, resolution, cells)."""
-    s2 = [(L, 20 * 4**L) for L in ((3, 4) if quick else (3, 4, 5, 6))]
-    s1 = [1000, 4000] if quick else [1000, 4000, 16000, 64000]
-    return [("S2", L, n) for L, n in s2] + [("S1", n, n) for n in s1]
+import numpy as np
+from common import peak_rss_mb, run_json, setup_process, table
 
 
-def worker(sphere: str, resolution: int, method: str, steps: int) -> None:
+def baseline_energy(evaluator, points: np.ndarray, weights: np.ndarray) -> float:
+    """The energy as ``observables.interaction_energy`` computed it at the start of issue 10."""
+    values = evaluator.evaluate(points, points, weights, fixed_sources=True)
+    head_w = np.array([h.weight for h in evaluator.model.heads])
+    return float(head_w @ (values.partition_function() @ weights)) / (2.0 * evaluator.model.beta)
+
+
+def worker(level: int, impl: str, args) -> None:
+    setup_process(baseline=impl == "old")
     from mpi4py import MPI
 
     from meanfield.config import load_config
-    from meanfield.io import DensityWriter, RunDirectory
-    from meanfield.solver import _write_output, build_simulation
+    from meanfield.observables import measure_observables, moment_observables
+    from meanfield.solver import attention_velocity, build_simulation
 
-    comm = MPI.COMM_WORLD
-    cfg = load_config(None, [f"mesh.sphere={sphere!r}".replace("'", '"'), f"mesh.resolution={resolution}",
-                             f"nonlocal.method=\"{method}\"", "nonlocal.tol=1e-8"]
-                      + (["initial.centers=[[1.0, 0.0], [0.0, 1.0], [-1.0, -0.2]]"] if sphere == "S1" else []))
-    sim = build_simulation(cfg, comm)
+    tol = args.tol if impl == "new" else args.old_tol
+    config = load_config(None, [f"mesh.resolution={level}", f'scheme.kind="{args.scheme}"',
+                                'nonlocal.method="fast"', f"nonlocal.tol={tol}"])
+    sim = build_simulation(config, MPI.COMM_SELF)
+    build_rss = peak_rss_mb()
+    if impl == "old":
+        from baseline import load_baseline
+
+        sim.evaluator = load_baseline().FastEvaluator(config.model(), MPI.COMM_SELF, tol)
+        sim.velocity.field = attention_velocity(sim.evaluator)
     state, t = sim.state, 0.0
-    state, dt = sim.stepper.step(state, t, 1.0)  # warm-up: JIT-free, but caches and first evaluation
-    v0 = sim.velocity.seconds
-    comm.barrier()
     tic = time.perf_counter()
-    for _ in range(steps):
-        state, dt = sim.stepper.step(state, t, 1.0)
+    state, dt = sim.stepper.step(state, t, 10.0)
+    first = time.perf_counter() - tic
+    steps, fields = [], []
+    for _ in range(args.steps):
+        v0, tic = sim.velocity.seconds, time.perf_counter()
+        state, dt = sim.stepper.step(state, t, 10.0)
         t += dt
-    comm.barrier()
-    step_time = (time.perf_counter() - tic) / steps
-    velocity = (sim.velocity.seconds - v0) / steps
-    with tempfile.TemporaryDirectory() as tmp:
-        tmp = comm.bcast(tmp, root=0)
-        rundir = RunDirectory(comm, Path(tmp) / "bench")
-        rundir.create(cfg.to_toml())
-        writer = DensityWriter(comm, rundir.path, sim.scheme.output_function(state))
-        comm.barrier()
-        tic = time.perf_counter()
-        _write_output(sim, rundir, writer, state, 0, t, tic)
-        comm.barrier()
-        output = time.perf_counter() - tic
-        writer.close()
-    if comm.rank == 0:
-        print(json.dumps({"sphere": sphere, "cells": sim.num_cells, "ranks": comm.size, "method": method,
-                          "step": step_time, "velocity": velocity, "output": output,
-                          "evaluator": sim.evaluator.diagnostics().get("method")}))
+        steps.append(time.perf_counter() - tic)
+        fields.append(sim.velocity.seconds - v0)
+    points, weights = sim.scheme.measure(state)
+    tic = time.perf_counter()
+    if impl == "new":
+        energy = measure_observables(sim.evaluator, points, weights, fixed_sources=True)["energy"]
+    else:
+        moment_observables(sim.comm, points, weights)
+        energy = baseline_energy(sim.evaluator, points, weights)
+    output = time.perf_counter() - tic
+    best = int(np.argmin(steps))
+    print(json.dumps({"cells": sim.num_cells, "first": first, "step": steps[best], "field": fields[best],
+                      "output": output, "energy": energy, "build_rss": build_rss, "peak_rss": peak_rss_mb(),
+                      "evaluator": sim.evaluator.diagnostics().get("method")}))
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--quick", action="store_true")
-    p.add_argument("--ranks", default="1,2")
+    p.add_argument("--levels", default="4,5,6,7,8")
     p.add_argument("--steps", type=int, default=3)
-    p.add_argument("--budget", type=float, default=120.0, help="skip direct rows estimated above this (s)")
-    p.add_argument("--worker", nargs=3, metavar=("SPHERE", "RES", "METHOD"), help=argparse.SUPPRESS)
+    p.add_argument("--tol", type=float, default=1e-6, help="tolerance of the current evaluator")
+    p.add_argument("--old-tol", type=float, default=1e-10, help="baseline tolerance (its default)")
+    p.add_argument("--old-max-level", type=int, default=8, help="finest level run with the baseline")
+    p.add_argument("--scheme", default="fv", choices=("fv", "dg1"))
+    p.add_argument("--rounds", type=int, default=2, help="fresh processes per (level, implementation), new and "
+                   "old alternating; the fastest counts")
+    p.add_argument("--worker", nargs=2, metavar=("LEVEL", "IMPL"), help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.worker:
-        worker(args.worker[0], int(args.worker[1]), args.worker[2], args.steps)
+        worker(int(args.worker[0]), args.worker[1], args)
         return
-    mpirun = Path(sys.executable).parent / "mpirun"
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
-    print(f"{'sphere':>6} {'cells':>7} {'ranks':>5} {'method':>7} {'s/step':>9} {'cell-steps/s':>13} "
-          f"{'field %':>8} {'transport %':>11} {'output s':>9}  note")
-    for sphere, res, cells in cases(args.quick):
-        for ranks in map(int, args.ranks.split(",")):
-            for method in ("direct", "auto"):
-                facets = cells * (1.5 if sphere == "S2" else 1.0)
-                estimate = (args.steps + 1) * 3 * facets * cells * DIRECT_NS_PER_PAIR * 1e-9 / ranks
-                if method == "direct" and estimate > args.budget:
-                    print(f"{sphere:>6} {cells:>7} {ranks:>5} {method:>7} {'-':>9} {'-':>13} {'-':>8} {'-':>11} "
-                          f"{'-':>9}  skipped: estimated {estimate:.0f} s")
-                    continue
-                cmd = [str(mpirun), "-n", str(ranks), sys.executable, __file__, "--steps", str(args.steps),
-                       "--worker", sphere, str(res), method]
-                out = subprocess.run(cmd, capture_output=True, text=True, env=env)
-                if out.returncode != 0:
-                    print(f"{sphere:>6} {cells:>7} {ranks:>5} {method:>7} failed: {out.stderr.strip()[-300:]}")
-                    continue
-                r = json.loads(out.stdout.strip().splitlines()[-1])
-                share = 100 * r["velocity"] / r["step"]
-                print(f"{sphere:>6} {cells:>7} {ranks:>5} {method:>7} {r['step']:>9.4f} {cells / r['step']:>13.3g} "
-                      f"{share:>8.1f} {100 - share:>11.1f} {r['output']:>9.3f}  field: {r['evaluator']}", flush=True)
+    header = ["level", "cells", "new s/step", "old s/step", "old/new", "new field %", "old field %",
+              "new output s", "old output s", "new peak MiB", "old peak MiB", "after build MiB"]
+    print(f"{args.scheme}, S^2 default clustering case, one thread; new tol {args.tol:g}, old tol {args.old_tol:g}; "
+          f"best of {args.steps} steps")
+    rows = []
+    common_args = [__file__, "--steps", str(args.steps), "--tol", str(args.tol), "--old-tol", str(args.old_tol),
+                   "--scheme", args.scheme]
+    for level in map(int, args.levels.split(",")):
+        runs: dict[str, list[dict]] = {"new": [], "old": []}
+        for _ in range(args.rounds):
+            for impl in ("new", "old") if level <= args.old_max_level else ("new",):
+                runs[impl].append(run_json(common_args + ["--worker", str(level), impl]))
+        new = min(runs["new"], key=lambda r: r["step"])
+        old = min(runs["old"], key=lambda r: r["step"]) if runs["old"] else None
+        nan = float("nan")
+        rows.append([
+            f"L{level}", new["cells"], new["step"], old["step"] if old else nan,
+            old["step"] / new["step"] if old else nan, 100 * new["field"] / new["step"],
+            100 * old["field"] / old["step"] if old else nan, new["output"], old["output"] if old else nan,
+            new["peak_rss"], old["peak_rss"] if old else nan, new["build_rss"],
+        ])
+        if old:
+            assert abs(new["energy"] - old["energy"]) <= 1e-6 * abs(old["energy"]), (new["energy"], old["energy"])
+        print(table(header, rows[-1:]).splitlines()[-1], flush=True)
+    print()
+    print(table(header, rows))
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

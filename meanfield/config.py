@@ -28,7 +28,7 @@ import numpy as np
 from .initial import InitialDensityError, make_initial_density
 from .mesh import SPHERES
 from .model import AttentionModel, ModelError
-from .nonlocal_field.select import METHODS
+from .nonlocal_field.select import DEFAULT_TOL, METHODS
 
 
 class ConfigError(ValueError):
@@ -125,7 +125,9 @@ SCHEMA: dict[str, dict[str, tuple[Any, Callable[[Any], bool], str]]] = {
     },
     "nonlocal": {
         "method": ("auto", _one_of(*METHODS), f"one of {METHODS}"),
-        "tol": (1e-10, lambda v: _positive(v) and v < 1, "a number in (0, 1)"),
+        "tol": (DEFAULT_TOL, lambda v: _positive(v) and v < 1, "a number in (0, 1)"),
+        "threads": (None, _optional(_positive_int),
+                    "threads per MPI rank, a positive integer (default: MEANFIELD_NUM_THREADS or 1)"),
     },
     "particles": {
         "n": (None, _optional(_positive_int), "a positive integer (number of tokens)"),

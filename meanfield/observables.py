@@ -5,7 +5,9 @@ solver (tokens with weights 1/n) report the same quantities:
 
 * ``mass`` = sum w_i;
 * ``energy`` E = sum_h weight_h / (2 beta) sum_i w_i Z_h(x_i), i.e. MODEL.md's interaction
-  energy ``(1/(2 beta)) int int exp(beta <Q x, K y>) dmu dmu`` summed over heads;
+  energy ``(1/(2 beta)) int int exp(beta <Q x, K y>) dmu dmu`` summed over heads, computed by
+  the evaluator (the fast one takes it from the measure's harmonic coefficients, without
+  evaluating the field at the points);
 * ``mean_k`` = sum_i w_i x_i (the mean vector) and ``order`` = its norm;
 * ``m2_kl`` = sum_i w_i x_ik x_il (the second-moment matrix, upper triangle).
 
@@ -17,8 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .model import AttentionModel
-from .nonlocal_field.base import NonlocalEvaluator
+from .nonlocal_field.base import NonlocalEvaluator, PointGroup
 
 
 def _allreduce(comm, a: np.ndarray) -> np.ndarray:
@@ -28,13 +29,12 @@ def _allreduce(comm, a: np.ndarray) -> np.ndarray:
 def interaction_energy(
     evaluator: NonlocalEvaluator, points: np.ndarray, weights: np.ndarray, fixed_sources: bool = False
 ) -> float:
-    """E(mu) of MODEL.md, summed over heads with their weights (collective)."""
-    model: AttentionModel = evaluator.model
-    values = evaluator.evaluate(points, points, weights, fixed_sources=fixed_sources)
-    Z = values.partition_function()  # (heads, n)
-    head_w = np.array([h.weight for h in model.heads])
-    local = float(head_w @ (Z @ weights)) / (2.0 * model.beta)
-    return float(_allreduce(evaluator.comm, np.array(local)))
+    """E(mu) of MODEL.md, summed over heads with their weights (collective).
+
+    ``fixed_sources`` promises that ``points`` is the same unchanged array as in the previous
+    call with the promise (mesh points), so the evaluator may reuse what it derived from them.
+    """
+    return evaluator.energy([PointGroup(points, weights, fixed_sources)])
 
 
 def moment_observables(comm, points: np.ndarray, weights: np.ndarray) -> dict[str, float]:

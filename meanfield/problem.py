@@ -86,6 +86,7 @@ class FieldSpec:
 
     method: str
     tol: float
+    threads: int | None
 
 
 @dataclass(frozen=True)
@@ -127,7 +128,8 @@ class Problem:
         self.time = TimeSpec(float(t["t_final"]), config.output_times(), float(t["cfl"]), t["dt"], t["dt_max"],
                              t["wall_limit"])
         self.scheme = SchemeSpec(data["scheme"]["kind"], bool(data["scheme"]["limiter"]))
-        self.field = FieldSpec(data["nonlocal"]["method"], float(data["nonlocal"]["tol"]))
+        nl = data["nonlocal"]
+        self.field = FieldSpec(nl["method"], float(nl["tol"]), nl["threads"])
         self.particles = ParticleSpec(p["n"], int(p["seed"]), config.particle_d, p["dt"], p["sampler"])
         self.output = OutputSpec(config.output_dir(), bool(o["xdmf"]), float(o["checkpoint_every"]))
         self._models: dict[int, AttentionModel] = {}

@@ -24,7 +24,7 @@ from .nonlocal_field import NonlocalEvaluator, make_evaluator
 from .observables import measure_observables
 from .problem import Problem
 from .runner.results import RunResult, load_pde_run
-from .runner.session import check_new_target, resolve_config, start_run
+from .runner.session import check_new_target, configure_process, resolve_config, start_run
 from .runner.simulation import Simulation
 from .runner.writers import ObservablesWriter, OutputWriter, ParaViewOutput, SnapshotWriter
 from .timestepping import SSPRK3, StepStats
@@ -269,6 +269,7 @@ def run(
     problem = Problem(config)
     path = Path(out) if out is not None else problem.output.directory
     check_new_target(path, overwrite, comm)
+    threads = configure_process(problem.field.threads)
     sim = PDESimulation(problem, comm)
-    start_run(sim, config, path, pde_writers(problem), overwrite=overwrite, quiet=quiet)
+    start_run(sim, config, path, pde_writers(problem), overwrite=overwrite, quiet=quiet, facts={"threads": threads})
     return everywhere(comm, lambda: load_pde_run(path))

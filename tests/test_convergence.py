@@ -7,8 +7,8 @@ import pytest
 
 from meanfield.config import load_config
 from meanfield.exact import exact_solution, growth_rate
-from meanfield.problem import Problem
 from meanfield.mesh import circle, icosphere
+from meanfield.problem import Problem
 from meanfield.sphere import cell_averages
 from meanfield.studies.convergence import (
     ConvergenceError,

@@ -67,8 +67,9 @@ def test_large_beta_stays_finite_and_exact(rng, attention):
 
 
 @pytest.mark.mpi
-def test_distributed_sources_match_serial(rng, comm):
+def test_distributed_sources_match_serial(rng, parallel_comm):
     """Each rank owns a slice of targets and sources; the result equals the serial one."""
+    comm = parallel_comm
     from mpi4py import MPI
 
     model = random_model(rng, 3, "softmax", heads=2)

@@ -1,4 +1,5 @@
-"""The fast (harmonic-expansion) nonlocal evaluator against the direct one.
+"""The fast nonlocal evaluator (transforms for spectral heads, per-target expansion for the
+others) against the direct one.
 
 Error measure throughout: max_i |X_fast - X_direct| / max_i |X_direct| (see fast.py).
 """
@@ -8,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from conftest import random_sphere_points
+from scipy.spatial.transform import Rotation
 from scipy.special import eval_legendre, ive, spherical_in
 
 from meanfield.model import AttentionModel, Head
@@ -16,15 +18,20 @@ from meanfield.nonlocal_field import (
     AutoEvaluator,
     DirectEvaluator,
     FastEvaluator,
+    PointGroup,
     direct_sums,
     make_evaluator,
 )
+from meanfield.nonlocal_field.expansion import block_points
+from meanfield.nonlocal_field.fast import TRANSFORM_TOL_FLOOR, orthogonal_factor
 from meanfield.nonlocal_field.harmonics import (
+    basis_size,
     degree_offsets,
     harmonic_basis,
     kernel_coefficients,
     truncation_degree,
 )
+from meanfield.observables import interaction_energy
 
 BETAS = (0.5, 1.0, 4.0, 9.0, 25.0)
 TOLS = (1e-6, 1e-10)
@@ -214,8 +221,9 @@ def test_make_evaluator_methods(rng):
 # -- MPI ----------------------------------------------------------------------------------
 @pytest.mark.mpi
 @pytest.mark.parametrize("d", [2, 3])
-def test_fast_mpi_matches_serial(comm, d):
+def test_fast_mpi_matches_serial(parallel_comm, d):
     """Sources and targets split over COMM_WORLD give the COMM_SELF result to 1e-12."""
+    comm = parallel_comm
     from mpi4py import MPI
 
     rng = np.random.default_rng(7)  # same data on every rank
@@ -244,8 +252,175 @@ def test_cached_fixed_points_give_the_same_sums(rng, d):
         fresh = FastEvaluator(model, tol=1e-10).evaluate(x, y, w)
         for a, b in ((cached.N, fresh.N), (cached.Z, fresh.Z), (cached.log_scale, fresh.log_scale)):
             assert np.array_equal(a, b)
-    assert len(ev._target_cache) == 2
+    # one NUFFT plan each for the sources, the targets (both heads) and nothing else
+    assert sorted(role for role, _ in ev._plans) == ["sources", "targets"]
     # a different target array replaces the cache instead of being served stale values
     x2 = random_sphere_points(rng, 300, d)
     again = ev.evaluate(x2, y, w, fixed_sources=True, fixed_targets=True)
     assert np.array_equal(again.Z, FastEvaluator(model, tol=1e-10).evaluate(x2, y, w).Z)
+
+
+# -- spectral heads (transforms) ----------------------------------------------------------
+def spectral_heads(d: int) -> dict[str, tuple[Head, ...]]:
+    """Heads with Q^T K a multiple of an orthogonal matrix, and one mixed with a general head."""
+    eye = np.eye(d)
+    if d == 3:
+        R = Rotation.random(random_state=4).as_matrix()
+    else:
+        R = np.array([[np.cos(0.8), -np.sin(0.8)], [np.sin(0.8), np.cos(0.8)]])
+    V = np.diag(np.linspace(0.5, 1.0, d))
+    general = Head(np.diag(np.linspace(0.3, 1.0, d)), eye, eye, 0.5)
+    return {
+        "identity": (Head(eye, eye, eye),),
+        "rotated": (Head(2.0 * R, 0.5 * eye, V, 1.0), Head(eye, -eye, eye, 0.5)),
+        "reflected": (Head(R @ np.diag([1.0] * (d - 1) + [-1.0]), eye, V),),
+        "mixed": (Head(eye, eye, eye), general),
+    }
+
+
+@pytest.mark.parametrize("d", [2, 3])
+@pytest.mark.parametrize("attention", ["softmax", "unnormalized"])
+def test_spectral_heads_match_direct(rng, d, attention):
+    """Transform heads (identity, rotated, reflected, mixed with a general head) give the direct
+    velocity to the tolerance at every beta; the estimate follows the error (truncation and
+    NUFFT); halving the degree breaks the tolerance somewhere (the rule is tight)."""
+    worst_halved = 0.0
+    for name, heads in spectral_heads(d).items():
+        for beta in (0.5, 4.0, 25.0):
+            model = AttentionModel(d, beta, attention, heads)
+            y, w = quadrature_points(600 if d == 3 else 200, d)
+            x = random_sphere_points(rng, 150, d)
+            direct = direct_sums(model, x, y, w)
+            for tol in (1e-4, 1e-7, 1e-10):
+                fast = FastEvaluator(model, tol=tol)
+                assert fast.spectral_heads == ([0] if name == "mixed" else list(range(len(heads))))
+                err = velocity_error(model, fast.evaluate(x, y, w), direct, x)
+                assert err < tol, (name, beta, tol, err)
+                estimate = fast.diagnostics()["error_estimate"]
+                # never far below the error, never alarming (above tol) when the error is far below
+                assert err / 10 < estimate < max(100 * err, tol), (name, beta, tol, err, estimate)
+                halved = FastEvaluator(model, tol=tol)
+                halved.degrees = tuple(L // 2 for L in fast.degrees)
+                worst_halved = max(worst_halved, velocity_error(model, halved.evaluate(x, y, w), direct, x) / tol)
+    assert worst_halved > 1.0
+
+
+def test_orthogonal_factor():
+    R = Rotation.random(random_state=2).as_matrix()
+    c, O = orthogonal_factor(3.0 * R)
+    assert c == pytest.approx(3.0) and np.allclose(O, R, atol=1e-14)
+    c, O = orthogonal_factor(-R)
+    assert c == pytest.approx(1.0) and np.allclose(O, -R, atol=1e-14)
+    assert orthogonal_factor(np.zeros((3, 3)))[0] == 0.0
+    assert orthogonal_factor(np.diag([1.0, 1.0, 1.001])) is None
+
+
+def test_below_the_transform_floor_every_head_is_exact(rng):
+    """tol < TRANSFORM_TOL_FLOOR: no NUFFT; the exact expansion meets the tolerance."""
+    model = AttentionModel(3, 4.0, "softmax")
+    y, w = quadrature_points(500, 3)
+    x = random_sphere_points(rng, 50, 3)
+    fast = FastEvaluator(model, tol=1e-13)
+    assert 1e-13 < TRANSFORM_TOL_FLOOR and fast.spectral_heads == []
+    assert velocity_error(model, fast.evaluate(x, y, w), direct_sums(model, x, y, w), x) < 1e-13
+
+
+@pytest.mark.parametrize("method", ["fast", "direct"])
+def test_point_groups_equal_one_concatenated_measure(rng, method):
+    """Mesh sources (fixed) plus a few moving atoms, evaluated at fixed mesh targets and at the
+    atoms, equal one evaluation of the concatenated measure; the fixed groups' plans survive
+    while the atoms move."""
+    d = 3
+    model = AttentionModel(d, 4.0, "softmax")
+    y, w = quadrature_points(400, d)
+    x = random_sphere_points(rng, 120, d)
+    ev = make_evaluator(model, None, method, 1e-10)
+    plans = None
+    for _ in range(3):
+        atoms, masses = random_sphere_points(rng, 3, d), rng.uniform(0.01, 0.1, 3)
+        got = ev.evaluate_groups(
+            [PointGroup(x, None, True), PointGroup(atoms)],
+            [PointGroup(y, w, True), PointGroup(atoms, masses)],
+        )
+        points, weights = np.vstack([y, atoms]), np.concatenate([w, masses])
+        for values, targets in zip(got, (x, atoms)):
+            ref = direct_sums(model, targets, points, weights)
+            assert velocity_error(model, values, ref, targets) < 1e-10
+        if method == "fast":
+            kept = {role: plan for (role, key), plan in ev._plans.items()}
+            assert sorted(kept) == ["sources", "targets"]  # only the fixed groups are kept
+            if plans is not None:
+                assert all(kept[role] is plans[role] for role in kept)
+            plans = kept
+
+
+@pytest.mark.parametrize("d", [2, 3])
+def test_energy_matches_the_double_sum(rng, d):
+    """The energy from coefficients (spectral heads, rotated and reflected) and from the field
+    at the points (a general head) equals the direct double sum to 1e-12."""
+    y = random_sphere_points(rng, 1500, d)
+    y[:, 0] += 1.0
+    y /= np.linalg.norm(y, axis=1)[:, None]
+    w = rng.uniform(0.1, 1.0, 1500)
+    w /= w.sum()
+    for name, heads in spectral_heads(d).items():
+        model = AttentionModel(d, 9.0, "softmax", heads)
+        ref = interaction_energy(DirectEvaluator(model), y, w)
+        naive = sum(h.weight * w @ np.exp(9.0 * (y @ h.Q.T) @ (y @ h.K.T).T) @ w for h in heads) / 18.0
+        assert ref == pytest.approx(naive, rel=1e-12)
+        fast = FastEvaluator(model, tol=1e-4)
+        assert interaction_energy(fast, y, w, fixed_sources=True) == pytest.approx(ref, rel=1e-12), name
+        assert interaction_energy(fast, y, w, fixed_sources=True) == pytest.approx(ref, rel=1e-12)
+
+
+@pytest.mark.parametrize("d", [2, 3])
+def test_expansion_streams_without_a_cache(rng, d):
+    """General heads: with no cache budget the basis is built and contracted block by block,
+    with the same sums as with the cache; the cache keeps fixed blocks within its budget."""
+    model = AttentionModel(d, 4.0, "softmax", random_heads(rng, d, 2))
+    x, y = random_sphere_points(rng, 5000 if d == 3 else 40000, d), random_sphere_points(rng, 300, d)
+    w = rng.uniform(0.1, 1.0, 300)
+    streamed = FastEvaluator(model, tol=1e-8, cache_bytes=0)
+    cached = FastEvaluator(model, tol=1e-8, cache_bytes=1 << 30)
+    for _ in range(2):
+        a = streamed.evaluate(x, y, w, fixed_targets=True)
+        b = cached.evaluate(x, y, w, fixed_targets=True)
+        np.testing.assert_array_equal(a.N, b.N)
+    assert streamed.cache.nbytes == 0 and 0 < cached.cache.nbytes <= 1 << 30
+    rows = [basis_size(d, L + 1) for L in cached.degrees]
+    assert cached.cache.nbytes == 8 * sum(rows) * x.shape[0]
+    assert all(block_points(r) < x.shape[0] for r in rows)  # several blocks per head
+
+
+def test_auto_chooses_fast_for_small_circles():
+    """The issue's case: 512 S^1 cells (fixed mesh points) go to fast; 20 cells stay direct."""
+    model = AttentionModel(2, 4.0)
+    for n, expected in ((512, FastEvaluator), (20, DirectEvaluator)):
+        x, w = quadrature_points(n, 2)
+        auto = AutoEvaluator(model, None, 1e-6)
+        auto.evaluate(x, x, w, fixed_sources=True, fixed_targets=True)
+        assert isinstance(auto.chosen, expected), n
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("d", [2, 3])
+def test_spectral_mpi_matches_serial(parallel_comm, d):
+    """Spectral heads with sources and targets split over COMM_WORLD give the COMM_SELF result
+    to 1e-12 (the NUFFT kernel does not depend on the number of points per rank); so does the
+    energy."""
+    comm = parallel_comm
+    from mpi4py import MPI
+
+    rng = np.random.default_rng(11)
+    model = AttentionModel(d, 9.0, "softmax", spectral_heads(d)["rotated"])
+    y, w = random_sphere_points(rng, 3000, d), rng.random(3000)
+    x = random_sphere_points(rng, 500, d)
+    serial = FastEvaluator(model, MPI.COMM_SELF, 1e-6)
+    ref = serial.evaluate(x, y, w).velocity(model, x)
+    parts = lambda n: np.array_split(np.arange(n), comm.size)[comm.rank]  # noqa: E731
+    mine, src = parts(x.shape[0]), parts(y.shape[0])
+    split = FastEvaluator(model, comm, 1e-6)
+    got = split.evaluate(x[mine], y[src], w[src]).velocity(model, x[mine])
+    np.testing.assert_allclose(got, ref[mine], rtol=0, atol=1e-12 * np.abs(ref).max())
+    energy = interaction_energy(split, y[src], w[src])
+    assert energy == pytest.approx(interaction_energy(serial, y, w), rel=1e-13)

@@ -5,19 +5,27 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import random_sphere_points
 from scipy import integrate, stats
 
-from conftest import random_sphere_points
 from meanfield.config import ConfigError, load_config
 from meanfield.initial import make_initial_density
-from meanfield.mesh import circle, icosphere
+from meanfield.mesh import CellLocator, circle, icosphere
 from meanfield.model import AttentionModel
 from meanfield.nonlocal_field import make_evaluator
 from meanfield.observables import moment_observables
-from meanfield.particles import (ParticleSystem, advance, attention_field, build_particles, count_clusters,
-                                 rk4_step, run_particles, sample_initial, token_block)
+from meanfield.particles import (
+    ParticleSystem,
+    advance,
+    attention_field,
+    build_particles,
+    count_clusters,
+    rk4_step,
+    run_particles,
+    sample_initial,
+    token_block,
+)
 from meanfield.particles.sampling import mesh_sampler, vmf
-from meanfield.mesh import CellLocator
 from meanfield.studies.validation import PDEReference, fit_slope
 
 ALPHA = 1e-3  # significance of the goodness-of-fit tests (fixed seeds)

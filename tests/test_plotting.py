@@ -15,19 +15,18 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from scipy.spatial.transform import Rotation
-
 from conftest import random_sphere_points
+from scipy.spatial.transform import Rotation
 
 from meanfield.initial import vmf_density
 from meanfield.mesh import circle, icosphere
 from meanfield.plotting.circle import circle_segments, token_histogram
-from meanfield.plotting.style import color_norm
+from meanfield.plotting.data import corner_values
 from meanfield.plotting.geometry import Pieces, split_at_poles
 from meanfield.plotting.projections import Mollweide, Orthographic
 from meanfield.plotting.series import time_series
-from meanfield.plotting.data import corner_values
 from meanfield.plotting.sphere_maps import SphereMaps, densest_direction, make_projections, sphere_map
+from meanfield.plotting.style import color_norm
 
 pytestmark = pytest.mark.filterwarnings("error")
 SQRT2 = np.sqrt(2.0)

@@ -7,12 +7,10 @@ import csv
 
 import numpy as np
 import pytest
-
 from conftest import random_sphere_points
-from meanfield.mesh import circle, icosphere
-from meanfield.mesh import CellLocator
-from meanfield.studies.validation import fit_slope, validate
-from meanfield.studies.validation import metrics
+
+from meanfield.mesh import CellLocator, circle, icosphere
+from meanfield.studies.validation import fit_slope, metrics, validate
 
 
 def test_w1_between_point_masses():

@@ -5,14 +5,16 @@ evaluate the field through :func:`make_evaluator`.
 """
 
 from .auto import AutoEvaluator
-from .base import FieldValues, NonlocalEvaluator
+from .base import DEFAULT_TOL, FieldValues, NonlocalEvaluator, PointGroup
 from .direct import DirectEvaluator, direct_sums
 from .fast import FastEvaluator
 from .select import METHODS, make_evaluator
 
 __all__ = [
+    "DEFAULT_TOL",
     "FieldValues",
     "NonlocalEvaluator",
+    "PointGroup",
     "DirectEvaluator",
     "direct_sums",
     "FastEvaluator",

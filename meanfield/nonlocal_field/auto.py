@@ -1,47 +1,72 @@
 """Automatic choice between the direct and the fast evaluator, by a cost model.
 
-Costs in seconds, on one core, for ``H`` heads, ``m`` targets and ``n`` sources in total:
+Modelled seconds of one evaluation on one core, for ``n`` sources and ``m`` targets in total
+(all ranks), ``H`` heads of which ``H_s`` are spectral (transform route of :mod:`.fast`):
 
-    direct ~ C_DIRECT * H * m * n
-    fast   ~ C_FAST * (H * m + n) * (basis_size(d, L + 1) + FAST_ROW_OFFSET) + FAST_OVERHEAD
+    direct ~ DIRECT_OVERHEAD + C_DIRECT * H * m * n
+    fast   ~ FAST_OVERHEAD[d] + n * c_source + m * (H_s * c_target + H_e * c_expansion)
 
-(``L`` the fast evaluator's largest degree).  The constants were calibrated roughly on a
-2-core AMD EPYC (no AVX-512), single-threaded BLAS, with ``benchmarks/bench_nonlocal.py``: direct ~8 ns
-per target-source pair (float64 ``exp`` dominates); fast ~5-6 ns per point and basis row
-(N = 1e6 on S^2 at L = 15: 3.1 s; on S^1 at L = 14: 1.0 s), the offset standing for the
-per-point work that does not scale with the basis (kernel coefficients, rotations).  Only the ratio matters, and the
-crossover is not sharp: at small sizes both take milliseconds.
+with ``c_source = a + b lg(1/eps)`` and ``c_target = a' + b' lg(1/eps)`` (:data:`SOURCE_NS`,
+:data:`TARGET_NS`; ``eps`` the NUFFT accuracy, ``lg`` = log10), :data:`PLAN_NS` more per point
+of a group that is not fixed (its NUFFT plan is rebuilt every call), and for heads whose
+concentration varies (``H_e = H - H_s``) ``c_expansion = C_ROW * (basis_size(d, L + 1) +
+ROW_OFFSET)``.  The constants are fitted to ``benchmarks/bench_nonlocal.py --calibrate``
+(one core of a 2-core AMD EPYC, single-threaded BLAS; the target cost includes the velocity
+from the sums).  Only ratios matter, and the crossover is not sharp: near it both methods
+take about a millisecond.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from ..model import AttentionModel
-from .base import FieldValues, NonlocalEvaluator
+from .base import DEFAULT_TOL, FieldValues, NonlocalEvaluator, PointGroup
 from .direct import DirectEvaluator
 from .fast import FastEvaluator
 from .harmonics import SUPPORTED_DIMENSIONS, basis_size
 from .parallel import allreduce_sum
 
-C_DIRECT = 8e-9
-C_FAST = 6e-9
-FAST_ROW_OFFSET = 60
-FAST_OVERHEAD = 2e-3
+C_DIRECT = 9e-9
+DIRECT_OVERHEAD = 5e-5
+#: Fixed cost of a fast evaluation (coefficient algebra, small transforms), by d.
+FAST_OVERHEAD = {2: 4e-4, 3: 8e-4}
+#: (a, b) in ns per source point: a + b * log10(1 / eps), by d.
+SOURCE_NS = {2: (20.0, 0.5), 3: (23.0, 6.6)}
+#: (a, b) in ns per target point and spectral head: a + b * log10(1 / eps), by d.
+TARGET_NS = {2: (78.0, 2.0), 3: (137.0, 6.8)}
+#: ns per point of a group that is not fixed (NUFFT plan), by d.
+PLAN_NS = {2: 35.0, 3: 85.0}
+#: Per-target expansion: seconds per target, head and basis row, and the rows' offset.
+C_ROW = 6e-9
+ROW_OFFSET = 60
 
 
-def estimated_costs(fast: FastEvaluator, n_targets: int, n_sources: int) -> dict[str, float]:
+def estimated_costs(
+    fast: FastEvaluator, n_targets: int, n_sources: int, fixed_targets: bool = True, fixed_sources: bool = True
+) -> dict[str, float]:
     """Modelled seconds of one evaluation by each method (totals over all ranks)."""
-    H = len(fast.model.heads)
-    rows = basis_size(fast.model.d, fast.moment_degree) + FAST_ROW_OFFSET
+    d, H = fast.model.d, len(fast.model.heads)
+    spectral = len(fast.spectral_heads)
+    lg = np.log10(1.0 / fast.epsilon)
+    source = SOURCE_NS[d][0] + SOURCE_NS[d][1] * lg + (0.0 if fixed_sources else PLAN_NS[d])
+    target = (TARGET_NS[d][0] + TARGET_NS[d][1] * lg) * spectral + (
+        0.0 if fixed_targets or not spectral else PLAN_NS[d]
+    )
+    expansion = sum(
+        C_ROW * (basis_size(d, fast.degrees[h] + 1) + ROW_OFFSET)
+        for h in range(H) if h not in fast.spectral_heads
+    )
     return {
-        "direct": C_DIRECT * H * n_targets * n_sources,
-        "fast": C_FAST * (H * n_targets + n_sources) * rows + FAST_OVERHEAD,
+        "direct": DIRECT_OVERHEAD + C_DIRECT * H * n_targets * n_sources,
+        "fast": FAST_OVERHEAD[d] + 1e-9 * (n_sources * source + n_targets * target) + n_targets * expansion,
     }
 
 
 class AutoEvaluator(NonlocalEvaluator):
-    """Decides at the first :meth:`evaluate` between direct and fast, then keeps the choice.
+    """Decides at the first evaluation between direct and fast, then keeps the choice.
 
     The decision uses the global numbers of targets and sources (one small ``Allreduce``),
     so every rank makes the same one.  Models with ``d`` other than 2 or 3 always use direct.
@@ -49,37 +74,40 @@ class AutoEvaluator(NonlocalEvaluator):
 
     name = "auto"
 
-    def __init__(self, model: AttentionModel, comm=None, tol: float = 1e-10) -> None:
+    def __init__(self, model: AttentionModel, comm=None, tol: float = DEFAULT_TOL) -> None:
         super().__init__(model, comm)
         self.tol = float(tol)
         self.chosen: NonlocalEvaluator | None = None
         self._costs: dict[str, float] | None = None
 
-    def _choose(self, n_targets: int, n_sources: int) -> NonlocalEvaluator:
+    def _choose(self, targets: Sequence[PointGroup], sources: Sequence[PointGroup]) -> NonlocalEvaluator:
         if self.model.d not in SUPPORTED_DIMENSIONS:
             return DirectEvaluator(self.model, self.comm)
-        counts = allreduce_sum(self.comm, np.array([n_targets, n_sources], dtype=float))
+        local = [sum(g.points.shape[0] for g in targets), sum(g.points.shape[0] for g in sources)]
+        counts = allreduce_sum(self.comm, np.array(local, dtype=float))
         fast = FastEvaluator(self.model, self.comm, self.tol)
-        self._costs = estimated_costs(fast, int(counts[0]), int(counts[1]))
+        self._costs = estimated_costs(
+            fast, int(counts[0]), int(counts[1]),
+            all(g.fixed for g in targets), all(g.fixed for g in sources),
+        )
         if self._costs["fast"] < self._costs["direct"]:
             return fast
         return DirectEvaluator(self.model, self.comm)
 
-    def evaluate(
-        self,
-        targets: np.ndarray,
-        sources: np.ndarray,
-        weights: np.ndarray,
-        *,
-        fixed_sources: bool = False,
-        fixed_targets: bool = False,
-    ) -> FieldValues:
-        """See :meth:`NonlocalEvaluator.evaluate`; the first call fixes the method."""
+    def evaluate_groups(
+        self, targets: Sequence[PointGroup], sources: Sequence[PointGroup]
+    ) -> list[FieldValues]:
+        """See :meth:`NonlocalEvaluator.evaluate_groups`; the first call fixes the method."""
         if self.chosen is None:
-            self.chosen = self._choose(targets.shape[0], sources.shape[0])
-        return self.chosen.evaluate(
-            targets, sources, weights, fixed_sources=fixed_sources, fixed_targets=fixed_targets
-        )
+            self.chosen = self._choose(targets, sources)
+        return self.chosen.evaluate_groups(targets, sources)
+
+    def energy(self, sources: Sequence[PointGroup]) -> float:
+        """The chosen evaluator's energy (before any evaluation: the choice for the sources
+        evaluated at themselves)."""
+        if self.chosen is None:
+            self.chosen = self._choose([PointGroup(g.points, None, g.fixed) for g in sources], sources)
+        return self.chosen.energy(sources)
 
     def diagnostics(self) -> dict:
         """The chosen evaluator's diagnostics, plus the modelled costs behind the choice."""

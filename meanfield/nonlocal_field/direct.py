@@ -8,15 +8,17 @@ and the accumulated sums are rescaled whenever it grows (as in streaming softmax
 returned sums are exact and scaled by ``exp(-max exponent)``.
 
 Under MPI each rank evaluates its own targets against all sources, gathered with one
-``Allgatherv`` per evaluation (only the weights when the sources are fixed mesh points).
+``Allgatherv`` per group and evaluation (only the weights for a fixed group seen before).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from ..model import AttentionModel
-from .base import FieldValues, NonlocalEvaluator, array_key
+from .base import FieldValues, NonlocalEvaluator, PointGroup, array_key
 from .parallel import allgather_rows
 
 
@@ -92,34 +94,37 @@ class DirectEvaluator(NonlocalEvaluator):
         super().__init__(model, comm)
         self.block_targets = block_targets
         self.block_sources = block_sources
-        self._fixed_key: tuple | None = None
-        self._fixed_points: np.ndarray | None = None
+        self._gathered: dict[tuple, np.ndarray] = {}
 
-    def _all_sources(self, sources: np.ndarray, fixed: bool) -> np.ndarray:
-        hit = fixed and self._fixed_key == array_key(sources) and self._fixed_points is not None
+    def _all_sources(self, groups: Sequence[PointGroup]) -> np.ndarray:
+        """Every rank's source points, group by group (fixed groups gathered once)."""
+        keys = [array_key(g.points) if g.fixed else None for g in groups]
+        hits = np.array([k is not None and k in self._gathered for k in keys], dtype=np.int32)
         if self.comm is not None and self.comm.size > 1:
             from mpi4py import MPI
 
-            hit = self.comm.allreduce(hit, op=MPI.LAND)  # every rank must skip the gather, or none
-        if hit:
-            return self._fixed_points
-        points = allgather_rows(self.comm, np.ascontiguousarray(sources, dtype=float))
-        if fixed:
-            self._fixed_key, self._fixed_points = array_key(sources), points
-        return points
+            local, hits = hits, np.empty_like(hits)
+            self.comm.Allreduce(local, hits, op=MPI.MIN)  # every rank must skip a gather, or none
+        parts, kept = [], {}
+        for g, key, hit in zip(groups, keys, hits):
+            points = self._gathered[key] if hit else allgather_rows(
+                self.comm, np.ascontiguousarray(g.points, dtype=float)
+            )
+            if key is not None:
+                kept[key] = points
+            parts.append(points)
+        self._gathered = kept
+        return np.concatenate(parts) if len(parts) > 1 else parts[0]
 
-    def evaluate(
-        self,
-        targets: np.ndarray,
-        sources: np.ndarray,
-        weights: np.ndarray,
-        *,
-        fixed_sources: bool = False,
-        fixed_targets: bool = False,
-    ) -> FieldValues:
-        """See :meth:`NonlocalEvaluator.evaluate` (nothing is derived from the targets)."""
-        all_points = self._all_sources(sources, fixed_sources)
-        all_weights = allgather_rows(self.comm, np.ascontiguousarray(weights, dtype=float))
-        return direct_sums(
-            self.model, targets, all_points, all_weights, self.block_targets, self.block_sources
+    def evaluate_groups(
+        self, targets: Sequence[PointGroup], sources: Sequence[PointGroup]
+    ) -> list[FieldValues]:
+        """See :meth:`NonlocalEvaluator.evaluate_groups` (nothing is derived from the targets)."""
+        points = self._all_sources(sources)
+        weights = np.concatenate(
+            [allgather_rows(self.comm, np.ascontiguousarray(g.weights, dtype=float)) for g in sources]
         )
+        return [
+            direct_sums(self.model, t.points, points, weights, self.block_targets, self.block_sources)
+            for t in targets
+        ]

@@ -1,82 +1,91 @@
-"""Fast evaluation of the attention sums by a truncated harmonic expansion (S^1 and S^2).
+"""Fast evaluation of the attention sums on S^1 and S^2: harmonic transforms, truncated by tolerance.
 
-Method
-------
-With ``A = Q^T K`` one has ``beta <Q x, K y> = kappa(x) <u(x), y>`` where
-``kappa(x) = beta |A^T x|`` and ``u(x) = A^T x / |A^T x|`` (any unit vector when
-``A^T x = 0``, where the kernel is constant).  Expanding the kernel in the real harmonic basis
-``B_b`` of :mod:`.harmonics`,
+Kernel expansion
+----------------
+With ``A = Q^T K``, ``beta <Q x, K y> = beta <x, A y>``.  For the heads this module calls
+*spectral* -- ``A = c R`` with ``R`` orthogonal and ``c >= 0`` (the default Q = K = I, scaled
+or rotated heads) -- the kernel concentration ``kappa = beta c`` is the same at every target
+and, by Funk-Hecke,
 
-    exp(kappa <u, y>) = sum_l g_l(kappa) sum_{b in degree l} B_b(u) B_b(y),
+    sum_j w_j exp(kappa <x, R y_j>) [y_j, 1] = sum_{l <= L} mult_l(kappa) sum_m C_lm Y_lm(x),
 
-the sums ``Z(x) = sum_j w_j exp(...)`` and ``N(x) = V sum_j w_j exp(...) y_j`` become
+``C`` the coefficients (:mod:`.spectral`) of the measures ``w_j [y_j, 1] delta_{R y_j}``.  One
+evaluation is then
 
-    [sum_j w_j exp(...) y_j, Z](x) = sum_{l <= L} g_l(kappa(x)) sum_{b in degree l} B_b(u(x)) M_b,
-    M_b = sum_j w_j B_b(y_j) [y_j, 1]                                   (the source moments).
+1. one adjoint transform of the weights at this rank's sources (``ducc0`` NUFFT,
+   :mod:`.transforms`) and one ``Allreduce`` of the coefficients (a few kB);
+2. on the coefficients only: the moments of ``w_j y_j`` by the coordinate recurrences,
+   the rotation by ``R`` and the kernel factors ``mult_l``;
+3. one synthesis of ``d + 1`` real functions per head at this rank's targets.
 
-The moments do not depend on the head (``V`` is applied after the sum), so all heads share
-one moment matrix of ``basis_size(L_max + 1) x (d + 1)`` numbers.  The returned sums are
-scaled by ``exp(-kappa(x))`` (``log_scale = kappa``): the scaled coefficients
-``exp(-k) g_l(k)`` stay bounded for any ``beta``, so nothing overflows.
+The cost per point grows only with the logarithm of the NUFFT accuracy, not with the degree
+(the degree enters through small ``O(L^3)`` coefficient operations), and memory is linear in
+the number of points (a NUFFT plan per point set, kept while the points are fixed).  The
+returned sums are scaled by ``exp(-kappa)`` (``log_scale = kappa``).
 
-Truncation rule
----------------
-Head h uses the degree ``L_h = truncation_degree(d, kmax_h, tol)`` with
-``kmax_h = beta ||Q_h^T K_h||_2`` (largest singular value): the smallest L with
+Other heads (``kappa`` varies with the target) use the per-target expansion of
+:mod:`.expansion` with moments taken from the same coefficients; every head does when the
+tolerance is below :data:`TRANSFORM_TOL_FLOOR` (the NUFFT's accuracy limit), with exact
+moments.
 
-    sum_{l > L} omega_l(kmax_h) <= tol * omega_0(kmax_h),
-    omega_l = epsilon_l I_l (S^1),  omega_l = (2l + 1) i_l (S^2),
+Point groups (atoms)
+--------------------
+:meth:`FastEvaluator.evaluate_groups` takes several source and target groups.  Coefficients
+are additive, so every source group adds its adjoint transform to one coefficient array (one
+``Allreduce`` whatever the number of groups), and every target group gets its own synthesis.
+Plans are kept per fixed group, keyed by the group's array, so a small group that moves every
+stage (atoms, point masses that are both sources and targets) costs a fresh plan for its few
+points and leaves the fixed mesh groups' plans in place.
 
-``omega_l`` bounding the degree-l part of the kernel.  Since ``omega_l / omega_0`` grows
-with ``k`` this bounds, at every target, the truncation error of Z and of each component of
-``sum_j w_j exp(...) y_j`` by ``tol * W omega_0(kappa(x))``, ``W = sum_j |w_j|`` -- i.e. by
-``tol`` times what a *uniform* measure of the same mass would give for Z.  It takes about
-``sqrt(2 kmax ln(1/tol))`` degrees for large ``kmax`` (tol = 1e-10: L = 10, 16, 23, 36, 71
-on S^1 and 10, 17, 24, 39, 76 on S^2 at kmax = 1, 4, 9, 25, 100).
+Truncation rule and accuracy
+----------------------------
+Head h uses the degree ``L_h = truncation_degree(d, kmax_h, tol)``, ``kmax_h = beta ||A_h||_2``:
+the smallest L with ``sum_{l > L} omega_l(kmax_h) <= tol * omega_0(kmax_h)``, ``omega_l``
+bounding the degree-l part of the kernel (:mod:`.harmonics`).  This bounds the truncation
+error of Z and of each component of ``sum_j w_j exp(...) y_j`` by ``tol`` times what a
+uniform measure of the same mass gives for Z.  The NUFFTs run at accuracy
+``EPSILON_FACTOR[d] * tol``.
 
-Error measure.  Accuracy is stated for the velocity as
-``max_i |X_fast(x_i) - X_direct(x_i)| / max_i |X_direct(x_i)|``: pointwise relative error is
-not attainable where X vanishes.  For softmax attention X = P_x(N / Z), whose error is
-about the error of N and Z divided by Z: below ``tol`` for measures spread like a density
-(Z within a modest factor of the uniform value), but it degrades like
-``W omega_0(kappa) / Z(x)`` at targets where ``Z(x)`` is exponentially small (measures that
-have collapsed into clusters far from the target, at large ``kappa``).  The a-posteriori
-estimate in :meth:`FastEvaluator.diagnostics` (the first neglected degree, propagated to X)
-shows when that happens.
-
-Why not ducc0's SHT / a NUFFT
------------------------------
-``ducc0.sht.synthesis_general`` evaluates one spherical-harmonic series at arbitrary points
-in ``O(L^2 log L + n)``.  Here the radial factor ``g_l(kappa(x))`` differs per target and
-per degree whenever ``Q^T K`` is not a multiple of an orthogonal matrix, so one synthesis per
-degree (and per component) would be needed, ``O(L (L^2 log L + n))``, with NUFFT constants.
-Building the basis by recurrences in blocks and contracting with BLAS costs
-``O(n L^2)`` on S^2 (``O(n L)`` on S^1) with small constants, handles the per-target factor
-for free, and for the degrees this kernel needs (L < ~100 up to kmax ~ 200 at tol 1e-10)
-is linear in the number of points in practice.
+Error measure: ``max_i |X_fast(x_i) - X_direct(x_i)| / max_i |X_direct(x_i)|`` (pointwise
+relative error is not attainable where X vanishes).  For softmax attention the error of X is
+about that of N and Z divided by Z: below ``tol`` for measures spread like a density, larger
+at targets where Z is exponentially small (a measure collapsed into clusters far from the
+target at large ``kappa``).  :meth:`FastEvaluator.diagnostics` reports an a-posteriori
+estimate of the last evaluation: for spectral heads a bound of the first neglected degree
+(from its coefficients: Cauchy-Schwarz and the addition theorem) plus the NUFFT's accuracy,
+propagated to X at every target; for the other heads the first neglected degree's actual
+effect on X.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+
 import numpy as np
 
 from ..model import AttentionModel
-from .base import FieldValues, NonlocalEvaluator, array_key
-from .harmonics import (
-    basis_size,
-    harmonic_basis,
-    kernel_coefficients,
-    tail_ratios,
-    truncation_degree,
-)
+from .base import DEFAULT_TOL, FieldValues, NonlocalEvaluator, PointGroup, array_key
+from .expansion import BasisCache, default_cache_bytes, exact_moments, target_sums
+from .harmonics import basis_size, tail_ratios, truncation_degree
 from .parallel import allreduce_sum
+from .spectral import kernel_multipliers, spectrum_for
+from .transforms import EPSILON_FLOOR, PointTransform
 
-#: Bytes of basis values held at once while building moments or evaluating targets.
-BLOCK_BYTES = 1 << 25
-
-
-def _block_rows(rows: int) -> int:
-    return max(64, BLOCK_BYTES // (8 * rows))
+#: Below this tolerance the NUFFT cannot deliver: every head uses the exact expansion.
+TRANSFORM_TOL_FLOOR = 1e-12
+#: NUFFT accuracy relative to the tolerance, by d.  The NUFFTs' error of F and G (adjoint and
+#: synthesis together) was measured at most 0.8 epsilon of their largest value on S^1 and 0.2
+#: epsilon on S^2; it enters X about doubled (through N and Z), so these factors keep it to a
+#: few per cent of tol next to the truncation error, which the rule lets approach tol.
+EPSILON_FACTOR = {2: 1e-2, 3: 1e-1}
+#: Tolerance of :meth:`FastEvaluator.energy` (observables want more digits than the field).
+ENERGY_TOL = 1e-13
+#: Targets per group and rank at which the estimate evaluates the spectral heads' first
+#: neglected degree (one small extra transform).
+ESTIMATE_SAMPLES = 2048
+#: Relative spread of the singular values of ``Q^T K`` up to which a head counts as spectral.
+SPECTRAL_RTOL = 1e-12
 
 
 def head_concentrations(model: AttentionModel) -> np.ndarray:
@@ -84,23 +93,75 @@ def head_concentrations(model: AttentionModel) -> np.ndarray:
     return np.array([model.beta * np.linalg.norm(h.interaction, 2) for h in model.heads])
 
 
+def orthogonal_factor(A: np.ndarray) -> tuple[float, np.ndarray] | None:
+    """``(c, R)`` with ``A = c R``, ``R`` orthogonal, when ``A`` is such a multiple (to
+    :data:`SPECTRAL_RTOL` in its singular values), else None.  ``R`` is the orthogonal polar
+    factor (exactly orthogonal); ``A = 0`` gives ``(0, I)``."""
+    U, s, Wt = np.linalg.svd(A)
+    if s[0] == 0.0:
+        return 0.0, np.eye(A.shape[0])
+    if s[0] - s[-1] > SPECTRAL_RTOL * s[0]:
+        return None
+    return float(s.mean()), U @ Wt
+
+
+def resize(c: np.ndarray, d: int, L: int) -> np.ndarray:
+    """Coefficients truncated or zero-padded to degree L (leading axes kept)."""
+    axes = d - 1
+    lead = c.shape[: c.ndim - axes]
+    out = np.zeros(lead + (L + 1,) * axes, dtype=complex)
+    k = min(L, c.shape[-1] - 1)
+    out[(...,) + (slice(0, k + 1),) * axes] = c[(...,) + (slice(0, k + 1),) * axes]
+    return out
+
+
+@dataclass
+class Measure:
+    """The global source measure as one evaluation needs it: coefficients (degree L) and the
+    exact sums ``[sum_j w_j y_j, sum_j w_j]``."""
+
+    coefficients: np.ndarray
+    sums: np.ndarray
+
+
+@dataclass
+class SpectralHead:
+    """What one evaluation prepares for a spectral head: the coefficient sets of its ``d + 1``
+    functions ``[G, F]`` (kernel factors applied) up to degree L and their degree-(L + 1) parts
+    (the first neglected degree); or, when ``kappa = 0`` (constant kernel), the exact constant
+    values ``[sum w y, sum w]``."""
+
+    index: int
+    kappa: float
+    fields: np.ndarray | None
+    neglected: np.ndarray | None
+    constant: np.ndarray | None = None
+
+
+def estimate_samples(m: int) -> np.ndarray:
+    """Indices of the targets (of m) at which the estimate looks at spectral heads: all of them
+    up to :data:`ESTIMATE_SAMPLES`, else that many evenly spaced ones."""
+    if m <= ESTIMATE_SAMPLES:
+        return np.arange(m)
+    return np.linspace(0, m - 1, ESTIMATE_SAMPLES).astype(int)
+
+
 class FastEvaluator(NonlocalEvaluator):
-    """Truncated harmonic expansion of the attention kernel; see the module docstring.
+    """Transform-based (and per-target expansion) evaluation; see the module docstring.
 
     Parameters
     ----------
     model
         Attention model with ``d`` = 2 (S^1) or 3 (S^2).
     comm
-        MPI communicator; each rank reduces the moments of its own sources (one
-        ``Allreduce`` per evaluation) and evaluates only its own targets.
+        MPI communicator; each rank transforms its own sources (one ``Allreduce`` of the
+        coefficients per evaluation) and evaluates only its own targets.
     tol
         Target accuracy of the velocity, in the measure of the module docstring.
     cache_bytes
-        With ``fixed_sources=True``, the source basis values are kept between calls when they
-        fit in this many bytes, so later calls only redo the cheap weighted sums; with
-        ``fixed_targets=True`` the same holds for the targets' coefficient-weighted basis
-        values (per head), so a PDE step costs two thin matrix products per evaluation.
+        Byte budget of the per-target expansion's basis cache (heads with varying
+        ``kappa``); default :func:`.expansion.default_cache_bytes`.  Transform plans are
+        always kept for fixed point groups (their memory is linear in the points).
     """
 
     name = "fast"
@@ -109,162 +170,260 @@ class FastEvaluator(NonlocalEvaluator):
         self,
         model: AttentionModel,
         comm=None,
-        tol: float = 1e-10,
-        cache_bytes: int = 1 << 29,
+        tol: float = DEFAULT_TOL,
+        cache_bytes: int | None = None,
     ) -> None:
         if model.d not in (2, 3):
             raise ValueError(f"nonlocal.method 'fast': needs d = 2 or 3, got d = {model.d}")
         super().__init__(model, comm)
         self.tol = float(tol)
-        self.cache_bytes = cache_bytes
         self.kmax = head_concentrations(model)
         self.degrees = tuple(truncation_degree(model.d, k, self.tol) for k in self.kmax)
-        # moments up to one degree more than any head uses: the first neglected degree
-        # gives the a-posteriori estimate
-        self.moment_degree = max(self.degrees) + 1
-        self._cache_key: tuple | None = None
-        self._cache: list[np.ndarray] | None = None
-        self._target_key: tuple | None = None
-        self._target_cache: dict[int, tuple[list[np.ndarray], np.ndarray]] = {}
+        self.transforms = self.tol >= TRANSFORM_TOL_FLOOR
+        self.factors = tuple(
+            orthogonal_factor(h.interaction) if self.transforms else None for h in model.heads
+        )
+        self.epsilon = EPSILON_FACTOR[model.d] * self.tol
+        # coefficients up to two degrees beyond the heads': one for the first neglected degree
+        # (the estimate), one consumed by the coordinate recurrences
+        self.coefficient_degree = max(self.degrees) + 2
+        self._norms_V = [float(np.linalg.norm(h.V, 2)) for h in model.heads]
+        self.cache = BasisCache(default_cache_bytes(comm) if cache_bytes is None else cache_bytes)
+        # NUFFT plans of fixed point groups, by (role, array key); replaced by those used in
+        # each call, so plans of arrays no longer passed are dropped
+        self._plans: dict[tuple, PointTransform] = {}
+        self._energy_plans: dict[tuple, PointTransform] = {}
+        self._exact: FastEvaluator | None = None  # the energy of models with general heads
         self._estimate: float | None = None
 
-    # -- moments ---------------------------------------------------------------------------
-    def _source_blocks(self, sources: np.ndarray, fixed: bool) -> list[np.ndarray] | None:
-        """Basis values of the sources, block by block, from the cache when allowed."""
-        if fixed and self._cache_key == array_key(sources) and self._cache is not None:
-            return self._cache
-        rows = basis_size(self.model.d, self.moment_degree)
-        if not fixed or 8 * rows * sources.shape[0] > self.cache_bytes:
-            return None
-        step = _block_rows(rows)
-        self._cache = [
-            harmonic_basis(sources[i : i + step], self.moment_degree)
-            for i in range(0, sources.shape[0], step)
-        ]
-        self._cache_key = array_key(sources)
-        return self._cache
+    @property
+    def spectral_heads(self) -> list[int]:
+        """Indices of the heads evaluated by transforms."""
+        return [h for h, f in enumerate(self.factors) if f is not None]
 
-    def moments(self, sources: np.ndarray, weights: np.ndarray, fixed: bool = False) -> np.ndarray:
-        """Global source moments ``M_b = sum_j w_j B_b(y_j) [y_j, 1]``, shape (basis, d + 1).
+    # -- transforms of point groups ---------------------------------------------------------
+    @staticmethod
+    def _transform(kept: dict, used: dict, role: str, points: np.ndarray, key: tuple | None, L: int,
+                   epsilon: float, adjoint: bool) -> PointTransform:
+        """The transform of ``points`` for ``role``; ``key`` (the array key of a fixed group, or
+        None) finds it among the plans ``kept`` from the previous call, and keeps it in ``used``."""
+        full = (role, key)
+        plan = kept.get(full) if key is not None else None
+        if plan is None:
+            plan = PointTransform(np.ascontiguousarray(points, dtype=float), L, epsilon, adjoint)
+        if key is not None:
+            used[full] = plan
+        return plan
 
-        Collective: every rank passes its own sources; one ``Allreduce`` sums the parts.
-        """
+    def _measure(
+        self, kept: dict, used: dict, sources: Sequence[PointGroup], L: int, epsilon: float
+    ) -> tuple[Measure, dict[int, PointTransform]]:
+        """The global measure (:class:`Measure`, coefficients of degree L) and the transforms
+        used, by ``id`` of the points (for targets that are also sources).  Collective: one
+        ``Allreduce``."""
         d = self.model.d
-        rows = basis_size(d, self.moment_degree)
-        sources = np.ascontiguousarray(sources, dtype=float)
-        rhs = np.empty((sources.shape[0], d + 1))
-        rhs[:, :d] = weights[:, None] * sources
-        rhs[:, d] = weights
-        local = np.zeros((rows, d + 1))
-        step = _block_rows(rows)
-        blocks = self._source_blocks(sources, fixed)
-        for b, i in enumerate(range(0, sources.shape[0], step)):
-            if blocks is not None:
-                basis = blocks[b]
-            else:
-                basis = harmonic_basis(sources[i : i + step], self.moment_degree)
-            local += basis @ rhs[i : i + step]
-        return allreduce_sum(self.comm, local)
+        spectrum = spectrum_for(d, L)
+        local = np.zeros(spectrum.shape, dtype=complex)
+        extra = np.zeros(d + 1)  # sum w y, sum w
+        by_id: dict[int, PointTransform] = {}
+        for g in sources:
+            key = array_key(g.points) if g.fixed else None
+            plan = self._transform(kept, used, "sources", g.points, key, L, epsilon, True)
+            w = np.asarray(g.weights, dtype=float)
+            local += plan.adjoint(w)
+            extra += np.concatenate([w @ g.points, [w.sum()]])
+            by_id[id(g.points)] = plan
+        flat = allreduce_sum(self.comm, np.concatenate([local.ravel().view(float), extra]))
+        coeffs = flat[: -(d + 1)].view(complex).reshape(spectrum.shape)
+        return Measure(coeffs, flat[-(d + 1) :]), by_id
+
+    # -- per-head preparation ----------------------------------------------------------------
+    def _spectral_head(self, h: int, measure: Measure, vector: np.ndarray) -> SpectralHead:
+        d, L = self.model.d, self.degrees[h]
+        c, R = self.factors[h]
+        kappa = self.model.beta * c
+        if kappa == 0.0:
+            return SpectralHead(h, 0.0, None, None, measure.sums)
+        stack = np.concatenate([resize(vector, d, L + 1), resize(measure.coefficients, d, L + 1)[None]])
+        if not np.array_equal(R, np.eye(d)):
+            stack = spectrum_for(d, L + 1).rotate(stack, R)
+        mult = kernel_multipliers(d, L + 1, kappa)
+        stack = stack * (mult[:, None] if d == 3 else mult)
+        kept = resize(stack, d, L)
+        return SpectralHead(h, kappa, kept, stack - resize(kept, d, L + 1))
+
+    def _synthesise(
+        self, plan: PointTransform, heads: list[SpectralHead], which: Sequence[str]
+    ) -> list[list[np.ndarray]]:
+        """For each name in ``which`` (``"fields"``, ``"neglected"``), per head, ``[G, F]``
+        (shape (d + 1, m)) at the plan's points from the head's coefficient sets of that name,
+        in one synthesis call; constant kernels give their constants (and no neglected part)."""
+        d, m = self.model.d, plan.size
+        sets = [resize(getattr(s, name), d, plan.L) for name in which for s in heads if s.constant is None]
+        values = iter(plan.synthesis(np.concatenate(sets)).reshape(len(sets), d + 1, m) if sets else ())
+        out = []
+        for name in which:
+            per_head = []
+            for s in heads:
+                if s.constant is None:
+                    per_head.append(next(values))
+                else:
+                    value = s.constant if name == "fields" else np.zeros(d + 1)
+                    per_head.append(np.broadcast_to(value[:, None], (d + 1, m)))
+            out.append(per_head)
+        return out
 
     # -- evaluation ------------------------------------------------------------------------
-    def _target_basis(self, targets: np.ndarray, A: np.ndarray, L: int) -> tuple[list[np.ndarray], np.ndarray]:
-        """Coefficient-weighted basis values at the targets for one head, block by block
-        (degrees up to L + 1), and ``kappa``."""
-        d = self.model.d
-        z = self.model.beta * (targets @ A)  # rows: beta A^T x
-        kappa = np.linalg.norm(z, axis=1)
-        u = np.zeros_like(z)
-        u[:, 0] = 1.0
-        np.divide(z, kappa[:, None], out=u, where=kappa[:, None] > 0)
-        step = _block_rows(basis_size(d, L + 1))
-        blocks = [
-            harmonic_basis(u[i : i + step], L + 1, kernel_coefficients(d, L + 1, kappa[i : i + step]))
-            for i in range(0, targets.shape[0], step)
-        ]
-        return blocks, kappa
-
-    def _head_basis(
-        self, targets: np.ndarray, h: int, A: np.ndarray, L: int, fixed: bool
-    ) -> tuple[list[np.ndarray], np.ndarray]:
-        """:meth:`_target_basis`, kept between calls for fixed targets when it fits the cache."""
-        if not fixed:
-            return self._target_basis(targets, A, L)
-        key = array_key(targets)
-        if key != self._target_key:
-            self._target_key, self._target_cache = key, {}
-        if h not in self._target_cache:
-            blocks, kappa = self._target_basis(targets, A, L)
-            cached = sum(b.nbytes for v in self._target_cache.values() for b in v[0])
-            if cached + sum(b.nbytes for b in blocks) > self.cache_bytes:
-                return blocks, kappa
-            self._target_cache[h] = (blocks, kappa)
-        return self._target_cache[h]
-
-    def _head_sums(
-        self, targets: np.ndarray, h: int, A: np.ndarray, L: int, M: np.ndarray, fixed: bool
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Scaled ``[sum w e y, Z]`` at the targets for one head, the first neglected degree's
-        part of the same, and ``kappa``."""
-        d = self.model.d
-        kept, total = basis_size(d, L), basis_size(d, L + 1)
-        blocks, kappa = self._head_basis(targets, h, A, L, fixed)
-        sums = np.empty((targets.shape[0], d + 1))
-        extra = np.empty_like(sums)
-        i = 0
-        for basis in blocks:
-            sl = slice(i, i + basis.shape[1])
-            sums[sl] = basis[:kept].T @ M[:kept]
-            extra[sl] = basis[kept:total].T @ M[kept:total]
-            i = sl.stop
-        return sums, extra, kappa
-
-    def evaluate(
-        self,
-        targets: np.ndarray,
-        sources: np.ndarray,
-        weights: np.ndarray,
-        *,
-        fixed_sources: bool = False,
-        fixed_targets: bool = False,
-    ) -> FieldValues:
-        """See :meth:`NonlocalEvaluator.evaluate`; ``log_scale`` is ``kappa_h(x)``."""
+    def evaluate_groups(
+        self, targets: Sequence[PointGroup], sources: Sequence[PointGroup]
+    ) -> list[FieldValues]:
+        """See :meth:`NonlocalEvaluator.evaluate_groups`; ``log_scale`` is ``kappa_h(x)``."""
         model, d = self.model, self.model.d
-        M = self.moments(sources, np.asarray(weights, dtype=float), fixed_sources)
-        targets = np.ascontiguousarray(targets, dtype=float)
-        m, H = targets.shape[0], len(model.heads)
-        values = FieldValues(np.empty((H, m, d)), np.empty((H, m)), np.empty((H, m)))
-        neglected = FieldValues(np.empty((H, m, d)), np.empty((H, m)), np.empty((H, m)))
-        for h, (head, L) in enumerate(zip(model.heads, self.degrees)):
-            sums, extra, kappa = self._head_sums(targets, h, head.interaction, L, M, fixed_targets)
-            for out, s in ((values, sums), (neglected, extra)):
-                out.N[h] = s[:, :d] @ head.V.T
-                out.Z[h] = s[:, d]
-                out.log_scale[h] = kappa
-        self._estimate = self._error_estimate(values, neglected, targets)
-        return values
-
-    def _error_estimate(
-        self, values: FieldValues, neglected: FieldValues, targets: np.ndarray
-    ) -> float | None:
-        """``max_i |dX_i| / max_i |X_i|`` on this rank's targets, dX the first-order effect of
-        the first neglected degree on the velocity; None without targets or velocity."""
-        if targets.shape[0] == 0:
-            return None
-        X = values.velocity(self.model, targets)
-        if self.model.softmax:
-            Z = np.where(values.Z > 0, values.Z, np.inf)[..., None]
-            dN = (neglected.N - values.N / Z * neglected.Z[..., None]) / Z
-            change = FieldValues(dN, np.ones_like(values.Z), values.log_scale)
+        spectral = self.spectral_heads
+        used: dict = {}
+        if self.transforms:
+            measure, by_id = self._measure(self._plans, used, sources, self.coefficient_degree, self.epsilon)
+            coeffs = measure.coefficients
+            vector = spectrum_for(d, self.coefficient_degree).vector_moments(coeffs)
+            prepared = [self._spectral_head(h, measure, vector) for h in spectral]
+            if len(spectral) < len(model.heads):
+                lead = spectrum_for(d, self.coefficient_degree - 1)
+                moments = np.column_stack(
+                    [lead.real_moments(v) for v in vector]
+                    + [lead.real_moments(resize(coeffs, d, self.coefficient_degree - 1))]
+                )
         else:
-            change = FieldValues(neglected.N, neglected.Z, values.log_scale)
-        # FieldValues.velocity divides by Z for softmax heads; Z = 1 passes dN through
-        dX = change.velocity(self.model, targets)
-        scale = np.abs(X).max()
-        return float(np.abs(dX).max() / scale) if scale > 0 else None
+            prepared, by_id = [], {}
+            L = max(self.degrees) + 1
+            local = np.zeros((basis_size(d, L), d + 1))
+            for i, g in enumerate(sources):
+                points = np.ascontiguousarray(g.points, dtype=float)
+                weights = np.asarray(g.weights, dtype=float)
+                local += exact_moments(points, weights, L, self.cache, ("sources", i), g.fixed)
+            moments = allreduce_sum(self.comm, local)
+        results, worst, scale = [], 0.0, 0.0
+        for t_index, group in enumerate(targets):
+            points = np.ascontiguousarray(group.points, dtype=float)
+            m, H = points.shape[0], len(model.heads)
+            values = FieldValues.empty(H, m, d)
+            sample = estimate_samples(m)
+            change = np.zeros(sample.size)  # sum over heads of |dX_h|, the first neglected degree's effect
+            if prepared:
+                key = array_key(group.points) if group.fixed else None
+                plan = by_id.get(id(group.points)) or self._transform(
+                    self._plans, used, "targets", points, key, max(self.degrees[h] for h in spectral) + 1,
+                    self.epsilon, False,
+                )
+                if sample.size == m:  # the estimate looks at every target: one synthesis for both
+                    fields, neglected = self._synthesise(plan, prepared, ("fields", "neglected"))
+                else:
+                    probe = self._transform(
+                        self._plans, used, "estimate", points[sample], key, plan.L, self.epsilon, False
+                    )
+                    fields = self._synthesise(plan, prepared, ("fields",))[0]
+                    neglected = self._synthesise(probe, prepared, ("neglected",))[0]
+                for s, GF, dGF in zip(prepared, fields, neglected):
+                    kappa = np.full(sample.size, s.kappa)
+                    self._store(values, s.index, GF, s.kappa)
+                    dX = self._first_order_change(s.index, GF[:, sample], dGF, kappa, points[sample])
+                    if s.constant is None:
+                        dX = dX + self._transform_change(s.index, GF[:, sample], s.kappa)
+                    change += abs(model.heads[s.index].weight) * dX
+            for h, head in enumerate(model.heads):
+                if h in spectral:
+                    continue
+                sums, extra, kappa = target_sums(
+                    points, head.interaction, model.beta, self.degrees[h], moments, self.cache,
+                    (t_index, h), group.fixed,
+                )
+                self._store(values, h, sums, kappa)
+                change += abs(head.weight) * self._first_order_change(
+                    h, sums[:, sample], extra[:, sample], kappa[sample], points[sample]
+                )
+            results.append(values)
+            if m:
+                probed = FieldValues(values.N[:, sample], values.Z[:, sample], values.log_scale[:, sample])
+                worst = max(worst, float(change.max()))
+                scale = max(scale, float(np.abs(probed.velocity(model, points[sample])).max()))
+        self._plans = used
+        self._estimate = worst / scale if scale > 0 else None
+        return results
 
+    def _store(self, values: FieldValues, h: int, sums: np.ndarray, kappa: np.ndarray | float) -> None:
+        """Write head h's scaled sums ``[G, F]`` (shape (d + 1, m)) as N = V G, Z = F."""
+        d, V = self.model.d, self.model.heads[h].V
+        values.N[h].T[...] = sums[:d] if np.array_equal(V, np.eye(d)) else V @ sums[:d]
+        values.Z[h] = sums[d]
+        values.log_scale[h] = kappa
+
+    def _first_order_change(
+        self, h: int, sums: np.ndarray, extra: np.ndarray, kappa: np.ndarray, targets: np.ndarray
+    ) -> np.ndarray:
+        """``|dX_h|`` per target (unit head weight): the first-order effect on the velocity of
+        adding ``extra`` (the first neglected degree's part, shape (d + 1, m)) to the scaled
+        sums ``sums`` (shape (d + 1, m))."""
+        d, V = self.model.d, self.model.heads[h].V
+        N, Z = (V @ sums[:d]).T, sums[d]
+        dN, dZ = (V @ extra[:d]).T, extra[d]
+        if self.model.softmax:
+            safe = np.where(Z > 0, Z, np.inf)[:, None]
+            change = (dN - N / safe * dZ[:, None]) / safe
+        else:
+            change = np.exp(kappa)[:, None] * dN
+        change = change - np.einsum("ij,ij->i", targets, change)[:, None] * targets
+        return np.linalg.norm(change, axis=1)
+
+    def _transform_change(self, h: int, sums: np.ndarray, kappa: float) -> np.ndarray:
+        """The NUFFTs' effect on ``|X_h|`` per target (unit head weight), for errors of
+        ``epsilon`` relative to the local ``|G|`` and ``F`` (measured: at most 0.8 epsilon of
+        the largest value on S^1 and 0.2 epsilon on S^2, adjoint and synthesis together)."""
+        d = self.model.d
+        normV = self._norms_V[h]
+        G, F = np.linalg.norm(sums[:d], axis=0), sums[d]
+        if not self.model.softmax:
+            return normV * self.epsilon * G * np.exp(kappa)
+        safe = np.where(F > 0, F, np.inf)
+        return np.where(F > 0, 2.0 * normV * self.epsilon * G / safe, np.inf)
+
+    # -- energy --------------------------------------------------------------------------
+    def energy(self, sources: Sequence[PointGroup]) -> float:
+        """Interaction energy (see :meth:`NonlocalEvaluator.energy`) to :data:`ENERGY_TOL`.
+
+        With only spectral heads it comes from the measure's coefficients alone,
+        ``sum_i w_i Z_h(x_i) = sum_l mult_l(kappa_h) sum_m conj(c_lm) c'_lm`` (``c'`` the
+        coefficients of the measure moved by ``O_h``): one adjoint transform per point group
+        (at the NUFFT's best accuracy) and no target basis.  Otherwise the field is evaluated
+        at the source points by the exact expansion at :data:`ENERGY_TOL`.
+        """
+        model, d = self.model, self.model.d
+        tol = min(self.tol, ENERGY_TOL)
+        if not self.transforms or len(self.spectral_heads) < len(model.heads):
+            if self.tol <= ENERGY_TOL:
+                return super().energy(sources)
+            if self._exact is None:
+                # streams its basis (no second cache next to the field's)
+                self._exact = FastEvaluator(model, self.comm, ENERGY_TOL, cache_bytes=0)
+            return self._exact.energy(sources)
+        degrees = [truncation_degree(d, model.beta * f[0], tol) for f in self.factors]
+        L = max(degrees)
+        used: dict = {}
+        coeffs = self._measure(self._energy_plans, used, sources, L, EPSILON_FLOOR)[0].coefficients
+        self._energy_plans = used
+        total = 0.0
+        for head, (c, R), Lh in zip(model.heads, self.factors, degrees):
+            spectrum = spectrum_for(d, Lh)
+            a = resize(coeffs, d, Lh)
+            moved = a if np.array_equal(R, np.eye(d)) else spectrum.rotate(a, R)
+            kappa = model.beta * c
+            pair = spectrum.pairing(a, moved)
+            total += head.weight * np.exp(kappa) * float(kernel_multipliers(d, Lh, kappa) @ pair)
+        return total / (2.0 * model.beta)
+
+    # -- diagnostics ------------------------------------------------------------------------
     def diagnostics(self) -> dict:
-        """Method, tolerance, degrees per head, the a-priori tail ratio of the truncation rule
-        and ``error_estimate`` (first neglected degree, this rank's targets, last call)."""
+        """Method, tolerance, degrees per head, which heads use transforms, the a-priori
+        tail ratio of the truncation rule and ``error_estimate`` (this rank's targets, last
+        call)."""
         tails = [
             float(tail_ratios(self.model.d, k, L + int(k) + 60)[L])
             for L, k in zip(self.degrees, self.kmax)
@@ -274,6 +433,8 @@ class FastEvaluator(NonlocalEvaluator):
             "tol": self.tol,
             "degree": max(self.degrees),
             "degrees": list(self.degrees),
+            "transform_heads": self.spectral_heads,
+            "nufft_epsilon": self.epsilon if self.spectral_heads else None,
             "kappa_max": [float(k) for k in self.kmax],
             "a_priori_tail": max(tails),
             "error_estimate": self._estimate,

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 from ..model import AttentionModel
 from .auto import AutoEvaluator
-from .base import NonlocalEvaluator
+from .base import DEFAULT_TOL, NonlocalEvaluator
 from .direct import DirectEvaluator
 from .fast import FastEvaluator
 
 METHODS: tuple[str, ...] = ("direct", "fast", "auto")
 
+__all__ = ["DEFAULT_TOL", "METHODS", "make_evaluator"]
+
 
 def make_evaluator(
-    model: AttentionModel, comm=None, method: str = "direct", tol: float = 1e-10
+    model: AttentionModel, comm=None, method: str = "direct", tol: float = DEFAULT_TOL
 ) -> NonlocalEvaluator:
     """Build the evaluator named ``method`` for ``model`` on ``comm``.
 
@@ -23,9 +25,9 @@ def make_evaluator(
     comm
         MPI communicator (``None``: serial).
     method
-        One of :data:`METHODS`: ``"direct"`` (exact), ``"fast"`` (harmonic expansion,
-        d = 2 or 3) or ``"auto"`` (whichever a cost model says is cheaper, decided at the
-        first evaluation).
+        One of :data:`METHODS`: ``"direct"`` (exact), ``"fast"`` (harmonic transforms and
+        expansions, d = 2 or 3) or ``"auto"`` (whichever a cost model says is cheaper,
+        decided at the first evaluation).
     tol
         Requested relative accuracy of the velocity (used by approximate evaluators).
     """

@@ -27,7 +27,7 @@ from ..nonlocal_field import make_evaluator
 from ..observables import measure_observables
 from ..problem import Problem
 from ..runner.results import ParticleRunResult, load_particle_run
-from ..runner.session import check_new_target, resolve_config, start_run
+from ..runner.session import check_new_target, configure_process, resolve_config, start_run
 from ..runner.simulation import Simulation
 from ..runner.writers import ObservablesWriter, OutputWriter, SnapshotWriter
 from .integrator import EqualSteps, projected_rk4_step
@@ -229,7 +229,8 @@ def run_particles(
     problem = Problem(config)
     path = Path(out) if out is not None else default_directory(problem)
     check_new_target(path, overwrite, comm)
+    threads = configure_process(problem.field.threads)
     sim = ParticleSimulation(problem, comm)
-    start_run(sim, config, path, particle_writers, overwrite=overwrite, quiet=quiet)
+    start_run(sim, config, path, particle_writers, overwrite=overwrite, quiet=quiet, facts={"threads": threads})
     on_root(comm, lambda: write_diagnostics(path))
     return everywhere(comm, lambda: load_particle_run(path))

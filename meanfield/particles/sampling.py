@@ -42,7 +42,7 @@ accurate to about ``h^4`` times the density's third derivative for grid spacing 
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
@@ -174,7 +174,8 @@ def rejection(
     return out
 
 
-def mesh_sampler(rng: np.random.Generator, n: int, density: Callable[[np.ndarray], np.ndarray], mesh: RawMesh) -> np.ndarray:
+def mesh_sampler(rng: np.random.Generator, n: int, density: Callable[[np.ndarray], np.ndarray],
+                 mesh: RawMesh) -> np.ndarray:
     """n points from the mesh's cell masses of ``density`` (see module docstring)."""
     vertices = mesh.points[mesh.cells]
     _, averages = cell_averages(density, vertices)

@@ -24,8 +24,9 @@ import os
 import platform
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from . import layout
 from .files import write_json

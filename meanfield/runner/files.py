@@ -43,8 +43,21 @@ def write_text(path: Path, text: str) -> None:
 
 
 def write_json(path: Path, data: Any) -> None:
-    """Atomically write a JSON file (numpy scalars and arrays, paths converted)."""
-    write_text(path, json.dumps(data, indent=2, default=_json_default) + "\n")
+    """Atomically write a JSON file (numpy scalars and arrays, paths converted; non-finite
+    numbers, which JSON lacks, written as the strings "inf", "-inf", "nan")."""
+    write_text(path, json.dumps(_finite(data), indent=2, default=_json_default, allow_nan=False) + "\n")
+
+
+def _finite(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return _finite(obj.tolist())
+    if isinstance(obj, (float, np.floating)) and not np.isfinite(obj):
+        return str(float(obj))
+    return obj
 
 
 def save_npz(path: Path, **arrays: np.ndarray) -> None:

@@ -40,6 +40,17 @@ def resolve_config(source: Config | Any, overrides: list[str] | None, comm) -> C
     return on_root(comm, lambda: load_config(source, overrides))
 
 
+def configure_process(threads: int | None) -> int:
+    """Threads per rank (``[nonlocal] threads``, else ``MEANFIELD_NUM_THREADS``, else 1) and an
+    allocator that keeps freed memory; call once before building a simulation.  Returns the
+    thread count (recorded in metadata.json)."""
+    from ..threads import configure_threads, retain_freed_memory
+
+    count = configure_threads(threads)
+    retain_freed_memory()
+    return count
+
+
 def check_new_target(path: Path, overwrite: bool, comm) -> None:
     """Refuse an unsafe run directory before any expensive work (collective, rank 0 looks)."""
     on_root(comm, lambda: check_target(path, overwrite=overwrite))

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...runner.results import RunResult
 from ...mesh import CellLocator, raw_mesh
+from ...runner.results import RunResult
 from . import metrics
 
 #: Exact W_1 (``ot.emd2``) is computed only when the dense cost matrix has at most this many entries.

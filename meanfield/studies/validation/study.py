@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import csv
 import logging
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
 
 import numpy as np
 

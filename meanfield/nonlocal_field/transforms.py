@@ -1,0 +1,166 @@
+"""Point transforms between weighted points and harmonic coefficients, on ducc0's NUFFT.
+
+A :class:`PointTransform` is built once per point set (a ``ducc0.nufft.plan``: the points'
+sorting and kernel set-up are reused while the points stay fixed) and provides
+
+* ``adjoint(w)`` -- the coefficients of ``sum_j w_j delta_{y_j}`` (see :mod:`.spectral`);
+* ``synthesis(c)`` -- the real functions with coefficient sets ``c`` at the points.
+
+S^1: a 1-D NUFFT in the angle.  S^2: the function is continued to the torus
+``(theta, phi) in [0, 2 pi)^2`` by ``f(2 pi - theta, phi) = f(theta, phi + pi)`` (the doubled
+sphere, as in ducc0's own general-point SHT), where a function of degree <= L is a
+trigonometric polynomial of degree <= L in both angles; coefficients and torus Fourier
+coefficients are converted exactly by small precomputed matrices (:func:`theta_series`, one
+per order m), and a 2-D NUFFT connects the torus to the points.  Two real
+functions share one complex NUFFT (real and imaginary part).
+
+Accuracy: ``epsilon`` is the NUFFT's requested accuracy (relative to the sum of the absolute
+values of the coefficients or weights it is given); ducc0 accepts ``epsilon > 2e-13``
+(:data:`EPSILON_FLOOR`).  The oversampling factor is pinned (:data:`SIGMA`), so the
+kernel ducc0 picks depends only on ``epsilon`` and the dimension, never on how many points a
+rank holds: sums over ranks then equal the serial result to round-off.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+from ..threads import num_threads
+from .harmonics import harmonic_basis
+from .spectral import CircleSpectrum, SphereSpectrum, spectrum_for
+
+#: Smallest NUFFT accuracy ducc0 accepts in double precision (strictly above it).
+EPSILON_FLOOR = 2e-13
+#: Oversampling window passed to ducc0: narrow, so the kernel choice never depends on the
+#: number of points (ducc0's cost model would otherwise weigh it).
+SIGMA = (1.95, 2.05)
+
+
+def spherical_angles(points: np.ndarray) -> np.ndarray:
+    """Colatitude and longitude (n, 2) of unit vectors (n, 3), accurate near the poles."""
+    x, y, z = points[:, 0], points[:, 1], points[:, 2]
+    out = np.empty((points.shape[0], 2))
+    np.arctan2(np.sqrt(x * x + y * y), z, out=out[:, 0])  # components of unit vectors: no overflow
+    np.arctan2(y, x, out=out[:, 1])
+    return out
+
+
+def _plan(coord: np.ndarray, grid: tuple[int, ...], epsilon: float, adjoint: bool):
+    import ducc0
+
+    return ducc0.nufft.plan(
+        nu2u=adjoint, coord=coord, grid_shape=grid, epsilon=max(epsilon, 1.01 * EPSILON_FLOOR),
+        nthreads=num_threads(), sigma_min=SIGMA[0], sigma_max=SIGMA[1],
+    )
+
+
+@lru_cache(maxsize=16)
+def theta_series(L: int) -> np.ndarray:
+    """``T[m, k, l]``: the Fourier coefficients in ``theta`` (orders k = -L..L) of
+    ``Y_lm(theta, 0)`` continued to ``theta in [0, 2 pi)`` through the pole (``sin theta`` changes
+    sign, so the continuation is a trigonometric polynomial of degree l); shape
+    (L + 1, 2L + 1, L + 1), zero for l < m.  ``Y_lm(theta, phi) = sum_k T[m, k, l] e^{i (k theta + m phi)}``.
+    """
+    n = 2 * L + 2
+    t = 2 * np.pi * np.arange(n) / n
+    circle = np.column_stack([np.sin(t), np.zeros(n), np.cos(t)])  # a great circle through both poles
+    real = harmonic_basis(circle, L)  # row l^2 + l + m: m = 0 plain, m > 0 sqrt 2 (-1)^m Re Y_lm
+    values = np.zeros((L + 1, L + 1, n))  # [m, l, theta]
+    for l in range(L + 1):
+        values[0, l] = real[l * l + l]
+        m = np.arange(1, l + 1)
+        values[m, l] = real[l * l + l + m] * ((-1.0) ** m / np.sqrt(2.0))[:, None]
+    coeffs = np.fft.fft(values, axis=-1) / n  # orders 0..n-1; degree <= L leaves order L+1 empty
+    series = np.concatenate([coeffs[..., n - L :], coeffs[..., : L + 1]], axis=-1)  # orders -L..L
+    return np.ascontiguousarray(series.transpose(0, 2, 1))
+
+
+def _pairs(fields: np.ndarray) -> np.ndarray:
+    """``fields[2k] + i fields[2k+1]`` (the last alone when their number is odd): the Fourier
+    coefficients of two real functions share one complex transform."""
+    k = fields.shape[0]
+    out = np.zeros(((k + 1) // 2,) + fields.shape[1:], dtype=complex)
+    out += fields[0::2]
+    out[: k // 2] += 1j * fields[1::2]
+    return out
+
+
+def _unpair(values: np.ndarray, k: int) -> np.ndarray:
+    out = np.empty((k, values.shape[-1]))
+    out[0::2] = values.real
+    out[1::2] = values.imag[: k // 2]
+    return out
+
+
+class PointTransform:
+    """Transforms between a fixed point set and coefficients of degree <= L.
+
+    Parameters
+    ----------
+    points
+        Shape (n, d), unit vectors, d = 2 or 3.
+    L
+        Largest degree of the coefficients.
+    epsilon
+        Requested NUFFT accuracy (see the module docstring).
+    adjoint
+        Whether the plan is mostly used for :meth:`adjoint` (tunes ducc0's plan; both
+        directions always work).
+    """
+
+    def __init__(self, points: np.ndarray, L: int, epsilon: float, adjoint: bool = True) -> None:
+        self.d = points.shape[1]
+        self.L = L
+        self.size = points.shape[0]
+        if self.d == 2:
+            self.spectrum: CircleSpectrum | SphereSpectrum = spectrum_for(2, L)
+            coord = np.arctan2(points[:, 1], points[:, 0])[:, None]
+            grid: tuple[int, ...] = (2 * L + 1,)
+        elif self.d == 3:
+            self.spectrum = spectrum_for(3, L)
+            coord = spherical_angles(points)
+            grid = (2 * L + 1, 2 * L + 1)
+        else:
+            raise ValueError(f"point transforms: d must be 2 or 3, got {self.d}")
+        self._plan = _plan(np.ascontiguousarray(coord), grid, epsilon, adjoint) if self.size else None
+
+    # -- torus <-> coefficients (S^2) ------------------------------------------------------
+    def _to_torus(self, c: np.ndarray) -> np.ndarray:
+        """Torus Fourier coefficients (k, 2L+1, 2L+1), orders -L..L in (theta, phi), of the
+        degree <= L functions with coefficient sets ``c`` (shape (k, L + 1, L + 1))."""
+        L = self.L
+        half = np.matmul(theta_series(L), np.ascontiguousarray(c.transpose(2, 1, 0)))  # [m, ktheta, set]
+        out = np.empty((c.shape[0], 2 * L + 1, 2 * L + 1), dtype=complex)
+        out[:, :, L:] = half.transpose(2, 1, 0)
+        out[:, :, :L] = np.conj(half[:0:-1, ::-1].transpose(2, 1, 0))  # real functions: C(k, -m) = conj C(-k, m)
+        return out
+
+    def _from_torus(self, S: np.ndarray) -> np.ndarray:
+        """Coefficients ``sum_j w_j conj(Y_lm(y_j)) = sum_k T_m[k, l] S[-k, m]`` from the torus
+        sums ``S[k, m] = sum_j w_j exp(-i (k theta_j + m phi_j))`` (orders -L..L)."""
+        L = self.L
+        flipped = np.ascontiguousarray(S[::-1, L:].T)[:, :, None]  # [m, k, 1] holding S[-k, m]
+        T = theta_series(L)
+        return np.matmul(T.transpose(0, 2, 1), flipped)[:, :, 0].T * self.spectrum.mask
+
+    # -- the two directions ----------------------------------------------------------------
+    def adjoint(self, weights: np.ndarray) -> np.ndarray:
+        """Coefficients of ``sum_j w_j delta_{y_j}`` (this rank's points only)."""
+        if self._plan is None:
+            return np.zeros(self.spectrum.shape, dtype=complex)
+        sums = self._plan.nu2u(forward=True, points=np.asarray(weights, dtype=complex))
+        if self.d == 2:
+            return sums[self.L :]  # orders n = 0..L
+        return self._from_torus(sums)
+
+    def synthesis(self, coefficients: np.ndarray) -> np.ndarray:
+        """Values at the points, shape (k, n), of the k real functions with coefficient sets
+        ``coefficients`` (shape (k,) + spectrum shape, degrees <= L)."""
+        k = coefficients.shape[0]
+        if self._plan is None or k == 0:
+            return np.zeros((k, self.size))
+        torus = CircleSpectrum.full(coefficients) if self.d == 2 else self._to_torus(coefficients)
+        values = self._plan.u2nu(forward=False, grid=_pairs(torus))
+        return _unpair(values, k)
