@@ -107,9 +107,11 @@ class DirectEvaluator(NonlocalEvaluator):
             self.comm.Allreduce(local, hits, op=MPI.MIN)  # every rank must skip a gather, or none
         parts, kept = [], {}
         for g, key, hit in zip(groups, keys, hits):
-            points = self._gathered[key] if hit else allgather_rows(
-                self.comm, np.ascontiguousarray(g.points, dtype=float)
-            )
+            if hit:
+                assert key is not None  # a hit is a fixed group (it has a key) gathered before
+                points = self._gathered[key]
+            else:
+                points = allgather_rows(self.comm, np.ascontiguousarray(g.points, dtype=float))
             if key is not None:
                 kept[key] = points
             parts.append(points)

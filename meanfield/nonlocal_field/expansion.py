@@ -103,6 +103,7 @@ class BasisCache:
                 kept.append(block)
             yield sl, block
         if keep:
+            assert key is not None  # keep implies fixed, and fixed arrays have a key
             self._entries[role] = (key, kept)
 
 

@@ -201,6 +201,12 @@ class FastEvaluator(NonlocalEvaluator):
         """Indices of the heads evaluated by transforms."""
         return [h for h, f in enumerate(self.factors) if f is not None]
 
+    def _factor(self, h: int) -> tuple[float, np.ndarray]:
+        """``(c, R)`` of spectral head ``h`` (one of :attr:`spectral_heads`)."""
+        factor = self.factors[h]
+        assert factor is not None, f"head {h} is not evaluated by transforms"
+        return factor
+
     # -- transforms of point groups ---------------------------------------------------------
     @staticmethod
     def _transform(kept: dict, used: dict, role: str, points: np.ndarray, key: tuple | None, L: int,
@@ -240,7 +246,7 @@ class FastEvaluator(NonlocalEvaluator):
     # -- per-head preparation ----------------------------------------------------------------
     def _spectral_head(self, h: int, measure: Measure, vector: np.ndarray) -> SpectralHead:
         d, L = self.model.d, self.degrees[h]
-        c, R = self.factors[h]
+        c, R = self._factor(h)
         kappa = self.model.beta * c
         if kappa == 0.0:
             return SpectralHead(h, 0.0, None, None, measure.sums)
@@ -404,13 +410,14 @@ class FastEvaluator(NonlocalEvaluator):
                 # streams its basis (no second cache next to the field's)
                 self._exact = FastEvaluator(model, self.comm, ENERGY_TOL, cache_bytes=0)
             return self._exact.energy(sources)
-        degrees = [truncation_degree(d, model.beta * f[0], tol) for f in self.factors]
+        factors = [self._factor(h) for h in range(len(model.heads))]  # every head is spectral here
+        degrees = [truncation_degree(d, model.beta * f[0], tol) for f in factors]
         L = max(degrees)
         used: dict = {}
         coeffs = self._measure(self._energy_plans, used, sources, L, EPSILON_FLOOR)[0].coefficients
         self._energy_plans = used
         total = 0.0
-        for head, (c, R), Lh in zip(model.heads, self.factors, degrees):
+        for head, (c, R), Lh in zip(model.heads, factors, degrees):
             spectrum = spectrum_for(d, Lh)
             a = resize(coeffs, d, Lh)
             moved = a if np.array_equal(R, np.eye(d)) else spectrum.rotate(a, R)

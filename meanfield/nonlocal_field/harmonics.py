@@ -162,10 +162,10 @@ def sphere_basis(points: np.ndarray, L: int, radial: np.ndarray | None = None) -
         if l == 0:
             cur = prev
         else:
-            m = np.arange(l - 1)[:, None]
+            ms = np.arange(l - 1)[:, None]  # orders m = 0..l-2, a column
             cur = np.empty((l + 1, n))
-            a = np.sqrt((4.0 * l * l - 1) / (l * l - m * m))
-            b = np.sqrt(((l - 1.0) ** 2 - m * m) / (4.0 * (l - 1) ** 2 - 1))
+            a = np.sqrt((4.0 * l * l - 1) / (l * l - ms * ms))
+            b = np.sqrt(((l - 1.0) ** 2 - ms * ms) / (4.0 * (l - 1) ** 2 - 1))
             cur[: l - 1] = a * (z * prev[: l - 1] - b * prev2)
             cur[l - 1] = np.sqrt(2.0 * l + 1) * z * prev[l - 1]
             cur[l] = 1.0

@@ -143,6 +143,7 @@ class PointTransform:
         L = self.L
         flipped = np.ascontiguousarray(S[::-1, L:].T)[:, :, None]  # [m, k, 1] holding S[-k, m]
         T = theta_series(L)
+        assert isinstance(self.spectrum, SphereSpectrum)  # the torus transforms are those of S^2 (d = 3)
         return np.matmul(T.transpose(0, 2, 1), flipped)[:, :, 0].T * self.spectrum.mask
 
     # -- the two directions ----------------------------------------------------------------

@@ -14,8 +14,10 @@ from dataclasses import dataclass
 
 import numpy as np
 from matplotlib import colormaps
+from matplotlib.collections import PathCollection
 from matplotlib.colors import LogNorm, Normalize
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 
 from .data import corner_values
 from .geometry import interpolate
@@ -97,6 +99,8 @@ def _theta_axis(ax) -> None:
 def _density_axes(ax, norm: Normalize) -> None:
     _theta_axis(ax)
     ax.set_ylabel(density_label("S1"))
+    if norm.vmax is None:
+        raise ValueError("the density axis needs the norm's vmax (color_norm sets it)")
     if isinstance(norm, LogNorm):
         ax.set_yscale("log")
         ax.set_ylim(norm.vmin, norm.vmax * 1.5)
@@ -125,8 +129,8 @@ class CircleLines:
         self.figure = Figure(figsize=(7.0, 3.6), layout="constrained")
         self.ax = self.figure.subplots()
         _density_axes(self.ax, norm)
-        self.line = None
-        self.markers = None
+        self.line: Line2D | None = None
+        self.markers: PathCollection | None = None
         self._title = self.figure.suptitle(title or "")
 
     def _y(self, values: np.ndarray) -> np.ndarray:
@@ -142,10 +146,11 @@ class CircleLines:
 
         Point masses (m, 2) are circles on the theta axis whose area is proportional to mass.
         """
-        if values is not None and self.line is None:
-            self.add(values)
-        elif values is not None:
-            self.line.set_ydata(self._y(values))
+        if values is not None:
+            if self.line is None:
+                self.add(values)
+            else:
+                self.line.set_ydata(self._y(values))
         if points is not None:
             theta = np.arctan2(points[:, 1], points[:, 0])
             sizes = marker_sizes(len(points), masses)

@@ -53,10 +53,16 @@ class RunData:
 
     def frame(self, i: int) -> np.ndarray:
         """The density of output ``i``: vertex values when the run has them, else cell averages."""
-        return self.densities[i] if self.vertex_densities is None else self.vertex_densities[i]
+        return self.frames()[i]
 
     def frames(self) -> np.ndarray:
-        return self.densities if self.vertex_densities is None else self.vertex_densities
+        """The densities of all outputs of a PDE run: (T, C, nv) vertex values when the run has
+        them, else (T, C) cell averages."""
+        if self.vertex_densities is not None:
+            return self.vertex_densities
+        if self.densities is None:
+            raise ValueError(f"a {self.kind} run has no densities")
+        return self.densities
 
 
 def corner_values(cells: np.ndarray, values: np.ndarray) -> np.ndarray:
@@ -81,7 +87,8 @@ def _observables(result: Any) -> dict[str, np.ndarray]:
     path = getattr(result, "path", None)
     if "clusters" not in out and path is not None:
         diagnostics, _ = read_csv_columns(Path(path) / "diagnostics.csv")
-        if "clusters" in diagnostics and "t" in out and np.array_equal(diagnostics.get("t"), out["t"]):
+        t = diagnostics.get("t")
+        if "clusters" in diagnostics and "t" in out and t is not None and np.array_equal(t, out["t"]):
             out["clusters"] = diagnostics["clusters"]
     return out
 

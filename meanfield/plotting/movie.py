@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import shutil
 import subprocess
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import numpy as np
@@ -50,6 +50,7 @@ class _FFmpeg:
         self.failed = False
 
     def write(self, rgb: np.ndarray) -> None:
+        assert self.proc.stdin is not None  # opened with stdin=PIPE
         if not self.failed:
             try:
                 self.proc.stdin.write(np.ascontiguousarray(rgb).tobytes())
@@ -66,7 +67,7 @@ class _FFmpeg:
         return True
 
 
-def write_movie(figure: Figure, update: Callable[[int], None], frames: Sequence[int], stem: str | Path, *,
+def write_movie(figure: Figure, update: Callable[[int], None], frames: Iterable[int], stem: str | Path, *,
                 fps: float = FPS, dpi: float = 100, mp4: bool = True) -> list[Path]:
     """Call ``update(i)`` for each frame index and record the figure after each call.
 

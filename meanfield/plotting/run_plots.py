@@ -74,8 +74,8 @@ def _title(data: RunData, i: int) -> str:
     return f"{data.name}   t = {data.times[i]:.4g}"
 
 
-def _sphere_density(data: RunData, w: _Writer, log: bool, views: list[View], center: np.ndarray | None) -> None:
-    v, c = data.vertices, data.cells
+def _sphere_density(data: RunData, v: np.ndarray, c: np.ndarray, w: _Writer, log: bool, views: list[View],
+                    center: np.ndarray | None) -> None:
     for name, i in (("density_initial", 0), ("density_final", len(data.times) - 1)):
         w.figure(sphere_map(v, c, data.frame(i), views=views, center=center, log=log, title=_title(data, i)), name)
     center = densest_direction(v, c, data.frame(-1)) if center is None else center
@@ -93,16 +93,16 @@ def _circle_density(data: RunData, vertices: np.ndarray, cells: np.ndarray, fram
     w.animation(lines.figure, lambda i: lines.update(frames[i], title=_title(data, i)), len(data.times), name)
 
 
-def _sphere_tokens(data: RunData, w: _Writer, views: list[View], center: np.ndarray | None, max_points: int) -> None:
+def _sphere_tokens(data: RunData, points: np.ndarray, w: _Writer, views: list[View], center: np.ndarray | None,
+                   max_points: int) -> None:
     from ..particles.diagnostics import subsample
 
     for name, i in (("tokens_initial", 0), ("tokens_final", len(data.times) - 1)):
-        w.figure(token_map(data.points[i], views=views, center=center, max_points=max_points, title=_title(data, i)),
-                 name)
-    center = densest_point(subsample(data.points[-1], max_points)) if center is None else center
+        w.figure(token_map(points[i], views=views, center=center, max_points=max_points, title=_title(data, i)), name)
+    center = densest_point(subsample(points[-1], max_points)) if center is None else center
     maps = SphereMaps(make_projections(views, center), markers="tokens")
-    w.animation(maps.figure, lambda i: maps.update(points=subsample(data.points[i], max_points),
-                                                   title=_title(data, i)), len(data.times), "tokens")
+    w.animation(maps.figure, lambda i: maps.update(points=subsample(points[i], max_points), title=_title(data, i)),
+                len(data.times), "tokens")
 
 
 def plot_run(result: Any, out_dir: str | Path, *, movie: bool = True, fmt: str = "png", log: bool | None = None,
@@ -147,18 +147,23 @@ def plot_run(result: Any, out_dir: str | Path, *, movie: bool = True, fmt: str =
     if "t" in data.observables:
         w.figure(time_series(data.observables, title=data.name), "observables")
     if data.kind == "pde":
-        log = auto_log(data.densities) if log is None else log
+        vertices, cells, densities = data.vertices, data.cells, data.densities
+        assert vertices is not None and cells is not None and densities is not None  # run_data requires them
+        log = auto_log(densities) if log is None else log
         if data.sphere == "S2":
-            _sphere_density(data, w, log, list(views), center)
+            _sphere_density(data, vertices, cells, w, log, list(views), center)
         else:
-            _circle_density(data, data.vertices, data.cells, data.frames(), data.densities, w, log, "density")
-    elif data.sphere == "S2":
-        _sphere_tokens(data, w, list(views), center, max_points)
+            _circle_density(data, vertices, cells, data.frames(), densities, w, log, "density")
+        return w.written
+    points = data.points
+    assert points is not None  # a particle run: run_data requires its points (and reads no other kind)
+    if data.sphere == "S2":
+        _sphere_tokens(data, points, w, list(views), center, max_points)
     elif data.sphere == "S1":
         from ..mesh import circle
 
-        mesh = circle(histogram_bins(data.points.shape[1]))
-        hist = np.array([token_histogram(p, len(mesh.cells)) for p in data.points])
+        mesh = circle(histogram_bins(points.shape[1]))
+        hist = np.array([token_histogram(p, len(mesh.cells)) for p in points])
         _circle_density(data, mesh.points, mesh.cells, hist, hist, w, auto_log(hist) if log is None else log, "tokens")
     return w.written
 

@@ -15,14 +15,15 @@ from collections.abc import Sequence
 
 import numpy as np
 from matplotlib.axes import Axes
-from matplotlib.collections import Collection
+from matplotlib.collections import Collection, PathCollection
+from matplotlib.colorbar import Colorbar
 from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
 from matplotlib.tri import Triangulation
 
 from .data import corner_values
 from .projections import MapTriangles, Mollweide, Orthographic, Projection, graticule
-from .style import ATOM_STYLE, TOKEN_SIZE, TOKEN_STYLE, clip_to, color_norm, density_label, marker_sizes
+from .style import ATOM_STYLE, TOKEN_SIZE, TOKEN_STYLE, MarkerStyle, clip_to, color_norm, density_label, marker_sizes
 
 View = str | Projection
 VIEWS = ("mollweide", "orthographic")
@@ -65,7 +66,7 @@ class _Panel:
         self.ax, self.projection = ax, projection
         self.triangles: MapTriangles | None = projection.triangles(*mesh) if mesh is not None else None
         self.density: Collection | None = None
-        self.markers: Collection | None = None
+        self.markers: PathCollection | None = None
         for line in graticule():
             xy = projection.lines(line)
             ax.plot(xy[:, 0], xy[:, 1], color="0.5", lw=0.3, alpha=0.6, zorder=2)
@@ -78,6 +79,7 @@ class _Panel:
     def draw_density(self, cv: np.ndarray, norm: Normalize, cmap: str, gouraud: bool) -> Collection:
         """Draw (or redraw) the density given by (cells, 3) vertex values ``cv``."""
         t = self.triangles
+        assert t is not None, "a density is drawn only on a panel made with the mesh (SphereMaps.update checks)"
         values = clip_to(norm, t.pieces.values(cv))
         if self.density is None:
             tri = Triangulation(t.xy[..., 0].ravel(), t.xy[..., 1].ravel(), np.arange(3 * len(t.xy)).reshape(-1, 3))
@@ -90,7 +92,7 @@ class _Panel:
             self.density.set_array(values.ravel() if gouraud else values.mean(axis=1))
         return self.density
 
-    def draw_markers(self, points: np.ndarray, sizes: np.ndarray, style: dict) -> None:
+    def draw_markers(self, points: np.ndarray, sizes: np.ndarray, style: MarkerStyle) -> None:
         xy, visible = self.projection.points(points)
         if self.markers is None:
             self.markers = self.ax.scatter(xy[visible, 0], xy[visible, 1], s=sizes[visible], zorder=3, **style)
@@ -137,13 +139,15 @@ class SphereMaps:
         self.panels = [_Panel(ax, p, mesh) for ax, p in zip(axes, views)]
         self.mesh, self.norm, self.cmap, self.shading = mesh, norm, cmap, shading
         self.markers, self.colorbar_label = markers, colorbar_label
-        self.colorbar = None
+        self.colorbar: Colorbar | None = None
         self._title = self.figure.suptitle("")
 
     def update(self, values: np.ndarray | None = None, points: np.ndarray | None = None,
                masses: np.ndarray | None = None, title: str | None = None) -> None:
         """Draw a density (per cell or per cell vertex), points (m, 3) with optional masses, a title."""
         if values is not None:
+            if self.mesh is None:
+                raise ValueError("a density needs the mesh: SphereMaps(..., mesh=(vertices, cells))")
             cv = corner_values(self.mesh[1], values)
             if self.norm is None:
                 self.norm = color_norm(cv)

@@ -2,15 +2,28 @@
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 import numpy as np
 from matplotlib.colors import LogNorm, Normalize
+
+
+class MarkerStyle(TypedDict, total=False):
+    """Keyword arguments of :meth:`matplotlib.axes.Axes.scatter` that style point markers."""
+
+    facecolors: str
+    edgecolors: str
+    color: str
+    alpha: float
+    linewidths: float
+
 
 LOG_DECADES = 4.0  # a log scale spans at most this many decades below the maximum (unless vmin is given)
 DENSITY_LABEL = "density \N{GREEK SMALL LETTER RHO}"
 ATOM_SCALE = 600.0  # marker area (points^2) of a point of mass 1: area proportional to mass
-ATOM_STYLE = {"facecolors": "none", "edgecolors": "red", "linewidths": 1.2}
+ATOM_STYLE: MarkerStyle = {"facecolors": "none", "edgecolors": "red", "linewidths": 1.2}
 TOKEN_SIZE = 3.0  # marker area of a token
-TOKEN_STYLE = {"color": "k", "alpha": 0.5, "linewidths": 0}
+TOKEN_STYLE: MarkerStyle = {"color": "k", "alpha": 0.5, "linewidths": 0}
 
 
 def density_label(sphere: str) -> str:

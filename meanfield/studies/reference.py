@@ -86,7 +86,7 @@ class CircleSolution:
             c[-1] /= 2.0
         return c
 
-    def evaluate(self, i: int, theta: np.ndarray, derivative: int = 0) -> np.ndarray:
+    def evaluate(self, i: int, theta: float | np.ndarray, derivative: int = 0) -> np.ndarray:
         """The trigonometric interpolant (or its derivative) at output i and angles ``theta``."""
         c = self.coefficients(i)
         k = np.arange(len(c))
@@ -170,8 +170,8 @@ def solve_circle(
     """
     if not 0 < courant <= 0.9:
         raise ValueError(f"courant: must be in (0, 0.9], got {courant}")
-    times = np.asarray(times, float)
-    if np.any(np.diff(times) < 0) or times[0] < 0:
+    output_times = np.asarray(times, float)
+    if np.any(np.diff(output_times) < 0) or output_times[0] < 0:
         raise ValueError("times: must be sorted and >= 0")
     theta = 2.0 * np.pi * np.arange(modes) / modes
     rho = np.asarray(density(np.stack([np.cos(theta), np.sin(theta)], axis=1)), float)
@@ -179,7 +179,7 @@ def solve_circle(
     rate = _Rate(modes, beta, attention)
     dt_max = min(dt_max, courant / max(growth_rate(k, beta, attention) for k in range(1, modes // 2 + 1)))
     out, t, steps = [], 0.0, 0
-    for t_out in times:
+    for t_out in output_times:
         while t < t_out:
             k1, vmax = rate(rho)
             dt = min(t_out - t, dt_max, courant * (2.0 * np.pi / modes) / max(vmax, 1e-300))
@@ -190,7 +190,7 @@ def solve_circle(
             t = t_out if t_out - t - dt < 1e-12 * max(1.0, t_out) else t + dt
             steps += 1
         out.append(rho.copy())
-    return CircleSolution(times, np.array(out), float(beta), attention, steps)
+    return CircleSolution(output_times, np.array(out), float(beta), attention, steps)
 
 
 def growth_rate(k: int, beta: float, attention: str = "softmax") -> float:

@@ -118,7 +118,9 @@ def analyse_run(run: Any, *, threshold: float | None = None, prominence: float =
     history.info.update(data=fields[0][1].kind if fields else "none", cells=mesh.num_cells,
                         scheme=getattr(result, "metadata", {}).get("scheme"))
     if particles and fields:
-        history.info["bandwidth"] = fields[0][1].bandwidth
+        token_field = fields[0][1]
+        assert isinstance(token_field, TokenField)  # particle_fields builds TokenFields
+        history.info["bandwidth"] = token_field.bandwidth
     if out is not None:
         write_history(out, history)
         if plots:

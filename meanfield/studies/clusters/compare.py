@@ -139,7 +139,7 @@ class ClusterValidation:
 
         if self._history is None:
             self._history = analyse_run(self.pde)
-        out = []
+        out: list[tuple[str, float, float]] = []
         for c in compare_histories(analyse_run(particles), self._history):
             worst = c.summary()
             values = (abs(c.count_a - c.count_b), worst["position"], worst["mass"])
