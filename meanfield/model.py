@@ -28,9 +28,10 @@ class ModelError(ValueError):
 
 
 def did_you_mean(word: str, choices: Sequence[str]) -> str:
-    """`` (did you mean 'x'?)`` for the closest of ``choices`` to a misspelt key, else ``""``."""
-    close = difflib.get_close_matches(word, list(choices), n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+    """`` (did you mean 'x'?)`` for the closest of ``choices`` to a misspelt key (ignoring case), else ``""``."""
+    lowered = {choice.lower(): choice for choice in choices}
+    close = difflib.get_close_matches(word.lower(), list(lowered), n=1)
+    return f" (did you mean {lowered[close[0]]!r}?)" if close else ""
 
 
 def _as_matrix(value: object, d: int, name: str) -> np.ndarray:
