@@ -88,8 +88,8 @@ class LayerVelocity:
         return measure_observables(self.evaluator, points, weights, fixed_sources)
 
     def describe(self) -> str:
-        """For the log: e.g. ``"auto attention + feed-forward, 3 layers"``."""
+        """For the log: e.g. ``"auto attention + feed-forward field in 3 layers"``."""
         layers = self.schedule.layers
         parts = ([f"{self.method} attention"] if any(layer.attention is not None for layer in layers) else []) \
             + (["feed-forward"] if any(layer.ffn is not None for layer in layers) else [])
-        return " + ".join(parts or ["zero velocity"]) + (f", {len(layers)} layers" if len(layers) > 1 else "")
+        return " + ".join(parts or ["zero"]) + " field" + (f" in {len(layers)} layers" if len(layers) > 1 else "")

@@ -16,14 +16,14 @@ from collections.abc import Callable
 
 import numpy as np
 from scipy import special
-from scipy.integrate import solve_ivp
 
 from .initial import real_harmonic
 from .layers import FeedForward, LayerSchedule
 from .problem import Problem
 from .sphere import normalize, sphere_area
+from .trajectories import integrate_each
 
-#: Relative and absolute tolerances of the characteristics' integration (DOP853).
+#: Relative and absolute tolerances of the characteristics' integration (DOP853, per trajectory).
 ODE_RTOL, ODE_ATOL = 1e-12, 1e-13
 
 #: An exact density: ``(t, points (n, d)) -> values (n,)``.
@@ -50,23 +50,20 @@ def rotation_matrix(axis: np.ndarray, angle: float) -> np.ndarray:
 def backward_characteristics(ffn: FeedForward, x: np.ndarray, duration: float) -> tuple[np.ndarray, np.ndarray]:
     """Follow the flow of ``F = ffn.velocity`` backward for ``duration`` from the points x.
 
-    Solves ``y' = -F(y)``, ``y(0) = x`` together with ``L' = div_S F(y)``, ``L(0) = 0``, by
-    DOP853 at tolerances :data:`ODE_RTOL`, :data:`ODE_ATOL`.  Returns ``y(duration)`` (the
-    points the flow carries to x in that time) and ``L(duration)`` (the integral of the
-    divergence along the way).
+    Solves ``y' = -F(y)``, ``y(0) = x`` together with ``L' = div_S F(y)``, ``L(0) = 0``, for
+    every point with its own DOP853 step (:func:`~meanfield.trajectories.integrate_each`, at
+    tolerances :data:`ODE_RTOL`, :data:`ODE_ATOL`: a ReLU block's kinks cost each trajectory
+    a few short steps, not all of them).  Returns ``y(duration)`` (the points the flow carries
+    to x in that time) and ``L(duration)`` (the integral of the divergence along the way).
     """
-    n, d = x.shape
+    d = x.shape[1]
 
-    def rhs(_: float, u: np.ndarray) -> np.ndarray:
-        y = normalize(u[: n * d].reshape(n, d))
-        return np.concatenate([-ffn.velocity(y).ravel(), ffn.divergence(y)])
+    def rhs(u: np.ndarray) -> np.ndarray:
+        y = normalize(u[:, :d])
+        return np.column_stack([-ffn.velocity(y), ffn.divergence(y)])
 
-    u0 = np.concatenate([x.ravel(), np.zeros(n)])
-    sol = solve_ivp(rhs, (0.0, duration), u0, method="DOP853", rtol=ODE_RTOL, atol=ODE_ATOL)
-    if not sol.success:
-        raise RuntimeError(f"characteristics of the feed-forward flow: {sol.message}")
-    u = sol.y[:, -1]
-    return normalize(u[: n * d].reshape(n, d)), u[n * d:]
+    u = integrate_each(rhs, np.column_stack([x, np.zeros(len(x))]), duration, ODE_RTOL, ODE_ATOL)
+    return normalize(u[:, :d]), u[:, d]
 
 
 def feed_forward_solution(schedule: LayerSchedule, rho0: Callable[[np.ndarray], np.ndarray]) -> ExactDensity:

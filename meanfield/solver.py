@@ -195,8 +195,8 @@ class PDESimulation(Simulation):
 
     # -- facts -----------------------------------------------------------------------------
     def describe(self) -> str:
-        field = self.field.describe() if self.problem.velocity.is_attention else "rotation"
-        return f"{self.problem.sphere} mesh, {self.num_cells} cells, scheme {self.scheme.name}, {field} field"
+        field = self.field.describe() if self.problem.velocity.is_attention else "rotation field"
+        return f"{self.problem.sphere} mesh, {self.num_cells} cells, scheme {self.scheme.name}, {field}"
 
     def facts(self) -> dict[str, Any]:
         evaluator = self.field.evaluator

@@ -23,7 +23,7 @@ from test_controller import Decay, config, writers
 import meanfield
 from meanfield.config import ConfigError, load_config
 from meanfield.dynamics import LayerVelocity
-from meanfield.exact import feed_forward_solution, rotation_matrix
+from meanfield.exact import backward_characteristics, feed_forward_solution, rotation_matrix
 from meanfield.initial import make_initial_density
 from meanfield.layers import ACTIVATIONS, FeedForward, LayerSchedule
 from meanfield.mesh import icosphere
@@ -32,6 +32,7 @@ from meanfield.particles import build_particles
 from meanfield.runner.results import load_run
 from meanfield.runner.session import start_run
 from meanfield.studies.convergence import convergence_study
+from meanfield.trajectories import integrate_each
 
 # theta' = -sin(2 theta): F = P_x(M x), M = diag(1, -1), as a block with identity activation
 SADDLE = {"W": [[1.0, 0.0], [0.0, 1.0]], "A": [[1.0, 0.0], [0.0, -1.0]], "activation": "identity"}
@@ -227,6 +228,35 @@ def test_two_layers_forward_and_back():
     np.testing.assert_allclose(exact(0.4, x), saddle_solution(0.4, theta, rho0), rtol=1e-10)
     np.testing.assert_allclose(exact(0.6, x), saddle_solution(0.2, theta, rho0), rtol=1e-10)
     np.testing.assert_allclose(exact(0.8, x), rho0(x), rtol=1e-10)
+
+
+def test_each_trajectory_its_own_step():
+    """u' = 1 for u < 0, 2 after (a jump each row crosses at its own time), and u' = -u u."""
+    u0 = np.column_stack([-np.linspace(0.05, 0.95, 40), np.linspace(0.5, 2.0, 40)])
+    rhs = lambda u: np.column_stack([np.where(u[:, 0] < 0, 1.0, 2.0), -u[:, 1] ** 2])
+    u = integrate_each(rhs, u0, 1.0)
+    np.testing.assert_allclose(u[:, 0], 2.0 * (1.0 + u0[:, 0]), rtol=0, atol=1e-11)  # 2 (1 - |u0|) after crossing
+    np.testing.assert_allclose(u[:, 1], u0[:, 1] / (1.0 + u0[:, 1]), rtol=1e-12)
+    assert np.array_equal(integrate_each(rhs, u0, 0.0), u0)
+
+
+def test_relu_characteristics_match_one_trajectory_at_a_time(rng):
+    """Across ReLU kinks, against scipy's DOP853 on each trajectory alone."""
+    from scipy.integrate import solve_ivp
+
+    ffn = FeedForward.build(2, {"W": rng.normal(0, 0.6, (2, 5)), "A": rng.normal(0, 1, (5, 2)),
+                                "b": rng.normal(0, 0.3, 5), "activation": "relu"})
+    x = random_sphere_points(rng, 6, 2)
+    y, integral = backward_characteristics(ffn, x, 1.5)
+    assert np.any((x @ ffn.A.T + ffn.b > 0) != (y @ ffn.A.T + ffn.b > 0))  # some trajectory crosses a kink
+
+    def rhs(_, u):
+        p = u[None, :2] / np.linalg.norm(u[:2])
+        return np.concatenate([-ffn.velocity(p)[0], ffn.divergence(p)])
+
+    for i in range(len(x)):
+        u = solve_ivp(rhs, (0.0, 1.5), [*x[i], 0.0], method="DOP853", rtol=1e-13, atol=1e-14).y[:, -1]
+        np.testing.assert_allclose([*u[:2] / np.linalg.norm(u[:2]), u[2]], [*y[i], integral[i]], rtol=0, atol=1e-10)
 
 
 def test_pushforward_keeps_mass_on_s2():

@@ -176,8 +176,8 @@ class ParticleSimulation(Simulation):
 
     # -- facts -----------------------------------------------------------------------------
     def describe(self) -> str:
-        field = self.field.describe() if self.problem.velocity.is_attention else "rotation"
-        return (f"{self.n} tokens on S^{self.problem.particles.d - 1}, RK4 dt <= {self.dt:.4g}, {field} field, "
+        field = self.field.describe() if self.problem.velocity.is_attention else "rotation field"
+        return (f"{self.n} tokens on S^{self.problem.particles.d - 1}, RK4 dt <= {self.dt:.4g}, {field}, "
                 f"{self.sampler} sampler, seed {self.seed}")
 
     def facts(self) -> dict[str, Any]:
