@@ -424,3 +424,34 @@ def test_layer_velocity_adds_the_block_to_attention(rng):
     field.enter(2)
     assert field.evaluator is not None and field.evaluator is not first  # set up anew after a layer without
     np.testing.assert_array_equal(field(x, x, w), X)
+
+
+# -- studies and resume ----------------------------------------------------------------------------
+def test_validation_runs_on_a_layered_model_and_checks_the_schedule(tmp_path):
+    from meanfield.studies.validation import validate
+    from meanfield.studies.validation.study import check_pde_run
+
+    model = {**ATTENTION_FFN, "layers": [{"t_end": 0.3}, {"t_end": 0.6, **SECOND}]}
+    cfg = load_config(case(resolution=32, model=model, t_final=0.6, outputs=2))
+    result = validate(cfg, ns=[20, 40], seeds=1, out=tmp_path / "v", refine=False, comm=MPI.COMM_SELF, quiet=True)
+    assert {r["metric"] for r in result.rows} >= {"mean_error", "energy_error", "w1"}
+    assert all(np.isfinite(r["value"]) for r in result.rows)
+    pde = tmp_path / "v" / "pde"
+    check_pde_run(cfg, pde, "--pde")  # the same schedule
+    equal_layers = {**model, "layers": [{"t_end": 0.1}, *model["layers"]]}  # a boundary where nothing changes
+    check_pde_run(load_config(case(resolution=32, model=equal_layers, t_final=0.6, outputs=2)), pde, "--pde")
+    other = {**model, "layers": [{"t_end": 0.3}, {"t_end": 0.6, **SECOND, "beta": 0.8}]}
+    with pytest.raises(ConfigError, match="the run differs from the config in the model"):
+        check_pde_run(load_config(case(resolution=32, model=other, t_final=0.6, outputs=2)), pde, "--pde")
+
+
+def test_resume_beyond_the_last_layer_is_refused(tmp_path):
+    model = {**ATTENTION_FFN, "layers": [{"t_end": 0.2}, {"t_end": 0.4, **SECOND}]}
+    meanfield.run(case(resolution=32, model=model, t_final=0.4, outputs=1), out=tmp_path / "a", comm=MPI.COMM_SELF,
+                  quiet=True)
+    with pytest.raises(ConfigError, match=r"model.layers\[1\].t_end: the last layer ends at t = 0.4, before"):
+        meanfield.resume(tmp_path / "a", t_final=0.8, comm=MPI.COMM_SELF, quiet=True)
+    more = '[{t_end = 0.2}, {t_end = 0.8, beta = 0.7}]'
+    run = meanfield.resume(tmp_path / "a", t_final=0.8, overrides=[f"model.layers={more}"], comm=MPI.COMM_SELF,
+                           quiet=True)
+    assert run.times[-1] == 0.8 and run.metadata["status"] == "completed"
