@@ -21,6 +21,7 @@ from .discretisation.fv import FiniteVolumeScheme
 from .discretisation.ordering import gather_rows, scatter_rows
 from .dynamics import LayerVelocity
 from .mesh import RawMesh, distribute
+from .nonlocal_field import NonlocalEvaluator
 from .problem import Problem
 from .runner.results import RunResult, load_pde_run
 from .runner.session import check_new_target, resolve_config, start_run
@@ -113,6 +114,11 @@ class PDESimulation(Simulation):
                                   f", {steps:.3g} steps to t_final = {t.t_final:g} (at most "
                                   f"{MAX_STEPS:.0e}); check the heads' weights, V, beta and the feed-forward block")
         self.field.enter(0)
+
+    @property
+    def evaluator(self) -> NonlocalEvaluator | None:
+        """The active layer's attention evaluator (``None`` for a layer without attention)."""
+        return self.field.evaluator
 
     # -- stepping ------------------------------------------------------------------------
     def next_landing(self, t: float) -> float | None:

@@ -25,6 +25,7 @@ from ..collective import on_root
 from ..config import MAX_STEPS, Config, ConfigError
 from ..dynamics import LayerVelocity
 from ..layers import LayerSchedule
+from ..nonlocal_field import NonlocalEvaluator
 from ..problem import Problem
 from ..runner.results import ParticleRunResult, load_particle_run
 from ..runner.session import check_new_target, resolve_config, start_run
@@ -106,6 +107,11 @@ class ParticleSimulation(Simulation):
         self.system = ParticleSystem(field, np.full(self.block.stop - self.block.start, 1.0 / n))
         self.plan: EqualSteps | None = None
         self.steps, self.max_drift = 0, 0.0
+
+    @property
+    def evaluator(self) -> NonlocalEvaluator | None:
+        """The active layer's attention evaluator (``None`` for a layer without attention)."""
+        return self.field.evaluator
 
     @property
     def dt(self) -> float:
