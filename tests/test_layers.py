@@ -345,13 +345,13 @@ def test_equal_layers_give_the_unlayered_run(comm, tmp_path, scheme):
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("kind", ["pde", "particles"])
-def test_two_layers_equal_one_layer_resumed_with_the_second(comm, tmp_path, kind):
-    """Layer 1 to t = 0.5, then layer 2 (beta, V and the block change) to t = 1, in one run;
+@pytest.mark.parametrize("kind, method", [("pde", "direct"), ("pde", "fast"), ("particles", "direct")])
+def test_two_layers_equal_one_layer_resumed_with_the_second(comm, tmp_path, kind, method):
+    """Layer 1 to t = 0.5, then layer 2 (beta and the block change) to t = 1, in one run;
     and the same as a one-layer run to 0.5 resumed with ``--set`` of the second layer's keys."""
     layered = {**ATTENTION_FFN, "layers": [{"t_end": 0.5}, {"t_end": 1.0, **SECOND}]}
     run = meanfield.run if kind == "pde" else lambda c, **kw: meanfield.run_particles(c, n=64, **kw)
-    extra = {"particles": {"dt": 0.03}} if kind == "particles" else {}
+    extra = {"nonlocal": {"method": method}, **({"particles": {"dt": 0.03}} if kind == "particles" else {})}
     a = run(case(model=layered, outputs=2, **extra), out=tmp_path / "a", comm=comm, quiet=True)
     run(case(model=ATTENTION_FFN, t_final=0.5, outputs=1, **extra), out=tmp_path / "b", comm=comm, quiet=True)
     ffn = SECOND["ffn"]
