@@ -38,7 +38,8 @@ def main() -> None:
     from meanfield.mesh import distribute, icosphere
     from meanfield.model import rotation_velocity
     from meanfield.nonlocal_field import make_evaluator
-    from meanfield.solver import SCHEMES, attention_velocity
+    from meanfield.discretisation.dg1 import DG1Scheme
+    from meanfield.discretisation.fv import FiniteVolumeScheme
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--level", type=int, default=5)
@@ -50,7 +51,10 @@ def main() -> None:
     msh = distribute(comm, icosphere(args.level) if comm.rank == 0 else None)
     density = config.initial_density()
     rows = []
-    for name, cls in SCHEMES.items():
+    def attention_velocity(evaluator):
+        return lambda x, y, w: evaluator.velocity(x, y, w, fixed_sources=True, fixed_targets=True)
+
+    for name, cls in (("fv", FiniteVolumeScheme), ("dg1", DG1Scheme)):
         rotation = cls(msh, rotation_velocity(1.0, [0.0, 0.0, 1.0], 3))
         state = rotation.initial_state(density)
         transport = _step_time(rotation, state, args.repeat)

@@ -41,7 +41,7 @@ def worker(level: int, impl: str, args) -> None:
 
     from meanfield.config import load_config
     from meanfield.observables import measure_observables, moment_observables
-    from meanfield.solver import attention_velocity, build_simulation
+    from meanfield.solver import build_simulation
 
     tol = args.tol if impl == "new" else args.old_tol
     config = load_config(None, [f"mesh.resolution={level}", f'scheme.kind="{args.scheme}"',
@@ -51,8 +51,7 @@ def worker(level: int, impl: str, args) -> None:
     if impl == "old":
         from baseline import load_baseline
 
-        sim.evaluator = load_baseline().FastEvaluator(config.model(), MPI.COMM_SELF, tol)
-        sim.velocity.field = attention_velocity(sim.evaluator)
+        sim.field.evaluator = load_baseline().FastEvaluator(config.model(), MPI.COMM_SELF, tol)
     state, t = sim.state, 0.0
     tic = time.perf_counter()
     state, dt = sim.stepper.step(state, t, 10.0)

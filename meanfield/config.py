@@ -15,7 +15,6 @@ steps, and a kernel concentration ``beta ||Q^T K||_2`` of at most :data:`KAPPA_M
 from __future__ import annotations
 
 import copy
-import difflib
 import re
 import tomllib
 from collections.abc import Callable, Mapping
@@ -26,8 +25,9 @@ from typing import Any
 import numpy as np
 
 from .initial import InitialDensityError, make_initial_density
+from .layers import ATTENTION_SETTINGS, LayerSchedule
 from .mesh import SPHERES
-from .model import AttentionModel, ModelError
+from .model import AttentionModel, ModelError, did_you_mean
 from .nonlocal_field.select import DEFAULT_TOL, METHODS
 
 
@@ -98,13 +98,18 @@ SCHEMA: dict[str, dict[str, tuple[Any, Callable[[Any], bool], str]]] = {
     },
     "model": {
         "velocity": ("attention", _one_of("attention", "rotation"), "'attention' or 'rotation'"),
-        "attention": ("softmax", _one_of("softmax", "unnormalized"), "'softmax' or 'unnormalized'"),
+        "attention": ("softmax", _one_of(*ATTENTION_SETTINGS),
+                      "'softmax', 'unnormalized' or 'none' (the feed-forward block alone)"),
         "beta": (4.0, _positive, "a number > 0"),
         "Q": (None, _anything, "a d x d matrix"),
         "K": (None, _anything, "a d x d matrix"),
         "V": (None, _anything, "a d x d matrix"),
         "heads": (None, _optional(lambda v: isinstance(v, list) and len(v) > 0 and all(isinstance(h, dict) for h in v)),
                   "a non-empty list of tables with Q, K, V, weight"),
+        "ffn": (None, _optional(lambda v: isinstance(v, dict)), "a table with W, A, b, activation ([model.ffn])"),
+        "layers": (None, _optional(lambda v: isinstance(v, list) and len(v) > 0 and all(isinstance(x, dict)
+                                                                                        for x in v)),
+                   "a non-empty list of tables with t_end and the model keys that change ([[model.layers]])"),
         "rotation_rate": (1.0, _is_number, "a number (angular velocity of the prescribed rotation)"),
         "rotation_axis": ([0.0, 0.0, 1.0], _axis, "a non-zero 3-vector"),
     },
@@ -199,10 +204,19 @@ class Config:
     def section(self, name: str) -> dict:
         return self.data[name]
 
+    def schedule(self, d: int | None = None) -> LayerSchedule:
+        """The layer schedule of the ``[model]`` section, in dimension ``d`` (default: the mesh's)."""
+        return LayerSchedule.build(d or self.d, self.data["model"])
+
     def model(self, d: int | None = None) -> AttentionModel:
-        """The attention model of the ``[model]`` section, in dimension ``d`` (default: the mesh's)."""
-        m = self.data["model"]
-        return AttentionModel.build(d or self.d, m["beta"], m["attention"], m["Q"], m["K"], m["V"], m["heads"])
+        """The attention model in force at t = 0, in dimension ``d`` (default: the mesh's).
+
+        Raises :class:`ConfigError` when the first layer has no attention (``attention = "none"``).
+        """
+        model = self.schedule(d).layers[0].attention
+        if model is None:
+            raise ConfigError("model.attention: 'none' at t = 0: there is no attention model")
+        return model
 
     def initial_density(self, d: int | None = None):
         """The :class:`~meanfield.initial.InitialDensity` of the ``[initial]`` section (default d: the mesh's)."""
@@ -247,11 +261,6 @@ def _drop_none(obj: Any) -> Any:
     return obj
 
 
-def _suggest(word: str, choices: list[str]) -> str:
-    close = difflib.get_close_matches(word, choices, n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
-
-
 def parse_override(text: str) -> tuple[list[str], Any]:
     """Parse ``section.key=value``; the value is read as a TOML value, else as a string."""
     if "=" not in text:
@@ -290,9 +299,11 @@ def _apply_overrides(data: dict, overrides: list[str]) -> None:
     for keys, value in parsed:
         table = data
         for i, k in enumerate(keys[:-1]):
+            if i > 0 and k in table and table[k] is None:
+                table[k] = {}  # an unset table key (model.ffn): --set model.ffn.W=... starts the table
             if not isinstance(table.get(k), dict):
                 known = [s for s in SCHEMA if s] if i == 0 else list(table)
-                raise ConfigError(f"{'.'.join(keys)}: unknown section {k!r}{_suggest(k, known)}")
+                raise ConfigError(f"{'.'.join(keys)}: unknown section {k!r}{did_you_mean(k, known)}")
             table = table[k]
         table[keys[-1]] = value
 
@@ -301,7 +312,7 @@ def _check(data: dict) -> None:
     sections = [k for k in SCHEMA if k]
     for key in data:
         if key not in SCHEMA[""] and key not in SCHEMA:
-            raise ConfigError(f"{key}: unknown key or section{_suggest(key, sections + list(SCHEMA['']))}; "
+            raise ConfigError(f"{key}: unknown key or section{did_you_mean(key, sections + list(SCHEMA['']))}; "
                               f"sections are {sections}")
     for section, keys in SCHEMA.items():
         table = data if section == "" else data.get(section)
@@ -309,7 +320,8 @@ def _check(data: dict) -> None:
             raise ConfigError(f"{section}: must be a table")
         for key in list(table) if section and section != "initial" else []:
             if key not in keys:
-                raise ConfigError(f"{section}.{key}: unknown key{_suggest(key, list(keys))}; allowed: {sorted(keys)}")
+                raise ConfigError(f"{section}.{key}: unknown key{did_you_mean(key, list(keys))}; "
+                                  f"allowed: {sorted(keys)}")
         for key, (_, check, what) in keys.items():
             if key in table and not check(table[key]):
                 name = f"{section}.{key}" if section else key
@@ -340,18 +352,34 @@ def _resolve(data: dict, base_dir: Path | None, default_name: str) -> None:
                               f"t_final = {time['t_final']:g} (at most {MAX_STEPS:.0e})")
 
 
+def check_schedule_end(data: dict) -> None:
+    """Refuse ``[[model.layers]]`` that end before ``time.t_final`` (also after a resume changes t_final)."""
+    layers, t_final = data["model"]["layers"], data["time"]["t_final"]
+    if layers and isinstance(layers[-1].get("t_end"), (int, float)) and layers[-1]["t_end"] < t_final:
+        raise ConfigError(f"model.layers[{len(layers) - 1}].t_end: the last layer ends at t = {layers[-1]['t_end']:g}, "
+                          f"before time.t_final = {t_final:g}; add a layer or lower t_final")
+
+
 def _check_models(config: Config) -> None:
-    """Build the model and initial density to check them, and bound the kernel concentration."""
+    """Build the layer schedule and initial density to check them, and bound the kernel concentration."""
+    m = config.section("model")
+    if m["velocity"] == "rotation":
+        for key in ("ffn", "layers"):
+            if m[key] is not None:
+                raise ConfigError(f"model.{key}: needs model.velocity = 'attention' (a prescribed rotation has no "
+                                  "layers or feed-forward block)")
     try:
-        model = config.model(config.particle_d)  # the PDE's d, unless particles.d says otherwise
+        schedule = config.schedule(config.particle_d)  # the PDE's d, unless particles.d says otherwise
         config.initial_density(config.particle_d)
-        kappa = max(model.beta * float(np.linalg.norm(h.interaction, 2)) for h in model.heads)
-        if not kappa <= KAPPA_MAX:
-            raise ConfigError(f"model.beta: beta * ||Q^T K||_2 = {kappa:.3g} exceeds {KAPPA_MAX:g}: the attention "
-                              "kernel is a Dirac mass in double precision")
     except (ModelError, InitialDensityError) as exc:
         raise ConfigError(str(exc)) from None
-    m = config.section("model")
+    for layer, origin in zip(schedule.layers, schedule.origins):
+        model = layer.attention
+        kappa = 0.0 if model is None else max(model.beta * float(np.linalg.norm(h.interaction, 2)) for h in model.heads)
+        if not kappa <= KAPPA_MAX:
+            raise ConfigError(f"{origin}.beta: beta * ||Q^T K||_2 = {kappa:.3g} exceeds {KAPPA_MAX:g}: the attention "
+                              "kernel is a Dirac mass in double precision")
+    check_schedule_end(config.data)
     if m["velocity"] == "rotation" and config.d == 2 and m["rotation_axis"] != [0.0, 0.0, 1.0]:
         raise ConfigError("model.rotation_axis: on S1 the rotation is about the z axis")
 

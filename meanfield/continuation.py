@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from .collective import everywhere, on_root
-from .config import Config, ConfigError, load_config, parse_override
+from .config import Config, ConfigError, check_schedule_end, load_config, parse_override
 from .problem import Problem
 from .runner import layout
 from .runner.checkpoint import Checkpoint, CheckpointError
@@ -114,6 +114,7 @@ def plan_resume(path: Path, t_final: float | None = None, overrides: list[str] |
         raise ConfigError("--t-final: the new output times would change outputs already written")
     data = copy.deepcopy(config.data)
     data["time"]["t_final"], data["time"]["outputs"] = new_final, _outputs_setting(times)
+    check_schedule_end(data)
     return {"config": data, "source": str(path / layout.CONFIG), "kind": meta.get("kind", "pde"),
             "checkpoint": {"t": checkpoint.t, "next_output": checkpoint.next_output}}
 

@@ -12,6 +12,7 @@ with ``N_h(x) = int exp(beta <Q_h x, K_h y>) V_h y dmu(y)`` and
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
@@ -24,6 +25,13 @@ ATTENTION_KINDS: tuple[str, ...] = ("softmax", "unnormalized")
 
 class ModelError(ValueError):
     """Invalid model parameters; the message names the offending field."""
+
+
+def did_you_mean(word: str, choices: Sequence[str]) -> str:
+    """`` (did you mean 'x'?)`` for the closest of ``choices`` to a misspelt key (ignoring case), else ``""``."""
+    lowered = {choice.lower(): choice for choice in choices}
+    close = difflib.get_close_matches(word.lower(), list(lowered), n=1)
+    return f" (did you mean {lowered[close[0]]!r}?)" if close else ""
 
 
 def _as_matrix(value: object, d: int, name: str) -> np.ndarray:
@@ -97,20 +105,27 @@ class AttentionModel:
         K: object = None,
         V: object = None,
         heads: Sequence[dict] | None = None,
+        prefix: str = "model",
     ) -> AttentionModel:
         """Validate raw parameters (lists, arrays, None for identity) and build a model.
 
         Either give ``Q``, ``K``, ``V`` (a single head, identity where omitted) or ``heads``,
-        a list of mappings with keys ``Q``, ``K``, ``V`` and ``weight``.
+        a list of mappings with keys ``Q``, ``K``, ``V`` and ``weight``.  Error messages name
+        the fields under ``prefix`` (``model``, or a layer's ``model.layers[i]``).
         """
-        if isinstance(beta, bool) or not isinstance(beta, (int, float, np.floating, np.integer)):
-            raise ModelError(f"model.beta: must be a number > 0, got {beta!r}")
+        if isinstance(beta, bool) or not isinstance(beta, (int, float, np.floating, np.integer)) \
+                or not np.isfinite(beta) or beta <= 0:
+            raise ModelError(f"{prefix}.beta: must be a finite number > 0, got {beta!r}")
+        if attention not in ATTENTION_KINDS:
+            raise ModelError(f"{prefix}.attention: must be one of {ATTENTION_KINDS}, got {attention!r}")
         eye = np.eye(d)
 
         def head_from(spec: dict, prefix: str) -> Head:
-            unknown = set(spec) - {"Q", "K", "V", "weight"}
+            allowed = ["K", "Q", "V", "weight"]
+            unknown = sorted(set(spec) - set(allowed))
             if unknown:
-                raise ModelError(f"{prefix}: unknown key(s) {sorted(unknown)}")
+                raise ModelError(f"{prefix}.{unknown[0]}: unknown key{did_you_mean(unknown[0], allowed)}; "
+                                 f"allowed: {allowed}")
             mats = {
                 k: eye.copy() if spec.get(k) is None else _as_matrix(spec[k], d, f"{prefix}.{k}")
                 for k in ("Q", "K", "V")
@@ -122,10 +137,10 @@ class AttentionModel:
 
         if heads:
             if any(m is not None for m in (Q, K, V)):
-                raise ModelError("model: give either Q, K, V or heads, not both")
-            built = tuple(head_from(dict(h), f"model.heads[{i}]") for i, h in enumerate(heads))
+                raise ModelError(f"{prefix}: give either Q, K, V or heads, not both")
+            built = tuple(head_from(dict(h), f"{prefix}.heads[{i}]") for i, h in enumerate(heads))
         else:
-            built = (head_from({"Q": Q, "K": K, "V": V}, "model"),)
+            built = (head_from({"Q": Q, "K": K, "V": V}, prefix),)
         return cls(d=int(d), beta=float(beta), attention=attention, heads=built)  # type: ignore[arg-type]
 
     @property

@@ -16,8 +16,9 @@ import numpy as np
 
 from .config import Config
 from .initial import InitialDensity
+from .layers import LayerSchedule
 from .mesh import SPHERES, RawMesh, raw_mesh
-from .model import AttentionModel, rotation_velocity
+from .model import rotation_velocity
 
 
 @dataclass(frozen=True)
@@ -132,7 +133,7 @@ class Problem:
         self.field = FieldSpec(nl["method"], float(nl["tol"]), nl["threads"])
         self.particles = ParticleSpec(p["n"], int(p["seed"]), config.particle_d, p["dt"], p["sampler"])
         self.output = OutputSpec(config.output_dir(), bool(o["xdmf"]), float(o["checkpoint_every"]))
-        self._models: dict[int, AttentionModel] = {}
+        self._schedules: dict[int, LayerSchedule] = {}
         self._initials: dict[int, InitialDensity] = {}
 
     @property
@@ -144,12 +145,13 @@ class Problem:
         """The mesh's ambient dimension."""
         return self.mesh.d
 
-    def model(self, d: int | None = None) -> AttentionModel:
-        """The attention model in dimension ``d`` (default: the mesh's); built once per d."""
+    def schedule(self, d: int | None = None) -> LayerSchedule:
+        """The layer schedule (attention and feed-forward block per layer) in dimension ``d``
+        (default: the mesh's); built once per d."""
         d = d or self.d
-        if d not in self._models:
-            self._models[d] = self.config.model(d)
-        return self._models[d]
+        if d not in self._schedules:
+            self._schedules[d] = self.config.schedule(d)
+        return self._schedules[d]
 
     def initial(self, d: int | None = None) -> InitialDensity:
         """The initial density in dimension ``d`` (default: the mesh's); built once per d."""

@@ -19,9 +19,9 @@ from .discretisation.base import SpatialScheme, VelocityField
 from .discretisation.dg1 import DG1Scheme
 from .discretisation.fv import FiniteVolumeScheme
 from .discretisation.ordering import gather_rows, scatter_rows
+from .dynamics import LayerVelocity
 from .mesh import RawMesh, distribute
-from .nonlocal_field import NonlocalEvaluator, make_evaluator
-from .observables import measure_observables
+from .nonlocal_field import NonlocalEvaluator
 from .problem import Problem
 from .runner.results import RunResult, load_pde_run
 from .runner.session import check_new_target, configure_process, resolve_config, start_run
@@ -31,19 +31,6 @@ from .timestepping import SSPRK3, StepStats
 
 #: Relative tolerance in time for landing a step on its end time.
 LANDING_TOL = 1e-12
-
-
-def attention_velocity(evaluator: NonlocalEvaluator) -> VelocityField:
-    """The attention field of the scheme's source measure at the scheme's targets.
-
-    Schemes pass the same, unchanged target and source arrays at every call (only the
-    weights change), so evaluators may cache what they derive from the points.
-    """
-
-    def velocity(targets: np.ndarray, sources: np.ndarray, weights: np.ndarray) -> np.ndarray:
-        return evaluator.velocity(targets, sources, weights, fixed_sources=True, fixed_targets=True)
-
-    return velocity
 
 
 class TimedVelocity:
@@ -75,8 +62,11 @@ class PDESimulation(Simulation):
 
     Attributes
     ----------
-    scheme, stepper, evaluator, state
-        The spatial scheme, the time stepper, the nonlocal evaluator, this rank's state.
+    scheme, stepper, state
+        The spatial scheme, the time stepper, this rank's state.
+    schedule, field
+        The layer schedule and the velocity of its active layer (attention + feed-forward),
+        switched at layer boundaries, which the steps land on (:meth:`next_landing`).
     raw
         The serial mesh on rank 0 (``None`` elsewhere).
     """
@@ -92,9 +82,10 @@ class PDESimulation(Simulation):
         on_root(comm, lambda: built.append(problem.mesh.build()), MeshError)
         self.raw = built[0] if built else None
         msh = distribute(comm, self.raw)
-        self.evaluator = make_evaluator(problem.model(), comm, problem.field.method, problem.field.tol)
+        self.schedule = problem.schedule()
+        self.field = LayerVelocity(self.schedule, comm, problem.field.method, problem.field.tol, fixed_points=True)
         v = problem.velocity
-        self.velocity = TimedVelocity(attention_velocity(self.evaluator) if v.is_attention else v.rotation(problem.d))
+        self.velocity = TimedVelocity(self.field if v.is_attention else v.rotation(problem.d))
         self.scheme: SpatialScheme = (DG1Scheme(msh, self.velocity, limiter=problem.scheme.limiter)
                                       if problem.scheme.kind == "dg1" else FiniteVolumeScheme(msh, self.velocity))
         self.state = self.scheme.initial_state(problem.initial())
@@ -104,21 +95,37 @@ class PDESimulation(Simulation):
         self._check_initial_rate()
 
     def _check_initial_rate(self) -> None:
-        """Refuse a model whose initial velocity is not finite or would need more than
-        :data:`~meanfield.config.MAX_STEPS` steps (bad input: nothing has been written yet)."""
-        _, rate = self.scheme.rate(self.state)
+        """Refuse a model whose velocity on the initial density is not finite or would need more
+        than :data:`~meanfield.config.MAX_STEPS` steps, for every layer (bad input: nothing has
+        been written yet).  Each layer's field is set up in turn, so this costs one velocity
+        evaluation per layer."""
         t = self.problem.time
-        if not np.isfinite(rate):
-            raise ConfigError(f"model: the initial velocity is not finite (outflow rate {rate!r}); check the heads' "
-                              "weights, V and beta")
-        steps = t.t_final * rate / t.cfl
-        if steps > MAX_STEPS:
-            raise ConfigError(f"model: the initial velocity limits the step to dt = {t.cfl / rate:.3g}, "
-                              f"{steps:.3g} steps to t_final = {t.t_final:g} (at most {MAX_STEPS:.0e}); check the "
-                              "heads' weights, V and beta")
+        layers = range(len(self.schedule.layers)) if self.problem.velocity.is_attention else range(1)
+        for k in layers:
+            self.field.enter(k)
+            _, rate = self.scheme.rate(self.state)
+            where = self.schedule.origins[k]
+            if not np.isfinite(rate):
+                raise ConfigError(f"{where}: the initial velocity is not finite (outflow rate {rate!r});"
+                                  " check the heads' weights, V, beta and the feed-forward block")
+            steps = t.t_final * rate / t.cfl
+            if steps > MAX_STEPS:
+                raise ConfigError(f"{where}: the initial velocity limits the step to dt = {t.cfl / rate:.3g}"
+                                  f", {steps:.3g} steps to t_final = {t.t_final:g} (at most "
+                                  f"{MAX_STEPS:.0e}); check the heads' weights, V, beta and the feed-forward block")
+        self.field.enter(0)
+
+    @property
+    def evaluator(self) -> NonlocalEvaluator | None:
+        """The active layer's attention evaluator (``None`` for a layer without attention)."""
+        return self.field.evaluator
 
     # -- stepping ------------------------------------------------------------------------
+    def next_landing(self, t: float) -> float | None:
+        return self.schedule.next_boundary(t)
+
     def step(self, t_end: float) -> float:
+        self.field.enter(self.schedule.index_from(self.t))
         self.state, dt = self.stepper.step(self.state, self.t, t_end - self.t)
         close = t_end - (self.t + dt) <= LANDING_TOL * max(1.0, abs(t_end))
         self.t = t_end if close else self.t + dt
@@ -133,7 +140,8 @@ class PDESimulation(Simulation):
 
         rho = self.scheme.cell_averages(self.state)
         points, weights = self.scheme.measure(self.state)
-        row = measure_observables(self.evaluator, points, weights, fixed_sources=True)
+        self.field.enter(self.schedule.index_until(self.t))
+        row = self.field.observables(points, weights, fixed_sources=True)
         row["rho_min"] = self.comm.allreduce(float(rho.min(initial=np.inf)), op=MPI.MIN)
         row["rho_max"] = self.comm.allreduce(float(rho.max(initial=-np.inf)), op=MPI.MAX)
         row["dt"] = self.stepper.stats.last_dt
@@ -188,16 +196,18 @@ class PDESimulation(Simulation):
                             g.original_index)
         self.state = np.ascontiguousarray(rows.reshape(self.state.shape))
         self.t = t
+        self.field.enter(self.schedule.index_until(t))
         self.stepper.stats = StepStats.from_dict(info.get("step", {}))
 
     # -- facts -----------------------------------------------------------------------------
     def describe(self) -> str:
-        field = self.evaluator.name if self.problem.velocity.is_attention else "rotation"
-        return f"{self.problem.sphere} mesh, {self.num_cells} cells, scheme {self.scheme.name}, {field} field"
+        field = self.field.describe() if self.problem.velocity.is_attention else "rotation field"
+        return f"{self.problem.sphere} mesh, {self.num_cells} cells, scheme {self.scheme.name}, {field}"
 
     def facts(self) -> dict[str, Any]:
+        evaluator = self.field.evaluator
         return {"cells": self.num_cells, "scheme": self.scheme.name,
-                "evaluator": self.evaluator.collective_diagnostics()}
+                "evaluator": None if evaluator is None else evaluator.collective_diagnostics()}
 
     def timings(self) -> dict[str, float]:
         return {"velocity": self.velocity.seconds}

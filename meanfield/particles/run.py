@@ -23,8 +23,9 @@ import numpy as np
 
 from ..collective import on_root
 from ..config import MAX_STEPS, Config, ConfigError
-from ..nonlocal_field import make_evaluator
-from ..observables import measure_observables
+from ..dynamics import LayerVelocity
+from ..layers import LayerSchedule
+from ..nonlocal_field import NonlocalEvaluator
 from ..problem import Problem
 from ..runner.results import ParticleRunResult, load_particle_run
 from ..runner.session import check_new_target, configure_process, resolve_config, start_run
@@ -32,7 +33,7 @@ from ..runner.simulation import Simulation
 from ..runner.writers import ObservablesWriter, OutputWriter, SnapshotWriter
 from .integrator import EqualSteps, projected_rk4_step
 from .sampling import resolve_sampler, sample_initial
-from .system import ParticleSystem, attention_field, default_dt, token_block
+from .system import Field, ParticleSystem, default_dt, token_block
 
 
 def resolve_counts(problem: Problem, n: int | None, seed: int | None) -> tuple[int, int]:
@@ -55,8 +56,17 @@ def with_counts(config: Config, n: int, seed: int) -> Config:
     return Config(data, config.source)
 
 
+def layer_durations(schedule: LayerSchedule, t_final: float) -> list[float]:
+    """How long each layer of the schedule lasts within ``[0, t_final]``."""
+    ends = [*schedule.boundaries, np.inf]
+    return [max(min(end, t_final) - start, 0.0) for start, end in zip(schedule.starts, ends)]
+
+
 class ParticleSimulation(Simulation):
-    """n tokens on S^{d-1} advanced by RK4 in equal steps per output interval (see :class:`Simulation`).
+    """n tokens on S^{d-1} advanced by RK4 in equal steps per interval (see :class:`Simulation`).
+
+    The intervals are those between consecutive output times and layer boundaries; each layer
+    has its own largest step (``particles.dt``, or the default of its Lipschitz bound).
 
     Parameters
     ----------
@@ -74,21 +84,21 @@ class ParticleSimulation(Simulation):
         p, d = problem.particles, problem.particles.d
         density = problem.initial(d)
         self.sampler = resolve_sampler(density.kind, p.sampler)
-        model = problem.model(d)
-        self.evaluator = make_evaluator(model, comm, problem.field.method, problem.field.tol)
-        if problem.velocity.is_attention:
-            field = attention_field(self.evaluator)
-        else:
+        self.schedule = problem.schedule(d)
+        self.field = LayerVelocity(self.schedule, comm, problem.field.method, problem.field.tol)
+        field: Field = self.field
+        if not problem.velocity.is_attention:
             if d not in (2, 3):
                 raise ConfigError(f"model.velocity: 'rotation' needs d = 2 or 3, got d = {d}")
             field = problem.velocity.rotation(d)
         if self.sampler == "mesh" and d != problem.d:
             raise ConfigError(f"particles.sampler: 'mesh' samples the mesh's sphere (d = {problem.d}), not d = {d}")
-        self.dt = p.dt if p.dt is not None else default_dt(model)
-        if problem.time.t_final / self.dt > MAX_STEPS:
+        self.dts = [p.dt if p.dt is not None else default_dt(layer) for layer in self.schedule.layers]
+        steps = sum(t / dt for t, dt in zip(layer_durations(self.schedule, problem.time.t_final), self.dts))
+        if steps > MAX_STEPS:
             what = "particles.dt" if p.dt is not None else "particles.dt (default 0.25 / Lipschitz bound of the model)"
-            raise ConfigError(f"{what}: {self.dt:.3g} would take {problem.time.t_final / self.dt:.3g} steps "
-                              f"(at most {MAX_STEPS:.0e}); check the model's weights and V")
+            raise ConfigError(f"{what}: {self.dt:.3g} would take {steps:.3g} steps (at most {MAX_STEPS:.0e}); "
+                              "check the model's weights, V and feed-forward block")
         self.n, self.seed = n, seed
         self.block = token_block(n, comm.rank, comm.size)
         mesh = problem.mesh.build() if self.sampler == "mesh" else None
@@ -98,12 +108,27 @@ class ParticleSimulation(Simulation):
         self.plan: EqualSteps | None = None
         self.steps, self.max_drift = 0, 0.0
 
+    @property
+    def evaluator(self) -> NonlocalEvaluator | None:
+        """The active layer's attention evaluator (``None`` for a layer without attention)."""
+        return self.field.evaluator
+
+    @property
+    def dt(self) -> float:
+        """The largest RK4 step allowed in every layer (the smallest of the layers' steps)."""
+        return min(self.dts)
+
     # -- stepping ------------------------------------------------------------------------
+    def next_landing(self, t: float) -> float | None:
+        return self.schedule.next_boundary(t)
+
     def step(self, t_end: float) -> float:
         from mpi4py import MPI
 
+        layer = self.schedule.index_from(self.t)
+        self.field.enter(layer)
         if self.plan is None or self.plan.t1 != t_end or self.plan.done == self.plan.count:
-            self.plan = EqualSteps.over(self.t, t_end, self.dt)
+            self.plan = EqualSteps.over(self.t, t_end, self.dts[layer])
         self.x, drift = projected_rk4_step(self.system.velocity, self.x, self.plan.h)
         self.plan.done += 1
         self.steps += 1
@@ -121,7 +146,8 @@ class ParticleSimulation(Simulation):
 
     # -- observing -----------------------------------------------------------------------
     def observables(self) -> dict[str, float]:
-        row = measure_observables(self.evaluator, self.x, self.system.weights)
+        self.field.enter(self.schedule.index_until(self.t))
+        row = self.field.observables(self.x, self.system.weights)
         row.update(rho_min=np.nan, rho_max=np.nan, dt=self.plan.h if self.plan is not None else np.nan)
         return row
 
@@ -148,6 +174,7 @@ class ParticleSimulation(Simulation):
         parts = [np.ascontiguousarray(state["points"][b]) for b in blocks] if state is not None else None
         self.x = self.comm.scatter(parts, root=0)
         self.t = t
+        self.field.enter(self.schedule.index_until(t))
         step = info.get("step", {})
         self.steps, self.max_drift = int(step.get("steps", 0)), float(step.get("max_drift", 0.0))
         plan = step.get("plan")
@@ -155,14 +182,15 @@ class ParticleSimulation(Simulation):
 
     # -- facts -----------------------------------------------------------------------------
     def describe(self) -> str:
-        field = self.evaluator.name if self.problem.velocity.is_attention else "rotation"
-        return (f"{self.n} tokens on S^{self.problem.particles.d - 1}, RK4 dt <= {self.dt:.4g}, {field} field, "
+        field = self.field.describe() if self.problem.velocity.is_attention else "rotation field"
+        return (f"{self.n} tokens on S^{self.problem.particles.d - 1}, RK4 dt <= {self.dt:.4g}, {field}, "
                 f"{self.sampler} sampler, seed {self.seed}")
 
     def facts(self) -> dict[str, Any]:
-        return {"n": self.n, "seed": self.seed, "d": self.problem.particles.d, "dt": self.dt, "integrator": "rk4",
-                "sampler": self.sampler,
-                "evaluator": self.evaluator.collective_diagnostics()}
+        evaluator = self.field.evaluator
+        return {"n": self.n, "seed": self.seed, "d": self.problem.particles.d, "dt": self.dt,
+                "layer_dt": self.dts, "integrator": "rk4", "sampler": self.sampler,
+                "evaluator": None if evaluator is None else evaluator.collective_diagnostics()}
 
 
 def particle_writers(path: Path, static: dict[str, np.ndarray] | None) -> list[OutputWriter]:

@@ -14,12 +14,13 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ..layers import Layer
 from ..model import AttentionModel
 
 #: A velocity field of a discrete measure: (targets, source points, source weights) -> X.
 Field = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 
-#: The default step is ``DT_FACTOR / lipschitz_bound(model)``.
+#: The default step of a layer is ``DT_FACTOR / layer_lipschitz_bound(layer)``.
 DT_FACTOR = 0.25
 
 
@@ -49,9 +50,15 @@ def lipschitz_bound(model: AttentionModel) -> float:
     return total
 
 
-def default_dt(model: AttentionModel) -> float:
-    """The default RK4 step ``DT_FACTOR / lipschitz_bound(model)``."""
-    return DT_FACTOR / max(lipschitz_bound(model), 1e-12)
+def layer_lipschitz_bound(layer: Layer) -> float:
+    """:func:`lipschitz_bound` of the layer's attention (if any) plus its feed-forward block's."""
+    attention = 0.0 if layer.attention is None else lipschitz_bound(layer.attention)
+    return attention + (0.0 if layer.ffn is None else layer.ffn.lipschitz_bound())
+
+
+def default_dt(layer: Layer) -> float:
+    """The default RK4 step of a layer, ``DT_FACTOR / layer_lipschitz_bound(layer)``."""
+    return DT_FACTOR / max(layer_lipschitz_bound(layer), 1e-12)
 
 
 def attention_field(evaluator) -> Field:

@@ -2,10 +2,13 @@
 
 It owns the loop over output times, the output writers, checkpoints, metadata (status,
 timings), progress and log, signals and the wall-time limit; the :class:`Simulation` owns
-the state and the steps.  Every step and every output is collective; everything that
-touches files happens on rank 0 inside :func:`~meanfield.collective.on_root`, so a failure
-there (a full disk, say) ends every rank with the same error instead of leaving some of
-them waiting.
+the state and the steps.  Steps end exactly on every output time and on every time the
+simulation asks to land on (:meth:`Simulation.next_landing`: layer boundaries, where the
+model changes), so no step straddles a change of the dynamics.
+
+Every step and every output is collective; everything that touches files happens on rank 0
+inside :func:`~meanfield.collective.on_root`, so a failure there (a full disk, say) ends
+every rank with the same error instead of leaving some of them waiting.
 
 Between two steps the ranks agree (one small ``Allreduce``) on whether to stop or to write
 a checkpoint:
@@ -152,7 +155,7 @@ class Controller:
                 while k < len(self.times):
                     target = float(self.times[k])
                     while target - sim.t > self._tol(target):
-                        self._step(target, progress)
+                        self._step(self._step_target(target), progress)
                         stop, due = self._events(signals)
                         if due or stop:
                             self._checkpoint(k)
@@ -183,6 +186,12 @@ class Controller:
         return TIME_TOL * max(1.0, abs(t))
 
     # -- steps -------------------------------------------------------------------------------
+    def _step_target(self, output: float) -> float:
+        """Where the next step must end at the latest: the next output time, or an earlier landing
+        time the simulation asks for (:meth:`Simulation.next_landing`)."""
+        landing = self.sim.next_landing(self.sim.t)
+        return output if landing is None or landing >= output else landing
+
     def _collective(self, work: Callable[[], T]) -> T:
         """Call collective simulation code; an error that may be this rank's alone aborts the job."""
         try:

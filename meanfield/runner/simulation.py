@@ -34,6 +34,11 @@ class Simulation(ABC):
     def step(self, t_end: float) -> float:
         """Advance one step, landing exactly on ``t_end`` if the step reaches it; return dt (collective)."""
 
+    def next_landing(self, t: float) -> float | None:
+        """The first time after ``t`` that steps must land on besides the output times (where
+        the dynamics change: a layer boundary), or ``None``; the controller never steps across it."""
+        return None
+
     @abstractmethod
     def observables(self) -> dict[str, float]:
         """One observables.csv row of the current state, without ``t`` and ``wall`` (collective)."""

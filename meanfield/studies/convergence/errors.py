@@ -93,7 +93,8 @@ def check_reference(problem: Problem, reference: str | Path, dt_ladder: bool) ->
         raise ConvergenceError("--reference exact: a dt ladder is measured against its finest run (--reference finest)")
     if reference == "exact" and exact_solution(problem) is None:
         raise ConvergenceError("--reference exact: this case has no exact solution "
-                               "(rotation, uniform, or harmonic with Q = K = V = I); use --reference finest")
+                               "(rotation, uniform, or harmonic with Q = K = V = I, or the feed-forward flow "
+                               "alone); use --reference finest")
 
 
 def error_rows(ladder: Ladder, reference: str | Path = "finest") -> list[Row]:

@@ -26,6 +26,7 @@ import numpy as np
 
 from ...collective import everywhere, on_root
 from ...config import Config, ConfigError, load_config
+from ...model import ModelError
 from ...problem import Problem
 from ...runner.directory import is_run, prepare_study
 from ...runner.results import RunResult, load_pde_run
@@ -108,6 +109,14 @@ def _check_inputs(problem: Problem, ns: Sequence[int], seeds: int) -> None:
         raise ConfigError(f"--seeds: must be a positive integer, got {seeds!r}")
 
 
+def _schedule(problem: Problem, option: str, path: Path) -> list[dict]:
+    """The problem's layer schedule as plain data (all layers: attention, feed-forward, start times)."""
+    try:
+        return problem.schedule().to_dict()
+    except ModelError as exc:
+        raise ConfigError(f"{option} {path}: its model cannot be built: {exc}") from None
+
+
 def check_pde_run(config: Config, run_dir: str | Path, option: str) -> None:
     """Refuse a PDE run that does not solve the config's problem (sphere, model, initial
     density) or lacks its output times; the message names what differs."""
@@ -122,7 +131,7 @@ def check_pde_run(config: Config, run_dir: str | Path, option: str) -> None:
     differences = []
     if ours_p.sphere != theirs_p.sphere:
         differences.append(f"mesh.sphere {theirs_p.sphere} (config: {ours_p.sphere})")
-    elif theirs_p.velocity != ours_p.velocity or theirs_p.model().to_dict() != ours_p.model().to_dict():
+    elif theirs_p.velocity != ours_p.velocity or _schedule(theirs_p, option, path) != _schedule(ours_p, option, path):
         differences.append("the model (model.*)")
     if theirs.section("initial") != config.section("initial"):
         differences.append("the initial density (initial.*)")

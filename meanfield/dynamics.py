@@ -1,0 +1,95 @@
+"""The velocity of a layer schedule: the active layer's attention field plus its feed-forward block.
+
+Shared by the PDE scheme and the particle solver.  :class:`LayerVelocity` is one callable
+with the signature of a measure's velocity field, ``(targets, sources, weights) -> X``; the
+simulation switches its layer at layer boundaries (:meth:`LayerVelocity.enter`), never
+inside a step.  The attention part is evaluated by a nonlocal evaluator
+(:func:`~meanfield.nonlocal_field.make_evaluator`) built for the layer's attention model:
+consecutive layers with the same attention model (Q, K, V, heads, beta, kind) keep the
+evaluator and everything it cached from the points, so only a change of attention sets the
+field up again.  One evaluator is held at a time (a fast evaluator's caches can take
+hundreds of MB), so an attention model that comes back after another one is set up anew.
+A layer without attention (``attention = "none"``) calls no evaluator at all: its velocity
+is the feed-forward block's, local and free of communication.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .layers import Layer, LayerSchedule
+from .nonlocal_field import NonlocalEvaluator, make_evaluator
+from .observables import measure_observables, moment_observables
+
+
+class LayerVelocity:
+    """The velocity field of one layer of a schedule at a time (see the module docstring).
+
+    Parameters
+    ----------
+    schedule
+        The layer schedule.
+    comm
+        MPI communicator of the evaluators (``None``: serial).
+    method, tol
+        The ``[nonlocal]`` settings of the evaluators.
+    fixed_points
+        Promise the evaluators that targets and sources are the same arrays at every call
+        (mesh points: the PDE), so they may cache what they derive from them.
+
+    Attributes
+    ----------
+    index
+        The active layer's index in ``schedule.layers``.
+    evaluator
+        The active layer's attention evaluator, ``None`` for a layer without attention.
+    """
+
+    def __init__(self, schedule: LayerSchedule, comm=None, method: str = "direct", tol: float = 1e-10,
+                 fixed_points: bool = False) -> None:
+        self.schedule, self.comm, self.method, self.tol = schedule, comm, method, tol
+        self.fixed_points = fixed_points
+        self.index = -1
+        self.evaluator: NonlocalEvaluator | None = None
+        self.enter(0)
+
+    @property
+    def layer(self) -> Layer:
+        """The active layer."""
+        return self.schedule.layers[self.index]
+
+    def enter(self, index: int) -> None:
+        """Make layer ``index`` the active one (collective when it builds an evaluator)."""
+        if index == self.index:
+            return
+        attention = self.schedule.layers[index].attention
+        current = None if self.evaluator is None else self.evaluator.model
+        if attention is None:
+            self.evaluator = None
+        elif current is None or attention.to_dict() != current.to_dict():
+            self.evaluator = None  # release the old caches before building the new ones
+            self.evaluator = make_evaluator(attention, self.comm, self.method, self.tol)
+        self.index = index
+
+    def __call__(self, targets: np.ndarray, sources: np.ndarray, weights: np.ndarray) -> np.ndarray:
+        """The active layer's velocity at the targets: attention of the measure plus feed-forward."""
+        ffn = self.layer.ffn
+        if self.evaluator is None:
+            return np.zeros_like(targets) if ffn is None else ffn.velocity(targets)
+        X = self.evaluator.velocity(targets, sources, weights, fixed_sources=self.fixed_points,
+                                    fixed_targets=self.fixed_points)
+        return X if ffn is None else X + ffn.velocity(targets)
+
+    def observables(self, points: np.ndarray, weights: np.ndarray, fixed_sources: bool = False) -> dict[str, float]:
+        """The measure observables, with the active layer's attention energy (``nan`` without
+        attention) (collective)."""
+        if self.evaluator is None:
+            return {**moment_observables(self.comm, points, weights), "energy": float("nan")}
+        return measure_observables(self.evaluator, points, weights, fixed_sources)
+
+    def describe(self) -> str:
+        """For the log: e.g. ``"auto attention + feed-forward field in 3 layers"``."""
+        layers = self.schedule.layers
+        parts = ([f"{self.method} attention"] if any(layer.attention is not None for layer in layers) else []) \
+            + (["feed-forward"] if any(layer.ffn is not None for layer in layers) else [])
+        return " + ".join(parts or ["zero"]) + " field" + (f" in {len(layers)} layers" if len(layers) > 1 else "")
