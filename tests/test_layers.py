@@ -435,7 +435,7 @@ def test_validation_runs_on_a_layered_model_and_checks_the_schedule(tmp_path):
     cfg = load_config(case(resolution=32, model=model, t_final=0.6, outputs=2))
     result = validate(cfg, ns=[20, 40], seeds=1, out=tmp_path / "v", refine=False, comm=MPI.COMM_SELF, quiet=True)
     assert {r["metric"] for r in result.rows} >= {"mean_error", "energy_error", "w1"}
-    assert all(np.isfinite(r["value"]) for r in result.rows)
+    assert all(np.isfinite(r["value"]) for r in result.rows if not r["metric"].startswith("cluster_"))
     pde = tmp_path / "v" / "pde"
     check_pde_run(cfg, pde, "--pde")  # the same schedule
     equal_layers = {**model, "layers": [{"t_end": 0.1}, *model["layers"]]}  # a boundary where nothing changes
