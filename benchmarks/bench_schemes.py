@@ -35,11 +35,11 @@ def main() -> None:
     from mpi4py import MPI
 
     from meanfield.config import load_config
+    from meanfield.discretisation.dg1 import DG1Scheme
+    from meanfield.discretisation.fv import FiniteVolumeScheme
     from meanfield.mesh import distribute, icosphere
     from meanfield.model import rotation_velocity
     from meanfield.nonlocal_field import make_evaluator
-    from meanfield.discretisation.dg1 import DG1Scheme
-    from meanfield.discretisation.fv import FiniteVolumeScheme
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--level", type=int, default=5)
