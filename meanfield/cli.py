@@ -129,6 +129,20 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     return 1 if result.errors else 0
 
 
+def _cmd_collect(args: argparse.Namespace) -> None:
+    from mpi4py import MPI
+
+    from .collective import on_root
+    from .studies.collect import collect, write_table
+
+    def work() -> str:
+        table = collect(args.dirs, final=args.final)
+        path = write_table(table, args.output, final=args.final, overwrite=args.overwrite)
+        return f"wrote {path}: {table['run'].nunique()} runs, {len(table)} rows"
+
+    _echo(on_root(MPI.COMM_WORLD, work))
+
+
 def _cmd_plot(args: argparse.Namespace) -> None:
     from mpi4py import MPI
 
@@ -319,6 +333,15 @@ def _add_sweep(sub) -> None:
     p.set_defaults(handler=_cmd_sweep)
 
 
+def _add_collect(sub) -> None:
+    p = sub.add_parser("collect", help="the observables of many runs in one table (CSV) or xarray Dataset (netCDF)")
+    p.add_argument("dirs", nargs="+", metavar="DIR", help="run directories, sweep directories or folders of runs")
+    p.add_argument("-o", "--output", required=True, help="table.csv (long format) or table.nc (xarray Dataset)")
+    p.add_argument("--final", action="store_true", help="only the last output of each run (one row per run)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing output file")
+    p.set_defaults(handler=_cmd_collect)
+
+
 def _add_mesh(sub) -> None:
     p = sub.add_parser("mesh", help="write a sphere mesh file (any format meshio writes)")
     p.add_argument("sphere", choices=["S1", "S2"])
@@ -336,7 +359,7 @@ def _add_info(sub) -> None:
 
 #: Each registers one subcommand; add new commands here.
 COMMANDS: list[Callable] = [_add_run, _add_resume, _add_particles, _add_validate, _add_convergence, _add_clusters,
-                            _add_sweep, _add_plot, _add_mesh, _add_info]
+                            _add_sweep, _add_collect, _add_plot, _add_mesh, _add_info]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -81,7 +81,9 @@ _OBSERVABLES: dict[str, tuple[str, str]] = {
 }
 
 
-def _observable_attrs(name: str, density_units: str) -> dict[str, str]:
+def observable_attributes(name: str, density_units: str | None) -> dict[str, str]:
+    """``long_name`` and ``units`` of an observables.csv column (none for an unknown one)."""
+    units: str | None
     if name in _OBSERVABLES:
         text, units = _OBSERVABLES[name]
     elif name.startswith("mean_"):
@@ -92,7 +94,7 @@ def _observable_attrs(name: str, density_units: str) -> dict[str, str]:
         text, units = f"{'smallest' if name == 'rho_min' else 'largest'} cell average of the density", density_units
     else:
         return {}
-    return {"long_name": text, "units": units}
+    return {"long_name": text, "units": units} if units is not None else {"long_name": text}
 
 
 def _time_coordinate(times: np.ndarray) -> tuple[str, np.ndarray, dict[str, str]]:
@@ -101,7 +103,7 @@ def _time_coordinate(times: np.ndarray) -> tuple[str, np.ndarray, dict[str, str]
 
 def _observables(observables: Mapping[str, np.ndarray], density_units: str) -> dict[str, Any]:
     """The observables as variables along time (``t`` is left out: it is the time coordinate)."""
-    return {name: ("time", np.asarray(values, float), _observable_attrs(name, density_units))
+    return {name: ("time", np.asarray(values, float), observable_attributes(name, density_units))
             for name, values in observables.items() if name != "t"}
 
 

@@ -174,14 +174,22 @@ def _header(path: Path) -> tuple[dict, dict]:
     return config, meta
 
 
+def _leading_snapshots(path: Path) -> list[Path]:
+    """The snapshot files of outputs 0, 1, 2, ... up to the first one missing."""
+    files = []
+    for expected, (index, file) in enumerate(layout.snapshot_files(path)):
+        if index != expected:
+            break
+        files.append(file)
+    return files
+
+
 def _outputs(path: Path) -> tuple[list[dict[str, np.ndarray]], dict[str, np.ndarray], list[str]]:
     """Readable snapshots in order, the observables cut to match, and the damaged files."""
     observables, bad_rows = read_csv_columns(path / layout.OBSERVABLES)
     damaged = [str(path / layout.OBSERVABLES)] if bad_rows else []
     snapshots: list[dict[str, np.ndarray]] = []
-    for expected, (index, file) in enumerate(layout.snapshot_files(path)):
-        if index != expected:
-            break
+    for file in _leading_snapshots(path):
         try:
             snapshots.append(load_npz(file))
         except (OSError, ValueError, EOFError) as exc:
@@ -237,6 +245,24 @@ def load_pde_run(path: str | Path) -> RunResult:
     if not isinstance(run, RunResult):
         raise RunReadError(f"{path} is not a PDE run (metadata kind {run.metadata.get('kind')!r})")
     return run
+
+
+def read_observables(path: str | Path) -> tuple[dict, dict, dict[str, np.ndarray]]:
+    """A run's config, metadata.json and observables, without reading its arrays (for tables of many runs).
+
+    The observables are cut to the outputs that have a snapshot file (:func:`load_run` also
+    stops before a snapshot that cannot be read).
+
+    Raises
+    ------
+    RunReadError
+        For a directory that is not a run.
+    """
+    path = Path(path)
+    config, meta = _header(path)
+    observables, _ = read_csv_columns(path / layout.OBSERVABLES)
+    count = len(_leading_snapshots(path))
+    return config, meta, {k: v[:count] for k, v in observables.items()}
 
 
 def describe(path: str | Path) -> dict[str, Any]:
