@@ -9,7 +9,7 @@
     meanfield sweep CONFIG --grid section.key=v1,v2,... [--grid ...] [--seeds N] [--particles [--n N]]
                     [--out DIR] [--array-index I] [--dry-run] [--set ...] [--quiet]
     meanfield collect DIR... -o TABLE.csv|TABLE.nc [--final] [--overwrite]
-    meanfield check [CONFIG] [--set section.key=value ...]
+    meanfield check [CONFIG] [--out DIR] [--set section.key=value ...]
     meanfield plot RUN_DIR [--out DIR] [--format png|pdf|svg] [--no-movie] [--log|--linear]
     meanfield mesh S2 --level L -o FILE      |  meanfield mesh S1 --cells N -o FILE
     meanfield info [RUN_DIR]
@@ -141,6 +141,15 @@ def _cmd_collect(args: argparse.Namespace) -> None:
         return f"wrote {path}: {table['run'].nunique()} runs, {len(table)} rows"
 
     _echo(on_root(MPI.COMM_WORLD, work))
+
+
+def _cmd_check(args: argparse.Namespace) -> None:
+    from mpi4py import MPI
+
+    from .check import check_config
+    from .collective import on_root
+
+    _echo(on_root(MPI.COMM_WORLD, lambda: check_config(args.config, args.set, out=args.out).format()))
 
 
 def _cmd_plot(args: argparse.Namespace) -> None:
@@ -342,6 +351,15 @@ def _add_collect(sub) -> None:
     p.set_defaults(handler=_cmd_collect)
 
 
+def _add_check(sub) -> None:
+    p = sub.add_parser("check", help="what a run of a config would do (mesh size, evaluator and its cost, "
+                       "outputs, files); runs and writes nothing")
+    p.add_argument("config", nargs="?", default=None, help="TOML config (default: the embedded S2 clustering case)")
+    p.add_argument("--out", help="the run directory a run would use (default: output.dir or runs/<name>)")
+    _add_set(p)
+    p.set_defaults(handler=_cmd_check)
+
+
 def _add_mesh(sub) -> None:
     p = sub.add_parser("mesh", help="write a sphere mesh file (any format meshio writes)")
     p.add_argument("sphere", choices=["S1", "S2"])
@@ -359,7 +377,7 @@ def _add_info(sub) -> None:
 
 #: Each registers one subcommand; add new commands here.
 COMMANDS: list[Callable] = [_add_run, _add_resume, _add_particles, _add_validate, _add_convergence, _add_clusters,
-                            _add_sweep, _add_collect, _add_plot, _add_mesh, _add_info]
+                            _add_sweep, _add_collect, _add_check, _add_plot, _add_mesh, _add_info]
 
 
 def build_parser() -> argparse.ArgumentParser:
