@@ -7,6 +7,7 @@ varied fastest), and writes into its directory::
     study.json                      the sweep's definition (base config, grid): a rerun or a
                                     job-array task must bring the same one
     sweep.csv                       index, the grid's keys, directory, status (one row per point)
+    .sweep.lock                     taken while sweep.csv is rewritten
     003-beta=4,seed=1/              point 3's run directory (its index, then key=value for each
                                     grid key: the last part of the key unless that is ambiguous)
 
