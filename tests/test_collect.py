@@ -57,7 +57,8 @@ def test_plain_runs_get_the_config_values_that_differ(tmp_path):
     meanfield.run(BASE, out=tmp_path / "runs" / "a", quiet=True)
     meanfield.run({**BASE, "model": {"beta": 9.0}}, out=tmp_path / "runs" / "b", quiet=True)
     meanfield.run_particles(BASE, n=10, out=tmp_path / "p", quiet=True)
-    table = collect([tmp_path / "runs", tmp_path / "p"], final=True)  # a folder of runs and a run
+    table = collect([tmp_path / "runs", tmp_path / "p", tmp_path / "runs" / "a"], final=True)  # a folder, a run
+    # (and a run already in the folder: each run once)
     assert list(table["run"]) == [str(tmp_path / "runs" / "a"), str(tmp_path / "runs" / "b"), str(tmp_path / "p")]
     assert list(table["kind"]) == ["pde", "pde", "particles"] and list(table["model.beta"]) == [4.0, 9.0, 4.0]
     assert "particles.n" in table.columns and "mesh.resolution" not in table.columns  # the same everywhere

@@ -122,6 +122,15 @@ def test_bad_input_under_mpirun_is_one_line_and_exit_2(tmp_path):
     assert not (tmp_path / "o").exists()
 
 
+def test_bad_sweep_input_under_mpirun_is_one_line_and_exit_2(tmp_path):
+    cfg = _case(tmp_path)
+    proc = meanfield_job("sweep", str(cfg), "--grid", "model.beta=1,-1", "--out", str(tmp_path / "s"), "--quiet")
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert lines == ["error: sweep point 1-beta=-1: model.beta: must be a number > 0, got -1"], lines
+    assert not (tmp_path / "s").exists()
+
+
 @pytest.mark.parametrize("suffix, content", [(".msh", "this is not a mesh\n"), (".vtu", "junk"),
                                              (".off", "OFF\n1 x\n")])
 def test_a_file_that_is_not_a_mesh_under_mpirun(tmp_path, suffix, content):

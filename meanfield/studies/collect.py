@@ -50,24 +50,24 @@ def find_runs(paths: Sequence[str | Path]) -> list[tuple[Path, dict[str, Any]]]:
     FileNotFoundError
         A path that does not exist, or paths without any run.
     """
-    found: dict[Path, dict[str, Any]] = {}
+    found: dict[Path, tuple[Path, dict[str, Any]]] = {}  # resolved path -> (path as given, parameters)
     for given in paths:
         path = Path(given)
         if not path.is_dir():
             raise FileNotFoundError(f"{path}: no such directory")
         points = sweep_points(path)
+        runs: list[tuple[Path, dict[str, Any]]]
         if is_run(path):
-            found.setdefault(path, {})
+            runs = [(path, {})]
         elif points is not None:
-            for point in points:
-                if is_run(path / point.directory):
-                    found.setdefault(path / point.directory, point.parameters)
+            runs = [(path / p.directory, p.parameters) for p in points if is_run(path / p.directory)]
         else:
-            for run in _runs_below(path):
-                found.setdefault(run, {})
+            runs = [(run, {}) for run in _runs_below(path)]
+        for run, parameters in runs:
+            found.setdefault(run.resolve(), (run, parameters))
     if not found:
         raise FileNotFoundError(f"{', '.join(map(str, paths))}: no meanfield runs found")
-    return list(found.items())
+    return list(found.values())
 
 
 def _runs_below(path: Path) -> list[Path]:
