@@ -100,6 +100,8 @@ class CheckReport:
 
 
 def _seconds(s: float) -> str:
+    if s < 1e-3:
+        return f"{s * 1e6:.3g} us"
     return f"{s * 1e3:.3g} ms" if s < 1 else f"{s:.3g} s"
 
 
