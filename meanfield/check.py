@@ -25,6 +25,15 @@ from .runner.directory import RunDirectoryError, check_target
 EVALUATIONS_PER_STEP = 3
 
 
+@dataclass(frozen=True)
+class LayerField:
+    """The nonlocal field of one layer: from ``start`` on, ``evaluator`` with modelled ``costs``."""
+
+    start: float
+    evaluator: str
+    costs: dict[str, float]
+
+
 @dataclass
 class CheckReport:
     """What :func:`check_config` found.
@@ -35,13 +44,13 @@ class CheckReport:
         The resolved config.
     cells, vertices
         The mesh size.
-    evaluator
-        The nonlocal evaluator a run would use (``direct`` or ``fast``; ``rotation`` for a
-        prescribed velocity).
+    fields
+        One entry per layer of the model's schedule that has attention: its start time, the
+        nonlocal evaluator a run would use there (``direct`` or ``fast``) and the modelled
+        seconds of one evaluation by each method, on one core.  Empty for a prescribed
+        rotation or a model without attention.
     targets, sources
         Points of one field evaluation on the whole mesh.
-    costs
-        Modelled seconds of one evaluation by each method, on one core (empty for a rotation).
     steps
         Time steps to the end (fixed ``time.dt``), or ``None`` (adaptive: unknown before the run).
     output_times
@@ -55,10 +64,9 @@ class CheckReport:
     config: Config
     cells: int
     vertices: int
-    evaluator: str
+    fields: list[LayerField]
     targets: int
     sources: int
-    costs: dict[str, float]
     steps: int | None
     output_times: np.ndarray
     directory: Path
@@ -86,17 +94,19 @@ class CheckReport:
         return "\n".join(lines)
 
     def _field(self) -> str:
-        if not self.costs:
-            return "prescribed rotation (no nonlocal field)"
+        if not self.fields:
+            return "no nonlocal field (prescribed rotation, or no attention)"
         p = Problem(self.config)
-        per_step = EVALUATIONS_PER_STEP * self.costs[self.evaluator]
-        text = (f"{self.evaluator} (nonlocal.method = {p.field.method}); {self.targets} targets x {self.sources} "
-                f"sources per evaluation; modelled {_seconds(self.costs['direct'])} direct, "
-                f"{_seconds(self.costs['fast'])} fast per evaluation on one core; "
-                f"~{_seconds(per_step)} per step ({EVALUATIONS_PER_STEP} evaluations)")
-        if self.steps is not None:
-            text += f", ~{_seconds(per_step * self.steps)} for the run"
-        return text
+        lines = [f"nonlocal.method = {p.field.method}; {self.targets} targets x {self.sources} sources per "
+                 f"evaluation, {EVALUATIONS_PER_STEP} evaluations per step; modelled on one core:"]
+        for layer in self.fields:
+            per_step = EVALUATIONS_PER_STEP * layer.costs[layer.evaluator]
+            text = (f"  from t = {layer.start:g}: {layer.evaluator} ({_seconds(layer.costs['direct'])} direct, "
+                    f"{_seconds(layer.costs['fast'])} fast per evaluation; ~{_seconds(per_step)} per step")
+            if self.steps is not None and len(self.fields) == 1:
+                text += f", ~{_seconds(per_step * self.steps)} for the run"
+            lines.append(text + ")")
+        return "\n             ".join(lines)
 
 
 def _seconds(s: float) -> str:
@@ -110,17 +120,23 @@ def _size(n: int) -> str:
     return f"{n / 1000 ** power:.3g} {('B', 'kB', 'MB', 'GB', 'TB')[power]}"
 
 
-def _field_choice(problem: Problem, targets: int, sources: int) -> tuple[str, dict[str, float]]:
-    """The evaluator a run would use and the modelled costs (auto: the cheaper by the cost model)."""
+def _fields(problem: Problem, targets: int, sources: int) -> list[LayerField]:
+    """Each attention layer's evaluator (``auto``: the cheaper by the cost model) and modelled costs."""
     from .nonlocal_field import FastEvaluator
     from .nonlocal_field.auto import estimated_costs
 
     if not problem.velocity.is_attention:
-        return "rotation", {}
-    costs = estimated_costs(FastEvaluator(problem.model(), None, problem.field.tol), targets, sources)
-    if problem.field.method != "auto":
-        return problem.field.method, costs
-    return ("fast" if costs["fast"] < costs["direct"] else "direct"), costs
+        return []
+    schedule = problem.schedule()
+    fields = []
+    for start, layer in zip(schedule.starts, schedule.layers):
+        if layer.attention is None:
+            continue
+        costs = estimated_costs(FastEvaluator(layer.attention, None, problem.field.tol), targets, sources)
+        chosen = problem.field.method if problem.field.method != "auto" else \
+            ("fast" if costs["fast"] < costs["direct"] else "direct")
+        fields.append(LayerField(float(start), chosen, costs))
+    return fields
 
 
 def _files(problem: Problem, cells: int, nv: int, outputs: int) -> dict[str, int | None]:
@@ -167,7 +183,7 @@ def check_config(config: Config | dict | str | Path | None, overrides: list[str]
     cells, nv = mesh.cells.shape
     scheme = DG1Scheme if problem.scheme.kind == "dg1" else FiniteVolumeScheme
     targets, sources = scheme.field_points(cells, nv)
-    evaluator, costs = _field_choice(problem, targets, sources)
+    fields = _fields(problem, targets, sources)
     t = problem.time
     steps = math.ceil(t.t_final / t.dt - 1e-9) if t.dt is not None else None
     directory = Path(out) if out is not None else problem.output.directory
@@ -175,6 +191,6 @@ def check_config(config: Config | dict | str | Path | None, overrides: list[str]
         state = {"missing": "new", "empty": "empty: used"}[check_target(directory)]
     except RunDirectoryError as exc:
         state = f"a run would be refused: {exc}"
-    return CheckReport(config, cells, len(mesh.points), evaluator, targets, sources, costs, steps, t.output_times,
+    return CheckReport(config, cells, len(mesh.points), fields, targets, sources, steps, t.output_times,
                        directory, state, _files(problem, cells, nv, len(t.output_times)))
 

@@ -101,7 +101,7 @@ def _stop_at(monkeypatch, t_stop: float, beta: float):
 
     def step(self, t_end):
         dt = real(self, t_end)
-        if self.problem.model().beta == beta and abs(self.t - t_stop) < 1e-12:
+        if self.problem.config.data["model"]["beta"] == beta and abs(self.t - t_stop) < 1e-12:
             os.kill(os.getpid(), signal.SIGTERM)
         return dt
 
@@ -182,7 +182,7 @@ def test_a_failing_point_is_recorded_and_the_sweep_goes_on(tmp_path, monkeypatch
     real = PDESimulation.step
 
     def step(self, t_end):
-        if self.problem.model().beta == 4:
+        if self.problem.config.data["model"]["beta"] == 4:
             raise RuntimeError("injected failure")
         return real(self, t_end)
 
