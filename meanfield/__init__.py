@@ -7,6 +7,9 @@ The Python API mirrors the CLI::
     result = meanfield.run(cfg, out="runs/short")   # same as `meanfield run ...`, also under mpirun
     result = meanfield.resume("runs/short", t_final=4.0)
     result = meanfield.load_run("runs/short")
+    ds = result.to_xarray()                         # the run as an xarray Dataset (like runs/short/run.nc)
+    meanfield.sweep(cfg, ["model.beta=1,4"], out="runs/beta")   # same as `meanfield sweep ...`
+    table = meanfield.collect(["runs/beta"])        # observables of many runs, a pandas DataFrame
 
 Importing this package is cheap: dolfinx and MPI are imported when a run starts.
 """
@@ -20,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 __version__ = "0.2.0"
-__all__ = ["load_config", "run", "resume", "load_run", "run_particles", "AttentionModel", "Config", "Problem",
-           "RunResult", "ParticleRunResult", "RunInterrupted"]
+__all__ = ["load_config", "run", "resume", "load_run", "run_particles", "sweep", "collect", "AttentionModel", "Config",
+           "Problem", "RunResult", "ParticleRunResult", "RunInterrupted"]
 
 _LAZY = {
     "load_config": ("config", "load_config"),
@@ -31,6 +34,8 @@ _LAZY = {
     "resume": ("continuation", "resume"),
     "run_particles": ("particles", "run_particles"),
     "load_run": ("runner.results", "load_run"),
+    "sweep": ("studies.sweep", "sweep"),
+    "collect": ("studies.collect", "collect"),
     "RunResult": ("runner.results", "RunResult"),
     "ParticleRunResult": ("runner.results", "ParticleRunResult"),
     "RunInterrupted": ("runner.controller", "RunInterrupted"),
@@ -46,6 +51,8 @@ if TYPE_CHECKING:
     from .runner.controller import RunInterrupted
     from .runner.results import ParticleRunResult, RunResult, load_run
     from .solver import run
+    from .studies.collect import collect
+    from .studies.sweep import sweep
 
 
 def __getattr__(name: str) -> Any:

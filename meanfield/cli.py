@@ -6,6 +6,10 @@
     meanfield validate CONFIG --n 1000,4000 [--seeds 4] [--out DIR] [--pde RUN_DIR [--force]] [--quiet]
     meanfield convergence CONFIG --levels 3:6 [--dt-ladder] [--reference exact|finest|RUN_DIR] [--out DIR]
     meanfield clusters RUN_DIR [--out DIR] [--threshold RHO] [--prominence P] [--factors 2,5,...] [--no-plots]
+    meanfield sweep CONFIG --grid section.key=v1,v2,... [--grid ...] [--seeds N] [--particles [--n N]]
+                    [--out DIR] [--array-index I] [--dry-run] [--set ...] [--quiet]
+    meanfield collect DIR... -o TABLE.csv|TABLE.nc [--final] [--overwrite]
+    meanfield check [CONFIG] [--out DIR] [--set section.key=value ...]
     meanfield plot RUN_DIR [--out DIR] [--format png|pdf|svg] [--no-movie] [--log|--linear]
     meanfield mesh S2 --level L -o FILE      |  meanfield mesh S1 --cells N -o FILE
     meanfield info [RUN_DIR]
@@ -89,6 +93,63 @@ def _cmd_convergence(args: argparse.Namespace) -> None:
                              dt_ladder=args.dt_ladder, overrides=args.set, quiet=args.quiet, overwrite=args.overwrite)
     _echo(format_table(rows))
     _echo(f"results: {out}/convergence.csv, {out}/convergence.png")
+
+
+def _array_index(args: argparse.Namespace) -> int | None:
+    """--array-index, else $SLURM_ARRAY_TASK_ID (a job-array task), else None (every point)."""
+    import os
+
+    from .config import ConfigError
+
+    if args.array_index is not None:
+        return args.array_index
+    text = os.environ.get("SLURM_ARRAY_TASK_ID")
+    if text is None:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise ConfigError(f"SLURM_ARRAY_TASK_ID: expected an integer, got {text!r}") from None
+
+
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    from .config import ConfigError
+    from .studies.sweep import sweep
+
+    if args.n is not None and not args.particles:
+        raise ConfigError("--n: the number of tokens of particle sweeps (--particles)")
+    overrides = args.set + ([f"particles.n={args.n}"] if args.n is not None else [])
+    result = sweep(args.config, args.grid, seeds=args.seeds, particles=args.particles, out=args.out,
+                   array_index=_array_index(args), dry_run=args.dry_run, overrides=overrides, quiet=args.quiet)
+    _echo(f"sweep {result.path}: {len(result.points)} points (job array: sbatch --array=0-{len(result.points) - 1})")
+    for row, status in zip(result.table(), result.status):
+        _echo(f"{row['index']:>6}  {status:<11}  {result.points[row['index']].directory}")
+    for index, error in result.errors.items():
+        _error(f"error: sweep point {result.points[index].directory} failed: {error}")
+    return 1 if result.errors else 0
+
+
+def _cmd_collect(args: argparse.Namespace) -> None:
+    from mpi4py import MPI
+
+    from .collective import on_root
+    from .studies.collect import collect, write_table
+
+    def work() -> str:
+        table = collect(args.dirs, final=args.final)
+        path = write_table(table, args.output, final=args.final, overwrite=args.overwrite)
+        return f"wrote {path}: {table['run'].nunique()} runs, {len(table)} rows"
+
+    _echo(on_root(MPI.COMM_WORLD, work))
+
+
+def _cmd_check(args: argparse.Namespace) -> None:
+    from mpi4py import MPI
+
+    from .check import check_config
+    from .collective import on_root
+
+    _echo(on_root(MPI.COMM_WORLD, lambda: check_config(args.config, args.set, out=args.out).format()))
 
 
 def _cmd_plot(args: argparse.Namespace) -> None:
@@ -262,6 +323,43 @@ def _add_clusters(sub) -> None:
     p.set_defaults(handler=_cmd_clusters)
 
 
+def _add_sweep(sub) -> None:
+    p = sub.add_parser("sweep", help="one run per point of a grid of config values (SLURM job arrays: one point "
+                       "per task)")
+    p.add_argument("config", help="TOML config of the base case")
+    p.add_argument("--grid", action="append", default=[], metavar="SECTION.KEY=V1,V2,...",
+                   help="values of one config key (TOML values); repeatable: the points are all combinations")
+    p.add_argument("--seeds", type=int, default=None,
+                   help="particle sweeps: also vary particles.seed over this many seeds (particles.seed + k)")
+    p.add_argument("--particles", action="store_true", help="run the particle system at every point, not the PDE")
+    p.add_argument("--n", type=int, default=None, help="number of tokens of a particle sweep (default: particles.n)")
+    p.add_argument("--out", help="sweep directory (default: runs/<name>-sweep)")
+    p.add_argument("--array-index", type=int, default=None,
+                   help="run only this point (default: $SLURM_ARRAY_TASK_ID when set, else every point)")
+    p.add_argument("--dry-run", action="store_true", help="list the points and their status; run nothing")
+    _add_set(p)
+    p.add_argument("--quiet", action="store_true", help="no progress or log on the terminal")
+    p.set_defaults(handler=_cmd_sweep)
+
+
+def _add_collect(sub) -> None:
+    p = sub.add_parser("collect", help="the observables of many runs in one table (CSV) or xarray Dataset (netCDF)")
+    p.add_argument("dirs", nargs="+", metavar="DIR", help="run directories, sweep directories or folders of runs")
+    p.add_argument("-o", "--output", required=True, help="table.csv (long format) or table.nc (xarray Dataset)")
+    p.add_argument("--final", action="store_true", help="only the last output of each run (one row per run)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing output file")
+    p.set_defaults(handler=_cmd_collect)
+
+
+def _add_check(sub) -> None:
+    p = sub.add_parser("check", help="what a run of a config would do (mesh size, evaluator and its cost, "
+                       "outputs, files); runs and writes nothing")
+    p.add_argument("config", nargs="?", default=None, help="TOML config (default: the embedded S2 clustering case)")
+    p.add_argument("--out", help="the run directory a run would use (default: output.dir or runs/<name>)")
+    _add_set(p)
+    p.set_defaults(handler=_cmd_check)
+
+
 def _add_mesh(sub) -> None:
     p = sub.add_parser("mesh", help="write a sphere mesh file (any format meshio writes)")
     p.add_argument("sphere", choices=["S1", "S2"])
@@ -279,7 +377,7 @@ def _add_info(sub) -> None:
 
 #: Each registers one subcommand; add new commands here.
 COMMANDS: list[Callable] = [_add_run, _add_resume, _add_particles, _add_validate, _add_convergence, _add_clusters,
-                            _add_plot, _add_mesh, _add_info]
+                            _add_sweep, _add_collect, _add_check, _add_plot, _add_mesh, _add_info]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -298,7 +396,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     args = build_parser().parse_args(argv)
     try:
-        args.handler(args)
+        code = args.handler(args)
     except RunInterrupted as exc:
         _error(f"meanfield: {exc}")
         return exc.exit_code
@@ -315,7 +413,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if MPI.COMM_WORLD.size > 1:
             MPI.COMM_WORLD.Abort(code)
         return code
-    return 0
+    return code or 0
 
 
 if __name__ == "__main__":

@@ -146,7 +146,7 @@ SCHEMA: dict[str, dict[str, tuple[Any, Callable[[Any], bool], str]]] = {
     "output": {
         "dir": (None, _optional(lambda v: isinstance(v, str) and v != ""), "a directory path (default runs/<name>)"),
         "xdmf": (True, lambda v: isinstance(v, bool),
-                 "true or false (ParaView output: density.xdmf and density.h5)"),
+                 "true or false (ParaView files density.xdmf over run.nc)"),
         "checkpoint_every": (600.0, _positive, "seconds of wall time > 0 between checkpoints (besides every output)"),
     },
 }

@@ -160,7 +160,7 @@ def resume(
         from .particles.diagnostics import write_diagnostics
         from .particles.run import ParticleSimulation, particle_writers
 
-        continue_run(ParticleSimulation(problem, comm), config, path, plan["checkpoint"], particle_writers,
+        continue_run(ParticleSimulation(problem, comm), config, path, plan["checkpoint"], particle_writers(problem),
                      quiet=quiet, note=note)
         on_root(comm, lambda: write_diagnostics(path))
     else:

@@ -26,7 +26,7 @@ from .problem import Problem
 from .runner.results import RunResult, load_pde_run
 from .runner.session import check_new_target, configure_process, resolve_config, start_run
 from .runner.simulation import Simulation
-from .runner.writers import ObservablesWriter, OutputWriter, ParaViewOutput, SnapshotWriter
+from .runner.writers import ObservablesWriter, OutputWriter, SnapshotWriter, pde_run_file
 from .timestepping import SSPRK3, StepStats
 
 #: Relative tolerance in time for landing a step on its end time.
@@ -214,12 +214,12 @@ class PDESimulation(Simulation):
 
 
 def pde_writers(problem: Problem) -> Any:
-    """The output writers of a PDE run (observables, snapshots, ParaView files if asked)."""
+    """The output writers of a PDE run (observables, snapshots, run.nc with ParaView files if asked)."""
 
     def build(path: Path, static: dict[str, np.ndarray] | None) -> list[OutputWriter]:
         writers: list[OutputWriter] = [ObservablesWriter(path), SnapshotWriter(path)]
-        if problem.output.paraview and static is not None:
-            writers.append(ParaViewOutput(path, static["vertices"], static["cells"]))
+        if static is not None:
+            writers.append(pde_run_file(path, static, problem.config.data, problem.output.paraview))
         return writers
 
     return build

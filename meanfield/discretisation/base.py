@@ -58,6 +58,13 @@ class SpatialScheme(ABC):
     def d(self) -> int:
         return self.geometry.d
 
+    @staticmethod
+    @abstractmethod
+    def field_points(cells: int, nv: int) -> tuple[int, int]:
+        """(targets, sources) of one velocity evaluation on a whole closed mesh of ``cells``
+        cells with ``nv`` vertices each, on one rank: the counts that the nonlocal evaluator's
+        cost model sees (``meanfield check`` estimates a run's cost from them)."""
+
     @abstractmethod
     def initial_state(self, density: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
         """Project a density (points -> values) onto the scheme, normalised to mass 1.

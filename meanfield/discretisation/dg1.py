@@ -96,6 +96,11 @@ def _source_rule(nv: int) -> tuple[np.ndarray, np.ndarray]:
     return np.stack([1.0 - _GAUSS2, _GAUSS2], axis=1), np.full(2, 0.5)
 
 
+def _facet_rule(nv: int) -> np.ndarray:
+    """Positions ``s`` along a facet of its velocity points: the edge's 2 Gauss points (S^2), the vertex (S^1)."""
+    return _GAUSS2 if nv == 3 else np.zeros(1)
+
+
 def _positivity_points(nv: int) -> tuple[np.ndarray, float]:
     """Reference points of the Zhang-Shu decomposition and their common weight alpha."""
     if nv == 3:
@@ -195,7 +200,7 @@ class DG1Scheme(SpatialScheme):
         """
         g, nv = self.geometry, self._nv
         nf = len(g.facet_cells)
-        s = _GAUSS2 if nv == 3 else np.zeros(1)
+        s = _facet_rule(nv)
         rows, cols = np.arange(nf)[:, None], np.arange(len(s))[None, :]
         self._bary, self._jac_side = [], []
         for side in (0, 1):
@@ -254,6 +259,11 @@ class DG1Scheme(SpatialScheme):
         arr[self._dofs[: self.geometry.num_owned]] = state.reshape(-1, self._nv)
         self._ghosts.x.scatter_forward()
         return arr[self._dofs]
+
+    @staticmethod
+    def field_points(cells: int, nv: int) -> tuple[int, int]:
+        facets = cells * nv // 2  # each facet between two cells
+        return facets * len(_facet_rule(nv)) + cells, cells * len(_source_rule(nv)[1])  # + centroids
 
     def initial_state(self, density: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
         g = self.geometry

@@ -45,6 +45,10 @@ class FiniteVolumeScheme(SpatialScheme):
         self._sources = np.ascontiguousarray(g.centroid[: g.num_owned])
         self._area = g.measure[: g.num_owned]
 
+    @staticmethod
+    def field_points(cells: int, nv: int) -> tuple[int, int]:
+        return cells * nv // 2, cells  # facet midpoints (a facet between two cells), cell centroids
+
     def initial_state(self, density: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
         g = self.geometry
         return normalised_cell_averages(self.comm, density, g.vertices[: g.num_owned], self._area)

@@ -30,7 +30,7 @@ from ..problem import Problem
 from ..runner.results import ParticleRunResult, load_particle_run
 from ..runner.session import check_new_target, configure_process, resolve_config, start_run
 from ..runner.simulation import Simulation
-from ..runner.writers import ObservablesWriter, OutputWriter, SnapshotWriter
+from ..runner.writers import ObservablesWriter, OutputWriter, SnapshotWriter, particle_run_file
 from .integrator import EqualSteps, projected_rk4_step
 from .sampling import resolve_sampler, sample_initial
 from .system import Field, ParticleSystem, default_dt, token_block
@@ -193,9 +193,13 @@ class ParticleSimulation(Simulation):
                 "evaluator": None if evaluator is None else evaluator.collective_diagnostics()}
 
 
-def particle_writers(path: Path, static: dict[str, np.ndarray] | None) -> list[OutputWriter]:
-    """The output writers of a particle run."""
-    return [ObservablesWriter(path), SnapshotWriter(path)]
+def particle_writers(problem: Problem) -> Any:
+    """The output writers of a particle run (observables, snapshots, run.nc)."""
+
+    def build(path: Path, static: dict[str, np.ndarray] | None) -> list[OutputWriter]:
+        return [ObservablesWriter(path), SnapshotWriter(path), particle_run_file(path, problem.config.data)]
+
+    return build
 
 
 def build_particles(config: Config | Mapping | str | Path | None, n: int | None = None, seed: int | None = None,
@@ -259,6 +263,7 @@ def run_particles(
     check_new_target(path, overwrite, comm)
     threads = configure_process(problem.field.threads)
     sim = ParticleSimulation(problem, comm)
-    start_run(sim, config, path, particle_writers, overwrite=overwrite, quiet=quiet, facts={"threads": threads})
+    start_run(sim, config, path, particle_writers(problem), overwrite=overwrite, quiet=quiet,
+              facts={"threads": threads})
     on_root(comm, lambda: write_diagnostics(path))
     return everywhere(comm, lambda: load_particle_run(path))

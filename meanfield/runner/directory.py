@@ -309,32 +309,65 @@ def record_failure(path: Path, error: str) -> None:
 STUDY_MARKER = "study.json"
 
 
-def prepare_study(path: Path | str, kind: str, *, overwrite: bool = False) -> Path:
-    """Make or reuse a study directory (rank 0): refuse anything that is not this kind of study.
+def read_study_marker(path: Path | str) -> dict[str, Any] | None:
+    """study.json of a study directory, or ``None`` if there is none (or it is unreadable)."""
+    try:
+        marker = json.loads((Path(path) / STUDY_MARKER).read_text())
+    except (OSError, ValueError):
+        return None
+    return marker if isinstance(marker, dict) and marker.get("format") == "meanfield-study" else None
 
-    A study directory holds the runs of a study and its tables and plots; ``study.json``
-    marks it.  A missing or empty directory is made; one holding the same kind of study is
-    reused only with ``overwrite`` (its runs are then replaced one by one, each kept until its
-    replacement has a checkpoint); anything else is refused and left untouched.
+
+def check_study(path: Path | str, kind: str, *, overwrite: bool = False,
+                definition: dict[str, Any] | None = None) -> bool:
+    """Refuse a study directory that :func:`prepare_study` may not use (nothing is written).
+
+    Returns True when the directory already holds this study (to be continued or redone).
     """
     if str(path).strip() == "":
         raise RunDirectoryError("--out: an empty path is not a study directory")
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise RunDirectoryError(f"--out {path}: is a file, not a directory")
-    if path.is_dir() and any(path.iterdir()):
-        try:
-            marker = json.loads((path / STUDY_MARKER).read_text())
-        except (OSError, ValueError):
-            marker = None
-        if not isinstance(marker, dict) or marker.get("format") != "meanfield-study" or marker.get("kind") != kind:
-            raise RunDirectoryError(f"--out {path}: the directory is not empty and is not a meanfield {kind} study; "
-                                    "choose another directory (nothing was written)")
-        if not overwrite:
-            raise RunDirectoryError(f"--out {path}: holds a {kind} study already; pass --overwrite to redo it")
+    # a process making the same study at this moment may have left only its marker's temporary file
+    if not path.is_dir() or all(p.name.startswith(f".{STUDY_MARKER}.tmp-") for p in path.iterdir()):
+        return False
+    marker = read_study_marker(path)
+    if marker is None or marker.get("kind") != kind:
+        raise RunDirectoryError(f"--out {path}: the directory is not empty and is not a meanfield {kind} study; "
+                                "choose another directory (nothing was written)")
+    if definition is not None:
+        if marker.get("definition") != json.loads(json.dumps(definition)):
+            raise RunDirectoryError(f"--out {path}: holds a {kind} of another config or grid; choose another "
+                                    "directory (nothing was written)")
+    elif not overwrite:
+        raise RunDirectoryError(f"--out {path}: holds a {kind} study already; pass --overwrite to redo it")
+    return True
+
+
+def prepare_study(path: Path | str, kind: str, *, overwrite: bool = False,
+                  definition: dict[str, Any] | None = None) -> Path:
+    """Make or reuse a study directory (rank 0): refuse anything that is not this kind of study.
+
+    A study directory holds the runs of a study and its tables and plots; ``study.json``
+    marks it.  A missing or empty directory is made; one holding the same kind of study is
+    reused only with ``overwrite`` (its runs are then replaced one by one, each kept until its
+    replacement has a checkpoint); anything else is refused and left untouched.
+
+    A study with a ``definition`` (a JSON-able mapping, stored in study.json) is instead
+    continued, without ``overwrite``, by a call with the same definition: a sweep's reruns and
+    its job-array tasks share the directory (several may make it at once); another definition
+    is refused.
+    """
+    path = Path(path)
+    if check_study(path, kind, overwrite=overwrite, definition=definition) and definition is not None:
+        return path
     path.mkdir(parents=True, exist_ok=True)
-    write_json(path / STUDY_MARKER, {"format": "meanfield-study", "kind": kind,
-                                     "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+    marker: dict[str, Any] = {"format": "meanfield-study", "kind": kind,
+                              "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    if definition is not None:
+        marker["definition"] = definition
+    write_json(path / STUDY_MARKER, marker)
     return path
 
 

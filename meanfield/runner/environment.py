@@ -18,7 +18,8 @@ import numpy as np
 
 #: Distributions whose versions a run records (those installed).
 DISTRIBUTIONS = ("meanfield", "numpy", "scipy", "mpi4py", "petsc4py", "fenics-dolfinx", "dolfinx-solver-real",
-                 "fenics-basix", "fenics-ffcx", "fenics-ufl", "meshio", "h5py", "ducc0", "pot", "matplotlib")
+                 "fenics-basix", "fenics-ffcx", "fenics-ufl", "meshio", "h5py", "h5netcdf", "xarray", "pandas", "ducc0",
+                 "pot", "matplotlib")
 
 
 def versions() -> dict[str, str]:

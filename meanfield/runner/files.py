@@ -7,11 +7,14 @@ leaves either the old file or the new one, never half of one.
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import errno
+import fcntl
 import io
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -31,6 +34,25 @@ def atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+@contextlib.contextmanager
+def exclusive_lock(path: Path) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``path`` (created if missing, never removed), waiting for it.
+
+    Serialises a read-modify-write of a file shared by several processes (the array tasks of
+    a sweep).  On a file system without locks the work runs unlocked rather than not at all.
+    """
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError as exc:
+            if exc.errno not in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS):
+                raise
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def _write_all(fh: IO[bytes], data: bytes | memoryview) -> None:

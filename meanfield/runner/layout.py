@@ -10,8 +10,10 @@
     snapshots/NNNN.npz   output NNNN: t and the solution (PDE: cell averages, DG1 also its whole
                          state; particles: all tokens), global order; written atomically
     checkpoint.npz       the whole state at the last checkpoint (written atomically)
-    density.h5, density.xdmf, density-dg1.xdmf
-                         ParaView files (XDMF + HDF5) when output.xdmf is on
+    run.nc               every output in one netCDF4 file (xarray.open_dataset opens it; see
+                         meanfield.runner.netcdf): mesh, coordinates, densities or tokens, observables
+    density.xdmf, density-dg1.xdmf
+                         ParaView files over run.nc's datasets when output.xdmf is on (DG1: both)
     diagnostics.csv, inner_products.png
                          particle runs: cluster counts and pairwise inner products
     run.log              rank 0's log
@@ -29,7 +31,7 @@ from pathlib import Path
 
 #: The ``format`` entry of metadata.json that marks a directory as a meanfield run.
 FORMAT = "meanfield-run"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 
 CONFIG = "config.toml"
 METADATA = "metadata.json"
@@ -39,17 +41,19 @@ SNAPSHOTS = "snapshots"
 CHECKPOINT = "checkpoint.npz"
 LOG = "run.log"
 LOCK = ".lock"
-PARAVIEW_DATA = "density.h5"
+RUN_FILE = "run.nc"
 PARAVIEW_CELLS = "density.xdmf"
 PARAVIEW_DG1 = "density-dg1.xdmf"
 DIAGNOSTICS = "diagnostics.csv"
 INNER_PRODUCTS = "inner_products.png"
+#: The ParaView data of format-2 runs (before run.nc): still the program's own when present.
+LEGACY_PARAVIEW_DATA = "density.h5"
 #: Where the files of a run being overwritten wait until the new run's first checkpoint.
 PREVIOUS = ".meanfield-previous"
 
 #: Plain files a run may write at the top of its directory.
-RUN_FILES: tuple[str, ...] = (CONFIG, METADATA, OBSERVABLES, MESH, CHECKPOINT, LOG, PARAVIEW_DATA,
-                              PARAVIEW_CELLS, PARAVIEW_DG1, DIAGNOSTICS, INNER_PRODUCTS)
+RUN_FILES: tuple[str, ...] = (CONFIG, METADATA, OBSERVABLES, MESH, CHECKPOINT, LOG, RUN_FILE, PARAVIEW_CELLS,
+                              PARAVIEW_DG1, DIAGNOSTICS, INNER_PRODUCTS, LEGACY_PARAVIEW_DATA)
 SNAPSHOT_NAME = re.compile(r"(\d{4,})\.npz")
 #: Temporary files of atomic writes (see :func:`meanfield.runner.files.atomic_write`), left by a crash.
 TEMPORARY_NAME = re.compile(r"\..+\.tmp-\d+")

@@ -12,7 +12,7 @@ import logging
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -20,7 +20,34 @@ from . import layout
 from .directory import effective_status, is_run
 from .files import load_npz, read_csv_columns
 
+if TYPE_CHECKING:
+    import pandas
+    import xarray
+
 log = logging.getLogger("meanfield")
+
+
+def observables_frame(observables: dict[str, np.ndarray]) -> pandas.DataFrame:
+    """Observables (column name -> (T,) values) as a pandas DataFrame, one row per output (index ``output``)."""
+    import pandas as pd
+
+    frame = pd.DataFrame({k: np.asarray(v, float) for k, v in observables.items()})
+    frame.index.name = "output"
+    return frame
+
+
+class _Tabulated:
+    """What both kinds of results share: the observables as a table."""
+
+    observables: dict[str, np.ndarray]
+
+    def to_dataframe(self) -> pandas.DataFrame:
+        """The observables as a pandas DataFrame: one row per output written, columns ``t``, ``mass``, ...
+
+        Read from observables.csv up to the last readable snapshot, so it works on interrupted,
+        failed and killed runs too.
+        """
+        return observables_frame(self.observables)
 
 
 class RunReadError(FileNotFoundError):
@@ -28,7 +55,7 @@ class RunReadError(FileNotFoundError):
 
 
 @dataclass
-class RunResult:
+class RunResult(_Tabulated):
     """A PDE run read back from its directory; all arrays in global (rank-independent) order.
 
     Attributes
@@ -47,6 +74,8 @@ class RunResult:
         Column name -> (T,) array, from observables.csv.
     vertex_densities
         DG1 runs: (T, C, nv) the density at each cell's vertices (in ``cells`` order); else None.
+        These can be negative where the cell averages are positive (the positivity limiter
+        acts at the edge Gauss points; see :mod:`meanfield.runner.netcdf`).
     vertex_jacobians
         DG1 runs: (C, nv) the area element of the curved cells at their vertices (the scheme's
         unknown is ``density * jacobian``, linear on the reference cell); else None.
@@ -81,9 +110,22 @@ class RunResult:
         """Cell averages at the output time nearest ``t``."""
         return self.densities[int(np.argmin(np.abs(self.times - t)))]
 
+    def to_xarray(self) -> xarray.Dataset:
+        """The run as an xarray Dataset laid out like its run.nc (see :mod:`meanfield.runner.netcdf`).
+
+        Built from the snapshots (the crash-safe record), so it works on interrupted runs too.
+        """
+        from .netcdf import pde_dataset, run_attributes
+
+        mesh = {"vertices": self.vertices, "cells": self.cells, "centroids": self.centroids, "areas": self.areas}
+        outputs = {"density": self.densities}
+        if self.vertex_densities is not None:
+            outputs["vertex_density"] = self.vertex_densities
+        return pde_dataset(mesh, self.times, outputs, self.observables, run_attributes("pde", self.config))
+
 
 @dataclass
-class ParticleRunResult:
+class ParticleRunResult(_Tabulated):
     """A particle run read back from its directory (token order is global, rank-independent).
 
     Attributes
@@ -112,6 +154,14 @@ class ParticleRunResult:
         """Token positions (n, d) at the output time nearest ``t``."""
         return self.points[int(np.argmin(np.abs(self.times - t)))]
 
+    def to_xarray(self) -> xarray.Dataset:
+        """The run as an xarray Dataset laid out like its run.nc: ``points`` (time, token, coordinate)
+        and the observables, from the snapshots."""
+        from .netcdf import particle_dataset, run_attributes
+
+        return particle_dataset(self.times, {"points": self.points}, self.observables,
+                                run_attributes("particles", self.config))
+
 
 def _header(path: Path) -> tuple[dict, dict]:
     if not is_run(path):
@@ -124,14 +174,22 @@ def _header(path: Path) -> tuple[dict, dict]:
     return config, meta
 
 
+def _leading_snapshots(path: Path) -> list[Path]:
+    """The snapshot files of outputs 0, 1, 2, ... up to the first one missing."""
+    files = []
+    for expected, (index, file) in enumerate(layout.snapshot_files(path)):
+        if index != expected:
+            break
+        files.append(file)
+    return files
+
+
 def _outputs(path: Path) -> tuple[list[dict[str, np.ndarray]], dict[str, np.ndarray], list[str]]:
     """Readable snapshots in order, the observables cut to match, and the damaged files."""
     observables, bad_rows = read_csv_columns(path / layout.OBSERVABLES)
     damaged = [str(path / layout.OBSERVABLES)] if bad_rows else []
     snapshots: list[dict[str, np.ndarray]] = []
-    for expected, (index, file) in enumerate(layout.snapshot_files(path)):
-        if index != expected:
-            break
+    for file in _leading_snapshots(path):
         try:
             snapshots.append(load_npz(file))
         except (OSError, ValueError, EOFError) as exc:
@@ -187,6 +245,24 @@ def load_pde_run(path: str | Path) -> RunResult:
     if not isinstance(run, RunResult):
         raise RunReadError(f"{path} is not a PDE run (metadata kind {run.metadata.get('kind')!r})")
     return run
+
+
+def read_observables(path: str | Path) -> tuple[dict, dict, dict[str, np.ndarray]]:
+    """A run's config, metadata.json and observables, without reading its arrays (for tables of many runs).
+
+    The observables are cut to the outputs that have a snapshot file (:func:`load_run` also
+    stops before a snapshot that cannot be read).
+
+    Raises
+    ------
+    RunReadError
+        For a directory that is not a run.
+    """
+    path = Path(path)
+    config, meta = _header(path)
+    observables, _ = read_csv_columns(path / layout.OBSERVABLES)
+    count = len(_leading_snapshots(path))
+    return config, meta, {k: v[:count] for k, v in observables.items()}
 
 
 def describe(path: str | Path) -> dict[str, Any]:

@@ -8,13 +8,16 @@ back to the outputs the checkpoint covers (only files this program wrote are tou
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from . import layout
 from .files import append_csv_row, read_csv_columns, save_npz, write_csv_columns
-from .paraview import ParaViewWriter
+from .netcdf import DatasetBuilder, RunFile, particle_dataset, pde_dataset, run_attributes
+from .paraview import XdmfFiles
 
 
 class OutputWriter(ABC):
@@ -68,15 +71,56 @@ class SnapshotWriter(OutputWriter):
         save_npz(layout.snapshot_path(self.run, index), t=np.array(t), **(snapshot or {}))
 
 
-class ParaViewOutput(OutputWriter):
-    """density.h5 and the XDMF files (see :mod:`meanfield.runner.paraview`)."""
+class RunFileOutput(OutputWriter):
+    """run.nc (see :mod:`meanfield.runner.netcdf`) and, if given, the XDMF files over it.
 
-    def __init__(self, run: Path, vertices: np.ndarray, cells: np.ndarray) -> None:
-        self.writer = ParaViewWriter(run, vertices, cells)
+    Parameters
+    ----------
+    run
+        The run directory.
+    build
+        Builds the run's Dataset (:func:`~meanfield.runner.netcdf.pde_dataset` or
+        :func:`~meanfield.runner.netcdf.particle_dataset` with the run's static arrays).
+    xdmf
+        density.xdmf (and density-dg1.xdmf) for ParaView, or ``None``.
+    """
+
+    def __init__(self, run: Path, build: DatasetBuilder, xdmf: XdmfFiles | None = None) -> None:
+        self.file = RunFile(run, build)
+        self.xdmf = xdmf
+        self.times: list[float] = []
 
     def start(self, keep: int) -> None:
-        self.writer.start(keep)
+        self.file.start(keep)
+        self.times = self.file.times()
+        if self.xdmf is not None and keep:
+            self.xdmf.update(self.times)
 
     def write(self, index: int, t: float, row: dict[str, float], snapshot: dict[str, np.ndarray] | None) -> None:
         assert snapshot is not None
-        self.writer.write(t, snapshot)
+        self.file.write(t, row, snapshot)
+        self.times.append(float(t))
+        if self.xdmf is not None:
+            self.xdmf.update(self.times)
+
+
+def pde_run_file(run: Path, static: Mapping[str, np.ndarray], config: Mapping[str, Any],
+                 paraview: bool) -> RunFileOutput:
+    """run.nc of a PDE run from its static arrays (mesh.npz) and config, with the XDMF files if ``paraview``."""
+    attrs = run_attributes("pde", config)
+
+    def build(times: np.ndarray, outputs: Mapping[str, np.ndarray], observables: Mapping[str, np.ndarray]):
+        return pde_dataset(static, times, outputs, observables, attrs)
+
+    xdmf = XdmfFiles(run, static["vertices"], static["cells"], "vertex_jacobian" in static) if paraview else None
+    return RunFileOutput(run, build, xdmf)
+
+
+def particle_run_file(run: Path, config: Mapping[str, Any]) -> RunFileOutput:
+    """run.nc of a particle run."""
+    attrs = run_attributes("particles", config)
+
+    def build(times: np.ndarray, outputs: Mapping[str, np.ndarray], observables: Mapping[str, np.ndarray]):
+        return particle_dataset(times, outputs, observables, attrs)
+
+    return RunFileOutput(run, build)

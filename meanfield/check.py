@@ -1,0 +1,196 @@
+"""What a PDE run of a config would do, without running it (``meanfield check``).
+
+:func:`check_config` resolves the config (every check ``meanfield run`` makes before it
+starts: keys, values, the mesh file), builds the serial mesh to count its cells, picks the
+nonlocal evaluator as the ``auto`` method would and estimates its cost with the evaluator's
+cost model (:func:`meanfield.nonlocal_field.auto.estimated_costs`), lists the output times,
+and says which run directory would be used (or why it would be refused) and which files, of
+about what size, would be written there.  Nothing is written.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .config import Config, load_config
+from .problem import Problem
+from .runner import layout
+from .runner.directory import RunDirectoryError, check_target
+
+#: Field evaluations per time step (SSP-RK3: one per stage).
+EVALUATIONS_PER_STEP = 3
+
+
+@dataclass(frozen=True)
+class LayerField:
+    """The nonlocal field of one layer: from ``start`` on, ``evaluator`` with modelled ``costs``."""
+
+    start: float
+    evaluator: str
+    costs: dict[str, float]
+
+
+@dataclass
+class CheckReport:
+    """What :func:`check_config` found.
+
+    Attributes
+    ----------
+    config
+        The resolved config.
+    cells, vertices
+        The mesh size.
+    fields
+        One entry per layer of the model's schedule that has attention: its start time, the
+        nonlocal evaluator a run would use there (``direct`` or ``fast``) and the modelled
+        seconds of one evaluation by each method, on one core.  Empty for a prescribed
+        rotation or a model without attention.
+    targets, sources
+        Points of one field evaluation on the whole mesh.
+    steps
+        Time steps to the end (fixed ``time.dt``), or ``None`` (adaptive: unknown before the run).
+    output_times
+        The output times.
+    directory, directory_state
+        The run directory and what a run would do with it (``new``, or why it would be refused).
+    files
+        File name -> estimated size in bytes (``None`` where small) of what a run would write.
+    """
+
+    config: Config
+    cells: int
+    vertices: int
+    fields: list[LayerField]
+    targets: int
+    sources: int
+    steps: int | None
+    output_times: np.ndarray
+    directory: Path
+    directory_state: str
+    files: dict[str, int | None] = field(default_factory=dict)
+
+    def format(self) -> str:
+        """The report as text for the terminal."""
+        p = Problem(self.config)
+        lines = [f"# config (resolved from {self.config.source}; what the run directory's config.toml would hold)",
+                 self.config.to_toml().rstrip(), ""]
+        mesh = f"file {p.mesh.file}" if p.mesh.file else f"resolution {p.mesh.resolution}"
+        lines.append(f"mesh:        {p.sphere} ({mesh}): {self.cells} cells, {self.vertices} vertices")
+        lines.append(f"scheme:      {p.scheme.kind}")
+        lines.append(f"field:       {self._field()}")
+        times = self.output_times
+        shown = ", ".join(f"{t:g}" for t in times) if len(times) <= 8 else \
+            f"{times[0]:g}, {times[1]:g}, ..., {times[-1]:g}"
+        step = f"{self.steps} steps of dt = {p.time.dt:g}" if self.steps is not None else \
+            f"adaptive steps (cfl {p.time.cfl:g})"
+        lines.append(f"time:        0 -> {p.time.t_final:g}, {step}; {len(times)} outputs at t = {shown}")
+        lines.append(f"run dir:     {self.directory} ({self.directory_state})")
+        lines.append("would write: " + ", ".join(name for name, size in self.files.items() if size is None))
+        lines += [f"             {name:<24} ~{_size(size)}" for name, size in self.files.items() if size is not None]
+        return "\n".join(lines)
+
+    def _field(self) -> str:
+        if not self.fields:
+            return "no nonlocal field (prescribed rotation, or no attention)"
+        p = Problem(self.config)
+        lines = [f"nonlocal.method = {p.field.method}; {self.targets} targets x {self.sources} sources per "
+                 f"evaluation, {EVALUATIONS_PER_STEP} evaluations per step; modelled on one core:"]
+        for layer in self.fields:
+            per_step = EVALUATIONS_PER_STEP * layer.costs[layer.evaluator]
+            text = (f"  from t = {layer.start:g}: {layer.evaluator} ({_seconds(layer.costs['direct'])} direct, "
+                    f"{_seconds(layer.costs['fast'])} fast per evaluation; ~{_seconds(per_step)} per step")
+            if self.steps is not None and len(self.fields) == 1:
+                text += f", ~{_seconds(per_step * self.steps)} for the run"
+            lines.append(text + ")")
+        return "\n             ".join(lines)
+
+
+def _seconds(s: float) -> str:
+    if s < 1e-3:
+        return f"{s * 1e6:.3g} us"
+    return f"{s * 1e3:.3g} ms" if s < 1 else f"{s:.3g} s"
+
+
+def _size(n: int) -> str:
+    power = min(int(math.log10(max(n, 1)) // 3), 4)
+    return f"{n / 1000 ** power:.3g} {('B', 'kB', 'MB', 'GB', 'TB')[power]}"
+
+
+def _fields(problem: Problem, targets: int, sources: int) -> list[LayerField]:
+    """Each attention layer's evaluator (``auto``: the cheaper by the cost model) and modelled costs."""
+    from .nonlocal_field import FastEvaluator
+    from .nonlocal_field.auto import estimated_costs
+
+    if not problem.velocity.is_attention:
+        return []
+    schedule = problem.schedule()
+    fields = []
+    for start, layer in zip(schedule.starts, schedule.layers):
+        if layer.attention is None:
+            continue
+        costs = estimated_costs(FastEvaluator(layer.attention, None, problem.field.tol), targets, sources)
+        chosen = problem.field.method if problem.field.method != "auto" else \
+            ("fast" if costs["fast"] < costs["direct"] else "direct")
+        fields.append(LayerField(float(start), chosen, costs))
+    return fields
+
+
+def _files(problem: Problem, cells: int, nv: int, outputs: int) -> dict[str, int | None]:
+    """What a run writes (layout.py), with sizes of the large files (8-byte values, no overhead)."""
+    dg1 = problem.scheme.kind == "dg1"
+    per_output = 8 * cells * (1 + (nv if dg1 else 0))
+    files: dict[str, int | None] = {name: None for name in (layout.CONFIG, layout.METADATA, layout.OBSERVABLES,
+                                                            layout.LOG)}
+    if problem.output.paraview:
+        files[layout.PARAVIEW_CELLS] = None
+        if dg1:
+            files[layout.PARAVIEW_DG1] = None
+    files[layout.MESH] = 8 * cells * (2 * nv + 2)
+    files[layout.CHECKPOINT] = 8 * cells * (nv if dg1 else 1)
+    files[f"{layout.SNAPSHOTS}/NNNN.npz x {outputs}"] = outputs * per_output
+    files[layout.RUN_FILE] = outputs * per_output + 8 * cells * (8 + nv)
+    return files
+
+
+def check_config(config: Config | dict | str | Path | None, overrides: list[str] | None = None, *,
+                 out: str | Path | None = None) -> CheckReport:
+    """Check a PDE config and describe the run it would make (module docstring); writes nothing.
+
+    Parameters
+    ----------
+    config
+        A Config, a mapping, a TOML path, or ``None`` for the embedded default.
+    overrides
+        ``section.key=value`` strings (``--set``).
+    out
+        The run directory a run would use (default ``output.dir`` or ``runs/<name>``).
+
+    Raises
+    ------
+    ValueError
+        Whatever ``meanfield run`` would refuse before starting (config, mesh file).
+    """
+    from .discretisation.dg1 import DG1Scheme
+    from .discretisation.fv import FiniteVolumeScheme
+
+    config = config if isinstance(config, Config) else load_config(config, overrides)
+    problem = Problem(config)
+    mesh = problem.mesh.build()
+    cells, nv = mesh.cells.shape
+    scheme = DG1Scheme if problem.scheme.kind == "dg1" else FiniteVolumeScheme
+    targets, sources = scheme.field_points(cells, nv)
+    fields = _fields(problem, targets, sources)
+    t = problem.time
+    steps = math.ceil(t.t_final / t.dt - 1e-9) if t.dt is not None else None
+    directory = Path(out) if out is not None else problem.output.directory
+    try:
+        state = {"missing": "new", "empty": "empty: used"}[check_target(directory)]
+    except RunDirectoryError as exc:
+        state = f"a run would be refused: {exc}"
+    return CheckReport(config, cells, len(mesh.points), fields, targets, sources, steps, t.output_times,
+                       directory, state, _files(problem, cells, nv, len(t.output_times)))
+

@@ -1,0 +1,336 @@
+"""The run file ``run.nc``: every output of a run in one self-describing netCDF4 file.
+
+``xarray.open_dataset("RUN/run.nc")`` opens it directly (netCDF4 = HDF5; written with
+h5netcdf, no netCDF C library needed).  A PDE run on S^2 (``ncdump -h``, abridged)::
+
+    dimensions:
+        time = UNLIMITED ; cell = C ; node = V ; corner = 3 ;
+    variables:
+        double time(time) ;            long_name = "model time t", units = "1"
+        int mesh ;                     cf_role = "mesh_topology", topology_dimension = 2,
+                                       node_coordinates = "node_lon node_lat",
+                                       face_node_connectivity = "face_node_connectivity",
+                                       face_coordinates = "lon lat", face_dimension = "cell"
+        double node_x(node), node_y(node), node_z(node) ;     vertices (unit sphere)
+        double node_lon(node), node_lat(node) ;               degrees_east, degrees_north
+        int face_node_connectivity(cell, corner) ;            start_index = 0
+        double x(cell), y(cell), z(cell) ;                    cell centroids on the sphere
+        double lon(cell), lat(cell) ;                         centroids, degrees
+        double area(cell) ;                                   units = "sr"
+        double density(time, cell) ;   cell averages, units = "sr-1", mesh = "mesh",
+                                       location = "face", cell_measures = "area: area"
+        double vertex_density(time, cell, corner) ;           DG1 only (see below)
+        double mass(time), order(time), energy(time), mean_0(time), ..., rho_min(time),
+               rho_max(time), dt(time), wall(time) ;          the rows of observables.csv
+    // global attributes: Conventions = "CF-1.11 UGRID-1.0", title, source, kind, name,
+    //                    sphere, scheme
+
+On S^1 the cells are edges of a circle: ``topology_dimension = 1``,
+``edge_node_connectivity(cell, corner)`` (corner = 2), ``location = "edge"``, a centroid angle
+``theta(cell)`` in radians instead of lon/lat, and lengths in ``rad`` (density in ``rad-1``).
+A particle run holds ``points(time, token, coordinate)`` (the tokens in global order;
+``coordinate`` labelled x, y, z) and the same observables.  Every array is in global order
+(the cell order of the serial mesh, the sampler's token order), whatever the rank count.
+
+**DG1 vertex values can be negative.**  ``vertex_density`` is the discontinuous linear
+density at each cell's vertices, seen from that cell (``cells`` order).  The Zhang-Shu
+limiter makes it non-negative at the limiter's points, which on S^2 are the two Gauss points
+of each edge, not the vertices: a linear function that is non-negative at those six points
+can dip to (3 - 2 sqrt 3) ~ -0.46 times its cell mean at a vertex.  So near steep fronts of a
+clustered density the vertex values (and ParaView's picture of density-dg1.xdmf) go below
+zero while every cell average ``density`` stays positive; this is the scheme, not an error.
+On S^1 the limiter's points are the vertices, so there the vertex values are >= 0.
+
+The file is created at the first output (atomically) and each later output is appended
+along the unlimited ``time`` dimension (the file is opened without HDF5 file locking, so a
+reader holding it open does not stop a run).  The snapshots stay the crash-safe record: on
+resume the file is cut back to the outputs the checkpoint keeps, or rebuilt from the
+snapshots when it cannot be read.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .. import __version__
+from . import layout
+from .files import DamagedFileError, load_npz, read_csv_columns
+
+if TYPE_CHECKING:
+    import xarray
+
+CONVENTIONS = "CF-1.11 UGRID-1.0"
+#: Chunk length along time of one-dimensional time series (observables).
+SERIES_CHUNK = 512
+
+#: Builds the run's Dataset from output times (T,), per-output arrays (name -> (T, ...)) and
+#: observables (name -> (T,)).
+DatasetBuilder = Callable[[np.ndarray, Mapping[str, np.ndarray], Mapping[str, np.ndarray]], "xarray.Dataset"]
+
+_OBSERVABLES: dict[str, tuple[str, str]] = {
+    "mass": ("total mass (1 for a probability density)", "1"),
+    "order": ("order parameter: norm of the mean vector", "1"),
+    "energy": ("interaction energy (1/2 beta) int int exp(beta <Q x, K y>) dmu(x) dmu(y), summed over heads", "1"),
+    "dt": ("last time step before the output", "1"),
+    "wall": ("wall-clock time since the run segment started", "s"),
+}
+
+
+def observable_attributes(name: str, density_units: str | None) -> dict[str, str]:
+    """``long_name`` and ``units`` of an observables.csv column (none for an unknown one)."""
+    units: str | None
+    if name in _OBSERVABLES:
+        text, units = _OBSERVABLES[name]
+    elif name.startswith("mean_"):
+        text, units = f"component {name[5:]} of the mean vector int x dmu", "1"
+    elif name.startswith("m2_"):
+        text, units = f"second moment int x_{name[3]} x_{name[4:]} dmu", "1"
+    elif name in ("rho_min", "rho_max"):
+        text, units = f"{'smallest' if name == 'rho_min' else 'largest'} cell average of the density", density_units
+    else:
+        return {}
+    return {"long_name": text, "units": units} if units is not None else {"long_name": text}
+
+
+def _time_coordinate(times: np.ndarray) -> tuple[str, np.ndarray, dict[str, str]]:
+    return "time", np.asarray(times, float), {"long_name": "model time t", "units": "1"}
+
+
+def _observables(observables: Mapping[str, np.ndarray], density_units: str) -> dict[str, Any]:
+    """The observables as variables along time (``t`` is left out: it is the time coordinate)."""
+    return {name: ("time", np.asarray(values, float), observable_attributes(name, density_units))
+            for name, values in observables.items() if name != "t"}
+
+
+def _lon_lat(points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    lon = np.degrees(np.arctan2(points[:, 1], points[:, 0]))
+    lat = np.degrees(np.arcsin(np.clip(points[:, 2], -1.0, 1.0)))
+    return lon, lat
+
+
+def _lon_lat_coordinates(points: np.ndarray, dim: str, what: str, prefix: str) -> dict[str, Any]:
+    lon, lat = _lon_lat(points)
+    return {f"{prefix}lon": (dim, lon, {"standard_name": "longitude", "long_name": f"longitude of the {what}",
+                                        "units": "degrees_east"}),
+            f"{prefix}lat": (dim, lat, {"standard_name": "latitude", "long_name": f"latitude of the {what}",
+                                        "units": "degrees_north"})}
+
+
+def _mesh_coordinates(mesh: Mapping[str, np.ndarray], location: str, measure: str) -> dict[str, Any]:
+    """Vertices, connectivity, cell centroids (xyz and lon/lat or theta) and cell measures."""
+    vertices, centroids = np.asarray(mesh["vertices"], float), np.asarray(mesh["centroids"], float)
+    s2 = vertices.shape[1] == 3
+    axes = "xyz"[: vertices.shape[1]]
+    coords: dict[str, Any] = {}
+    for i, a in enumerate(axes):
+        coords[f"node_{a}"] = ("node", vertices[:, i], {"long_name": f"{a} of the mesh vertices", "units": "1"})
+    coords[f"{location}_node_connectivity"] = (("cell", "corner"), np.asarray(mesh["cells"], np.int32), {
+        "cf_role": f"{location}_node_connectivity", "start_index": np.int32(0),
+        "long_name": "the vertices of each cell (indices into node)"})
+    for i, a in enumerate(axes):
+        coords[a] = ("cell", centroids[:, i], {"long_name": f"{a} of the cell centroid on the sphere", "units": "1"})
+    if s2:
+        coords.update(_lon_lat_coordinates(vertices, "node", "mesh vertices", "node_"))
+        coords.update(_lon_lat_coordinates(centroids, "cell", "cell centroids", ""))
+    else:
+        coords["theta"] = ("cell", np.arctan2(centroids[:, 1], centroids[:, 0]),
+                           {"long_name": "angle of the cell centroid", "units": "rad"})
+    coords["area"] = ("cell", np.asarray(mesh["areas"], float), {
+        "long_name": "measure of the cell (area on S^2, arc length on S^1) as the scheme integrates",
+        "units": measure})
+    return coords
+
+
+def pde_dataset(mesh: Mapping[str, np.ndarray], times: np.ndarray, outputs: Mapping[str, np.ndarray],
+                observables: Mapping[str, np.ndarray], attrs: Mapping[str, Any]) -> xarray.Dataset:
+    """The Dataset of a PDE run (module docstring): mesh, cell coordinates, densities, observables.
+
+    Parameters
+    ----------
+    mesh
+        ``vertices`` (V, d), ``cells`` (C, nv), ``centroids`` (C, d), ``areas`` (C,), global order.
+    times
+        (T,) output times.
+    outputs
+        ``density`` (T, C) and, for DG1, ``vertex_density`` (T, C, nv).
+    observables
+        Column name -> (T,) values (``t`` is left out: it is the time coordinate).
+    attrs
+        Global attributes (see :func:`run_attributes`).
+    """
+    import xarray as xr
+
+    s2 = np.shape(mesh["vertices"])[1] == 3
+    location, measure = ("face", "sr") if s2 else ("edge", "rad")
+    topology = {"cf_role": "mesh_topology", "long_name": f"the mesh of the unit sphere {'S^2' if s2 else 'S^1'}",
+                "topology_dimension": 2 if s2 else 1,
+                f"{location}_node_connectivity": f"{location}_node_connectivity",
+                f"{location}_dimension": "cell", "node_coordinates": "node_lon node_lat" if s2 else "node_x node_y",
+                f"{location}_coordinates": "lon lat" if s2 else "x y"}
+    on_mesh = {"mesh": "mesh", "location": location, "units": f"{measure}-1"}
+    data: dict[str, Any] = {
+        "mesh": ((), np.int32(0), topology),
+        "density": (("time", "cell"), np.asarray(outputs["density"], float),
+                    {"long_name": "probability density: cell averages", "cell_measures": "area: area", **on_mesh})}
+    if "vertex_density" in outputs:
+        data["vertex_density"] = (("time", "cell", "corner"), np.asarray(outputs["vertex_density"], float), {
+            "long_name": "DG1 density at each cell's vertices (the corners of face_node_connectivity), from that cell",
+            "units": on_mesh["units"],
+            "comment": "may be negative where the cell averages are positive: the positivity limiter acts at the "
+                       "edge Gauss points, not at the vertices (see meanfield.runner.netcdf)"})
+    data.update(_observables(observables, on_mesh["units"]))
+    coords = {"time": _time_coordinate(times), **_mesh_coordinates(mesh, location, measure)}
+    return xr.Dataset(data, coords=coords, attrs=dict(attrs))
+
+
+def particle_dataset(times: np.ndarray, outputs: Mapping[str, np.ndarray], observables: Mapping[str, np.ndarray],
+                     attrs: Mapping[str, Any]) -> xarray.Dataset:
+    """The Dataset of a particle run: ``points`` (T, n, d) and the observables."""
+    import xarray as xr
+
+    points = np.asarray(outputs["points"], float)
+    d = points.shape[2]
+    labels = list("xyz"[:d]) if d <= 3 else [f"x{i}" for i in range(d)]
+    data = {"points": (("time", "token", "coordinate"), points,
+                       {"long_name": f"token positions on the unit sphere S^{d - 1} (global token order)",
+                        "units": "1"}),
+            **_observables(observables, "1")}
+    coords = {"time": _time_coordinate(times),
+              "coordinate": ("coordinate", labels, {"long_name": "ambient coordinate"})}
+    return xr.Dataset(data, coords=coords, attrs=dict(attrs))
+
+
+def run_attributes(kind: str, config: Mapping[str, Any]) -> dict[str, str]:
+    """Global attributes of a run's file, from its config (nested mapping)."""
+    attrs = {"Conventions": CONVENTIONS, "source": f"meanfield {__version__}", "kind": kind,
+             "name": str(config.get("name", ""))}
+    if kind == "pde":
+        attrs.update(title=f"meanfield PDE run {attrs['name']}", sphere=str(config["mesh"]["sphere"]),
+                     scheme=str(config["scheme"]["kind"]))
+    else:
+        attrs.update(title=f"meanfield particle run {attrs['name']}")
+    return attrs
+
+
+def _encoding(ds: xarray.Dataset) -> dict[str, dict[str, Any]]:
+    """No fill values; time-dependent variables chunked one output (series: SERIES_CHUNK) at a time."""
+    encoding: dict[str, dict[str, Any]] = {}
+    for name, var in ds.variables.items():
+        entry: dict[str, Any] = {"_FillValue": None} if var.dtype.kind == "f" else {}
+        if var.dims[:1] == ("time",):
+            entry["chunksizes"] = (SERIES_CHUNK,) if var.ndim == 1 else (1, *var.shape[1:])
+        encoding[str(name)] = entry
+    return encoding
+
+
+def _text_as_char(ds: xarray.Dataset) -> xarray.Dataset:
+    """A copy whose ASCII text attributes are fixed-length strings, stored as netCDF ``char``
+    attributes as the netCDF C library writes them (readers such as VTK's UGRID reader, in
+    ParaView, take no other kind); xarray reads them back as ``str``."""
+    def text_as_char(attrs: Mapping[Any, Any]) -> dict[Any, Any]:
+        return {k: np.bytes_(v.encode()) if isinstance(v, str) and v.isascii() else v for k, v in attrs.items()}
+
+    out = ds.copy()
+    out.attrs = text_as_char(out.attrs)
+    for var in out.variables.values():
+        var.attrs = text_as_char(var.attrs)
+    return out
+
+
+class RunFile:
+    """``run.nc`` of one run, written by rank 0 (module docstring).
+
+    Parameters
+    ----------
+    run
+        The run directory.
+    build
+        Builds the run's Dataset from times, per-output arrays and observables (the same
+        function that :meth:`~meanfield.runner.results.RunResult.to_xarray` uses).
+    """
+
+    def __init__(self, run: Path, build: DatasetBuilder) -> None:
+        self.run = Path(run)
+        self.path = self.run / layout.RUN_FILE
+        self.build = build
+
+    def start(self, keep: int) -> None:
+        """A new run (``keep = 0``): remove the file; a resume: cut it to ``keep`` outputs or rebuild it."""
+        if keep == 0:
+            self.path.unlink(missing_ok=True)
+            return
+        import h5netcdf
+
+        try:
+            with h5netcdf.File(self.path, "a", locking=False) as f:
+                if f.dimensions["time"].size < keep:
+                    raise ValueError("fewer outputs than the checkpoint")
+                f.resize_dimension("time", keep)
+        except (OSError, KeyError, ValueError):
+            self.rebuild(keep)
+
+    def rebuild(self, keep: int) -> None:
+        """Write the file anew from the first ``keep`` snapshots and observables.csv (none: no file)."""
+        snapshots: list[dict[str, np.ndarray]] = []
+        for index, path in layout.snapshot_files(self.run):
+            if index != len(snapshots) or index >= keep:
+                break
+            try:
+                snapshots.append(load_npz(path))
+            except DamagedFileError:
+                break
+        self.path.unlink(missing_ok=True)
+        if not snapshots:
+            return
+        columns, _ = read_csv_columns(self.run / layout.OBSERVABLES)
+        count = len(snapshots)
+        observables = {k: _padded(v, count) for k, v in columns.items()}
+        times = np.array([float(s["t"]) for s in snapshots])
+        outputs = {k: np.array([s[k] for s in snapshots]) for k in snapshots[0] if k != "t"}
+        self._create(self.build(times, outputs, observables))
+
+    def _create(self, ds: xarray.Dataset) -> None:
+        tmp = self.path.with_name(f".{self.path.name}.tmp-{os.getpid()}")
+        try:
+            _text_as_char(ds).to_netcdf(tmp, engine="h5netcdf", unlimited_dims=["time"], encoding=_encoding(ds))
+            os.replace(tmp, self.path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+
+    def write(self, t: float, row: Mapping[str, float], snapshot: Mapping[str, np.ndarray]) -> None:
+        """Append one output (creating the file at the first)."""
+        if not self.path.exists():
+            arrays = {k: np.asarray(v)[None] for k, v in snapshot.items()}
+            self._create(self.build(np.array([t]), arrays, {k: np.array([v]) for k, v in row.items()}))
+            return
+        import h5netcdf
+
+        values = {"time": t, **{k: v for k, v in row.items() if k != "t"}, **snapshot}
+        with h5netcdf.File(self.path, "a", locking=False) as f:
+            k = f.dimensions["time"].size
+            f.resize_dimension("time", k + 1)
+            for name, var in f.variables.items():
+                if var.dimensions[:1] == ("time",):
+                    var[k, ...] = values.get(name, np.nan)
+
+    def times(self) -> list[float]:
+        """The output times in the file (none if there is no file)."""
+        if not self.path.exists():
+            return []
+        import h5netcdf
+
+        with h5netcdf.File(self.path, "r", locking=False) as f:
+            return [float(t) for t in f.variables["time"][:]]
+
+
+def _padded(values: np.ndarray, count: int) -> np.ndarray:
+    """``values`` cut or padded with NaN to ``count`` entries (a damaged observables.csv)."""
+    out = np.full(count, np.nan)
+    out[: min(count, len(values))] = values[:count]
+    return out

@@ -1,0 +1,190 @@
+"""Many runs in one table (``meanfield collect``): the observables with the parameters as columns.
+
+The runs are found in the paths given: a run directory is itself, a sweep directory gives
+its points in order (:mod:`meanfield.studies.sweep`), any other directory the runs anywhere
+below it (a convergence or validation study, a folder of runs).  The table is in long
+format, one row per run and output time (``final``: one row per run, its last output)::
+
+    run, kind, status, <parameters>, t, mass, order, energy, ..., rho_max, dt, wall
+
+The parameters are the sweeps' grid keys and every config key whose value differs between
+the runs (``model.beta``, ``particles.seed``, ...; arrays and tables as JSON text).  As a
+netCDF file it is an xarray Dataset with dimensions ``(run, time)`` (``final``: ``(run,)``),
+the parameters, kinds and statuses as coordinates along ``run``; on a full grid
+``ds.set_index(run=["model.beta", "mesh.resolution"]).unstack("run")`` gives one dimension
+per parameter.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .. import __version__
+from ..config import ConfigError
+from ..runner.directory import effective_status, is_run
+from ..runner.files import write_text
+from ..runner.netcdf import observable_attributes
+from ..runner.results import observables_frame, read_observables
+from .sweep import sweep_points
+
+if TYPE_CHECKING:
+    import pandas
+    import xarray
+
+#: The columns that describe a run rather than an output.
+RUN_COLUMNS = ("run", "kind", "status")
+FORMATS = (".csv", ".nc")
+
+
+def find_runs(paths: Sequence[str | Path]) -> list[tuple[Path, dict[str, Any]]]:
+    """The run directories in ``paths`` (module docstring), each with its sweep parameters ({} if none).
+
+    Raises
+    ------
+    FileNotFoundError
+        A path that does not exist, or paths without any run.
+    """
+    found: dict[Path, tuple[Path, dict[str, Any]]] = {}  # resolved path -> (path as given, parameters)
+    for given in paths:
+        path = Path(given)
+        if not path.is_dir():
+            raise FileNotFoundError(f"{path}: no such directory")
+        points = sweep_points(path)
+        runs: list[tuple[Path, dict[str, Any]]]
+        if is_run(path):
+            runs = [(path, {})]
+        elif points is not None:
+            runs = [(path / p.directory, p.parameters) for p in points if is_run(path / p.directory)]
+        else:
+            runs = [(run, {}) for run in _runs_below(path)]
+        for run, parameters in runs:
+            found.setdefault(run.resolve(), (run, parameters))
+    if not found:
+        raise FileNotFoundError(f"{', '.join(map(str, paths))}: no meanfield runs found")
+    return list(found.values())
+
+
+def _runs_below(path: Path) -> list[Path]:
+    runs = []
+    for child in sorted(p for p in path.iterdir() if p.is_dir()):
+        if is_run(child):
+            runs.append(child)
+        else:
+            runs.extend(_runs_below(child))
+    return runs
+
+
+def _flat(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"model": {"beta": 4}}`` -> ``{"model.beta": 4}`` (arrays and tables of values as JSON text)."""
+    out: dict[str, Any] = {}
+    for key, value in config.items():
+        if isinstance(value, dict):
+            out.update(_flat(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value if isinstance(value, (bool, int, float, str)) else json.dumps(value)
+    return out
+
+
+def _parameters(configs: list[dict[str, Any]], sweeps: list[dict[str, Any]]) -> list[str]:
+    """The sweeps' keys (in their order), then the other keys whose values differ, sorted."""
+    keys = list(dict.fromkeys(k for params in sweeps for k in params))
+    every = set().union(*configs)
+    differ = sorted(k for k in every - set(keys)
+                    if len({json.dumps(c.get(k), sort_keys=True) for c in configs}) > 1)
+    return keys + differ
+
+
+def collect(paths: Sequence[str | Path], *, final: bool = False) -> pandas.DataFrame:
+    """The observables of the runs in ``paths`` as one long table (module docstring).
+
+    Parameters
+    ----------
+    paths
+        Run directories, sweep directories, or folders holding runs.
+    final
+        Only the last output of each run (one row per run; NaN for a run without outputs).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``run``, ``kind``, ``status``, the parameters, ``t`` and the observables.
+    """
+    import pandas as pd
+
+    runs = find_runs(paths)
+    read = [read_observables(path) for path, _ in runs]
+    configs = [_flat(config) for config, _, _ in read]
+    keys = _parameters(configs, [params for _, params in runs])
+    frames = []
+    for (path, _), (_, meta, observables), config in zip(runs, read, configs):
+        frame = observables_frame(observables)
+        frame = frame.tail(1) if final else frame
+        if final and frame.empty:
+            frame = pd.DataFrame({"t": [np.nan]})
+        described = {"run": str(path), "kind": meta.get("kind"), "status": effective_status(path, meta),
+                     **{k: config.get(k) for k in keys}}
+        frames.append(frame.assign(**described)[[*described, *frame.columns]])
+    return pd.concat(frames, ignore_index=True)
+
+
+def to_dataset(table: pandas.DataFrame, *, final: bool = False) -> xarray.Dataset:
+    """A :func:`collect` table as a Dataset: dims ``(run, time)`` (``final``: ``(run,)``), the
+    parameters, kinds and statuses as coordinates along ``run``."""
+    observables = [c for c in table.columns if c not in (*_described(table), "t")]
+    described = table.groupby("run", sort=False)[list(_described(table))[1:]].first()
+    if final:
+        ds = table.set_index("run")[["t", *observables]].to_xarray()
+    else:
+        ds = table.set_index(["run", "t"])[observables].to_xarray().rename(t="time")
+        ds = ds.reindex(run=described.index)
+        ds["time"].attrs.update(long_name="model time t", units="1")
+    for name in observables:
+        ds[name].attrs.update(observable_attributes(name, None))
+    for name, column in described.items():
+        values = column.to_numpy()
+        values = values.astype(str) if values.dtype == object else values
+        ds = ds.assign_coords({str(name): ("run", values, {"long_name": _column_meaning(str(name))})})
+    ds.attrs.update(Conventions="CF-1.11", title="meanfield collect: observables of many runs",
+                    source=f"meanfield {__version__}")
+    return ds
+
+
+def _described(table: pandas.DataFrame) -> list[str]:
+    """``run``, ``kind``, ``status`` and the parameter columns (all before ``t``)."""
+    return list(table.columns[: list(table.columns).index("t")])
+
+
+def _column_meaning(name: str) -> str:
+    return {"kind": "pde or particles", "status": "the run's status"}.get(name, f"config value {name}")
+
+
+def write_table(table: pandas.DataFrame, out: str | Path, *, final: bool = False, overwrite: bool = False) -> Path:
+    """Write a :func:`collect` table as CSV or netCDF, by the suffix of ``out`` (atomically).
+
+    Raises
+    ------
+    ConfigError
+        Another suffix, or an existing file without ``overwrite``.
+    """
+    out = Path(out)
+    if out.suffix not in FORMATS:
+        raise ConfigError(f"-o {out}: must end in {' or '.join(FORMATS)} (CSV table or netCDF Dataset)")
+    if out.exists() and not overwrite:
+        raise ConfigError(f"-o {out}: the file exists; pass --overwrite to replace it")
+    if out.suffix == ".csv":
+        write_text(out, table.to_csv(index=False))
+        return out
+    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
+    try:
+        to_dataset(table, final=final).to_netcdf(tmp, engine="h5netcdf")
+        os.replace(tmp, out)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return out

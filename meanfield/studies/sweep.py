@@ -1,0 +1,404 @@
+"""Parameter sweeps (``meanfield sweep``): one run per point of a grid of config values.
+
+A sweep takes a config, a grid (``key -> values``; the points are the Cartesian product, the
+first key slowest) and optionally seeds (particle sweeps: ``particles.seed + k``, k < seeds,
+varied fastest), and writes into its directory::
+
+    study.json                      the sweep's definition (base config, grid): a rerun or a
+                                    job-array task must bring the same one
+    sweep.csv                       index, the grid's keys, directory, status (one row per point)
+    .sweep.lock                     taken while sweep.csv is rewritten
+    003-beta=4,seed=1/              point 3's run directory (its index, then key=value for each
+                                    grid key: the last part of the key unless that is ambiguous)
+
+Every point is an ordinary run directory (:mod:`meanfield.runner.layout`).  Running a sweep
+again skips its completed points, resumes the interrupted, killed or failed ones from their
+checkpoints (:func:`meanfield.resume`) and starts the others; a point whose run is in progress
+elsewhere (its lock is held) is left alone.  ``array_index`` runs exactly one point: a SLURM
+job array runs a sweep with one task per point, all sharing the directory (sweep.csv is
+rewritten under a lock after each point).  Under ``mpirun`` every point uses all ranks.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..collective import is_collective, on_root
+from ..config import Config, ConfigError, load_config, parse_override
+from ..runner.checkpoint import Checkpoint, CheckpointError
+from ..runner.controller import RunInterrupted
+from ..runner.directory import (
+    RunDirectoryError,
+    check_study,
+    classify,
+    effective_status,
+    prepare_study,
+    read_metadata,
+    read_study_marker,
+)
+from ..runner.files import exclusive_lock, write_text
+
+#: The ``kind`` of a sweep directory's study.json.
+KIND = "sweep"
+TABLE = "sweep.csv"
+#: Serialises the rewrites of sweep.csv by the processes of one sweep (job-array tasks).
+TABLE_LOCK = ".sweep.lock"
+#: Longest value label in a point's directory name (the index keeps names unique anyway).
+LABEL_LENGTH = 40
+SEED_KEY = "particles.seed"
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    """One point of a sweep.
+
+    Attributes
+    ----------
+    index
+        Its place in the sweep (0-based; ``--array-index``).
+    parameters
+        Grid key -> value at this point.
+    directory
+        Its run directory's name inside the sweep directory.
+    """
+
+    index: int
+    parameters: dict[str, Any]
+    directory: str
+
+    @property
+    def overrides(self) -> list[str]:
+        """``key=value`` overrides that make the point's config from the base config."""
+        return [f"{key}={toml_value(value)}" for key, value in self.parameters.items()]
+
+
+@dataclass
+class SweepResult:
+    """What a sweep call did.
+
+    Attributes
+    ----------
+    path
+        The sweep directory.
+    points
+        All points of the sweep.
+    status
+        Each point's status after the call: ``pending`` (no run yet), ``completed``,
+        ``running``, ``interrupted``, ``failed`` or ``killed``.
+    ran
+        Indices of the points this call ran or resumed.
+    errors
+        Index -> error of the points that failed in this call.
+    """
+
+    path: Path
+    points: list[SweepPoint]
+    status: list[str]
+    ran: list[int] = field(default_factory=list)
+    errors: dict[int, str] = field(default_factory=dict)
+
+    def table(self) -> list[dict[str, Any]]:
+        """The rows of sweep.csv."""
+        return [{"index": p.index, **{k: _cell(v) for k, v in p.parameters.items()}, "directory": p.directory,
+                 "status": s} for p, s in zip(self.points, self.status)]
+
+
+def toml_value(value: Any) -> str:
+    """A value as TOML text (what ``--set key=TEXT`` reads back as the same value)."""
+    import tomli_w
+
+    return tomli_w.dumps({"v": value})[len("v = "):].strip()
+
+
+def _cell(value: Any) -> Any:
+    """A parameter as a table cell: scalars as they are, arrays and tables as JSON."""
+    return value if isinstance(value, (bool, int, float, str)) else json.dumps(value)
+
+
+def split_values(text: str) -> list[str]:
+    """``v1,v2,...`` split at the commas outside brackets, braces and quotes."""
+    parts, depth, quote, start = [], 0, "", 0
+    for i, char in enumerate(text):
+        if quote:
+            quote = "" if char == quote else quote
+        elif char in "\"'":
+            quote = char
+        elif char in "[{":
+            depth += 1
+        elif char in "]}":
+            depth -= 1
+        elif char == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    return [p.strip() for p in [*parts, text[start:]]]
+
+
+def parse_grid(specs: Sequence[str]) -> dict[str, list[Any]]:
+    """``["model.beta=1,4,9", ...]`` -> ``{"model.beta": [1, 4, 9], ...}`` (values read as TOML, else text).
+
+    Raises
+    ------
+    ConfigError
+        A spec without ``=``, an empty value, a key given twice.
+    """
+    grid: dict[str, list[Any]] = {}
+    for spec in specs:
+        if "=" not in spec:
+            raise ConfigError(f"--grid {spec!r}: expected section.key=v1,v2,...")
+        key, text = (s.strip() for s in spec.split("=", 1))
+        values = split_values(text)
+        if not key or any(v == "" for v in values):
+            raise ConfigError(f"--grid {spec!r}: expected section.key=v1,v2,... without empty values")
+        if key in grid:
+            raise ConfigError(f"--grid {key}: given twice")
+        grid[key] = [parse_override(f"{key}={v}")[1] for v in values]
+    return grid
+
+
+def _label(value: Any) -> str:
+    if isinstance(value, bool):
+        text = str(value).lower()
+    elif isinstance(value, float):
+        text = repr(value).removesuffix(".0")
+    elif isinstance(value, (int, str)):
+        text = str(value)
+    else:
+        text = json.dumps(value)
+    return re.sub(r"[^A-Za-z0-9._+-]+", "_", text).strip("_")[:LABEL_LENGTH] or "_"
+
+
+def _short_keys(keys: Sequence[str]) -> dict[str, str]:
+    """Each key's last part, or the whole key where two keys share their last part."""
+    last = [k.split(".")[-1] for k in keys]
+    return {k: (s if last.count(s) == 1 else k) for k, s in zip(keys, last)}
+
+
+def plan_points(grid: Mapping[str, Sequence[Any]]) -> list[SweepPoint]:
+    """The points of a grid, in order (first key slowest), with their directory names."""
+    keys = list(grid)
+    short = _short_keys(keys)
+    combos = list(itertools.product(*(grid[k] for k in keys)))
+    width = len(str(max(len(combos) - 1, 0)))
+    points = []
+    for index, values in enumerate(combos):
+        labels = ",".join(f"{short[k]}={_label(v)}" for k, v in zip(keys, values))
+        points.append(SweepPoint(index, dict(zip(keys, values)), f"{index:0{width}d}-{labels}"))
+    return points
+
+
+def _definition(base: Config, grid: Mapping[str, Sequence[Any]], particles: bool) -> dict[str, Any]:
+    return {"config": base.data, "grid": {k: list(v) for k, v in grid.items()},
+            "runs": "particles" if particles else "pde"}
+
+
+def sweep_points(path: Path | str) -> list[SweepPoint] | None:
+    """The points of the sweep in directory ``path`` (from its study.json); ``None`` if it is no sweep."""
+    marker = read_study_marker(path)
+    if marker is None or marker.get("kind") != KIND or not isinstance(marker.get("definition"), dict):
+        return None
+    return plan_points(marker["definition"]["grid"])
+
+
+@dataclass(frozen=True)
+class _Plan:
+    path: Path
+    points: list[SweepPoint]
+    configs: dict[int, Config]
+    definition: dict[str, Any]
+
+
+def _plan(config: Config | Mapping | str | Path | None, grid: Mapping[str, Sequence[Any]], seeds: int | None,
+          particles: bool, out: str | Path | None, overrides: list[str], array_index: int | None) -> _Plan:
+    """Check everything a sweep needs and resolve every point's config (rank 0; nothing written)."""
+    source = config.data if isinstance(config, Config) else config
+    base = load_config(source, overrides)
+    grid = {k: list(v) for k, v in grid.items()}
+    if seeds is not None:
+        if not particles:
+            raise ConfigError("--seeds: PDE runs are deterministic; seeds vary particle sweeps (--particles)")
+        if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds <= 0:
+            raise ConfigError(f"--seeds: must be a positive integer, got {seeds!r}")
+        if SEED_KEY in grid:
+            raise ConfigError(f"--seeds: the grid already varies {SEED_KEY}")
+        first = base.section("particles")["seed"]
+        grid[SEED_KEY] = list(range(first, first + seeds))
+    if not grid:
+        raise ConfigError("--grid: a sweep needs at least one --grid KEY=V1,V2,... (or --seeds N)")
+    for key, values in grid.items():
+        if not values:
+            raise ConfigError(f"--grid {key}: no values")
+    points = plan_points(grid)
+    if array_index is not None and not 0 <= array_index < len(points):
+        raise ConfigError(f"--array-index: {array_index} is not a point of this sweep (0 to {len(points) - 1})")
+    chosen = points if array_index is None else [points[array_index]]
+    configs = {point.index: _point_config(source, overrides, point, particles) for point in chosen}
+    path = Path(out) if out is not None else base.output_dir().with_name(base.name + "-sweep")
+    definition = _definition(base, grid, particles)
+    check_study(path, KIND, definition=definition)
+    for point in chosen:
+        if point_status(path / point.directory) == "foreign":
+            raise RunDirectoryError(f"{path / point.directory}: the sweep point's directory holds something else "
+                                    "than a meanfield run; move it away (nothing was written)")
+    return _Plan(path, points, configs, definition)
+
+
+def _point_config(source: Any, overrides: list[str], point: SweepPoint, particles: bool) -> Config:
+    try:
+        config = load_config(source, overrides + point.overrides)
+        if particles:
+            from ..particles.run import resolve_counts
+            from ..problem import Problem
+
+            resolve_counts(Problem(config), None, None)
+    except ConfigError as exc:
+        raise ConfigError(f"sweep point {point.directory}: {exc}") from None
+    return config
+
+
+def point_status(path: Path) -> str:
+    """``pending`` (no run yet), ``foreign`` (something else is there) or the run's status
+    (``killed`` for a run whose process is gone)."""
+    kind = classify(path)
+    if kind in ("missing", "empty"):
+        return "pending"
+    if kind != "run":
+        return "foreign"
+    return effective_status(path, read_metadata(path) or {})
+
+
+def _resumable(path: Path) -> bool:
+    try:
+        Checkpoint.load(path)
+    except CheckpointError:
+        return False
+    return True
+
+
+def _next_step(path: Path) -> str:
+    """What to do with a point: ``skip``, ``resume``, ``restart`` (a run without checkpoint) or ``start``."""
+    status = point_status(path)
+    if status in ("completed", "running"):
+        return "skip"
+    if status == "pending":
+        return "start"
+    return "resume" if _resumable(path) else "restart"
+
+
+def _statuses(plan: _Plan) -> list[str]:
+    return [point_status(plan.path / p.directory) for p in plan.points]
+
+
+def _write_table(plan: _Plan) -> list[str]:
+    """Rewrite sweep.csv from the points' run directories (under the sweep's lock); returns the statuses."""
+    import pandas as pd
+
+    with exclusive_lock(plan.path / TABLE_LOCK):
+        status = _statuses(plan)
+        rows = SweepResult(plan.path, plan.points, status).table()
+        write_text(plan.path / TABLE, pd.DataFrame(rows).to_csv(index=False))
+    return status
+
+
+def _run_point(plan: _Plan, point: SweepPoint, step: str, particles: bool, comm, quiet: bool) -> None:
+    path = plan.path / point.directory
+    if step == "resume":
+        from ..continuation import resume
+
+        resume(path, comm=comm, quiet=quiet)
+        return
+    config = plan.configs[point.index]
+    if particles:
+        from ..particles import run_particles
+
+        run_particles(config, out=path, comm=comm, quiet=quiet, overwrite=step == "restart")
+    else:
+        from ..solver import run
+
+        run(config, out=path, comm=comm, quiet=quiet, overwrite=step == "restart")
+
+
+def sweep(
+    config: Config | Mapping | str | Path | None,
+    grid: Mapping[str, Sequence[Any]] | Sequence[str],
+    *,
+    seeds: int | None = None,
+    particles: bool = False,
+    out: str | Path | None = None,
+    array_index: int | None = None,
+    dry_run: bool = False,
+    overrides: list[str] | None = None,
+    comm=None,
+    quiet: bool = False,
+) -> SweepResult:
+    """Run the points of a sweep that are not done yet (see the module docstring); collective.
+
+    Parameters
+    ----------
+    config
+        The base config (a Config, a mapping, a TOML path, or ``None`` for the default).
+    grid
+        ``{"model.beta": [1, 4, 9], ...}`` or ``["model.beta=1,4,9", ...]`` (``--grid``).
+    seeds
+        Particle sweeps: also vary ``particles.seed`` over ``seed, seed + 1, ...`` (this many).
+    particles
+        Run the particle system (``particles.n`` tokens) instead of the PDE at every point.
+    out
+        The sweep directory (default ``runs/<name>-sweep``).
+    array_index
+        Run only this point (a job-array task; the CLI's default is ``$SLURM_ARRAY_TASK_ID``).
+    dry_run
+        List the points and their statuses; run and write nothing.
+    overrides
+        ``section.key=value`` changes of the base config (``--set``).
+    comm
+        MPI communicator (default COMM_WORLD); each point runs on all its ranks.
+    quiet
+        No progress or log of the runs on the terminal.
+
+    Returns
+    -------
+    SweepResult
+        On every rank.  A point that fails is recorded (``errors``, sweep.csv) and the sweep
+        goes on; a signal or wall limit (:class:`~meanfield.runner.controller.RunInterrupted`)
+        ends it after sweep.csv is written.
+
+    Raises
+    ------
+    ValueError
+        Bad input, before anything is written: an unknown key or bad value at any point, an
+        array index outside the sweep, a directory that holds something else.
+    """
+    from mpi4py import MPI
+
+    comm = comm or MPI.COMM_WORLD
+    specs = grid if isinstance(grid, Mapping) else parse_grid(list(grid))
+    plan = on_root(comm, lambda: _plan(config, specs, seeds, particles, out, list(overrides or []), array_index))
+    if dry_run:
+        return SweepResult(plan.path, plan.points, on_root(comm, lambda: _statuses(plan)))
+    on_root(comm, lambda: prepare_study(plan.path, KIND, definition=plan.definition))
+    ran: list[int] = []
+    errors: dict[int, str] = {}
+    for point in plan.points if array_index is None else [plan.points[array_index]]:
+        step = on_root(comm, functools.partial(_next_step, plan.path / point.directory))
+        if step == "skip":
+            continue
+        ran.append(point.index)
+        try:
+            _run_point(plan, point, step, particles, comm, quiet)
+        except RunInterrupted:
+            on_root(comm, lambda: _write_table(plan))
+            raise
+        except Exception as exc:
+            if comm.size > 1 and not is_collective(exc):
+                raise  # possibly this rank's alone: the CLI ends the job
+            errors[point.index] = f"{type(exc).__name__}: {exc}"
+        on_root(comm, lambda: _write_table(plan))
+    status = on_root(comm, lambda: _write_table(plan))
+    return SweepResult(plan.path, plan.points, status, ran, errors)

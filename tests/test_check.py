@@ -1,0 +1,64 @@
+"""meanfield check: the report agrees with what a run then does (cells, evaluator, modelled costs,
+output times, files), and it writes nothing."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+import meanfield
+from meanfield.check import check_config
+from meanfield.runner import layout
+
+
+def _config(sphere: str, kind: str) -> dict:
+    return {"name": "chk", "mesh": {"sphere": sphere, "resolution": 2 if sphere == "S2" else 48},
+            "scheme": {"kind": kind}, "time": {"t_final": 0.1, "outputs": 2}}
+
+
+@pytest.mark.parametrize("sphere, kind", [("S2", "fv"), ("S2", "dg1"), ("S1", "fv"), ("S1", "dg1")])
+def test_check_predicts_the_run(tmp_path, sphere, kind):
+    report = check_config(_config(sphere, kind), out=tmp_path / "r")
+    assert report.directory_state == "new" and not (tmp_path / "r").exists()
+    run = meanfield.run(_config(sphere, kind), out=tmp_path / "r", quiet=True)
+    evaluator = run.metadata["evaluator"]
+    assert report.cells == run.metadata["cells"] == len(run.cells) and report.vertices == len(run.vertices)
+    [field] = report.fields
+    assert field.evaluator == evaluator["method"]
+    assert field.costs == evaluator["modelled_costs_s"]  # the same counts reach the same cost model
+    assert np.array_equal(report.output_times, run.times)
+    written = {p.name for p in tmp_path.joinpath("r").iterdir()} - {layout.SNAPSHOTS}
+    named = {name for name in report.files if not name.startswith(layout.SNAPSHOTS)}
+    assert named <= written and written - named == set()
+
+
+def test_check_reports_a_refused_directory_and_a_fixed_step(tmp_path):
+    meanfield.run(_config("S1", "fv"), out=tmp_path / "r", quiet=True)
+    report = check_config(_config("S1", "fv"), ["time.dt=0.01", "nonlocal.method=\"fast\""], out=tmp_path / "r")
+    assert report.steps == 10 and [f.evaluator for f in report.fields] == ["fast"]
+    assert report.directory_state.startswith("a run would be refused") and "pass --overwrite" in report.directory_state
+    text = report.format()
+    for line in ("mesh:        S1 (resolution 48): 48 cells", "10 steps of dt = 0.01", "run.nc", "for the run"):
+        assert line in text
+
+
+def test_cli_check_writes_nothing(tmp_path, capsys, monkeypatch):
+    from meanfield.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "c.toml").write_text('[mesh]\nsphere = "S1"\nresolution = 32\n[time]\nt_final = 0.5\n')
+    assert main(["check", "c.toml"]) == 0
+    out = capsys.readouterr().out
+    assert 'name = "c"' in out and "run dir:     runs/c (new)" in out and "field:       " in out
+    assert main(["check", "c.toml", "--set", "model.betta=2"]) == 2
+    assert "model.betta: unknown key" in capsys.readouterr().err
+    assert sorted(os.listdir(tmp_path)) == ["c.toml"]
+
+
+def test_check_lists_the_field_of_every_attention_layer(tmp_path):
+    layered = {**_config("S1", "fv"), "model": {"beta": 1.0, "layers": [{"t_end": 0.05}, {"t_end": 0.1, "beta": 9.0}]}}
+    report = check_config(layered, ["nonlocal.method=\"fast\""], out=tmp_path / "r")
+    assert [f.start for f in report.fields] == [0.0, 0.05]
+    assert "from t = 0.05: fast" in report.format()

@@ -1,0 +1,92 @@
+"""meanfield collect: one row per run and output (or per run), the parameters as columns, as
+CSV or as an xarray Dataset; sweeps, plain runs and folders of runs; bad input writes nothing."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+
+import meanfield
+from meanfield.config import ConfigError
+from meanfield.studies.collect import collect, find_runs, write_table
+from meanfield.studies.sweep import sweep
+
+BASE = {"name": "co", "mesh": {"sphere": "S1", "resolution": 16}, "time": {"t_final": 0.2, "outputs": 2},
+        "output": {"xdmf": False}}
+GRID = ["model.beta=1,4", "mesh.resolution=16,32"]
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory):
+    path = tmp_path_factory.mktemp("collect") / "s"
+    sweep(BASE, GRID, out=path, quiet=True)
+    return path
+
+
+def test_one_row_per_run_and_output_with_the_parameters_as_columns(swept):
+    table = collect([swept])
+    assert list(table.columns[:6]) == ["run", "kind", "status", "model.beta", "mesh.resolution", "t"]
+    assert len(table) == 4 * 3 and table["run"].nunique() == 4 and set(table["status"]) == {"completed"}
+    for run_dir, rows in table.groupby("run", sort=False):
+        run = meanfield.load_run(run_dir)
+        assert list(rows["model.beta"].unique()) == [run.config["model"]["beta"]]
+        assert list(rows["mesh.resolution"].unique()) == [len(run.cells)]
+        assert np.array_equal(rows["t"], run.times) and np.array_equal(rows["energy"], run.observables["energy"])
+    final = collect([swept], final=True)
+    assert len(final) == 4 and list(final["t"]) == [0.2] * 4
+    assert list(zip(final["model.beta"], final["mesh.resolution"])) == [(1, 16), (1, 32), (4, 16), (4, 32)]
+
+
+def test_netcdf_table_has_the_parameters_as_coordinates(swept, tmp_path):
+    write_table(collect([swept]), tmp_path / "t.nc")
+    with xr.open_dataset(tmp_path / "t.nc") as ds:
+        assert ds.energy.dims == ("run", "time") and ds.sizes == {"run": 4, "time": 3}
+        assert list(ds["model.beta"].values) == [1, 1, 4, 4] and ds["model.beta"].dims == ("run",)
+        grid = ds.set_index(run=["model.beta", "mesh.resolution"]).unstack("run")
+        assert grid.energy.dims == ("time", "model.beta", "mesh.resolution")
+        run = meanfield.load_run(swept / "3-beta=4,resolution=32")
+        assert np.array_equal(grid.energy.sel({"model.beta": 4, "mesh.resolution": 32}), run.observables["energy"])
+    write_table(collect([swept], final=True), tmp_path / "f.nc", final=True)
+    with xr.open_dataset(tmp_path / "f.nc") as ds:
+        assert ds.energy.dims == ("run",) and list(ds.t.values) == [0.2] * 4
+
+
+def test_plain_runs_get_the_config_values_that_differ(tmp_path):
+    meanfield.run(BASE, out=tmp_path / "runs" / "a", quiet=True)
+    meanfield.run({**BASE, "model": {"beta": 9.0}}, out=tmp_path / "runs" / "b", quiet=True)
+    meanfield.run_particles(BASE, n=10, out=tmp_path / "p", quiet=True)
+    table = collect([tmp_path / "runs", tmp_path / "p", tmp_path / "runs" / "a"], final=True)  # a folder, a run
+    # (and a run already in the folder: each run once)
+    assert list(table["run"]) == [str(tmp_path / "runs" / "a"), str(tmp_path / "runs" / "b"), str(tmp_path / "p")]
+    assert list(table["kind"]) == ["pde", "pde", "particles"] and list(table["model.beta"]) == [4.0, 9.0, 4.0]
+    assert "particles.n" in table.columns and "mesh.resolution" not in table.columns  # the same everywhere
+    csv = tmp_path / "t.csv"
+    write_table(table, csv)
+    assert pd.read_csv(csv).shape == table.shape
+
+
+def test_bad_input_writes_nothing(swept, tmp_path):
+    with pytest.raises(ConfigError, match="must end in .csv or .nc"):
+        write_table(collect([swept]), tmp_path / "t.txt")
+    (tmp_path / "mine.csv").write_text("precious\n")
+    with pytest.raises(ConfigError, match="exists; pass --overwrite"):
+        write_table(collect([swept]), tmp_path / "mine.csv")
+    assert (tmp_path / "mine.csv").read_text() == "precious\n"
+    with pytest.raises(FileNotFoundError, match="no such directory"):
+        find_runs([tmp_path / "missing"])
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FileNotFoundError, match="no meanfield runs"):
+        find_runs([tmp_path / "empty"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty", "mine.csv"]
+
+
+def test_cli(swept, tmp_path, capsys):
+    from meanfield.cli import main
+
+    assert main(["collect", str(swept), "-o", str(tmp_path / "t.csv")]) == 0
+    assert "4 runs, 12 rows" in capsys.readouterr().out
+    assert main(["collect", str(swept), "-o", str(tmp_path / "t.csv")]) == 2
+    assert main(["collect", str(swept), "-o", str(tmp_path / "t.csv"), "--final", "--overwrite"]) == 0
+    assert len(pd.read_csv(tmp_path / "t.csv")) == 4
