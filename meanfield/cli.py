@@ -208,14 +208,19 @@ def _cmd_info(args: argparse.Namespace) -> None:
 
 
 # -- parsers --------------------------------------------------------------------------------
-def _int_list(text: str) -> list[int]:
-    try:
-        values = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
-    if not values:
-        raise argparse.ArgumentTypeError("expected at least one integer")
-    return values
+def _number_list(kind: type, what: str):
+    """An argparse type: comma-separated values of ``kind`` (``what`` names them in errors)."""
+
+    def parse(text: str) -> list:
+        try:
+            values = [kind(v) for v in text.split(",") if v.strip()]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected comma-separated {what}s, got {text!r}") from None
+        if not values:
+            raise argparse.ArgumentTypeError(f"expected at least one {what}")
+        return values
+
+    return parse
 
 
 def _add_common(p: argparse.ArgumentParser, out_help: str = "output directory (default: under runs/)") -> None:
@@ -259,7 +264,7 @@ def _add_particles(sub) -> None:
 def _add_validate(sub) -> None:
     p = sub.add_parser("validate", help="compare particle systems of growing n with the PDE")
     p.add_argument("config", help="TOML config")
-    p.add_argument("--n", type=_int_list, required=True, help="token counts, e.g. 1000,4000,16000")
+    p.add_argument("--n", type=_number_list(int, "integer"), required=True, help="token counts, e.g. 1000,4000,16000")
     p.add_argument("--seeds", type=int, default=4, help="seeds per n (particles.seed + k)")
     p.add_argument("--pde", help="reuse this PDE run directory instead of running the PDE")
     p.add_argument("--pde-fine", help="reuse this PDE run at half the mesh size (reference and floor)")
@@ -294,16 +299,6 @@ def _add_plot(sub) -> None:
     p.set_defaults(handler=_cmd_plot)
 
 
-def _float_list(text: str) -> list[float]:
-    try:
-        values = [float(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
-    if not values:
-        raise argparse.ArgumentTypeError("expected at least one number")
-    return values
-
-
 def _add_clusters(sub) -> None:
     p = sub.add_parser("clusters", help="clusters of a run at every output: peaks, basins, masses, tracks, crossings")
     p.add_argument("run_dir", help="a PDE or particle run directory")
@@ -312,7 +307,7 @@ def _add_clusters(sub) -> None:
                    help="least peak height, density units (default: the uniform density 1/|S|)")
     p.add_argument("--prominence", type=float, default=None,
                    help="least relative dip between two clusters (default 0.01)")
-    p.add_argument("--factors", type=_float_list, default=None,
+    p.add_argument("--factors", type=_number_list(float, "number"), default=None,
                    help="crossing times of these multiples of the uniform density (default 2,5,10,20,50)")
     p.add_argument("--bandwidth", type=float, default=None,
                    help="particle runs: kernel width in radians (default: one cell of the analysis mesh)")
