@@ -19,10 +19,11 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from .version import __version__ as __version__
+
 # library convention: no output unless the application (or a run, on rank 0) attaches handlers
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
-__version__ = "0.2.0"
 __all__ = ["load_config", "run", "resume", "load_run", "run_particles", "sweep", "collect", "AttentionModel", "Config",
            "Problem", "RunResult", "ParticleRunResult", "RunInterrupted"]
 

@@ -57,7 +57,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .. import __version__
+from ..version import __version__
 from . import layout
 from .files import DamagedFileError, load_npz, read_csv_columns
 

@@ -25,12 +25,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .. import __version__
 from ..config import ConfigError
 from ..runner.directory import effective_status, is_run
 from ..runner.files import write_text
 from ..runner.netcdf import observable_attributes
 from ..runner.results import observables_frame, read_observables
+from ..version import __version__
 from .sweep import sweep_points
 
 if TYPE_CHECKING:
