@@ -216,13 +216,25 @@ def _live_processes_of(marker: str) -> list[int]:
     return found
 
 
+def _gone(pid: int) -> bool:
+    """The process has exited (or is a zombie): its files, and so its locks, are released."""
+    try:
+        return "\nState:\tZ" in Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return True
+
+
 def _kill_everything_of(marker: str) -> None:
     """SIGKILL every process whose command line contains ``marker`` (mpirun, its proxy, the ranks:
     hydra starts each rank in its own session, so a process group does not reach them), and
-    wait until they are gone."""
-    for _ in range(200):
+    wait until they are gone.  A dying process loses its command line (its memory) before it
+    closes its files, so the pids are followed until they are zombies or reaped: only then are
+    their run-directory locks free."""
+    killed: set[int] = set()
+    for _ in range(400):
         alive = _live_processes_of(marker)
-        if not alive:
+        killed.update(alive)
+        if not alive and all(_gone(pid) for pid in killed):
             return
         for pid in alive:
             try:
