@@ -217,11 +217,20 @@ def _live_processes_of(marker: str) -> list[int]:
 
 
 def _gone(pid: int) -> bool:
-    """The process has exited (or is a zombie): its files, and so its locks, are released."""
+    """The process has exited: reaped, or a zombie whose every thread has exited.  Only then are
+    its files, and so its locks, released (a killed multi-threaded process shows its main thread
+    as a zombie while its other threads, sharing the file table, are still exiting)."""
     try:
-        return "\nState:\tZ" in Path(f"/proc/{pid}/status").read_text()
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
     except OSError:
         return True
+    for task in tasks:
+        try:
+            if "\nState:\tZ" not in (task / "status").read_text():
+                return False
+        except OSError:
+            pass  # this thread is gone
+    return True
 
 
 def _kill_everything_of(marker: str) -> None:
