@@ -4,7 +4,8 @@ For PDE runs (FV cell averages or the DG1 state, S^1 and S^2) and particle runs 
 density estimate on a mesh), with one definition of a cluster (:mod:`meanfield.peaks.basins`).  Modules, one
 job each:
 
-* :mod:`meanfield.peaks`: cell adjacency of a mesh, watershed and persistence; :mod:`.coords`: geodesics, normal coordinates, angles;
+* :mod:`meanfield.peaks`: cell adjacency of a mesh, watershed and persistence;
+  :mod:`.coords`: geodesics, normal coordinates, angles;
 * :mod:`.cells`: the analysis mesh (flat and curved cell quadrature);
 * :mod:`.fields`: PDE data (peaks by :mod:`.reconstruction`, basin moments);
   :mod:`.particles`: token densities; :mod:`.spectral`: the spectral S^1 reference;
