@@ -166,7 +166,7 @@ class PDESimulation(Simulation):
             self.state = state
         else:
             self.state, positions = self.hybrid.split(state)
-            atoms = Atoms(self.atoms.masses, positions, self.atoms.ids)
+            atoms = Atoms(self.atoms.masses, self.hybrid.renormalise(positions), self.atoms.ids)
             self.state, self.atoms, self.next_id = self.events.update(self.state, atoms, self.next_id)
         close = t_end - (self.t + dt) <= LANDING_TOL * max(1.0, abs(t_end))
         self.t = t_end if close else self.t + dt

@@ -263,3 +263,20 @@ def test_two_ranks_capture_like_one(parallel_comm, scheme):
     assert np.abs(atoms.positions - atoms1.positions).max() <= 1e-12
     if parallel_comm.rank == 0:
         assert np.abs(many["state"] - one["state"]).max() <= 1e-12
+
+
+def test_ssprk3_tokens_are_third_order():
+    """particles.integrator = "ssprk3": on S^1 with X(x) = P_x e_1 (theta' = -sin theta, exact:
+    tan(theta / 2) = tan(theta_0 / 2) e^-t) the error falls 8-fold when dt halves."""
+    a = np.array([1.0, 0.0])
+    theta0 = np.array([0.5, 2.0, 3.0])
+    x0 = np.stack([np.cos(theta0), np.sin(theta0)], axis=1)
+    exact = 2.0 * np.arctan(np.tan(theta0 / 2.0) * np.exp(-2.0))
+    errors = []
+    for n in (20, 40):
+        x = x0
+        for _ in range(n):
+            x, _ = projected_ssprk3_step(lambda y: a - (y @ a)[:, None] * y, x, 2.0 / n)
+        errors.append(np.abs(np.arctan2(x[:, 1], x[:, 0]) - exact).max())
+    assert 7.0 < errors[0] / errors[1] < 9.0
+    assert load_config({"particles": {"integrator": "ssprk3"}}).section("particles")["integrator"] == "ssprk3"

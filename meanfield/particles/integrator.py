@@ -7,7 +7,7 @@ renormalised (a projection method, which keeps order 4); the largest drift ``|1 
 seen before renormalising is recorded, as a check that the step is small enough.
 
 ``particles.integrator = "ssprk3"`` takes the PDE's three-stage SSP-RK3 instead
-(:func:`projected_ssprk3_step`), renormalising after every stage exactly as the hybrid PDE
+(:func:`projected_ssprk3_step`), renormalised after the step exactly as the hybrid PDE
 solver treats its atoms (:mod:`meanfield.atoms.dynamics`), so a state made only of atoms
 and a weighted particle system take the same steps (third order).
 
@@ -50,12 +50,11 @@ def _project(y: np.ndarray) -> tuple[np.ndarray, float]:
 
 
 def projected_ssprk3_step(velocity: Velocity, x: np.ndarray, dt: float) -> tuple[np.ndarray, float]:
-    """One SSP-RK3 step (Shu-Osher form, as :class:`meanfield.timestepping.SSPRK3`), every stage
-    renormalised onto the sphere; returns the tokens and this rank's largest drift."""
-    u1, d1 = _project(x + dt * velocity(x))
-    u2, d2 = _project(0.75 * x + 0.25 * (u1 + dt * velocity(u1)))
-    new, d3 = _project(x / 3.0 + (2.0 / 3.0) * (u2 + dt * velocity(u2)))
-    return new, max(d1, d2, d3)
+    """One SSP-RK3 step (Shu-Osher form, as :class:`meanfield.timestepping.SSPRK3`), renormalised
+    onto the sphere after the step; returns the tokens and this rank's largest drift."""
+    u1 = x + dt * velocity(x)
+    u2 = 0.75 * x + 0.25 * (u1 + dt * velocity(u1))
+    return _project(x / 3.0 + (2.0 / 3.0) * (u2 + dt * velocity(u2)))
 
 
 #: The projected one-step integrators by ``particles.integrator``.
