@@ -5,7 +5,8 @@ of the uniform density (``runs/examples/s1-clusters.toml``'s), 1024 cells, captu
 After formation the clusters are captured as atoms; ``atoms.absorb_mass`` sends the residual
 density to the atoms once it is below 1e-6, and the run goes on with atoms alone at the
 step ``cfl * lipschitz_step / L`` (:mod:`meanfield.atoms.dynamics`).  Prints the wall time,
-its CPU time (the wall time of a free core), the number of steps and the atoms' history (count and masses at the outputs).  Run::
+its CPU time (the wall time of a free core), the number of steps and the atoms' history
+(count and masses at the outputs).  Run::
 
     OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/bench_atoms_long.py [--scheme fv|dg1] [--cells 1024]
         [--t-final 2000] [--lipschitz-step 1.0] [--absorb-mass 1e-6] [--out DIR]
@@ -49,9 +50,8 @@ def main() -> None:
     run = meanfield.run(cfg, out=args.out, quiet=True, overwrite=True)
     wall, cpu = time.perf_counter() - tic, time.process_time() - cpu
     obs = run.observables
-    print(f"{args.scheme} {args.cells} cells to t = {args.t_final:g}: {wall:.1f} s wall, {cpu:.1f} s CPU (wall on a loaded "
-          f"machine: compare CPU), "
-          f"{run.metadata['steps']['steps']} steps")
+    print(f"{args.scheme} {args.cells} cells to t = {args.t_final:g}: {wall:.1f} s wall, {cpu:.1f} s CPU "
+          f"(on a loaded machine compare CPU), {run.metadata['steps']['steps']} steps")
     for k, t in enumerate(obs["t"]):
         print(f"  t = {t:7.1f}  atoms = {int(obs['atom_count'][k])}  atom mass = {obs['atom_mass'][k]:.12f}  "
               f"mass - 1 = {obs['mass'][k] - 1:.2e}")
