@@ -77,7 +77,8 @@ class PDESimulation(Simulation):
     atoms
         The atoms (replicated on every rank) of a hybrid run (``[atoms]`` with ``capture`` or
         ``initial``; see :mod:`meanfield.atoms`), ``None`` for a plain run.  The density then
-        carries the mass the initial atoms leave (total mass 1).
+        carries the mass the initial atoms leave (total mass 1); when they leave less than
+        1e-12 (masses summing to 1 up to round-off) it is zero and the run is all atoms.
     """
 
     kind = "pde"
