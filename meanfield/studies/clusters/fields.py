@@ -86,6 +86,11 @@ class Field(ABC):
     def moments(self, labels: np.ndarray, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Masses (P,) and widths (P,) of the cluster regions ``labels == i`` about ``positions[i]``."""
 
+    def atom_parts(self, labels: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """Per cluster: the mass of the atoms in it and its heaviest atom's id; None for a field
+        without atoms (:mod:`.atoms`)."""
+        return None
+
 
 class CellAverages(Field):
     """Density cell averages (finite volumes; or any run that saved averages only).

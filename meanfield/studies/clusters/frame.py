@@ -21,7 +21,8 @@ class Frame:
     positions
         (P, d) peak positions on the sphere.
     heights
-        (P,) densities at the peaks (density units, like the snapshots).
+        (P,) densities at the peaks (density units, like the snapshots); ``inf`` for a cluster
+        whose top is an atom (:mod:`.atoms`).
     masses
         (P,) masses of the cluster regions.
     widths
@@ -31,7 +32,11 @@ class Frame:
     peak_cells
         (P,) each cluster's top cell.
     maximum
-        The global maximum of the density: the reconstructed height at the top cell.
+        The global maximum of the density: the reconstructed height at the top cell (``inf``
+        when there is an atom).
+    atom_masses, atom_ids
+        Hybrid runs: (P,) the mass of the atoms in each cluster (part of ``masses``) and the
+        id of its heaviest atom (-1: none); None for runs without atoms.
     """
 
     t: float
@@ -42,6 +47,8 @@ class Frame:
     labels: np.ndarray
     peak_cells: np.ndarray
     maximum: float
+    atom_masses: np.ndarray | None = None
+    atom_ids: np.ndarray | None = None
 
     @property
     def count(self) -> int:
@@ -70,4 +77,6 @@ def analyse_field(field: Field, t: float, threshold: float, prominence: float) -
     masses, widths = field.moments(labels, positions)
     top = int(np.argmax(field.values))
     maximum = heights[0] if len(peaks) and peaks[0] == top else field.peak(top)[1]
-    return Frame(float(t), positions, heights, masses, widths, labels, peaks, float(maximum))
+    atoms = field.atom_parts(labels, len(peaks))
+    return Frame(float(t), positions, heights, masses, widths, labels, peaks, float(maximum),
+                 *(atoms if atoms is not None else ()))
