@@ -84,7 +84,9 @@ def write_hybrid_run(path: Path, mesh: AnalysisMesh, outputs: Sequence[tuple[flo
         if k < start:
             continue
         density_mass = float(rho @ mesh.areas)
-        row = {"t": float(t), "mass": density_mass + (atoms.mass if atoms is not None else 0.0)}
+        mean = (rho * mesh.areas) @ mesh.centroids + (atoms.masses @ atoms.positions if atoms is not None else 0.0)
+        row = {"t": float(t), "mass": density_mass + (atoms.mass if atoms is not None else 0.0),
+               "order": float(np.linalg.norm(mean))}
         snapshot = {"density": np.asarray(rho, float)}
         if atoms is not None:
             row.update(atom_count=float(atoms.count), atom_mass=atoms.mass)
@@ -92,3 +94,31 @@ def write_hybrid_run(path: Path, mesh: AnalysisMesh, outputs: Sequence[tuple[flo
         for w in writers:
             w.write(k, float(t), row, snapshot)
     return writers
+
+
+def merging_atoms(mesh: AnalysisMesh) -> list[tuple[float, np.ndarray, Atoms | None]]:
+    """Six outputs on S^1: a density cluster C stays at theta = -2; clusters A (theta 0.8,
+    mass 0.25) and B (1.6, 0.15) are captured as atoms 0 (t = 1) and 1 (t = 2), approach, and
+    merge into atom 0 (mass 0.4) between t = 3 and t = 4.  Captured atoms keep a flank of 10%
+    of their mass on the mesh (as capture leaves the basin's rim)."""
+    states = [([0.8, 1.6], [0.25, 0.15], Atoms.none(2)),
+              ([1.6], [0.15], Atoms([0.25], on_circle(0.85), [0])),
+              ([], [], Atoms([0.25, 0.15], on_circle([0.9, 1.5]), [0, 1])),
+              ([], [], Atoms([0.25, 0.15], on_circle([1.0, 1.3]), [0, 1])),
+              ([], [], Atoms([0.4], on_circle(1.16), [0])),
+              ([], [], Atoms([0.4], on_circle(1.17), [0]))]
+    outputs = []
+    for k, (theta, masses, atoms) in enumerate(states):
+        centres = [*on_circle(-2.0), *(on_circle(theta) if theta else []), *atoms.positions]
+        outputs.append((float(k), bumps(mesh, centres, [0.3, *masses, *(0.1 * atoms.masses)]), atoms))
+    return outputs
+
+
+def sphere_atoms(mesh: AnalysisMesh) -> list[tuple[float, np.ndarray, Atoms | None]]:
+    """Three outputs on S^2: two density clusters (x and y axes) become atoms 0 and 1 (t = 1),
+    which merge into atom 0 between the diagonal (t = 2)."""
+    x = np.eye(3)[:2]
+    diagonal = np.array([[1.0, 1.0, 0.0]]) / np.sqrt(2.0)
+    return [(0.0, bumps(mesh, x, [0.3, 0.3]), Atoms.none(3)),
+            (1.0, bumps(mesh, x, [0.03, 0.03]), Atoms([0.27, 0.25], x, [0, 1])),
+            (2.0, bumps(mesh, diagonal, [0.06]), Atoms([0.52], diagonal, [0]))]
