@@ -39,7 +39,7 @@ class Atoms:
         self.masses = np.asarray(self.masses, dtype=np.float64).reshape(-1)
         k = self.masses.size
         positions = np.asarray(self.positions, dtype=np.float64)
-        self.positions = positions.reshape(k, positions.shape[-1] if positions.ndim == 2 else -1)  # k = 0 keeps d
+        self.positions = positions if positions.ndim == 2 else positions.reshape(k, -1)  # (0, d) stays (0, d)
         ids = np.asarray(self.ids, dtype=np.int64).reshape(-1)
         self.ids = ids if ids.size == k else np.arange(k, dtype=np.int64)
 
