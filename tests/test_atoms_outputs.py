@@ -16,7 +16,7 @@ import meshio
 import numpy as np
 import pytest
 import xarray as xr
-from hybrid_runs import merging_atoms, mesh_of, on_circle, sphere_atoms, write_hybrid_run
+from hybrid_runs import bumps, merging_atoms, mesh_of, on_circle, sphere_atoms, write_hybrid_run
 from matplotlib.collections import PathCollection
 
 from meanfield.atoms import Atoms
@@ -25,6 +25,8 @@ from meanfield.runner.netcdf import atoms_from_dataset
 from meanfield.runner.results import describe, load_run
 from meanfield.studies.clusters import Event, analyse_run
 from meanfield.studies.clusters.crossing import first_crossing
+
+U1 = 1.0 / (2.0 * np.pi)
 
 
 def _assert_same_atoms(got: list[Atoms], expected: list[Atoms | None]) -> None:
@@ -188,6 +190,26 @@ def test_clusters_of_a_hybrid_run_on_the_sphere(tmp_path):
     last = history.frames[-1]
     np.testing.assert_allclose(last.positions[0], outputs[-1][2].positions[0], rtol=0, atol=1e-15)
     assert abs(last.masses.sum() - (outputs[-1][1] @ mesh.areas + 0.52)) < 1e-12
+
+
+def test_the_rim_that_capture_leaves_is_part_of_the_atoms_cluster():
+    from meanfield.studies.clusters.atoms import WithAtoms
+    from meanfield.studies.clusters.fields import CellAverages
+    from meanfield.studies.clusters.frame import analyse_field
+
+    mesh = mesh_of("S1", 128)
+    centre = on_circle(0.5)
+    rho = bumps(mesh, [*centre, *on_circle(-2.0)], [0.5, 0.3], kappa=200.0)
+    core = mesh.graph.ring(int(mesh.locator.locate(centre)[0]), 1)  # capture empties the core cells
+    atoms = Atoms([float(rho[core] @ mesh.areas[core])], centre, [7])
+    rho[core] = 0.0
+    field = WithAtoms(CellAverages(mesh, rho, mesh.areas), atoms)
+    raw = CellAverages(mesh, field.values, mesh.areas).clusters(U1, 0.01)[1]
+    assert len(raw) == 4  # the watershed alone: the atom, its rim on either side, the other cluster
+    frame = analyse_field(field, 0.0, U1, 0.01)
+    assert frame.count == 2 and list(frame.atom_ids) == [7, -1]
+    assert abs(frame.masses.sum() - (rho @ mesh.areas + atoms.mass)) < 1e-12
+    assert frame.masses[0] > atoms.mass
 
 
 def test_crossing_times_skip_infinite_heights():

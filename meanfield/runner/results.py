@@ -318,9 +318,8 @@ def read_observables(path: str | Path) -> tuple[dict, dict, dict[str, np.ndarray
 def describe(path: str | Path) -> dict[str, Any]:
     """Status facts of a run directory without reading its arrays (for `meanfield info RUN`).
 
-    A hybrid run (its config has an ``[atoms]`` table with ``capture = true``) also reports
-    ``atoms``: the number and total mass of the atoms at its last output, from observables.csv
-    (``count``/``mass`` None before the first output).
+    A hybrid run (its observables.csv has ``atom_count``) also reports ``atoms``: the number
+    and total mass of the atoms at its last output.
     """
     path = Path(path)
     config, meta = _header(path)
@@ -328,10 +327,7 @@ def describe(path: str | Path) -> dict[str, Any]:
              "status": effective_status(path, meta), "t_reached": meta.get("t_reached"),
              "t_final": config.get("time", {}).get("t_final"), "error": meta.get("error"),
              "interrupted_by": meta.get("interrupted_by")}
-    if config.get("atoms", {}).get("capture"):
-        observables, _ = read_csv_columns(path / layout.OBSERVABLES)
-        last = {k: float(observables[k][-1]) if len(observables.get(k, ())) else None
-                for k in ("atom_count", "atom_mass")}
-        facts["atoms"] = {"count": None if last["atom_count"] is None else int(last["atom_count"]),
-                          "mass": last["atom_mass"]}
+    observables, _ = read_csv_columns(path / layout.OBSERVABLES)
+    if len(observables.get("atom_count", ())):
+        facts["atoms"] = {"count": int(observables["atom_count"][-1]), "mass": float(observables["atom_mass"][-1])}
     return facts

@@ -7,6 +7,11 @@ a point mass.  :class:`WithAtoms` shows the cluster analysis the whole measure:
   cell holding an atom, ``m_i / |cell|``; so an atom is the top of its region (a cluster) unless
   that cell average stays below the threshold, and two atoms with no dip between them (in
   the same or adjacent cells) are one cluster;
+* capture empties an atom's core cells and leaves the basin's rim on the mesh, so the cell
+  averages dip around the atom and the rim can show a peak of its own: a cluster whose top
+  cell holds no atom and lies within :data:`RIM_RINGS` cell rings of an atom's cell is that
+  atom's rim and joins the atom's cluster (with the default capture, at most 3 core cells,
+  the hole is one ring wide);
 * a cluster's position is the mass-weighted centre (on the sphere) of the atoms in its top
   cell when it has any, else the density's reconstructed peak; its height is then ``inf``
   (a point mass has no finite density);
@@ -26,6 +31,9 @@ import numpy as np
 from ...atoms import Atoms
 from ...sphere import normalize
 from .fields import CellAverages, Field, region_integrals, widths
+
+#: Cell rings around an atom's cell within which a density peak is the atom's rim (module docstring).
+RIM_RINGS = 2
 
 
 class WithAtoms(Field):
@@ -53,6 +61,21 @@ class WithAtoms(Field):
             return self.density.peak(cell)
         centre = self.atoms.masses[here] @ self.atoms.positions[here]
         return normalize(centre[None])[0], float("inf")
+
+    def clusters(self, threshold: float, prominence: float) -> tuple[np.ndarray, np.ndarray]:
+        """The watershed's clusters of the measure, with each atom's rim joined to it (module docstring)."""
+        labels, peaks = super().clusters(threshold, prominence)
+        target = np.arange(len(peaks))
+        atom_cells = np.unique(self.cells)
+        atom_top = np.isin(peaks, atom_cells)
+        for cell in atom_cells:
+            host = labels[cell]
+            if host >= 0 and atom_top[host]:  # hosts are never rims: no chains
+                rim = np.isin(peaks, self.mesh.graph.ring(int(cell), RIM_RINGS)) & ~atom_top
+                target[rim & (target == np.arange(len(peaks)))] = host
+        kept = target == np.arange(len(peaks))
+        index = np.cumsum(kept) - 1
+        return np.where(labels >= 0, index[target[labels]], -1), peaks[kept]
 
     def moments(self, labels: np.ndarray, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         mass, width = self.density.moments(labels, positions)

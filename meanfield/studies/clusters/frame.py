@@ -6,7 +6,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...peaks import cluster_labels
 from .fields import Field
 
 
@@ -69,7 +68,7 @@ def analyse_field(field: Field, t: float, threshold: float, prominence: float) -
     prominence
         Least relative depth of the dip separating a cluster from a taller one.
     """
-    labels, peaks = cluster_labels(field.values, field.mesh.graph, threshold, prominence)
+    labels, peaks = field.clusters(threshold, prominence)
     d = field.mesh.d
     refined = [field.peak(int(c)) for c in peaks]
     positions = np.array([p for p, _ in refined]).reshape(-1, d)
