@@ -212,6 +212,27 @@ def test_the_rim_that_capture_leaves_is_part_of_the_atoms_cluster():
     assert frame.masses[0] > atoms.mass
 
 
+def test_every_atom_is_a_cluster_until_two_share_a_cell():
+    from meanfield.studies.clusters.atoms import WithAtoms
+    from meanfield.studies.clusters.fields import CellAverages
+    from meanfield.studies.clusters.frame import analyse_field
+
+    mesh = mesh_of("S1", 64)
+    h = 2 * np.pi / 64
+    rho = bumps(mesh, on_circle(-2.0), [0.4])
+    for gap, clusters in ((1.0, 3), (3.0, 3), (0.2, 2)):  # adjacent cells, apart, the same cell
+        theta = np.array([0.4, 0.4 + gap * h]) + 0.5 * h * (gap == 0.2)
+        atoms = Atoms([0.3, 0.2], on_circle(theta), [0, 1])
+        field = WithAtoms(CellAverages(mesh, rho, mesh.areas), atoms)
+        frame = analyse_field(field, 0.0, U1, 0.01)
+        assert frame.count == clusters, gap
+        assert abs(frame.masses.sum() - (rho @ mesh.areas + 0.5)) < 1e-12
+        assert sorted(frame.atom_ids) == ([-1, 0] if clusters == 2 else [-1, 0, 1])
+        if clusters == 3:  # the raw watershed joins atoms in adjacent cells: the split is needed
+            raw = CellAverages(mesh, field.values, mesh.areas).clusters(U1, 0.01)[1]
+            assert len(raw) == (2 if gap == 1.0 else 3)
+
+
 def test_crossing_times_skip_infinite_heights():
     t = np.arange(4.0)
     # exponential growth (exact for the log-cubic), then the peak becomes an atom

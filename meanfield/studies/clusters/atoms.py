@@ -6,12 +6,16 @@ a point mass.  :class:`WithAtoms` shows the cluster analysis the whole measure:
 * the watershed (:mod:`.basins`) sees the cell averages of mu: the density's plus, in the
   cell holding an atom, ``m_i / |cell|``; so an atom is the top of its region (a cluster) unless
   that cell average stays below the threshold, and two atoms with no dip between them (in
-  the same or adjacent cells) are one cluster;
+  the same or adjacent cells) would be one cluster, but see below;
 * capture empties an atom's core cells and leaves the basin's rim on the mesh, so the cell
   averages dip around the atom and the rim can show a peak of its own: a cluster whose top
   cell holds no atom and lies within :data:`RIM_RINGS` cell rings of an atom's cell is that
   atom's rim and joins the atom's cluster (with the default capture, at most 3 core cells,
   the hole is one ring wide);
+* atoms are points, resolved below the mesh scale: a cluster that holds atoms in several
+  cells is split between them (each of its cells goes to the atom cell with the nearest
+  centroid), so every atom is a cluster of its own and two atoms make one cluster only once
+  they share a cell (the solver merges atoms closer than ``atoms.merge_distance``);
 * a cluster's position is the mass-weighted centre (on the sphere) of the atoms in its top
   cell when it has any, else the density's reconstructed peak; its height is then ``inf``
   (a point mass has no finite density);
@@ -21,7 +25,8 @@ a point mass.  :class:`WithAtoms` shows the cluster analysis the whole measure:
 
 Ids and events come from :mod:`.tracking` unchanged: a cluster keeps its id when it is
 captured (the atom sits where the peak was), and two atoms merging are a ``merge`` at the
-first output that shows one atom, i.e. the merge time is known to the output spacing.
+first output that shows one atom, i.e. the merge time is known to the output spacing (the
+solver records no merge times).
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...atoms import Atoms
+from ...peaks import strict_rank
 from ...sphere import normalize
 from .fields import CellAverages, Field, region_integrals, widths
 
@@ -75,7 +81,27 @@ class WithAtoms(Field):
                 target[rim & (target == np.arange(len(peaks)))] = host
         kept = target == np.arange(len(peaks))
         index = np.cumsum(kept) - 1
-        return np.where(labels >= 0, index[target[labels]], -1), peaks[kept]
+        return self._separate_atoms(np.where(labels >= 0, index[target[labels]], -1), peaks[kept])
+
+    def _separate_atoms(self, labels: np.ndarray, peaks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Split every cluster holding atoms in several cells between them; tallest first again."""
+        atom_cells = np.unique(self.cells)
+        atom_cells = atom_cells[labels[atom_cells] >= 0]
+        labels, tops = labels.copy(), list(peaks)
+        for host in np.unique(labels[atom_cells]):
+            mine = atom_cells[labels[atom_cells] == host]
+            if len(mine) < 2:
+                continue
+            region = np.flatnonzero(labels == host)
+            nearest = np.argmax(self.mesh.centroids[region] @ self.mesh.centroids[mine].T, axis=1)
+            tops[host] = mine[0]
+            for j, cell in enumerate(mine[1:], start=1):
+                labels[region[nearest == j]] = len(tops)
+                tops.append(cell)
+        order = np.argsort(-strict_rank(self.values)[tops])
+        index = np.empty(len(order), np.int64)
+        index[order] = np.arange(len(order))
+        return np.where(labels >= 0, index[labels], -1), np.asarray(tops, np.int64)[order]
 
     def moments(self, labels: np.ndarray, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         mass, width = self.density.moments(labels, positions)
