@@ -233,6 +233,20 @@ def test_every_atom_is_a_cluster_until_two_share_a_cell():
             assert len(raw) == (2 if gap == 1.0 else 3)
 
 
+def test_a_moving_atom_keeps_its_cluster_id(tmp_path):
+    mesh = mesh_of("S1", 128)
+    # a broad density cluster at pi; the atom runs down its flank, leaving its old cell in the
+    # density's basin (the cell rule of the tracking would see a merge and a birth)
+    theta = 1.8 - 0.6 * np.arange(4)
+    outputs = [(float(k), bumps(mesh, on_circle(np.pi), [0.5], kappa=1.0), Atoms([0.3], on_circle(theta[k]), [5]))
+               for k in range(4)]
+    write_hybrid_run(tmp_path / "r", mesh, outputs)
+    history = analyse_run(tmp_path / "r")
+    assert list(history.counts) == [2, 2, 2, 2] and history.events == []
+    (atom,) = {int(i[f.atom_ids == 5][0]) for f, i in zip(history.frames, history.ids)}
+    np.testing.assert_allclose(history.track(atom)["positions"], on_circle(theta), atol=1e-15)
+
+
 def test_crossing_times_skip_infinite_heights():
     t = np.arange(4.0)
     # exponential growth (exact for the log-cubic), then the peak becomes an atom
