@@ -285,3 +285,83 @@ def test_plots_of_hybrid_runs_draw_the_atoms(hybrid):
         mollweide, orthographic = sizes  # the orthographic view shows the atoms on its side
         np.testing.assert_allclose(np.sort(mollweide), np.sort(expected))
         assert 0 < len(orthographic) and set(orthographic) <= set(expected)
+
+
+HYBRID_CASE = """name = "hybrid"
+[mesh]
+sphere = "S1"
+resolution = 256
+[model]
+beta = 9.0
+[initial]
+kind = "vmf"
+centers = [[-1.0, 0.0]]
+kappas = [4.0]
+[time]
+t_final = 3.5
+outputs = 7
+[atoms]
+capture = true
+merge_distance = 0.02
+initial = [[0.3, 1.0, 0.0], [0.25, 0.955336489125606, 0.29552020666133955]]
+"""
+
+
+def _check_hybrid_run(path) -> None:
+    """What a real hybrid run wrote: snapshots, run.nc, ParaView points, clusters and plots agree."""
+    from meanfield.plotting import plot_run_directory
+    from meanfield.runner.files import load_npz
+
+    run = load_run(path)
+    assert run.atoms is not None and run.status == "completed"
+    counts = [a.count for a in run.atoms]
+    assert counts[0] == 2 and counts[-1] == 1 and list(run.observables["atom_count"]) == counts
+    for (_, file), atoms in zip(layout.snapshot_files(path), run.atoms):
+        _assert_same_atoms([Atoms.from_arrays(load_npz(file), 2)], [atoms])
+    assert np.all(np.abs(run.observables["mass"] - 1.0) < 1e-12)
+    np.testing.assert_allclose(run.densities @ run.areas + [a.mass for a in run.atoms], 1.0, rtol=0, atol=1e-12)
+    with xr.open_dataset(path / layout.RUN_FILE) as ds:
+        _assert_same_atoms(atoms_from_dataset(ds), run.atoms)
+        xr.testing.assert_identical(ds, run.to_xarray())
+    assert [t for t, _ in _pvd(path)] == list(run.times)
+    # the merge: atom 1 (lighter) joins atom 0 between the last output with two atoms and the next
+    merged = counts.index(1)
+    assert run.atoms[merged].ids.tolist() == [0]
+    history = analyse_run(path, out=path / "clusters")
+    merges = [e for e in history.events if e.kind == "merge"]
+    assert [e.time for e in merges] == [run.times[merged]] and not [e for e in history.events if e.kind == "birth"]
+    before = history.frames[merged - 1]
+    survivor, absorbed = (int(history.ids[merged - 1][before.atom_ids == i][0]) for i in (0, 1))
+    assert merges[0].ids == (survivor, absorbed)
+    written = {p.name for p in plot_run_directory(path, movie=False)}
+    assert {"density.png", "spacetime.png", "observables.png"} <= written
+
+
+@pytest.mark.slow
+def test_hybrid_run_through_load_run_clusters_and_plots(tmp_path):
+    import meanfield
+
+    (tmp_path / "case.toml").write_text(HYBRID_CASE)
+    meanfield.run(tmp_path / "case.toml", out=tmp_path / "run", quiet=True)
+    _check_hybrid_run(tmp_path / "run")
+
+
+@pytest.mark.slow
+def test_hybrid_run_under_mpirun(tmp_path):
+    from mpi4py import MPI
+    from test_mpi_jobs import MPIRUN, meanfield_job
+
+    if not MPIRUN.exists() or MPI.COMM_WORLD.size > 1:
+        pytest.skip("needs the venv's mpirun and a serial pytest")
+    (tmp_path / "case.toml").write_text(HYBRID_CASE)
+    jobs = [("run", str(tmp_path / "case.toml"), "--out", str(tmp_path / "run"), "--quiet"),
+            ("clusters", str(tmp_path / "run"), "--out", str(tmp_path / "c")),
+            ("plot", str(tmp_path / "run"), "--out", str(tmp_path / "p")),
+            ("info", str(tmp_path / "run"))]
+    for args in jobs:
+        proc = meanfield_job(*args, timeout=300)
+        assert proc.returncode == 0, (args, proc.stdout, proc.stderr)
+    assert load_run(tmp_path / "run").metadata["ranks"] == 2
+    assert '"atoms"' in proc.stdout and (tmp_path / "c" / "clusters.csv").is_file()
+    assert (tmp_path / "p" / "spacetime.png").is_file()
+    _check_hybrid_run(tmp_path / "run")
