@@ -365,3 +365,43 @@ def test_hybrid_run_under_mpirun(tmp_path):
     assert '"atoms"' in proc.stdout and (tmp_path / "c" / "clusters.csv").is_file()
     assert (tmp_path / "p" / "spacetime.png").is_file()
     _check_hybrid_run(tmp_path / "run")
+
+
+@pytest.mark.slow
+def test_resumed_hybrid_run_equals_the_uninterrupted_one(tmp_path, monkeypatch):
+    """SIGTERM after the output at t = 1 (two atoms); resume: run.nc, ParaView points and the
+    atoms are those of an uninterrupted run (run.nc cut back on resume with its atom rows)."""
+    import os
+    import signal
+
+    import meanfield
+    from meanfield.runner.controller import RunInterrupted
+    from meanfield.solver import PDESimulation
+
+    case = HYBRID_CASE.replace("resolution = 256", "resolution = 128").replace("t_final = 3.5", "t_final = 2.0")
+    (tmp_path / "case.toml").write_text(case.replace("outputs = 7", "outputs = 4"))
+    real = PDESimulation.step
+
+    def step(self, t_end):
+        dt = real(self, t_end)
+        if abs(self.t - 1.0) < 1e-12:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return dt
+
+    monkeypatch.setattr(PDESimulation, "step", step)
+    with pytest.raises(RunInterrupted):
+        meanfield.run(tmp_path / "case.toml", out=tmp_path / "r", quiet=True)
+    monkeypatch.setattr(PDESimulation, "step", real)
+    import h5netcdf
+
+    with h5netcdf.File(tmp_path / "r" / layout.RUN_FILE, "a") as f:  # a kill after an output, before its checkpoint
+        f.resize_dimension("time", f.dimensions["time"].size + 1)
+        f.resize_dimension("atom", f.dimensions["atom"].size + 2)
+    resumed = meanfield.resume(tmp_path / "r", quiet=True)
+    reference = meanfield.run(tmp_path / "case.toml", out=tmp_path / "ref", quiet=True)
+    assert resumed.atoms is not None and reference.atoms is not None
+    _assert_same_atoms(resumed.atoms, reference.atoms)
+    with xr.open_dataset(tmp_path / "r" / layout.RUN_FILE) as ds:
+        _assert_same_atoms(atoms_from_dataset(ds), reference.atoms)
+        xr.testing.assert_identical(ds, resumed.to_xarray())
+    assert [t for t, _ in _pvd(tmp_path / "r")] == list(reference.times)
