@@ -8,7 +8,8 @@
     observables.csv      one row per output time (mass, moments, energy, rho_min, rho_max, dt, wall)
     mesh.npz             PDE: sphere, vertices, cells (connectivity), centroids, areas (global order)
     snapshots/NNNN.npz   output NNNN: t and the solution (PDE: cell averages, DG1 also its whole
-                         state; particles: all tokens), global order; written atomically
+                         state, hybrid runs also the atoms (meanfield.atoms.ATOM_KEYS); particles:
+                         all tokens), global order; written atomically
     checkpoint.npz       the whole state at the last checkpoint (written atomically)
     run.nc               every output in one netCDF4 file (xarray.open_dataset opens it; see
                          meanfield.runner.netcdf): mesh, coordinates, densities or tokens, observables
