@@ -155,7 +155,9 @@ SCHEMA: dict[str, dict[str, tuple[Any, Callable[[Any], bool], str]]] = {
                     "true or false (move collapsed clusters' core mass into atoms, see meanfield.atoms)"),
         "core_level": (0.05, lambda v: _positive(v) and v < 1,
                        "a number in (0, 1) (a basin's core: its cells above core_level times its peak)"),
-        "core_cells": (3, _positive_int, "a positive integer (most cells of a core that is captured)"),
+        "core_cells": (None, _optional(_positive_int),
+                       "a positive integer (most cells of a core that is captured; default 3 on S1, 7 on S2: "
+                       "a vertex star)"),
         "min_height": (20.0, _positive, "a number > 0 (least peak density of a capture, in units of the "
                                         "mean density)"),
         "core_fraction": (0.9, lambda v: _positive(v) and v <= 1,
@@ -361,6 +363,8 @@ def _resolve(data: dict, base_dir: Path | None, default_name: str) -> None:
     mesh = data["mesh"]
     if mesh["file"] is None and mesh["resolution"] is None:
         mesh["resolution"] = 4 if mesh["sphere"] == "S2" else 256
+    if data["atoms"]["core_cells"] is None:
+        data["atoms"]["core_cells"] = 7 if mesh["sphere"] == "S2" else 3
     if mesh["file"] is not None:
         path = Path(mesh["file"])
         if not path.is_absolute() and base_dir is not None and not path.exists():

@@ -280,3 +280,13 @@ def test_ssprk3_tokens_are_third_order():
         errors.append(np.abs(np.arctan2(x[:, 1], x[:, 0]) - exact).max())
     assert 7.0 < errors[0] / errors[1] < 9.0
     assert load_config({"particles": {"integrator": "ssprk3"}}).section("particles")["integrator"] == "ssprk3"
+
+
+def test_core_cells_default_fits_the_sphere():
+    """A collapsed cluster covers about one cell on S^1 and a vertex star (5-6 triangles) on S^2."""
+    from meanfield.config import load_config
+
+    examples = Path(__file__).parents[1] / "runs" / "examples"
+    assert load_config(examples / "s1-clusters.toml").data["atoms"]["core_cells"] == 3
+    assert load_config(examples / "s2-clusters.toml").data["atoms"]["core_cells"] == 7
+    assert load_config(examples / "s2-clusters.toml", ["atoms.core_cells=4"]).data["atoms"]["core_cells"] == 4
