@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from meanfield.studies.longtime import cluster_history, group_points
-from meanfield.studies.longtime.events import circular_mean, separation
+from meanfield.studies.longtime.events import circular_mean, extent, separation
 
 
 def test_group_points_wraps_around_the_circle():
@@ -88,7 +88,7 @@ def test_tokens_split_strays_and_formation():
 
     def frames():
         for t in np.arange(0.0, 10.0, 1.0):
-            half = np.linspace(0.0, 1.0, n // 2) * np.exp(-t)
+            half = np.linspace(0.0, 0.3, n // 2) * np.exp(-t)
             spread = 0.02 * t  # the two halves drift apart
             angles = np.concatenate([2.0 - spread - half[::-1], 2.0 + spread + half, [5.0]])
             yield t, angles, w, ids
@@ -99,3 +99,11 @@ def test_tokens_split_strays_and_formation():
     assert h.stray[-1] == pytest.approx(1.0 / (n + 1))
     assert h.states()[0].start == 2.0 and h.states()[0].count == 2
     assert np.allclose(h.masses[-1], n // 2 / (n + 1))
+
+
+def test_wide_groups_are_not_clusters():
+    """Before formation the tokens form one group around the circle: no cluster, all unclustered."""
+    angles = np.linspace(0.0, 2 * np.pi, 400, endpoint=False)
+    h = cluster_history([(0.0, angles, np.full(400, 1 / 400), np.arange(400))], delta=0.05)
+    assert h.counts.tolist() == [0] and h.stray[0] == pytest.approx(1.0)
+    assert extent(np.array([6.2, 0.1, 0.05])) == pytest.approx(0.1 + 2 * np.pi - 6.2)

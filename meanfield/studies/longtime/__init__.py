@@ -3,16 +3,26 @@
 * :mod:`.tokens`: quantile tokens moved by the exact S^1 field (Fourier-Bessel series,
   DOP853): the high-accuracy reference for formation, merges and the metastable state;
 * :mod:`.events`: clusters of weighted point sets (tokens or atoms) over time, their merges
-  and metastable states.
+  and metastable states;
+* :mod:`.study`: reference and hybrid-run histories, the merge table against beta,
+  :func:`long_time_study` (``meanfield longtime``); :mod:`.files`, :mod:`.plots`.
 
 Serial and pure numpy/scipy.
 """
 
-from .events import DELTA, MIN_MASS, ClusterHistory, Event, State, cluster_history, group_points
+from .events import DELTA, MAX_EXTENT, MIN_MASS, ClusterHistory, Event, State, cluster_history, group_points
+from .study import BetaRow, LongTimeStudy, beta_table, long_time_study, reference_history, run_history
 from .tokens import CircleField, TokenSolution, iterate_tokens, quantile_tokens, solve_tokens
 
 __all__ = [
     "DELTA",
+    "BetaRow",
+    "LongTimeStudy",
+    "beta_table",
+    "long_time_study",
+    "reference_history",
+    "run_history",
+    "MAX_EXTENT",
     "MIN_MASS",
     "CircleField",
     "ClusterHistory",

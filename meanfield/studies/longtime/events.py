@@ -7,9 +7,12 @@ atoms of a hybrid run (``Atoms`` masses, angles and ids), given as a sequence of
 Grouping (one frame)
     Points sorted by angle on the circle; two neighbours belong to the same group when the
     angular gap between them is at most ``delta`` (single linkage).  A group is a *cluster*
-    when its mass is at least ``min_mass``; lighter groups (tokens left near the unstable
-    point between two clusters, tiny atoms) are *strays*, counted in :attr:`ClusterHistory.stray`
-    and in no cluster.  A cluster's centre is its mass-weighted circular mean
+    when its mass is at least ``min_mass`` and its angular extent (first to last member) at
+    most ``max_extent``; other groups -- tokens left near the unstable point between two
+    clusters, tiny atoms, the still unclustered continuum before formation -- are
+    *unclustered*, their mass counted in :attr:`ClusterHistory.stray` and in no cluster.
+    Defaults: ``delta = 0.01`` rad, ``min_mass = 0.01`` (more than a few tokens for n >~ 1000),
+    ``max_extent = 1`` rad.  A cluster's centre is its mass-weighted circular mean
     ``arg sum_j m_j e^{i theta_j}``; its mass the sum of its members'.  The rule is scale-aware
     in the sense that matters: collapsed clusters (width ``<< delta``, the metastable phase)
     are separated iff their centres are more than ``delta`` apart, so ``delta`` is a distance
@@ -51,8 +54,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 TWO_PI = 2.0 * np.pi
-#: Default grouping / merge distance (rad) and the smallest mass of a cluster.
-DELTA, MIN_MASS = 1e-2, 1e-3
+#: Defaults: grouping / merge distance (rad), smallest mass and largest extent (rad) of a cluster.
+DELTA, MIN_MASS, MAX_EXTENT = 1e-2, 1e-2, 1.0
 
 
 def circular_distance(a: np.ndarray | float, b: np.ndarray | float) -> np.ndarray:
@@ -85,6 +88,14 @@ def group_points(angles: np.ndarray, delta: float) -> list[np.ndarray]:
     stops = np.sort((cuts - cuts[-1] - 1) % theta.size) + 1
     starts = np.concatenate([[0], stops[:-1]])
     return [rolled[a:b] for a, b in zip(starts, stops, strict=True)]
+
+
+def extent(angles: np.ndarray) -> float:
+    """Angular extent of a set of points: 2 pi minus the largest circular gap between neighbours."""
+    if np.size(angles) < 2:
+        return 0.0
+    s = np.sort(np.mod(angles, TWO_PI))
+    return float(TWO_PI - np.diff(np.append(s, s[0] + TWO_PI)).max())
 
 
 def separation(a: np.ndarray, b: np.ndarray) -> float:
@@ -157,12 +168,13 @@ class ClusterHistory:
         (T,) total mass of the frame.
     events
         Merges, splits and births in time order.
-    delta, min_mass
+    delta, min_mass, max_extent
         The grouping rule.
     """
 
     delta: float
     min_mass: float
+    max_extent: float = MAX_EXTENT
     times: list[float] = field(default_factory=list)
     labels: list[np.ndarray] = field(default_factory=list)
     centres: list[np.ndarray] = field(default_factory=list)
@@ -229,6 +241,7 @@ def cluster_history(
     frames: Iterable[tuple[float, np.ndarray, np.ndarray, np.ndarray]],
     delta: float = DELTA,
     min_mass: float = MIN_MASS,
+    max_extent: float = MAX_EXTENT,
 ) -> ClusterHistory:
     """Group, track and time the clusters of a sequence of point-set frames (module docstring).
 
@@ -239,16 +252,16 @@ def cluster_history(
         appear and merge); ids are integers that a point keeps between frames.
     delta
         Grouping gap and merge distance (rad).
-    min_mass
-        Smallest mass of a cluster.
+    min_mass, max_extent
+        Smallest mass and largest angular extent of a cluster.
     """
-    history = ClusterHistory(float(delta), float(min_mass))
+    history = ClusterHistory(float(delta), float(min_mass), float(max_extent))
     prev: _Frame | None = None
     next_label = 0
     for t, angles, masses, ids in frames:
         theta, m, ident = (np.asarray(x) for x in (angles, masses, ids))
         theta = np.mod(theta.astype(float), TWO_PI)
-        groups = [g for g in group_points(theta, delta) if m[g].sum() >= min_mass]
+        groups = [g for g in group_points(theta, delta) if m[g].sum() >= min_mass and extent(theta[g]) <= max_extent]
         members = [ident[g] for g in groups]
         centre = np.array([circular_mean(theta[g], m[g]) for g in groups])
         mass = np.array([float(m[g].sum()) for g in groups])

@@ -150,7 +150,7 @@ def iterate_tokens(
     angles: np.ndarray,
     weights: np.ndarray,
     beta: float,
-    times: Sequence[float],
+    times: Sequence[float] | np.ndarray,
     *,
     attention: str = "softmax",
     rtol: float = RTOL,
@@ -200,7 +200,7 @@ def iterate_tokens(
 def solve_tokens(
     density: Callable[[np.ndarray], np.ndarray],
     beta: float,
-    times: Sequence[float],
+    times: Sequence[float] | np.ndarray,
     n: int,
     *,
     attention: str = "softmax",
