@@ -80,6 +80,12 @@ def _axis(v: Any) -> bool:
     return isinstance(v, list) and len(v) == 3 and all(map(_is_number, v)) and any(x != 0 for x in v)
 
 
+def _atom_list(v: Any) -> bool:
+    return isinstance(v, list) and all(
+        isinstance(a, list) and len(a) >= 3 and all(map(_is_number, a)) and a[0] > 0 and any(x != 0 for x in a[1:])
+        for a in v)
+
+
 def _outputs(v: Any) -> bool:
     if _positive_int(v):
         return v <= MAX_OUTPUTS
@@ -139,9 +145,30 @@ SCHEMA: dict[str, dict[str, tuple[Any, Callable[[Any], bool], str]]] = {
         "seed": (0, lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0, "an integer >= 0"),
         "d": (None, _optional(lambda v: _positive_int(v) and v >= 2),
               "an integer >= 2 (tokens on S^{d-1}; default: the mesh's d)"),
-        "integrator": ("rk4", _one_of("rk4"), "'rk4'"),
+        "integrator": ("rk4", _one_of("rk4", "ssprk3"),
+                       "'rk4' or 'ssprk3' (the PDE's stepper, renormalised after every stage)"),
         "dt": (None, _optional(_positive), "a time step > 0 (default: 0.25 / Lipschitz bound of the field)"),
         "sampler": ("auto", _one_of(*SAMPLER_NAMES), f"one of {SAMPLER_NAMES}"),
+    },
+    "atoms": {
+        "capture": (False, lambda v: isinstance(v, bool),
+                    "true or false (move collapsed clusters' core mass into atoms, see meanfield.atoms)"),
+        "core_level": (0.05, lambda v: _positive(v) and v < 1,
+                       "a number in (0, 1) (a basin's core: its cells above core_level times its peak)"),
+        "core_cells": (3, _positive_int, "a positive integer (most cells of a core that is captured)"),
+        "min_height": (20.0, _positive, "a number > 0 (least peak density of a capture, in units of the "
+                                        "mean density)"),
+        "core_fraction": (0.9, lambda v: _positive(v) and v <= 1,
+                          "a number in (0, 1] (least share of its basin's mass a captured core holds)"),
+        "merge_distance": (1e-3, lambda v: _is_number(v) and v >= 0,
+                           "an angle >= 0 in radians (atoms closer than this merge)"),
+        "absorb_mass": (0.0, lambda v: _is_number(v) and 0 <= v < 1,
+                        "a number in [0, 1) (when the density's mass is at most this, it all goes to the "
+                        "atoms and the run continues with atoms alone; 0: never)"),
+        "lipschitz_step": (0.25, _positive, "a number > 0 (atoms step at most cfl * lipschitz_step / L, L the "
+                                            "field's Lipschitz bound; 0.25 is the particle solver's default)"),
+        "initial": ([], _atom_list, "a list of [mass, x_1, ..., x_d] lists (initial atoms: mass > 0, a "
+                                    "non-zero point, normalised onto the sphere)"),
     },
     "output": {
         "dir": (None, _optional(lambda v: isinstance(v, str) and v != ""), "a directory path (default runs/<name>)"),
@@ -380,8 +407,25 @@ def _check_models(config: Config) -> None:
             raise ConfigError(f"{origin}.beta: beta * ||Q^T K||_2 = {kappa:.3g} exceeds {KAPPA_MAX:g}: the attention "
                               "kernel is a Dirac mass in double precision")
     check_schedule_end(config.data)
+    _check_atoms(config)
     if m["velocity"] == "rotation" and config.d == 2 and m["rotation_axis"] != [0.0, 0.0, 1.0]:
         raise ConfigError("model.rotation_axis: on S1 the rotation is about the z axis")
+
+
+def _check_atoms(config: Config) -> None:
+    """Initial atoms in the mesh's dimension with masses that leave the density a share >= 0."""
+    atoms = config.section("atoms")
+    for i, a in enumerate(atoms["initial"]):
+        if len(a) != 1 + config.d:
+            raise ConfigError(f"atoms.initial[{i}]: must be [mass, x_1, ..., x_{config.d}] on "
+                              f"{config.data['mesh']['sphere']}, got {a!r}")
+    total = sum(a[0] for a in atoms["initial"])
+    if total > 1.0 + 1e-12:
+        raise ConfigError(f"atoms.initial: the atoms' masses sum to {total:.6g} > 1 (the total mass is 1; the "
+                          "density carries the rest)")
+    if (atoms["capture"] or atoms["initial"]) and config.data["model"]["velocity"] != "attention":
+        key = "capture" if atoms["capture"] else "initial"
+        raise ConfigError(f"atoms.{key}: atoms need model.velocity = 'attention'")
 
 
 def load_config(

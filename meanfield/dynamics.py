@@ -15,10 +15,13 @@ is the feed-forward block's, local and free of communication.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from .layers import Layer, LayerSchedule
 from .nonlocal_field import NonlocalEvaluator, make_evaluator
+from .nonlocal_field.base import PointGroup
 from .observables import measure_observables, moment_observables
 
 
@@ -80,12 +83,27 @@ class LayerVelocity:
                                     fixed_targets=self.fixed_points)
         return X if ffn is None else X + ffn.velocity(targets)
 
-    def observables(self, points: np.ndarray, weights: np.ndarray, fixed_sources: bool = False) -> dict[str, float]:
-        """The measure observables, with the active layer's attention energy (``nan`` without
-        attention) (collective)."""
+    def groups(self, targets: Sequence[PointGroup], sources: Sequence[PointGroup]) -> list[np.ndarray]:
+        """The active layer's velocity at each group of targets, of the measure made of all the
+        ``sources`` groups (mesh points and atoms, say); collective."""
         if self.evaluator is None:
+            out = [np.zeros_like(t.points) for t in targets]
+        else:
+            values = self.evaluator.evaluate_groups(targets, sources)
+            out = [v.velocity(self.evaluator.model, t.points) for v, t in zip(values, targets, strict=True)]
+        ffn = self.layer.ffn
+        return out if ffn is None else [X + ffn.velocity(t.points) for X, t in zip(out, targets, strict=True)]
+
+    def observables(self, points: np.ndarray, weights: np.ndarray, fixed_sources: bool = False,
+                    extra: PointGroup | None = None) -> dict[str, float]:
+        """The measure observables, with the active layer's attention energy (``nan`` without
+        attention) (collective).  ``extra``: more sources of the measure (this rank's atoms)."""
+        if self.evaluator is None:
+            if extra is not None:
+                assert extra.weights is not None
+                points, weights = np.concatenate([points, extra.points]), np.concatenate([weights, extra.weights])
             return {**moment_observables(self.comm, points, weights), "energy": float("nan")}
-        return measure_observables(self.evaluator, points, weights, fixed_sources)
+        return measure_observables(self.evaluator, points, weights, fixed_sources, extra)
 
     def describe(self) -> str:
         """For the log: e.g. ``"auto attention + feed-forward field in 3 layers"``."""

@@ -53,9 +53,20 @@ def moment_observables(comm, points: np.ndarray, weights: np.ndarray) -> dict[st
 
 
 def measure_observables(
-    evaluator: NonlocalEvaluator, points: np.ndarray, weights: np.ndarray, fixed_sources: bool = False
+    evaluator: NonlocalEvaluator, points: np.ndarray, weights: np.ndarray, fixed_sources: bool = False,
+    extra: PointGroup | None = None,
 ) -> dict[str, float]:
-    """All measure observables (see module docstring), collective over the evaluator's comm."""
-    out = moment_observables(evaluator.comm, points, weights)
-    out["energy"] = interaction_energy(evaluator, points, weights, fixed_sources)
+    """All measure observables (see module docstring), collective over the evaluator's comm.
+
+    ``extra``: a second group of weighted sources of the measure (a hybrid run's atoms, on one
+    rank), included in every observable.
+    """
+    if extra is None:
+        out = moment_observables(evaluator.comm, points, weights)
+        out["energy"] = interaction_energy(evaluator, points, weights, fixed_sources)
+        return out
+    assert extra.weights is not None
+    out = moment_observables(evaluator.comm, np.concatenate([points, extra.points]),
+                             np.concatenate([weights, extra.weights]))
+    out["energy"] = evaluator.energy([PointGroup(points, weights, fixed_sources), extra])
     return out

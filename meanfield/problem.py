@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .atoms.capture import CaptureRule
 from .config import Config
 from .initial import InitialDensity
 from .layers import LayerSchedule
@@ -99,6 +100,7 @@ class ParticleSpec:
     d: int
     dt: float | None
     sampler: str
+    integrator: str = "rk4"
 
 
 @dataclass(frozen=True)
@@ -108,6 +110,39 @@ class OutputSpec:
     directory: Path
     paraview: bool
     checkpoint_every: float
+
+
+@dataclass(frozen=True)
+class AtomSpec:
+    """The ``[atoms]`` section (see :mod:`meanfield.atoms`).
+
+    Attributes
+    ----------
+    capture
+        Move collapsed clusters into atoms.
+    rule
+        The capture criteria (:class:`~meanfield.atoms.capture.CaptureRule`).
+    merge_distance
+        Atoms closer than this angle (radians) merge.
+    absorb_mass
+        Density mass at or below which the density goes to the atoms (0: never).
+    lipschitz_step
+        Atoms step at most ``cfl * lipschitz_step / L`` (:mod:`meanfield.atoms.dynamics`).
+    initial
+        (k, 1 + d) initial atoms: mass, then the point (normalised later).
+    """
+
+    capture: bool
+    rule: CaptureRule
+    merge_distance: float
+    absorb_mass: float
+    lipschitz_step: float
+    initial: np.ndarray = field(repr=False)
+
+    @property
+    def enabled(self) -> bool:
+        """A hybrid run: capture on, or atoms from the start."""
+        return self.capture or len(self.initial) > 0
 
 
 class Problem:
@@ -131,7 +166,12 @@ class Problem:
         self.scheme = SchemeSpec(data["scheme"]["kind"], bool(data["scheme"]["limiter"]))
         nl = data["nonlocal"]
         self.field = FieldSpec(nl["method"], float(nl["tol"]), nl["threads"])
-        self.particles = ParticleSpec(p["n"], int(p["seed"]), config.particle_d, p["dt"], p["sampler"])
+        self.particles = ParticleSpec(p["n"], int(p["seed"]), config.particle_d, p["dt"], p["sampler"], p["integrator"])
+        a = data["atoms"]
+        self.atoms = AtomSpec(bool(a["capture"]), CaptureRule(float(a["core_level"]), int(a["core_cells"]),
+                                                             float(a["min_height"]), float(a["core_fraction"])),
+                              float(a["merge_distance"]), float(a["absorb_mass"]), float(a["lipschitz_step"]),
+                              np.array(a["initial"], dtype=float).reshape(len(a["initial"]), 1 + self.mesh.d))
         self.output = OutputSpec(config.output_dir(), bool(o["xdmf"]), float(o["checkpoint_every"]))
         self._schedules: dict[int, LayerSchedule] = {}
         self._initials: dict[int, InitialDensity] = {}

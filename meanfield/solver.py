@@ -14,6 +14,9 @@ from typing import Any
 
 import numpy as np
 
+from .atoms import Atoms
+from .atoms.dynamics import AtomCoupling, HybridStepping
+from .atoms.hybrid import AtomEvents
 from .config import MAX_STEPS, Config, ConfigError
 from .discretisation.base import SpatialScheme, VelocityField
 from .discretisation.dg1 import DG1Scheme
@@ -22,6 +25,8 @@ from .discretisation.ordering import gather_rows, scatter_rows
 from .dynamics import LayerVelocity
 from .mesh import RawMesh, distribute
 from .nonlocal_field import NonlocalEvaluator
+from .nonlocal_field.base import PointGroup
+from .particles.system import layer_lipschitz_bound
 from .problem import Problem
 from .runner.results import RunResult, load_pde_run
 from .runner.session import check_new_target, configure_process, resolve_config, start_run
@@ -69,6 +74,10 @@ class PDESimulation(Simulation):
         switched at layer boundaries, which the steps land on (:meth:`next_landing`).
     raw
         The serial mesh on rank 0 (``None`` elsewhere).
+    atoms
+        The atoms (replicated on every rank) of a hybrid run (``[atoms]`` with ``capture`` or
+        ``initial``; see :mod:`meanfield.atoms`), ``None`` for a plain run.  The density then
+        carries the mass the initial atoms leave (total mass 1).
     """
 
     kind = "pde"
@@ -85,13 +94,31 @@ class PDESimulation(Simulation):
         self.schedule = problem.schedule()
         self.field = LayerVelocity(self.schedule, comm, problem.field.method, problem.field.tol, fixed_points=True)
         v = problem.velocity
-        self.velocity = TimedVelocity(self.field if v.is_attention else v.rotation(problem.d))
+        spec = problem.atoms
+        plain: VelocityField = self.field if v.is_attention else v.rotation(problem.d)
+        self.coupling = AtomCoupling(self.field.groups, plain, comm, problem.d) if spec.enabled else None
+        self.velocity = TimedVelocity(plain if self.coupling is None else self.coupling)
         self.scheme: SpatialScheme = (DG1Scheme(msh, self.velocity, limiter=problem.scheme.limiter)
                                       if problem.scheme.kind == "dg1" else FiniteVolumeScheme(msh, self.velocity))
         self.state = self.scheme.initial_state(problem.initial())
-        t = problem.time
-        self.stepper = SSPRK3(self.scheme, t.cfl, t.dt, t.dt_max)
         self.num_cells = msh.topology.index_map(msh.topology.dim).size_global
+        t = problem.time
+        self.atoms: Atoms | None = None
+        self.hybrid: HybridStepping | None = None
+        if self.coupling is None:
+            self.stepper = SSPRK3(self.scheme, t.cfl, t.dt, t.dt_max)
+        else:
+            masses, points = spec.initial[:, 0], spec.initial[:, 1:]
+            self.atoms = Atoms(masses, points / np.linalg.norm(points, axis=1, keepdims=True))
+            self.next_id = self.atoms.count
+            share = 1.0 - self.atoms.mass
+            self.state = self.state * share if share > 1e-12 else np.zeros_like(self.state)
+            self.coupling.positions, self.coupling.masses = self.atoms.positions, self.atoms.masses
+            bounds = [layer_lipschitz_bound(layer) / spec.lipschitz_step for layer in self.schedule.layers]
+            self.hybrid = HybridStepping(self.scheme, self.coupling, lambda: bounds[self.field.index])
+            self.stepper = SSPRK3(self.hybrid, t.cfl, t.dt, t.dt_max)
+            self.events = AtomEvents(self.scheme, spec.capture, spec.rule, spec.merge_distance, spec.absorb_mass,
+                                     self._gather, None if self.raw is None else self.raw.cells)
         self._check_initial_rate()
 
     def _check_initial_rate(self) -> None:
@@ -103,7 +130,7 @@ class PDESimulation(Simulation):
         layers = range(len(self.schedule.layers)) if self.problem.velocity.is_attention else range(1)
         for k in layers:
             self.field.enter(k)
-            _, rate = self.scheme.rate(self.state)
+            _, rate = self.stepper.scheme.rate(self._stepped_state())
             where = self.schedule.origins[k]
             if not np.isfinite(rate):
                 raise ConfigError(f"{where}: the initial velocity is not finite (outflow rate {rate!r});"
@@ -124,9 +151,23 @@ class PDESimulation(Simulation):
     def next_landing(self, t: float) -> float | None:
         return self.schedule.next_boundary(t)
 
+    def _stepped_state(self) -> np.ndarray:
+        """What the stepper steps: the scheme's state, followed by the atoms' positions in a hybrid run."""
+        if self.hybrid is None or self.atoms is None:
+            return self.state
+        assert self.coupling is not None
+        self.coupling.positions, self.coupling.masses = self.atoms.positions, self.atoms.masses
+        return self.hybrid.join(self.state, self.atoms.positions)
+
     def step(self, t_end: float) -> float:
         self.field.enter(self.schedule.index_from(self.t))
-        self.state, dt = self.stepper.step(self.state, self.t, t_end - self.t)
+        state, dt = self.stepper.step(self._stepped_state(), self.t, t_end - self.t)
+        if self.hybrid is None or self.atoms is None:
+            self.state = state
+        else:
+            self.state, positions = self.hybrid.split(state)
+            atoms = Atoms(self.atoms.masses, positions, self.atoms.ids)
+            self.state, self.atoms, self.next_id = self.events.update(self.state, atoms, self.next_id)
         close = t_end - (self.t + dt) <= LANDING_TOL * max(1.0, abs(t_end))
         self.t = t_end if close else self.t + dt
         return dt
@@ -141,7 +182,14 @@ class PDESimulation(Simulation):
         rho = self.scheme.cell_averages(self.state)
         points, weights = self.scheme.measure(self.state)
         self.field.enter(self.schedule.index_until(self.t))
-        row = self.field.observables(points, weights, fixed_sources=True)
+        atoms = self.atoms
+        extra = None
+        if atoms is not None:
+            mine = slice(None) if self.comm.rank == 0 else slice(0)
+            extra = PointGroup(atoms.positions[mine], atoms.masses[mine])
+        row = self.field.observables(points, weights, fixed_sources=True, extra=extra)
+        if atoms is not None:
+            row.update(atom_count=float(atoms.count), atom_mass=atoms.mass)
         row["rho_min"] = self.comm.allreduce(float(rho.min(initial=np.inf)), op=MPI.MIN)
         row["rho_max"] = self.comm.allreduce(float(rho.max(initial=-np.inf)), op=MPI.MAX)
         row["dt"] = self.stepper.stats.last_dt
@@ -155,6 +203,8 @@ class PDESimulation(Simulation):
         vertex = self.scheme.vertex_density(self.state)
         if vertex is not None:
             arrays["vertex_density"] = self._gather(vertex)
+        if self.atoms is not None:
+            arrays.update(self.atoms.arrays())
         return {k: v for k, v in arrays.items() if v is not None} if self.comm.rank == 0 else None
 
     def static_arrays(self) -> dict[str, np.ndarray] | None:
@@ -176,7 +226,12 @@ class PDESimulation(Simulation):
     def checkpoint_state(self) -> dict[str, np.ndarray] | None:
         rows = self.state.reshape(self.scheme.geometry.num_owned, -1)
         state = self._gather(rows)
-        return None if state is None else {"state": state}
+        if state is None:
+            return None
+        out = {"state": state}
+        if self.atoms is not None:
+            out.update(self.atoms.arrays(), atom_next_id=np.array(self.next_id))
+        return out
 
     def restore(self, t: float, state: dict[str, np.ndarray] | None, info: dict[str, Any]) -> None:
         from .collective import on_root
@@ -195,6 +250,10 @@ class PDESimulation(Simulation):
         rows = scatter_rows(self.comm, state["state"].reshape(self.num_cells, -1) if state is not None else None,
                             g.original_index)
         self.state = np.ascontiguousarray(rows.reshape(self.state.shape))
+        if self.atoms is not None:
+            saved = None if state is None else (Atoms.from_arrays(state, self.problem.d),
+                                                 int(state.get("atom_next_id", 0)))
+            self.atoms, self.next_id = self.comm.bcast(saved, root=0)
         self.t = t
         self.field.enter(self.schedule.index_until(t))
         self.stepper.stats = StepStats.from_dict(info.get("step", {}))

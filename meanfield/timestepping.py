@@ -17,11 +17,13 @@ land exactly on requested output times.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 import numpy as np
 
 from .collective import CollectiveFailure
-from .discretisation.base import SpatialScheme, StabilityError
+from .discretisation.base import StabilityError
+from .discretisation.geometry import MeshGeometry
 
 MAX_RETRIES = 8
 
@@ -52,6 +54,20 @@ class StepStats:
         return cls(**{k: getattr(defaults, k) if data.get(k) is None else data[k] for k in vars(defaults)})
 
 
+class SteppedScheme(Protocol):
+    """What the stepper uses of a spatial scheme (:class:`~meanfield.discretisation.base.SpatialScheme`,
+    or :class:`~meanfield.atoms.dynamics.HybridStepping` with atoms)."""
+
+    comm: Any
+    geometry: MeshGeometry
+
+    def rate(self, state: np.ndarray) -> tuple[np.ndarray, float]: ...
+
+    def postprocess(self, state: np.ndarray) -> np.ndarray: ...
+
+    def locate(self, owned_cell: int) -> str: ...
+
+
 class SSPRK3:
     """SSP-RK3 with an adaptive (CFL) or fixed time step.
 
@@ -68,7 +84,7 @@ class SSPRK3:
     """
 
     def __init__(
-        self, scheme: SpatialScheme, cfl: float = 0.5, dt: float | None = None, dt_max: float | None = None
+        self, scheme: SteppedScheme, cfl: float = 0.5, dt: float | None = None, dt_max: float | None = None
     ) -> None:
         self.scheme = scheme
         self.cfl = cfl

@@ -19,16 +19,16 @@ from scipy import integrate, optimize, special
 from meanfield.initial import vmf_density
 from meanfield.mesh import circle, icosphere
 from meanfield.particles.sampling import fibonacci_sphere, quantile_circle
+from meanfield.peaks.basins import ascent_roots, cluster_labels
+from meanfield.peaks.graph import cell_graph
 from meanfield.sphere import cell_averages, normalize
 from meanfield.studies.clusters import analyse_fields, analyse_run, compare_frames, format_summary
-from meanfield.studies.clusters.basins import ascent_roots, cluster_labels
 from meanfield.studies.clusters.cells import AnalysisMesh
 from meanfield.studies.clusters.coords import exp_map, geodesic, log_map
 from meanfield.studies.clusters.crossing import first_crossing
 from meanfield.studies.clusters.fields import CellAverages, DG1Data
 from meanfield.studies.clusters.files import write_history
 from meanfield.studies.clusters.frame import analyse_field
-from meanfield.studies.clusters.graph import cell_graph
 from meanfield.studies.clusters.particles import TokenField
 from meanfield.studies.clusters.plots import plot_history
 

@@ -38,7 +38,8 @@ class Atoms:
     def __post_init__(self) -> None:
         self.masses = np.asarray(self.masses, dtype=np.float64).reshape(-1)
         k = self.masses.size
-        self.positions = np.asarray(self.positions, dtype=np.float64).reshape(k, -1)
+        positions = np.asarray(self.positions, dtype=np.float64)
+        self.positions = positions if positions.ndim == 2 else positions.reshape(k, -1)  # (0, d) stays (0, d)
         ids = np.asarray(self.ids, dtype=np.int64).reshape(-1)
         self.ids = ids if ids.size == k else np.arange(k, dtype=np.int64)
 

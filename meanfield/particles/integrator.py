@@ -1,10 +1,15 @@
-"""Classical RK4 for tokens on the sphere, with projection after each step.
+"""Classical RK4 (or SSP-RK3) for tokens on the sphere, with projection after each step.
 
 The velocity ``X(x) = P_x(...)`` with ``P_x v = v - <x, v> x`` is defined on all of R^d and
 ``d|x|^2/dt = 2 <x, v> (1 - |x|^2)`` vanishes on the sphere, so the sphere is invariant for
 the exact flow and RK4 leaves it by O(dt^5) per step.  After each step the tokens are
 renormalised (a projection method, which keeps order 4); the largest drift ``|1 - |x||``
 seen before renormalising is recorded, as a check that the step is small enough.
+
+``particles.integrator = "ssprk3"`` takes the PDE's three-stage SSP-RK3 instead
+(:func:`projected_ssprk3_step`), renormalising after every stage exactly as the hybrid PDE
+solver treats its atoms (:mod:`meanfield.atoms.dynamics`), so a state made only of atoms
+and a weighted particle system take the same steps (third order).
 
 Each interval between two output times is cut into equal steps no longer than ``dt``
 (:class:`EqualSteps`), so outputs are hit exactly and the step sequence is a function of the
@@ -37,6 +42,24 @@ def projected_rk4_step(velocity: Velocity, x: np.ndarray, dt: float) -> tuple[np
     y = rk4_step(velocity, x, dt)
     norms = np.linalg.norm(y, axis=1)
     return y / norms[:, None], float(np.abs(1.0 - norms).max(initial=0.0))
+
+
+def _project(y: np.ndarray) -> tuple[np.ndarray, float]:
+    norms = np.linalg.norm(y, axis=1, keepdims=True)
+    return y / norms, float(np.abs(1.0 - norms).max(initial=0.0))
+
+
+def projected_ssprk3_step(velocity: Velocity, x: np.ndarray, dt: float) -> tuple[np.ndarray, float]:
+    """One SSP-RK3 step (Shu-Osher form, as :class:`meanfield.timestepping.SSPRK3`), every stage
+    renormalised onto the sphere; returns the tokens and this rank's largest drift."""
+    u1, d1 = _project(x + dt * velocity(x))
+    u2, d2 = _project(0.75 * x + 0.25 * (u1 + dt * velocity(u1)))
+    new, d3 = _project(x / 3.0 + (2.0 / 3.0) * (u2 + dt * velocity(u2)))
+    return new, max(d1, d2, d3)
+
+
+#: The projected one-step integrators by ``particles.integrator``.
+INTEGRATORS = {"rk4": projected_rk4_step, "ssprk3": projected_ssprk3_step}
 
 
 @dataclass

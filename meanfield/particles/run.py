@@ -31,7 +31,7 @@ from ..runner.results import ParticleRunResult, load_particle_run
 from ..runner.session import check_new_target, configure_process, resolve_config, start_run
 from ..runner.simulation import Simulation
 from ..runner.writers import ObservablesWriter, OutputWriter, SnapshotWriter, particle_run_file
-from .integrator import EqualSteps, projected_rk4_step
+from .integrator import INTEGRATORS, EqualSteps
 from .sampling import resolve_sampler, sample_initial
 from .system import Field, ParticleSystem, default_dt, token_block
 
@@ -129,7 +129,7 @@ class ParticleSimulation(Simulation):
         self.field.enter(layer)
         if self.plan is None or self.plan.t1 != t_end or self.plan.done == self.plan.count:
             self.plan = EqualSteps.over(self.t, t_end, self.dts[layer])
-        self.x, drift = projected_rk4_step(self.system.velocity, self.x, self.plan.h)
+        self.x, drift = INTEGRATORS[self.problem.particles.integrator](self.system.velocity, self.x, self.plan.h)
         self.plan.done += 1
         self.steps += 1
         self.max_drift = max(self.max_drift, self.comm.allreduce(drift, op=MPI.MAX))
@@ -183,13 +183,14 @@ class ParticleSimulation(Simulation):
     # -- facts -----------------------------------------------------------------------------
     def describe(self) -> str:
         field = self.field.describe() if self.problem.velocity.is_attention else "rotation field"
-        return (f"{self.n} tokens on S^{self.problem.particles.d - 1}, RK4 dt <= {self.dt:.4g}, {field}, "
+        p = self.problem.particles
+        return (f"{self.n} tokens on S^{p.d - 1}, {p.integrator} dt <= {self.dt:.4g}, {field}, "
                 f"{self.sampler} sampler, seed {self.seed}")
 
     def facts(self) -> dict[str, Any]:
         evaluator = self.field.evaluator
         return {"n": self.n, "seed": self.seed, "d": self.problem.particles.d, "dt": self.dt,
-                "layer_dt": self.dts, "integrator": "rk4", "sampler": self.sampler,
+                "layer_dt": self.dts, "integrator": self.problem.particles.integrator, "sampler": self.sampler,
                 "evaluator": None if evaluator is None else evaluator.collective_diagnostics()}
 
 

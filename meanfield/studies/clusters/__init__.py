@@ -1,14 +1,15 @@
 """Clusters at the density level: peaks, basins, tracking and crossing times.
 
 For PDE runs (FV cell averages or the DG1 state, S^1 and S^2) and particle runs (a kernel
-density estimate on a mesh), with one definition of a cluster (:mod:`.basins`).  Modules, one
+density estimate on a mesh), with one definition of a cluster (:mod:`meanfield.peaks.basins`).  Modules, one
 job each:
 
-* :mod:`.graph`: cell adjacency of a mesh; :mod:`.coords`: geodesics, normal coordinates, angles;
+* :mod:`meanfield.peaks`: cell adjacency of a mesh, watershed and persistence;
+  :mod:`.coords`: geodesics, normal coordinates, angles;
 * :mod:`.cells`: the analysis mesh (flat and curved cell quadrature);
 * :mod:`.fields`: PDE data (peaks by :mod:`.reconstruction`, basin moments);
   :mod:`.particles`: token densities; :mod:`.spectral`: the spectral S^1 reference;
-* :mod:`.basins`: watershed and persistence; :mod:`.frame`: the clusters at one time;
+* :mod:`.frame`: the clusters at one time;
 * :mod:`.tracking`: ids and events; :mod:`.crossing`: crossing times; :mod:`.history`;
 * :mod:`.compare`: cluster-by-cluster agreement; :mod:`.files`, :mod:`.plots`;
 * :mod:`.api`: :func:`analyse_run`, :func:`cluster_study` (``meanfield clusters``).

@@ -16,8 +16,8 @@ import numpy as np
 
 from ...discretisation.curved import CurvedCells, area_element, reference_volume
 from ...mesh import CellLocator, RawMesh
+from ...peaks import CellGraph, cell_graph
 from ...sphere import cell_measure, cell_quadrature_points, cell_rule, normalize
-from .graph import CellGraph, cell_graph
 
 
 @dataclass(frozen=True)

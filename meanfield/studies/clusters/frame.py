@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .basins import cluster_labels
+from ...peaks import cluster_labels
 from .fields import Field
 
 
