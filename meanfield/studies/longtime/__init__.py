@@ -4,12 +4,14 @@
   DOP853): the high-accuracy reference for formation, merges and the metastable state;
 * :mod:`.events`: clusters of weighted point sets (tokens or atoms) over time, their merges
   and metastable states;
+* :mod:`.compare`: a history (hybrid run) against the reference: merge times, late clusters;
 * :mod:`.study`: reference and hybrid-run histories, the merge table against beta,
   :func:`long_time_study` (``meanfield longtime``); :mod:`.files`, :mod:`.plots`.
 
 Serial and pure numpy/scipy.
 """
 
+from .compare import HistoryComparison, compare_histories
 from .events import DELTA, MAX_EXTENT, MIN_MASS, ClusterHistory, Event, State, cluster_history, group_points
 from .study import BetaRow, LongTimeStudy, beta_table, long_time_study, reference_history, run_history
 from .tokens import CircleField, TokenSolution, iterate_tokens, quantile_tokens, solve_tokens
@@ -17,6 +19,7 @@ from .tokens import CircleField, TokenSolution, iterate_tokens, quantile_tokens,
 __all__ = [
     "DELTA",
     "BetaRow",
+    "HistoryComparison",
     "LongTimeStudy",
     "beta_table",
     "long_time_study",
@@ -30,6 +33,7 @@ __all__ = [
     "State",
     "TokenSolution",
     "cluster_history",
+    "compare_histories",
     "group_points",
     "iterate_tokens",
     "quantile_tokens",
