@@ -69,6 +69,7 @@ def test_capture_off_is_the_plain_solver_bit_for_bit(name, atoms):
     assert sim.t == float(golden[name + "-t"])
 
 
+@pytest.mark.mpi
 @pytest.mark.parametrize("scheme", ["fv", "dg1"])
 def test_hybrid_equals_plain_until_the_first_capture(scheme):
     config = _with(CASES[f"S1-{scheme}"], time={"t_final": 20.0})
@@ -82,7 +83,7 @@ def test_hybrid_equals_plain_until_the_first_capture(scheme):
         if hybrid.atoms.count:
             break
         assert np.array_equal(hybrid.state, plain.state) and hybrid.t == plain.t
-    assert steps > 10 and not np.array_equal(hybrid.state, plain.state)
+    assert steps > 10 and COMM.allreduce(not np.array_equal(hybrid.state, plain.state), op=MPI.LOR)
     assert abs(_total_mass(hybrid) - 1.0) < 1e-12
 
 
@@ -95,6 +96,7 @@ def _random_atoms(d: int, k: int, seed: int) -> list[list[float]]:
     return [[float(mi), *map(float, xi)] for mi, xi in zip(m, x)]
 
 
+@pytest.mark.mpi
 @pytest.mark.parametrize("sphere,resolution,beta", [("S1", 32, 9.0), ("S2", 1, 4.0)])
 @pytest.mark.parametrize("method", ["direct", "fast"])
 def test_all_atom_state_is_the_weighted_particle_system(sphere, resolution, beta, method):
@@ -120,6 +122,7 @@ def test_all_atom_state_is_the_weighted_particle_system(sphere, resolution, beta
     assert np.linalg.norm(x - a[:, 1:] / np.linalg.norm(a[:, 1:], axis=1, keepdims=True), axis=1).max() > 1e-2
 
 
+@pytest.mark.mpi
 @pytest.mark.parametrize("scheme", ["fv", "dg1"])
 def test_atoms_move_with_the_field_of_the_whole_measure(scheme):
     config = _with(CASES[f"S1-{scheme}"], atoms={"initial": [[0.2, 1.0, 0.3], [0.1, -0.2, -1.0]]})
@@ -134,6 +137,7 @@ def test_atoms_move_with_the_field_of_the_whole_measure(scheme):
     assert abs(weights.sum() - 0.7) < 1e-13  # the density carries what the atoms leave
 
 
+@pytest.mark.mpi
 @pytest.mark.parametrize("scheme", ["fv", "dg1"])
 def test_capture_on_s1_conserves_mass_and_keeps_the_density_non_negative(scheme):
     config = _with(CASES[f"S1-{scheme}"], mesh={"resolution": 128}, time={"t_final": 12.0},
@@ -151,6 +155,7 @@ def test_capture_on_s1_conserves_mass_and_keeps_the_density_non_negative(scheme)
     assert sorted(sim.atoms.ids) == [0, 1, 2]
 
 
+@pytest.mark.mpi
 def test_capture_on_s2():
     """Three concentrated bumps at beta = 9 on the level-2 icosphere: on S^2 a collapsed cluster
     spreads over a vertex star (5-6 triangles), hence core_cells = 7."""
@@ -166,6 +171,7 @@ def test_capture_on_s2():
     assert sim.atoms.count == 2 and np.abs(sim.atoms.masses - 1.0 / 3.0).max() < 1e-2
 
 
+@pytest.mark.mpi
 def test_absorb_mass_ends_in_atoms_alone():
     config = _with(CASES["S1-fv"], mesh={"resolution": 128}, time={"t_final": 12.0},
                    atoms={"capture": True, "absorb_mass": 1e-3})
@@ -176,6 +182,7 @@ def test_absorb_mass_ends_in_atoms_alone():
     assert abs(sim.atoms.mass - 1.0) <= 1e-12
 
 
+@pytest.mark.mpi
 def test_close_initial_atoms_merge_with_the_documented_rule():
     config = _with(CASES["S1-fv"], atoms={"initial": [[0.2, 1.0, 0.0], [0.3, np.cos(1e-3), np.sin(1e-3)],
                                                       [0.1, -1.0, 0.0]], "merge_distance": 2e-3})
@@ -216,6 +223,7 @@ def test_bad_atoms_config_names_the_field():
         load_config({"atoms": {"capturee": True}})
 
 
+@pytest.mark.mpi
 def test_resume_from_a_checkpoint_equals_the_uninterrupted_run():
     config = _with(CASES["S1-fv"], mesh={"resolution": 128}, time={"t_final": 12.0},
                    atoms={"capture": True, "initial": [[0.05, 0.0, 1.0]]})
@@ -236,3 +244,22 @@ def test_resume_from_a_checkpoint_equals_the_uninterrupted_run():
     for key, value in reference.atoms.arrays().items():
         assert np.array_equal(resumed.atoms.arrays()[key], value)
     assert resumed.next_id == reference.next_id
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("scheme", ["fv", "dg1"])
+def test_two_ranks_capture_like_one(parallel_comm, scheme):
+    config = _with(CASES[f"S1-{scheme}"], mesh={"resolution": 128}, time={"t_final": 9.0},
+                   atoms={"capture": True, "initial": [[0.05, 0.0, 1.0]]})
+    runs = []
+    for comm in (parallel_comm, MPI.COMM_SELF):
+        sim = build_simulation(config, comm)
+        while sim.t < 9.0:
+            sim.step(9.0)
+        runs.append((sim.checkpoint_state(), sim.atoms, sim.t))
+    (many, atoms, t), (one, atoms1, t1) = runs
+    assert atoms.count == atoms1.count >= 3 and np.array_equal(atoms.ids, atoms1.ids) and t == t1
+    assert np.abs(atoms.masses - atoms1.masses).max() <= 1e-12
+    assert np.abs(atoms.positions - atoms1.positions).max() <= 1e-12
+    if parallel_comm.rank == 0:
+        assert np.abs(many["state"] - one["state"]).max() <= 1e-12

@@ -245,6 +245,8 @@ CASES = {
     "fv": (S1_CASE.replace("t_final = 0.4", "t_final = 3.0").replace("outputs = 4", "outputs = 30"), False),
     "dg1": (S1_CASE.replace("t_final = 0.4", "t_final = 3.0").replace("outputs = 4", "outputs = 30")
             + '[scheme]\nkind = "dg1"\n', False),
+    "atoms": (S1_CASE.replace("t_final = 0.4", "t_final = 3.0").replace("outputs = 4", "outputs = 30")
+              + "[atoms]\ncapture = true\ninitial = [[0.2, 0.0, 1.0], [0.1, 0.6, -0.8]]\n", False),
     "particles": (S1_CASE.replace("t_final = 0.4", "t_final = 3.0").replace("outputs = 4", "outputs = 30")
                   .replace("dt = 0.05", "dt = 0.005"), True),
 }
@@ -292,6 +294,12 @@ def test_interrupted_job_resumes_to_the_uninterrupted_result(tmp_path, case, how
             assert np.abs(run.vertex_densities - reference.vertex_densities).max() <= 1e-12
     for key in ("mass", "energy", "order"):
         assert np.abs(run.observables[key] - reference.observables[key]).max() <= 1e-12
+    if case == "atoms":  # the atoms come back from the checkpoint too
+        pairs = zip(layout.snapshot_files(out), layout.snapshot_files(tmp_path / "ref"), strict=True)
+        for (_, path), (_, ref) in pairs:
+            a, b = np.load(path), np.load(ref)
+            assert np.array_equal(a["atom_ids"], b["atom_ids"])
+            assert np.abs(a["atom_positions"] - b["atom_positions"]).max() <= 1e-12
     assert not layout.temporary_files(out)
     with xr.open_dataset(out / layout.RUN_FILE) as ds:  # run.nc cut back or rebuilt: the snapshots again
         xr.testing.assert_identical(ds, run.to_xarray())

@@ -70,20 +70,28 @@ class AtomCoupling:
             return self.positions, self.masses
         return self.positions[:0], self.masses[:0]
 
+    def _share(self, velocity: np.ndarray) -> np.ndarray:
+        """Rank 0's atom velocities on every rank."""
+        if self.comm.size == 1:
+            return velocity
+        out = np.ascontiguousarray(velocity) if self.comm.rank == 0 else np.empty(self.positions.shape)
+        self.comm.Bcast(out, root=0)
+        return out
+
     def __call__(self, targets: np.ndarray, sources: np.ndarray, weights: np.ndarray) -> np.ndarray:
         if not len(self.masses):
             return self.plain(targets, sources, weights)
         x, m = self._mine()
         mesh, atoms = self.field([PointGroup(targets, None, True), PointGroup(x)],
                                  [PointGroup(sources, weights, True), PointGroup(x, m)])
-        self.atom_velocity = self.comm.bcast(atoms, root=0)
+        self.atom_velocity = self._share(atoms)
         return mesh
 
     def atoms_alone(self) -> np.ndarray:
         """The atoms' velocity when the density is zero: their field on themselves (collective)."""
         x, m = self._mine()
         (atoms,) = self.field([PointGroup(x)], [PointGroup(x, m)])
-        self.atom_velocity = self.comm.bcast(atoms, root=0)
+        self.atom_velocity = self._share(atoms)
         return self.atom_velocity
 
 
@@ -127,7 +135,8 @@ class HybridStepping:
         """Whether the density vanishes on every rank (collective)."""
         from mpi4py import MPI
 
-        return not self.comm.allreduce(bool(np.any(density != 0.0)), op=MPI.LOR)
+        some = bool(np.any(density))
+        return not (self.comm.allreduce(some, op=MPI.LOR) if self.comm.size > 1 else some)
 
     def rate(self, state: np.ndarray) -> tuple[np.ndarray, float]:
         density, positions = self.split(state)

@@ -76,7 +76,8 @@ class AtomEvents:
         """The density state, the atoms and the next free id after this step's events (collective)."""
         from mpi4py import MPI
 
-        if (not self.capture and not self.absorb_mass) or not self.comm.allreduce(bool(np.any(state)), op=MPI.LOR):
+        some = bool(np.any(state))
+        if not self.capture and not self.absorb_mass or not self.comm.allreduce(some, op=MPI.LOR):
             return state, merge_close(atoms, self.merge_distance), next_id
         rows = self.gather(self.cell_moments(state))
         decision = None

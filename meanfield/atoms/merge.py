@@ -15,6 +15,11 @@ from .state import Atoms
 
 def merge_close(atoms: Atoms, distance: float) -> Atoms:
     """The atoms after merging every pair closer than ``distance`` (module docstring)."""
+    if atoms.count < 2:
+        return atoms
+    x = atoms.positions
+    if (x @ x.T - 2.0 * np.eye(atoms.count)).max() < np.cos(distance):  # nobody is close: the common case
+        return atoms
     masses, positions, ids = list(atoms.masses), list(atoms.positions), list(atoms.ids)
     while len(masses) > 1:
         x = np.array(positions)
