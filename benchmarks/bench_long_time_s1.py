@@ -73,7 +73,8 @@ def config(case: str, cells: int = 64, scheme: str = "fv", t_final: float = T_FI
             "model": {"attention": "softmax", "beta": beta},
             "initial": {"kind": "expression", "expression": expression},
             "time": {"t_final": t_final, "outputs": output_times(t_final, dt_early=0.25, dt_late=1.0).tolist()},
-            "atoms": {"capture": True, "absorb_mass": ABSORB_MASS}, "output": {"xdmf": False}}
+            "nonlocal": {"method": "direct"}, "atoms": {"capture": True, "absorb_mass": ABSORB_MASS},
+            "output": {"xdmf": False}}
 
 
 def summary(h: ClusterHistory) -> dict:

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from meanfield.studies.longtime import cluster_history, group_points
-from meanfield.studies.longtime.events import circular_mean, extent, separation
+from meanfield.studies.longtime.events import circular_mean, separation
 
 
 def test_group_points_wraps_around_the_circle():
@@ -93,7 +93,7 @@ def test_tokens_split_strays_and_formation():
             angles = np.concatenate([2.0 - spread - half[::-1], 2.0 + spread + half, [5.0]])
             yield t, angles, w, ids
 
-    h = cluster_history(frames(), delta=0.05, min_mass=0.01)
+    h = cluster_history(frames(), delta=0.05, link_density=0.0, min_mass=0.01)  # gaps alone
     assert [e.kind for e in h.events] == ["split"]
     assert h.events[0].time == 2.0  # gap 2 * 0.02 t first exceeds 0.05 at t = 2
     assert h.stray[-1] == pytest.approx(1.0 / (n + 1))
@@ -101,9 +101,20 @@ def test_tokens_split_strays_and_formation():
     assert np.allclose(h.masses[-1], n // 2 / (n + 1))
 
 
-def test_wide_groups_are_not_clusters():
-    """Before formation the tokens form one group around the circle: no cluster, all unclustered."""
-    angles = np.linspace(0.0, 2 * np.pi, 400, endpoint=False)
-    h = cluster_history([(0.0, angles, np.full(400, 1 / 400), np.arange(400))], delta=0.05)
+def test_links_need_ten_times_the_uniform_density():
+    """Tokens at the uniform density are not linked (no cluster); a bump 20x denser is a cluster,
+    a light chain of tokens between two clusters does not bridge them."""
+    n = 400
+    uniform = np.linspace(0.0, 2 * np.pi, n, endpoint=False)
+    h = cluster_history([(0.0, uniform, np.full(n, 1 / n), np.arange(n))], delta=0.05)
     assert h.counts.tolist() == [0] and h.stray[0] == pytest.approx(1.0)
-    assert extent(np.array([6.2, 0.1, 0.05])) == pytest.approx(0.1 + 2 * np.pi - 6.2)
+    bumps = np.concatenate([1.0 + np.linspace(0, 0.01, 50), 1.01 + np.linspace(0.004, 0.086, 49),  # chain
+                            1.1 + np.linspace(0, 0.01, 50)])
+    w = np.concatenate([np.full(50, 0.4 / 50), np.full(49, 0.02 / 49), np.full(50, 0.4 / 50)])
+    h = cluster_history([(0.0, bumps, w, np.arange(149))], delta=0.05)
+    assert h.counts.tolist() == [2] and h.stray[0] == pytest.approx(0.02)  # the chain: 0.22 / rad
+    atoms = np.array([1.0, 1.004, 1.008, 1.012, 1.0175])  # two atoms 0.0175 apart, light points between
+    h = cluster_history([(0.0, atoms, np.array([0.5, 1e-4, 1e-4, 1e-4, 0.4]), np.arange(5))], delta=0.01)
+    assert h.counts.tolist() == [2]
+    h = cluster_history([(0.0, atoms[[0, 1, 2]], np.array([0.5, 1e-4, 0.4]), np.arange(3))], delta=0.01)
+    assert h.counts.tolist() == [1] and h.masses[0][0] == pytest.approx(0.9)

@@ -12,7 +12,7 @@ Serial and pure numpy/scipy.
 """
 
 from .compare import HistoryComparison, compare_histories
-from .events import DELTA, MAX_EXTENT, MIN_MASS, ClusterHistory, Event, State, cluster_history, group_points
+from .events import DELTA, LINK_DENSITY, MIN_MASS, ClusterHistory, Event, State, cluster_history, group_points
 from .study import BetaRow, LongTimeStudy, beta_table, long_time_study, reference_history, run_history
 from .tokens import CircleField, TokenSolution, iterate_tokens, quantile_tokens, solve_tokens
 
@@ -25,7 +25,7 @@ __all__ = [
     "long_time_study",
     "reference_history",
     "run_history",
-    "MAX_EXTENT",
+    "LINK_DENSITY",
     "MIN_MASS",
     "CircleField",
     "ClusterHistory",

@@ -5,20 +5,27 @@ atoms of a hybrid run (``Atoms`` masses, angles and ids), given as a sequence of
 ``(t, angles, masses, ids)``.
 
 Grouping (one frame)
-    Points sorted by angle on the circle; two neighbours belong to the same group when the
-    angular gap between them is at most ``delta`` (single linkage).  A group is a *cluster*
-    when its mass is at least ``min_mass`` and its angular extent (first to last member) at
-    most ``max_extent``; other groups -- tokens left near the unstable point between two
-    clusters, tiny atoms, the still unclustered continuum before formation -- are
-    *unclustered*, their mass counted in :attr:`ClusterHistory.stray` and in no cluster.
-    Defaults: ``delta = 0.01`` rad, ``min_mass = 0.01`` (more than a few tokens for n >~ 1000),
-    ``max_extent = 1`` rad.  A cluster's centre is its mass-weighted circular mean
-    ``arg sum_j m_j e^{i theta_j}``; its mass the sum of its members'.  The rule is scale-aware
-    in the sense that matters: collapsed clusters (width ``<< delta``, the metastable phase)
-    are separated iff their centres are more than ``delta`` apart, so ``delta`` is a distance
-    between cluster centres, as the hybrid's atom merge distance is; for point sets of n equal
-    tokens a group of spread-out tokens splits once the density between clusters drops below
-    ``1 / (n delta)``, which only affects the formation phase (:attr:`Event.kind` ``"split"``).
+    A point of mass m is *dense* when ``m >= link_density * min(delta, spacing)``, its
+    spacing being the smaller of the angular gaps to its two neighbours (a local density
+    ``m / spacing`` of at least ``link_density``; any point heavier than
+    ``link_density * delta`` is dense, so atoms always are).  Dense points sorted by angle
+    whose gap (skipping the other points) is at most ``delta`` form a group (single
+    linkage).  A group is a *cluster* when its mass is at least ``min_mass``; every other
+    point -- tokens still spread out before formation, tokens left near the unstable point
+    between two clusters, tiny atoms -- is *unclustered*, its mass counted in
+    :attr:`ClusterHistory.stray` and in no cluster.  Defaults: ``delta = 0.01`` rad,
+    ``link_density = 10 / (2 pi)`` (ten times the uniform density of a unit mass),
+    ``min_mass = 0.01``.  A cluster's centre is its mass-weighted circular mean
+    ``arg sum_j m_j e^{i theta_j}``; its mass the sum of its members'.
+
+    The rule is scale-aware in both regimes: collapsed clusters (width ``<< delta``, the
+    metastable phase; atoms) are separate iff their centres are more than ``delta`` apart, so
+    ``delta`` is a distance between cluster centres, as the hybrid's atom merge distance is;
+    spread-out points (n tokens of mass 1/n, density cells of a run) count only where their
+    density exceeds ten times the uniform one, whatever n or the cell size, so a cluster
+    appears in the formation phase when its peak region is that dense (:attr:`Event.kind`
+    ``"birth"`` or ``"split"``), and light points between clusters neither bridge nor
+    separate them.
 
 Tracking
     Members keep their ids between frames.  A cluster inherits the labels of the previous
@@ -30,13 +37,15 @@ Tracking
 
 Merge time
     The time at which the separation of the two clusters -- the smallest angular distance
-    between a member of one and a member of the other, which for collapsed clusters is the
-    distance of their centres -- falls to ``delta``.  Between the last frame with the two
-    apart (separation ``s0 > delta``) and the first with them joined (``s1``, measured between
-    the members that came from either parent), ``log s`` is interpolated linearly in t (the
-    final approach of two clusters is exponential, ``s' ~ -s``), or s itself when ``s1 = 0``
-    (the lighter atom was already absorbed); if ``s1 > delta`` (joined through strays) the
-    merge time is the later frame's.  Keep ``delta`` at least the hybrid's atom merge
+    between a member of one and a member of the other (the members each had in the last
+    frame where both were clusters), which for collapsed clusters is the distance of their
+    centres -- falls to ``delta``.  Between the last frame with ``s0 > delta`` and the first
+    with ``s1 <= delta``, ``log s`` is interpolated linearly in t (the final approach of two
+    clusters is exponential, ``s' ~ -s``), or s itself when ``s1 = 0`` (members gone: the
+    lighter atom was absorbed by the solver).  Two clusters joined into one group while
+    still more than ``delta`` apart (linked through dense points between them) are followed
+    until their members come within ``delta``; a pair that never does by the last frame is
+    reported at the frame where it joined.  Keep ``delta`` at least the hybrid's atom merge
     distance, so that the solver never merges atoms before the event is seen.
 
 Metastable states
@@ -54,8 +63,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 TWO_PI = 2.0 * np.pi
-#: Defaults: grouping / merge distance (rad), smallest mass and largest extent (rad) of a cluster.
-DELTA, MIN_MASS, MAX_EXTENT = 1e-2, 1e-2, 1.0
+#: Defaults: grouping / merge distance (rad), least link density, smallest mass of a cluster.
+DELTA, LINK_DENSITY, MIN_MASS = 1e-2, 10.0 / TWO_PI, 1e-2
 
 
 def circular_distance(a: np.ndarray | float, b: np.ndarray | float) -> np.ndarray:
@@ -69,33 +78,34 @@ def circular_mean(angles: np.ndarray, masses: np.ndarray) -> float:
     return float(np.mod(np.angle(np.sum(masses * np.exp(1j * angles))), TWO_PI))
 
 
-def group_points(angles: np.ndarray, delta: float) -> list[np.ndarray]:
-    """Indices of the groups of points whose consecutive angular gaps are <= delta (module docstring).
+def group_points(angles: np.ndarray, delta: float, masses: np.ndarray | None = None,
+                 link_density: float = 0.0) -> list[np.ndarray]:
+    """Indices of the groups of dense points linked by gaps <= delta (module docstring).
 
-    Returns the groups in counter-clockwise order, each as indices into ``angles`` ordered
-    counter-clockwise from the group's first member.
+    Without ``masses`` (or with ``link_density = 0``) every point is dense.  Returns the groups
+    in counter-clockwise order, each as indices into ``angles`` ordered counter-clockwise from
+    the group's first member; points that are not dense are in no group.
     """
     theta = np.mod(np.asarray(angles, float), TWO_PI)
     if theta.size == 0:
         return []
     order = np.argsort(theta, kind="stable")
+    if masses is not None and link_density > 0 and theta.size > 1:
+        s = theta[order]
+        gaps = np.diff(np.append(s, s[0] + TWO_PI))  # gaps[i]: from s[i] to the next point
+        spacing = np.minimum(np.minimum(gaps, np.roll(gaps, 1)), delta)
+        order = order[np.asarray(masses, float)[order] >= link_density * spacing]
+        if order.size == 0:
+            return []
     s = theta[order]
-    gaps = np.diff(np.append(s, s[0] + TWO_PI))  # gaps[i]: from s[i] to the next point
+    gaps = np.diff(np.append(s, s[0] + TWO_PI))
     cuts = np.flatnonzero(gaps > delta)
     if cuts.size == 0:
         return [order]
     rolled = np.roll(order, -(cuts[-1] + 1))  # start just after the last cut
-    stops = np.sort((cuts - cuts[-1] - 1) % theta.size) + 1
+    stops = np.sort((cuts - cuts[-1] - 1) % order.size) + 1
     starts = np.concatenate([[0], stops[:-1]])
     return [rolled[a:b] for a, b in zip(starts, stops, strict=True)]
-
-
-def extent(angles: np.ndarray) -> float:
-    """Angular extent of a set of points: 2 pi minus the largest circular gap between neighbours."""
-    if np.size(angles) < 2:
-        return 0.0
-    s = np.sort(np.mod(angles, TWO_PI))
-    return float(TWO_PI - np.diff(np.append(s, s[0] + TWO_PI)).max())
 
 
 def separation(a: np.ndarray, b: np.ndarray) -> float:
@@ -168,13 +178,13 @@ class ClusterHistory:
         (T,) total mass of the frame.
     events
         Merges, splits and births in time order.
-    delta, min_mass, max_extent
+    delta, link_density, min_mass
         The grouping rule.
     """
 
     delta: float
+    link_density: float
     min_mass: float
-    max_extent: float = MAX_EXTENT
     times: list[float] = field(default_factory=list)
     labels: list[np.ndarray] = field(default_factory=list)
     centres: list[np.ndarray] = field(default_factory=list)
@@ -240,8 +250,8 @@ class ClusterHistory:
 def cluster_history(
     frames: Iterable[tuple[float, np.ndarray, np.ndarray, np.ndarray]],
     delta: float = DELTA,
+    link_density: float = LINK_DENSITY,
     min_mass: float = MIN_MASS,
-    max_extent: float = MAX_EXTENT,
 ) -> ClusterHistory:
     """Group, track and time the clusters of a sequence of point-set frames (module docstring).
 
@@ -252,16 +262,19 @@ def cluster_history(
         appear and merge); ids are integers that a point keeps between frames.
     delta
         Grouping gap and merge distance (rad).
-    min_mass, max_extent
-        Smallest mass and largest angular extent of a cluster.
+    link_density
+        Least local density of a link (mass per radian).
+    min_mass
+        Smallest mass of a cluster.
     """
-    history = ClusterHistory(float(delta), float(min_mass), float(max_extent))
+    history = ClusterHistory(float(delta), float(link_density), float(min_mass))
     prev: _Frame | None = None
+    pending: list[_Pending] = []
     next_label = 0
     for t, angles, masses, ids in frames:
         theta, m, ident = (np.asarray(x) for x in (angles, masses, ids))
         theta = np.mod(theta.astype(float), TWO_PI)
-        groups = [g for g in group_points(theta, delta) if m[g].sum() >= min_mass and extent(theta[g]) <= max_extent]
+        groups = [g for g in group_points(theta, delta, m, link_density) if m[g].sum() >= min_mass]
         members = [ident[g] for g in groups]
         centre = np.array([circular_mean(theta[g], m[g]) for g in groups])
         mass = np.array([float(m[g].sum()) for g in groups])
@@ -295,10 +308,13 @@ def cluster_history(
                 taken.update(ps)
                 for p in ps:
                     if p != keep:
-                        part = theta[groups[c]][prev.owned_by(members[c], p)]
-                        s1 = separation(theta[groups[c]][prev.owned_by(members[c], keep)], part) if part.size else 0.0
-                        history.events.append(Event("merge", _merge_time(prev, float(t), keep, p, s1, delta),
-                                                    keep, p, (prev.mass_of(keep), prev.mass_of(p))))
+                        pending.append(_Pending(keep, p, prev.mass_of(keep), prev.mass_of(p), prev.member_ids(keep),
+                                                prev.member_ids(p), prev.time, prev.separation(keep, p)))
+        for merge in list(pending):  # parents joined: their separation reaches delta now or later
+            done = merge.advance(float(t), theta, ident, delta)
+            if done is not None:
+                history.events.append(done)
+                pending.remove(merge)
         history.times.append(float(t))
         history.labels.append(labels)
         history.centres.append(centre)
@@ -306,18 +322,44 @@ def cluster_history(
         history.total.append(float(m.sum()))
         history.stray.append(float(m.sum() - mass.sum()))
         prev = _Frame(float(t), labels, centre, mass, members, theta, m, ident)
+    history.events += [Event("merge", m.t0, m.kept, m.absorbed, m.masses) for m in pending]  # never reached delta
     history.events.sort(key=lambda e: e.time)
     return history
 
 
-def _merge_time(prev: _Frame, t1: float, keep: int, gone: int, s1: float, delta: float) -> float:
-    """Interpolated time at which the separation of ``keep`` and ``gone`` reaches delta (module docstring)."""
-    t0, s0 = prev.time, prev.separation(keep, gone)
-    if s1 > delta or not s0 > delta:
-        return t1 if s1 > delta else t0
-    if s1 > 0:
-        return t0 + (t1 - t0) * np.log(s0 / delta) / np.log(s0 / s1)
-    return t0 + (t1 - t0) * (s0 - delta) / s0
+@dataclass
+class _Pending:
+    """Two parents joined in one cluster whose separation has not been seen at <= delta yet."""
+
+    kept: int
+    absorbed: int
+    kept_mass: float
+    absorbed_mass: float
+    kept_ids: np.ndarray
+    absorbed_ids: np.ndarray
+    t0: float
+    s0: float
+
+    @property
+    def masses(self) -> tuple[float, float]:
+        return self.kept_mass, self.absorbed_mass
+
+    def advance(self, t1: float, theta: np.ndarray, ids: np.ndarray, delta: float) -> Event | None:
+        """The merge event if the separation of the parents' members in this frame is <= delta
+        (interpolated, module docstring), else None after remembering this frame."""
+        a, b = (theta[np.isin(ids, x)] for x in (self.kept_ids, self.absorbed_ids))
+        s1 = separation(a, b) if a.size and b.size else 0.0  # a member vanished: absorbed by the solver
+        if s1 > delta:
+            self.t0, self.s0 = t1, s1
+            return None
+        t0, s0 = self.t0, self.s0
+        if not s0 > delta:
+            time = t0
+        elif s1 > 0:
+            time = t0 + (t1 - t0) * float(np.log(s0 / delta) / np.log(s0 / s1))
+        else:
+            time = t0 + (t1 - t0) * (s0 - delta) / s0
+        return Event("merge", time, self.kept, self.absorbed, self.masses)
 
 
 @dataclass
@@ -352,8 +394,8 @@ class _Frame:
         found = self._lookup(ids)
         return sorted(int(x) for x in np.unique(found[found >= 0]))
 
-    def owned_by(self, ids: np.ndarray, label: int) -> np.ndarray:
-        return self._lookup(ids) == label
+    def member_ids(self, label: int) -> np.ndarray:
+        return self.members[self._index[label]]
 
     def mass_of(self, label: int) -> float:
         return float(self.mass[self._index[label]])

@@ -99,7 +99,7 @@ def reference_history(
                             output_times(end) if times is None else times,
                             attention=model.attention, rtol=rtol, atol=atol, tol=tol)
     ids = np.arange(n)
-    return cluster_history(((t, a, w, ids) for t, a in frames), delta, min_mass)
+    return cluster_history(((t, a, w, ids) for t, a in frames), delta=delta, min_mass=min_mass)
 
 
 def run_frames(run: str | Path, cell_floor: float = CELL_FLOOR) -> Iterator[tuple[float, np.ndarray, np.ndarray,
@@ -131,7 +131,7 @@ def run_frames(run: str | Path, cell_floor: float = CELL_FLOOR) -> Iterator[tupl
 def run_history(run: str | Path, *, delta: float = DELTA, min_mass: float = MIN_MASS,
                 cell_floor: float = CELL_FLOOR) -> ClusterHistory:
     """Clusters of a hybrid S^1 run (:func:`run_frames`) with the rule of :mod:`.events`."""
-    return cluster_history(run_frames(run, cell_floor), delta, min_mass)
+    return cluster_history(run_frames(run, cell_floor), delta=delta, min_mass=min_mass)
 
 
 @dataclass(frozen=True)
