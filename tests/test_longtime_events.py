@@ -118,3 +118,14 @@ def test_links_need_ten_times_the_uniform_density():
     assert h.counts.tolist() == [2]
     h = cluster_history([(0.0, atoms[[0, 1, 2]], np.array([0.5, 1e-4, 0.4]), np.arange(3))], delta=0.01)
     assert h.counts.tolist() == [1] and h.masses[0][0] == pytest.approx(0.9)
+
+
+def test_compare_pairs_merges_and_clusters():
+    """A history with an extra early merge against one without: the late merges stay paired."""
+    from meanfield.studies.longtime import compare_histories
+
+    h1 = cluster_history(approaching(np.arange(0.0, 12.0, 0.7)), delta=1e-2)
+    h2 = cluster_history(approaching(np.arange(0.0, 12.0, 0.7), s0=1.1), delta=1e-2)
+    c = compare_histories(h1, h2, 11.0)
+    assert c.merges.shape == (1, 2) and c.merge_errors[0] == pytest.approx(np.log(110.0) / np.log(100.0) - 1)
+    assert c.counts == (2, 2) and c.mass_error == pytest.approx(0.0, abs=1e-15)

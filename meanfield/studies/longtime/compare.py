@@ -1,8 +1,10 @@
 """Agreement of two cluster histories (a hybrid run against the reference): merges and a late state.
 
-Merges are paired in time order (the k-th merge of one with the k-th of the other; the
-pairing is reported as missing where one history has fewer).  Clusters at a time are paired
-by the assignment that minimises the sum of circular centre distances
+Merges are paired one to one by the assignment that minimises the sum of ``|log(t_a / t_b)|``
+(``scipy.optimize.linear_sum_assignment``), so that a merge seen by one history only (two
+dense regions joining during formation, which one representation resolves and the other
+not) leaves the others paired; unpaired merges are listed with ``nan`` for the other side.
+Clusters at a time are paired by the assignment that minimises the sum of circular centre distances
 (``scipy.optimize.linear_sum_assignment``); unpaired clusters are reported by count.
 """
 
@@ -23,7 +25,8 @@ class HistoryComparison:
     Attributes
     ----------
     merges
-        ``(reference, other)`` merge times in time order; ``nan`` where one history has fewer.
+        ``(reference, other)`` merge times, paired (module docstring), in time order; ``nan``
+        for the side of an unpaired merge.
     time
         The time of the state comparison (the last frame at or before it in each history).
     counts
@@ -59,11 +62,15 @@ class HistoryComparison:
 
 
 def compare_histories(reference: ClusterHistory, other: ClusterHistory, time: float) -> HistoryComparison:
-    """Merges (time order) and clusters at ``time`` (nearest-centre assignment) of ``other`` against ``reference``."""
-    a, b = [e.time for e in reference.merges()], [e.time for e in other.merges()]
-    k = max(len(a), len(b))
-    merges = np.full((k, 2), np.nan)
-    merges[: len(a), 0], merges[: len(b), 1] = a, b
+    """Merges and clusters at ``time`` (both paired by assignment) of ``other`` against ``reference``."""
+    a = np.array([e.time for e in reference.merges()])
+    b = np.array([e.time for e in other.merges()])
+    ra, rb = linear_sum_assignment(np.abs(np.log(a[:, None] / b[None, :]))) if a.size and b.size \
+        else (np.zeros(0, int), np.zeros(0, int))
+    rows = [(a[i], b[j]) for i, j in zip(ra, rb, strict=True)]
+    rows += [(t, np.nan) for i, t in enumerate(a) if i not in set(ra)]
+    rows += [(np.nan, t) for j, t in enumerate(b) if j not in set(rb)]
+    merges = np.array(sorted(rows, key=lambda r: np.nanmin(r)), float).reshape(-1, 2)
     _, ca, ma = reference.state_at(time)
     _, cb, mb = other.state_at(time)
     rows, cols = linear_sum_assignment(circular_distance(ca[:, None], cb[None, :])) if len(ca) and len(cb) \
