@@ -67,10 +67,10 @@ def compare_histories(reference: ClusterHistory, other: ClusterHistory, time: fl
     b = np.array([e.time for e in other.merges()])
     ra, rb = linear_sum_assignment(np.abs(np.log(a[:, None] / b[None, :]))) if a.size and b.size \
         else (np.zeros(0, int), np.zeros(0, int))
-    rows = [(a[i], b[j]) for i, j in zip(ra, rb, strict=True)]
-    rows += [(t, np.nan) for i, t in enumerate(a) if i not in set(ra)]
-    rows += [(np.nan, t) for j, t in enumerate(b) if j not in set(rb)]
-    merges = np.array(sorted(rows, key=lambda r: np.nanmin(r)), float).reshape(-1, 2)
+    pairs = [(a[i], b[j]) for i, j in zip(ra, rb, strict=True)]
+    pairs += [(t, np.nan) for i, t in enumerate(a) if i not in set(ra)]
+    pairs += [(np.nan, t) for j, t in enumerate(b) if j not in set(rb)]
+    merges = np.array(sorted(pairs, key=lambda r: np.nanmin(r)), float).reshape(-1, 2)
     _, ca, ma = reference.state_at(time)
     _, cb, mb = other.state_at(time)
     rows, cols = linear_sum_assignment(circular_distance(ca[:, None], cb[None, :])) if len(ca) and len(cb) \
