@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from matplotlib import colormaps
@@ -24,6 +25,7 @@ from .geometry import interpolate
 from .style import ATOM_STYLE, clip_to, color_norm, density_label, marker_sizes
 
 MIN_LENGTH = 1e-12  # pieces of a cell shorter than this (radians) are dropped
+SPACETIME_ATOM_SCALE = 60.0  # marker area (points^2) of an atom of mass 1 on the space-time image
 
 
 @dataclass(frozen=True)
@@ -152,21 +154,27 @@ class CircleLines:
             else:
                 self.line.set_ydata(self._y(values))
         if points is not None:
-            theta = np.arctan2(points[:, 1], points[:, 0])
-            sizes = marker_sizes(len(points), masses)
-            if self.markers is None:  # x in data, y in axes units: on the bottom axis
-                self.markers = self.ax.scatter(theta, np.zeros(len(theta)), s=sizes, clip_on=False, zorder=3,
-                                               transform=self.ax.get_xaxis_transform(), **ATOM_STYLE)
+            if self.markers is None:
+                self.markers = self.mark(points, masses)
             else:
+                theta = np.arctan2(points[:, 1], points[:, 0])
                 self.markers.set_offsets(np.column_stack([theta, np.zeros(len(theta))]))
-                self.markers.set_sizes(sizes)
+                self.markers.set_sizes(marker_sizes(len(points), masses))
         if title is not None:
             self._title.set_text(title)
+
+    def mark(self, points: np.ndarray, masses: np.ndarray | None = None, color: Any = None) -> PathCollection:
+        """Draw point masses (m, 2) as circles on the theta axis, area proportional to mass (another set)."""
+        theta = np.arctan2(points[:, 1], points[:, 0])
+        style = {**ATOM_STYLE, **({"edgecolors": color} if color is not None else {})}
+        return self.ax.scatter(theta, np.zeros(len(theta)), s=marker_sizes(len(points), masses), clip_on=False,
+                               zorder=3, transform=self.ax.get_xaxis_transform(), **style)  # y in axes units
 
 
 def circle_density(vertices: np.ndarray, cells: np.ndarray, values: np.ndarray | Sequence[np.ndarray], *,
                    times: Sequence[float] | None = None, log: bool = False, points: np.ndarray | None = None,
-                   masses: np.ndarray | None = None, title: str | None = None) -> Figure:
+                   masses: np.ndarray | None = None, atoms: Sequence[tuple[np.ndarray, np.ndarray]] | None = None,
+                   title: str | None = None) -> Figure:
     """A density on S^1 against theta in [-pi, pi), or several (one per time, coloured by time).
 
     Parameters
@@ -182,6 +190,9 @@ def circle_density(vertices: np.ndarray, cells: np.ndarray, values: np.ndarray |
         Logarithmic density axis.
     points, masses
         Optional point masses (m, 2) drawn as circles on the theta axis, area proportional to mass.
+    atoms
+        With ``times``: the point masses (positions (m, 2), masses (m,)) of each time, drawn
+        like ``points`` in the colour of that time's line.
     title
         Figure title.
     """
@@ -193,7 +204,10 @@ def circle_density(vertices: np.ndarray, cells: np.ndarray, values: np.ndarray |
     else:
         cmap = colormaps["viridis"]
         for k, (t, v) in enumerate(zip(times, series)):
-            lines.add(v, color=cmap(k / max(len(series) - 1, 1)), label=f"t = {t:.3g}")
+            color = cmap(k / max(len(series) - 1, 1))
+            lines.add(v, color=color, label=f"t = {t:.3g}")
+            if atoms is not None:
+                lines.mark(np.asarray(atoms[k][0], float), atoms[k][1], color=color)
         lines.ax.legend(fontsize=8)
     if points is not None:
         lines.update(points=np.asarray(points, float), masses=masses)
@@ -201,7 +215,8 @@ def circle_density(vertices: np.ndarray, cells: np.ndarray, values: np.ndarray |
 
 
 def circle_spacetime(vertices: np.ndarray, cells: np.ndarray, times: np.ndarray, densities: np.ndarray, *,
-                     log: bool = False, cmap: str = "viridis", title: str | None = None) -> Figure:
+                     log: bool = False, cmap: str = "viridis",
+                     atoms: Sequence[tuple[np.ndarray, np.ndarray]] | None = None, title: str | None = None) -> Figure:
     """The density of a whole run on S^1 as an image: theta across, time up.
 
     Parameters
@@ -214,6 +229,9 @@ def circle_spacetime(vertices: np.ndarray, cells: np.ndarray, times: np.ndarray,
         (T, C) cell averages.
     log, cmap, title
         Colour scale, colour map, figure title.
+    atoms
+        The point masses (positions (m, 2), masses (m,)) of each output, drawn at (theta, t) as
+        circles of area ``SPACETIME_ATOM_SCALE`` x mass (their tracks).
     """
     seg = circle_segments(vertices, cells)
     times = np.asarray(times, float)
@@ -228,6 +246,11 @@ def circle_spacetime(vertices: np.ndarray, cells: np.ndarray, times: np.ndarray,
     image = ax.pcolormesh(seg.edges(), t_edges, clip_to(norm, np.asarray(densities)[:, seg.index]), norm=norm,
                           cmap=cmap, shading="flat", rasterized=True)
     fig.colorbar(image, ax=ax, label=density_label("S1"))
+    if atoms is not None:
+        points = np.concatenate([np.reshape(p, (-1, 2)) for p, _ in atoms])
+        masses = np.concatenate([np.ravel(m) for _, m in atoms])
+        t = np.repeat(times, [len(m) for _, m in atoms])
+        ax.scatter(np.arctan2(points[:, 1], points[:, 0]), t, s=SPACETIME_ATOM_SCALE * masses, zorder=3, **ATOM_STYLE)
     _theta_axis(ax)
     ax.set(ylabel="t", title=title or "")
     return fig

@@ -1,7 +1,8 @@
 """What the plots read from a run: the one place that knows the run objects' attribute names.
 
 A PDE run result has ``sphere``, ``vertices``, ``cells``, ``times``, ``densities`` (T, C),
-``vertex_densities`` (T, C, nv) or None, ``observables``, ``metadata`` and ``path``; a particle
+``vertex_densities`` (T, C, nv) or None, ``observables``, ``metadata``, ``path`` and, for a
+hybrid run, ``atoms`` (one :class:`~meanfield.atoms.Atoms` per output, or None); a particle
 run result has ``times``, ``points`` (T, n, d), ``observables``, ``metadata`` and ``path``.
 """
 
@@ -12,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from ..atoms import Atoms
 
 SPHERE_OF_DIMENSION = {2: "S1", 3: "S2"}
 NEEDED = {"pde": ("sphere", "vertices", "cells", "times", "densities"), "particles": ("times", "points")}
@@ -38,6 +41,8 @@ class RunData:
         None: values at each cell's vertices (DG1).
     points
         Particle runs: (T, n, d) token positions.
+    atoms
+        Hybrid PDE runs: the point masses of each output (:class:`~meanfield.atoms.Atoms`); else None.
     """
 
     kind: str
@@ -50,6 +55,11 @@ class RunData:
     densities: np.ndarray | None = None
     vertex_densities: np.ndarray | None = None
     points: np.ndarray | None = None
+    atoms: list[Atoms] | None = None
+
+    def point_masses(self) -> list[tuple[np.ndarray, np.ndarray]] | None:
+        """Positions (k, d) and masses (k,) of the atoms of every output; None for a run without atoms."""
+        return None if self.atoms is None else [(a.positions, a.masses) for a in self.atoms]
 
     def frame(self, i: int) -> np.ndarray:
         """The density of output ``i``: vertex values when the run has them, else cell averages."""
@@ -108,6 +118,8 @@ def run_data(result: Any) -> RunData:
         return RunData("particles", SPHERE_OF_DIMENSION.get(points.shape[-1]), name, times, _observables(result),
                        points=points)
     vertex = getattr(result, "vertex_densities", None)
+    atoms = getattr(result, "atoms", None)
     return RunData("pde", result.sphere, name, times, _observables(result), vertices=np.asarray(result.vertices, float),
                    cells=np.asarray(result.cells), densities=np.asarray(result.densities, float),
-                   vertex_densities=None if vertex is None else np.asarray(vertex, float))
+                   vertex_densities=None if vertex is None else np.asarray(vertex, float),
+                   atoms=None if atoms is None else list(atoms))

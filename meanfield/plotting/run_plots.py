@@ -14,7 +14,10 @@ every run                 ``observables.FMT`` (time series)
 ========================  ==========================================================
 
 Movies use one colour scale (or density axis) for all frames; the orthographic view looks at
-the densest point of the last frame throughout (unless ``center`` is given).
+the densest point of the last frame throughout (unless ``center`` is given).  The atoms of a
+hybrid run (point masses, issue 12) are open red circles of area proportional to mass, on
+every density picture: on the maps, on the theta axis of the S^1 lines (in each line's colour
+on the several-times figure), and at their (theta, t) on the space-time image.
 """
 
 from __future__ import annotations
@@ -76,21 +79,40 @@ def _title(data: RunData, i: int) -> str:
 
 def _sphere_density(data: RunData, v: np.ndarray, c: np.ndarray, w: _Writer, log: bool, views: list[View],
                     center: np.ndarray | None) -> None:
+    point_masses = data.point_masses()
+
+    def atoms(i: int) -> tuple[np.ndarray | None, np.ndarray | None]:
+        return (None, None) if point_masses is None else point_masses[i]
+
     for name, i in (("density_initial", 0), ("density_final", len(data.times) - 1)):
-        w.figure(sphere_map(v, c, data.frame(i), views=views, center=center, log=log, title=_title(data, i)), name)
+        points, masses = atoms(i)
+        w.figure(sphere_map(v, c, data.frame(i), views=views, center=center, log=log, title=_title(data, i),
+                            points=points, masses=masses), name)
     center = densest_direction(v, c, data.frame(-1)) if center is None else center
     maps = SphereMaps(make_projections(views, center), mesh=(v, c), norm=color_norm(data.frames(), log=log))
-    w.animation(maps.figure, lambda i: maps.update(data.frame(i), title=_title(data, i)), len(data.times), "density")
+
+    def update(i: int) -> None:
+        points, masses = atoms(i)
+        maps.update(data.frame(i), points=points, masses=masses, title=_title(data, i))
+
+    w.animation(maps.figure, update, len(data.times), "density")
 
 
 def _circle_density(data: RunData, vertices: np.ndarray, cells: np.ndarray, frames: np.ndarray,
                     averages: np.ndarray, w: _Writer, log: bool, name: str) -> None:
     shown = frame_indices(len(data.times), 5)
-    w.figure(circle_density(vertices, cells, frames[shown], times=data.times[shown], log=log, title=data.name),
-             "density")
-    w.figure(circle_spacetime(vertices, cells, data.times, averages, log=log, title=data.name), "spacetime")
+    atoms = data.point_masses()
+    w.figure(circle_density(vertices, cells, frames[shown], times=data.times[shown], log=log, title=data.name,
+                            atoms=None if atoms is None else [atoms[i] for i in shown]), "density")
+    w.figure(circle_spacetime(vertices, cells, data.times, averages, log=log, title=data.name, atoms=atoms),
+             "spacetime")
     lines = CircleLines(circle_segments(vertices, cells), cells, color_norm(frames, log=log))
-    w.animation(lines.figure, lambda i: lines.update(frames[i], title=_title(data, i)), len(data.times), name)
+
+    def update(i: int) -> None:
+        points, masses = atoms[i] if atoms is not None else (None, None)
+        lines.update(frames[i], title=_title(data, i), points=points, masses=masses)
+
+    w.animation(lines.figure, update, len(data.times), name)
 
 
 def _sphere_tokens(data: RunData, points: np.ndarray, w: _Writer, views: list[View], center: np.ndarray | None,

@@ -1,4 +1,4 @@
-"""Observables of a run against time: order parameter, energy, extreme densities, cluster count."""
+"""Observables of a run against time: order parameter, energy, extreme densities, cluster and atom counts."""
 
 from __future__ import annotations
 
@@ -14,7 +14,10 @@ PANELS = {
     "energy": "energy E",
     "rho_max": "extreme densities (log)",
     "clusters": "clusters (log t)",
+    "atom_count": "atoms (log t)",
 }
+#: Counts, drawn as steps against log t.
+COUNTS = ("clusters", "atom_count")
 
 
 def _finite(observables: Mapping[str, np.ndarray], key: str) -> bool:
@@ -28,7 +31,8 @@ def time_series(observables: Mapping[str, np.ndarray], *, title: str | None = No
     ----------
     observables
         Column name -> (rows,) array; needs "t", uses "order", "energy", "rho_max" (with
-        "rho_min" where positive, log scale) and "clusters" (against log t, t > 0).
+        "rho_min" where positive, log scale), "clusters" and "atom_count" (hybrid runs)
+        (against log t, t > 0).
     title
         Figure title.
     """
@@ -41,7 +45,7 @@ def time_series(observables: Mapping[str, np.ndarray], *, title: str | None = No
     fig = Figure(figsize=(3.4 * len(keys) + 0.4, 3.3), layout="constrained")
     for ax, key in zip(fig.subplots(1, len(keys), squeeze=False)[0], keys):
         y = np.asarray(observables[key], float)
-        if key == "clusters":
+        if key in COUNTS:
             later = t > 0
             ax.step(t[later], y[later], where="post")
             ax.set_xscale("log")

@@ -8,12 +8,16 @@
     observables.csv      one row per output time (mass, moments, energy, rho_min, rho_max, dt, wall)
     mesh.npz             PDE: sphere, vertices, cells (connectivity), centroids, areas (global order)
     snapshots/NNNN.npz   output NNNN: t and the solution (PDE: cell averages, DG1 also its whole
-                         state; particles: all tokens), global order; written atomically
+                         state, hybrid runs also the atoms (meanfield.atoms.ATOM_KEYS); particles:
+                         all tokens), global order; written atomically
     checkpoint.npz       the whole state at the last checkpoint (written atomically)
     run.nc               every output in one netCDF4 file (xarray.open_dataset opens it; see
                          meanfield.runner.netcdf): mesh, coordinates, densities or tokens, observables
     density.xdmf, density-dg1.xdmf
                          ParaView files over run.nc's datasets when output.xdmf is on (DG1: both)
+    atoms.pvd, atoms/NNNN.vtu
+                         hybrid runs with output.xdmf on: the atoms of output NNNN as a VTK
+                         point cloud (mass, id), and ParaView's time series of them
     diagnostics.csv, inner_products.png
                          particle runs: cluster counts and pairwise inner products
     run.log              rank 0's log
@@ -44,6 +48,8 @@ LOCK = ".lock"
 RUN_FILE = "run.nc"
 PARAVIEW_CELLS = "density.xdmf"
 PARAVIEW_DG1 = "density-dg1.xdmf"
+PARAVIEW_ATOMS = "atoms.pvd"
+ATOM_POINTS = "atoms"
 DIAGNOSTICS = "diagnostics.csv"
 INNER_PRODUCTS = "inner_products.png"
 #: The ParaView data of format-2 runs (before run.nc): still the program's own when present.
@@ -53,8 +59,9 @@ PREVIOUS = ".meanfield-previous"
 
 #: Plain files a run may write at the top of its directory.
 RUN_FILES: tuple[str, ...] = (CONFIG, METADATA, OBSERVABLES, MESH, CHECKPOINT, LOG, RUN_FILE, PARAVIEW_CELLS,
-                              PARAVIEW_DG1, DIAGNOSTICS, INNER_PRODUCTS, LEGACY_PARAVIEW_DATA)
+                              PARAVIEW_DG1, PARAVIEW_ATOMS, DIAGNOSTICS, INNER_PRODUCTS, LEGACY_PARAVIEW_DATA)
 SNAPSHOT_NAME = re.compile(r"(\d{4,})\.npz")
+ATOM_POINTS_NAME = re.compile(r"(\d{4,})\.vtu")
 #: Temporary files of atomic writes (see :func:`meanfield.runner.files.atomic_write`), left by a crash.
 TEMPORARY_NAME = re.compile(r"\..+\.tmp-\d+")
 
@@ -64,18 +71,30 @@ def snapshot_path(run: Path, index: int) -> Path:
     return Path(run) / SNAPSHOTS / f"{index:04d}.npz"
 
 
-def snapshot_files(run: Path) -> list[tuple[int, Path]]:
-    """The snapshot files a run wrote, as (output index, path), in output order."""
-    folder = Path(run) / SNAPSHOTS
+def _numbered(folder: Path, name: re.Pattern) -> list[tuple[int, Path]]:
     if not folder.is_dir():
         return []
-    found = [(int(m.group(1)), p) for p in folder.iterdir() if (m := SNAPSHOT_NAME.fullmatch(p.name))]
-    return sorted(found)
+    return sorted((int(m.group(1)), p) for p in folder.iterdir() if (m := name.fullmatch(p.name)))
+
+
+def snapshot_files(run: Path) -> list[tuple[int, Path]]:
+    """The snapshot files a run wrote, as (output index, path), in output order."""
+    return _numbered(Path(run) / SNAPSHOTS, SNAPSHOT_NAME)
+
+
+def atom_point_path(run: Path, index: int) -> Path:
+    """``run/atoms/NNNN.vtu``: the atoms of output ``index`` for ParaView."""
+    return Path(run) / ATOM_POINTS / f"{index:04d}.vtu"
+
+
+def atom_point_files(run: Path) -> list[tuple[int, Path]]:
+    """The atom point files (ParaView) a run wrote, as (output index, path), in output order."""
+    return _numbered(Path(run) / ATOM_POINTS, ATOM_POINTS_NAME)
 
 
 def temporary_files(run: Path) -> list[Path]:
-    """Temporary files of interrupted atomic writes in ``run`` and its snapshots folder."""
-    folders = [Path(run), Path(run) / SNAPSHOTS]
+    """Temporary files of interrupted atomic writes in ``run`` and its snapshots and atoms folders."""
+    folders = [Path(run), Path(run) / SNAPSHOTS, Path(run) / ATOM_POINTS]
     return [p for f in folders if f.is_dir() for p in f.iterdir() if p.is_file() and TEMPORARY_NAME.fullmatch(p.name)]
 
 
@@ -83,5 +102,5 @@ def own_entries(run: Path) -> list[Path]:
     """The files in ``run`` that a run writes (those present): snapshots and temporary files included."""
     run = Path(run)
     entries = [run / name for name in RUN_FILES if (run / name).is_file()]
-    entries += [p for _, p in snapshot_files(run)]
+    entries += [p for _, p in snapshot_files(run)] + [p for _, p in atom_point_files(run)]
     return entries + temporary_files(run)

@@ -25,6 +25,27 @@ h5netcdf, no netCDF C library needed).  A PDE run on S^2 (``ncdump -h``, abridge
     // global attributes: Conventions = "CF-1.11 UGRID-1.0", title, source, kind, name,
     //                    sphere, scheme
 
+**Atoms** (hybrid runs, issue 12: point masses beside the density, :mod:`meanfield.atoms`)
+are a CF *contiguous ragged array* (CF-1.11 section 9.3.3) along a second unlimited
+dimension ``atom``; their number changes from output to output::
+
+    dimensions:
+        atom = UNLIMITED ;             // all atoms of all outputs, output after output
+    variables:
+        int atom_count(time) ;         sample_dimension = "atom": the atoms of output k are
+                                       atom[sum(atom_count[:k]) : sum(atom_count[:k+1])]
+        double atom_time(atom) ;       the time of the atom's output
+        double atom_x(atom), atom_y(atom), atom_z(atom) ;     position on the unit sphere
+        double atom_lon(atom), atom_lat(atom) ;               S^2, degrees (S^1: atom_theta, rad)
+        double atom_masses(atom) ;     the atom's mass
+        int64 atom_ids(atom) ;         persistent id (a merge keeps the heavier atom's id)
+        double atom_mass(time) ;       total mass of the atoms (an observable)
+
+``atom_count`` is also the observable of that name.  The global ``featureType`` of CF's
+discrete sampling geometries is not set: the file's main content is mesh data.
+:func:`atoms_from_dataset` cuts the ragged arrays back into one
+:class:`~meanfield.atoms.Atoms` per output.  Runs without atoms have none of these.
+
 On S^1 the cells are edges of a circle: ``topology_dimension = 1``,
 ``edge_node_connectivity(cell, corner)`` (corner = 2), ``location = "edge"``, a centroid angle
 ``theta(cell)`` in radians instead of lon/lat, and lengths in ``rad`` (density in ``rad-1``).
@@ -51,13 +72,14 @@ snapshots when it cannot be read.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .. import __version__
+from ..atoms import ATOM_KEYS, Atoms
 from . import layout
 from .files import DamagedFileError, load_npz, read_csv_columns
 
@@ -67,6 +89,10 @@ if TYPE_CHECKING:
 CONVENTIONS = "CF-1.11 UGRID-1.0"
 #: Chunk length along time of one-dimensional time series (observables).
 SERIES_CHUNK = 512
+#: The dimension of the atoms of all outputs (a contiguous ragged array, module docstring).
+ATOM_DIM = "atom"
+#: Chunk length of the atom variables.
+ATOM_CHUNK = 256
 
 #: Builds the run's Dataset from output times (T,), per-output arrays (name -> (T, ...)) and
 #: observables (name -> (T,)).
@@ -77,6 +103,7 @@ _OBSERVABLES: dict[str, tuple[str, str]] = {
     "order": ("order parameter: norm of the mean vector", "1"),
     "energy": ("interaction energy (1/2 beta) int int exp(beta <Q x, K y>) dmu(x) dmu(y), summed over heads", "1"),
     "dt": ("last time step before the output", "1"),
+    "atom_mass": ("total mass of the atoms (point masses)", "1"),
     "wall": ("wall-clock time since the run segment started", "s"),
 }
 
@@ -104,7 +131,7 @@ def _time_coordinate(times: np.ndarray) -> tuple[str, np.ndarray, dict[str, str]
 def _observables(observables: Mapping[str, np.ndarray], density_units: str) -> dict[str, Any]:
     """The observables as variables along time (``t`` is left out: it is the time coordinate)."""
     return {name: ("time", np.asarray(values, float), observable_attributes(name, density_units))
-            for name, values in observables.items() if name != "t"}
+            for name, values in observables.items() if name not in ("t", "atom_count")}
 
 
 def _lon_lat(points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -146,6 +173,71 @@ def _mesh_coordinates(mesh: Mapping[str, np.ndarray], location: str, measure: st
     return coords
 
 
+def ragged_atoms(per_output: Sequence[Mapping[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """The atoms of successive outputs (:data:`~meanfield.atoms.ATOM_KEYS` arrays of each) as
+    one contiguous ragged array: ``atom_count`` (T,) and each of ATOM_KEYS concatenated."""
+    counts = np.array([len(a[ATOM_KEYS[0]]) for a in per_output], dtype=np.int32)
+    d = next((np.shape(a[ATOM_KEYS[1]])[-1] for a in per_output if np.ndim(a[ATOM_KEYS[1]]) == 2), 0)
+
+    def joined(key: str, shape: tuple[int, ...], dtype: type) -> np.ndarray:
+        parts = [np.asarray(a[key], dtype).reshape(count, *shape) for a, count in zip(per_output, counts)]
+        return np.concatenate(parts) if parts else np.zeros((0, *shape), dtype)
+
+    return {"atom_count": counts, ATOM_KEYS[0]: joined(ATOM_KEYS[0], (), np.float64),
+            ATOM_KEYS[1]: joined(ATOM_KEYS[1], (d,), np.float64), ATOM_KEYS[2]: joined(ATOM_KEYS[2], (), np.int64)}
+
+
+def stack_outputs(snapshots: Sequence[Mapping[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """Per-output arrays of snapshots stacked along time (atoms as :func:`ragged_atoms`; ``t`` left out)."""
+    outputs = {k: np.array([s[k] for s in snapshots]) for k in snapshots[0] if k != "t" and k not in ATOM_KEYS}
+    if ATOM_KEYS[0] in snapshots[0]:
+        outputs.update(ragged_atoms(snapshots))
+    return outputs
+
+
+def _atom_variables(times: np.ndarray, masses: np.ndarray, positions: np.ndarray,
+                    ids: np.ndarray) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The ragged atom variables (module docstring) of atoms at ``times`` (one per atom): data, coordinates."""
+    positions = np.asarray(positions, float)
+    d = positions.shape[1]
+    coords: dict[str, Any] = {"atom_time": (ATOM_DIM, np.asarray(times, float),
+                                            {"long_name": "model time t of the atom's output", "units": "1"})}
+    for i, a in enumerate("xyz"[:d]):
+        coords[f"atom_{a}"] = (ATOM_DIM, positions[:, i], {"long_name": f"{a} of the atom", "units": "1"})
+    if d == 3:
+        coords.update(_lon_lat_coordinates(positions, ATOM_DIM, "atom", "atom_"))
+    else:
+        coords["atom_theta"] = (ATOM_DIM, np.arctan2(positions[:, 1], positions[:, 0]),
+                                {"long_name": "angle of the atom", "units": "rad"})
+    data = {ATOM_KEYS[0]: (ATOM_DIM, np.asarray(masses, float), {"long_name": "mass of the atom (a point mass)",
+                                                                 "units": "1"}),
+            ATOM_KEYS[2]: (ATOM_DIM, np.asarray(ids, np.int64),
+                           {"long_name": "persistent atom id (a merge keeps the heavier atom's id)"})}
+    return data, coords
+
+
+def _atoms(times: np.ndarray, outputs: Mapping[str, np.ndarray]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``atom_count`` and the ragged atom variables of :func:`ragged_atoms` output, or nothing."""
+    if "atom_count" not in outputs:
+        return {}, {}
+    counts = np.asarray(outputs["atom_count"], np.int32)
+    data, coords = _atom_variables(np.repeat(np.asarray(times, float), counts), *(outputs[k] for k in ATOM_KEYS))
+    data["atom_count"] = ("time", counts, {"long_name": "number of atoms at the output", "sample_dimension": ATOM_DIM})
+    return data, coords
+
+
+def atoms_from_dataset(ds: xarray.Dataset) -> list[Atoms]:
+    """The atoms of every output of a run.nc (or :meth:`RunResult.to_xarray`) Dataset: the
+    contiguous ragged arrays cut at ``atom_count`` (empty list for a run without atoms)."""
+    if "atom_count" not in ds:
+        return []
+    ends = np.cumsum(np.asarray(ds["atom_count"].values, np.int64))
+    axes = [a for a in "xyz" if f"atom_{a}" in ds.variables]
+    positions = np.column_stack([ds[f"atom_{a}"].values for a in axes]).reshape(-1, len(axes))
+    masses, ids = ds[ATOM_KEYS[0]].values, ds[ATOM_KEYS[2]].values
+    return [Atoms(masses[lo:hi], positions[lo:hi], ids[lo:hi]) for lo, hi in zip(np.r_[0, ends[:-1]], ends)]
+
+
 def pde_dataset(mesh: Mapping[str, np.ndarray], times: np.ndarray, outputs: Mapping[str, np.ndarray],
                 observables: Mapping[str, np.ndarray], attrs: Mapping[str, Any]) -> xarray.Dataset:
     """The Dataset of a PDE run (module docstring): mesh, cell coordinates, densities, observables.
@@ -157,7 +249,8 @@ def pde_dataset(mesh: Mapping[str, np.ndarray], times: np.ndarray, outputs: Mapp
     times
         (T,) output times.
     outputs
-        ``density`` (T, C) and, for DG1, ``vertex_density`` (T, C, nv).
+        ``density`` (T, C) and, for DG1, ``vertex_density`` (T, C, nv); hybrid runs also the
+        atoms as :func:`ragged_atoms` gives them.
     observables
         Column name -> (T,) values (``t`` is left out: it is the time coordinate).
     attrs
@@ -184,7 +277,9 @@ def pde_dataset(mesh: Mapping[str, np.ndarray], times: np.ndarray, outputs: Mapp
             "comment": "may be negative where the cell averages are positive: the positivity limiter acts at the "
                        "edge Gauss points, not at the vertices (see meanfield.runner.netcdf)"})
     data.update(_observables(observables, on_mesh["units"]))
-    coords = {"time": _time_coordinate(times), **_mesh_coordinates(mesh, location, measure)}
+    atom_data, atom_coords = _atoms(times, outputs)
+    data.update(atom_data)
+    coords = {"time": _time_coordinate(times), **_mesh_coordinates(mesh, location, measure), **atom_coords}
     return xr.Dataset(data, coords=coords, attrs=dict(attrs))
 
 
@@ -218,12 +313,15 @@ def run_attributes(kind: str, config: Mapping[str, Any]) -> dict[str, str]:
 
 
 def _encoding(ds: xarray.Dataset) -> dict[str, dict[str, Any]]:
-    """No fill values; time-dependent variables chunked one output (series: SERIES_CHUNK) at a time."""
+    """No fill values; time-dependent variables chunked one output (series: SERIES_CHUNK) at a time,
+    atom variables ATOM_CHUNK atoms at a time."""
     encoding: dict[str, dict[str, Any]] = {}
     for name, var in ds.variables.items():
         entry: dict[str, Any] = {"_FillValue": None} if var.dtype.kind == "f" else {}
         if var.dims[:1] == ("time",):
             entry["chunksizes"] = (SERIES_CHUNK,) if var.ndim == 1 else (1, *var.shape[1:])
+        elif var.dims[:1] == (ATOM_DIM,):
+            entry["chunksizes"] = (ATOM_CHUNK, *var.shape[1:])
         encoding[str(name)] = entry
     return encoding
 
@@ -271,6 +369,8 @@ class RunFile:
                 if f.dimensions["time"].size < keep:
                     raise ValueError("fewer outputs than the checkpoint")
                 f.resize_dimension("time", keep)
+                if ATOM_DIM in f.dimensions:
+                    f.resize_dimension(ATOM_DIM, int(np.sum(f.variables["atom_count"][:keep], dtype=np.int64)))
         except (OSError, KeyError, ValueError):
             self.rebuild(keep)
 
@@ -291,13 +391,13 @@ class RunFile:
         count = len(snapshots)
         observables = {k: _padded(v, count) for k, v in columns.items()}
         times = np.array([float(s["t"]) for s in snapshots])
-        outputs = {k: np.array([s[k] for s in snapshots]) for k in snapshots[0] if k != "t"}
-        self._create(self.build(times, outputs, observables))
+        self._create(self.build(times, stack_outputs(snapshots), observables))
 
     def _create(self, ds: xarray.Dataset) -> None:
         tmp = self.path.with_name(f".{self.path.name}.tmp-{os.getpid()}")
+        unlimited = ["time", *([ATOM_DIM] if ATOM_DIM in ds.dims else [])]
         try:
-            _text_as_char(ds).to_netcdf(tmp, engine="h5netcdf", unlimited_dims=["time"], encoding=_encoding(ds))
+            _text_as_char(ds).to_netcdf(tmp, engine="h5netcdf", unlimited_dims=unlimited, encoding=_encoding(ds))
             os.replace(tmp, self.path)
         except BaseException:
             tmp.unlink(missing_ok=True)
@@ -306,18 +406,27 @@ class RunFile:
     def write(self, t: float, row: Mapping[str, float], snapshot: Mapping[str, np.ndarray]) -> None:
         """Append one output (creating the file at the first)."""
         if not self.path.exists():
-            arrays = {k: np.asarray(v)[None] for k, v in snapshot.items()}
+            arrays = stack_outputs([snapshot])
             self._create(self.build(np.array([t]), arrays, {k: np.array([v]) for k, v in row.items()}))
             return
         import h5netcdf
 
-        values = {"time": t, **{k: v for k, v in row.items() if k != "t"}, **snapshot}
+        values: dict[str, Any] = {"time": t, **{k: v for k, v in row.items() if k != "t"}, **snapshot}
         with h5netcdf.File(self.path, "a", locking=False) as f:
             k = f.dimensions["time"].size
             f.resize_dimension("time", k + 1)
+            atoms: dict[str, Any] = {}
+            if ATOM_DIM in f.dimensions:
+                n, masses = f.dimensions[ATOM_DIM].size, np.asarray(snapshot[ATOM_KEYS[0]])
+                data, coords = _atom_variables(np.full(len(masses), t), masses, *(snapshot[k] for k in ATOM_KEYS[1:]))
+                atoms = {name: value for name, (_, value, _) in {**data, **coords}.items()}
+                values["atom_count"] = len(masses)
+                f.resize_dimension(ATOM_DIM, n + len(masses))
             for name, var in f.variables.items():
                 if var.dimensions[:1] == ("time",):
                     var[k, ...] = values.get(name, np.nan)
+                elif var.dimensions[:1] == (ATOM_DIM,) and len(atoms[name]):
+                    var[n:, ...] = atoms[name]
 
     def times(self) -> list[float]:
         """The output times in the file (none if there is no file)."""

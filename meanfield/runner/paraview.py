@@ -15,6 +15,16 @@ group of run.nc holds what only these files need (vertices padded to 3D, the bro
 ``xarray.open_dataset`` does not show it.  The XML is rewritten atomically after every
 output.
 
+Hybrid runs (density + atoms, issue 12) also get the atoms as a point cloud beside the
+density: ``atoms/NNNN.vtu`` holds the atoms of output NNNN (VTK XML unstructured grid, one
+vertex cell per atom, point data ``mass`` and ``id``; S^1 atoms at z = 0), and ``atoms.pvd``
+lists them with their times, so ParaView shows them in step with density.xdmf (open both; a
+Glyph filter scaled by ``mass`` draws them as spheres).  Their number changes between outputs,
+which a temporal XDMF collection over run.nc's ragged atom arrays describes poorly (ParaView
+mishandles empty grids), hence one small file per output.  meshio reads them
+(``meshio.read("atoms/0003.vtu")``), except those of outputs without atoms (meshio 5 reads
+no empty grid; ParaView does).
+
 meshio reads the mesh of these files (``meshio.xdmf.TimeSeriesReader(path).read_points_cells()``)
 but neither their hyperslab data nor, with ``meshio.read``, a temporal collection at all: read
 the densities with xarray from run.nc instead.
@@ -23,10 +33,12 @@ the densities with xarray from run.nc instead.
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
 
+from ..atoms import ATOM_KEYS
 from . import layout
 from .files import write_text
 
@@ -114,5 +126,80 @@ class XdmfFiles:
                 f"{k} {zeros} 1 {ones} 1 {shape}"
             ET.SubElement(slab, "DataItem", Dimensions=f"{len(times)} {shape}", NumberType="Float", Precision="8",
                           Format="HDF").text = f"{name}:/{field}"
-        ET.indent(root)
-        return '<?xml version="1.0" ?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+        return _xml_text(root)
+
+
+def _xml_text(root: ET.Element) -> str:
+    ET.indent(root)
+    return '<?xml version="1.0" ?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def _numbers(values: np.ndarray) -> str:
+    """Numbers as exact text (``repr`` of floats, 17 digits)."""
+    return " ".join(repr(v) for v in np.asarray(values).ravel().tolist())
+
+
+def atom_points_vtu(masses: np.ndarray, positions: np.ndarray, ids: np.ndarray) -> str:
+    """A VTK XML unstructured grid (.vtu) of point masses: one vertex cell per atom, point data
+    ``mass`` and ``id``; positions padded to 3D."""
+    k = len(masses)
+    root = ET.Element("VTKFile", type="UnstructuredGrid", version="1.0", byte_order="LittleEndian",
+                      header_type="UInt64")
+    piece = ET.SubElement(ET.SubElement(root, "UnstructuredGrid"), "Piece", NumberOfPoints=str(k),
+                          NumberOfCells=str(k))
+    data = ET.SubElement(piece, "PointData", Scalars="mass")
+    ET.SubElement(data, "DataArray", type="Float64", Name="mass", format="ascii").text = _numbers(masses)
+    ET.SubElement(data, "DataArray", type="Int64", Name="id", format="ascii").text = _numbers(ids)
+    points = ET.SubElement(piece, "Points")
+    ET.SubElement(points, "DataArray", type="Float64", NumberOfComponents="3", format="ascii").text = \
+        _numbers(_padded(np.asarray(positions, float)))
+    cells = ET.SubElement(piece, "Cells")
+    for name, kind, values in (("connectivity", "Int64", np.arange(k)), ("offsets", "Int64", np.arange(1, k + 1)),
+                               ("types", "UInt8", np.ones(k, np.int64))):  # VTK_VERTEX = 1
+        ET.SubElement(cells, "DataArray", type=kind, Name=name, format="ascii").text = _numbers(values)
+    return _xml_text(root)
+
+
+class AtomPoints:
+    """atoms.pvd and atoms/NNNN.vtu: the atoms of every output for ParaView (rank 0 only).
+
+    Files are written only for outputs whose snapshot holds atoms, so a run without atoms
+    has none.
+
+    Parameters
+    ----------
+    run
+        The run directory.
+    """
+
+    def __init__(self, run: Path) -> None:
+        self.run = Path(run)
+
+    def start(self, keep: int, times: list[float]) -> None:
+        """Remove the point files of outputs ``keep`` and later; describe the others (``times``)."""
+        for index, path in layout.atom_point_files(self.run):
+            if index >= keep:
+                path.unlink()
+        if keep == 0:
+            (self.run / layout.PARAVIEW_ATOMS).unlink(missing_ok=True)
+        elif layout.atom_point_files(self.run):
+            self.update(times)
+
+    def write(self, index: int, snapshot: Mapping[str, np.ndarray]) -> bool:
+        """Write output ``index``'s atoms, if its snapshot has any arrays of atoms (then True)."""
+        if ATOM_KEYS[0] not in snapshot:
+            return False
+        layout.atom_point_path(self.run, index).parent.mkdir(exist_ok=True)
+        write_text(layout.atom_point_path(self.run, index), atom_points_vtu(*(snapshot[k] for k in ATOM_KEYS)))
+        return True
+
+    def update(self, times: list[float]) -> None:
+        """Rewrite atoms.pvd: the point file of each output at ``times`` that has one."""
+        files = dict(layout.atom_point_files(self.run))
+        root = ET.Element("VTKFile", type="Collection", version="1.0", byte_order="LittleEndian")
+        collection = ET.SubElement(root, "Collection")
+        for index, t in enumerate(times):
+            if index in files:
+                ET.SubElement(collection, "DataSet", timestep=repr(float(t)), part="0",
+                              file=files[index].relative_to(self.run).as_posix())
+        write_text(self.run / layout.PARAVIEW_ATOMS, _xml_text(root))

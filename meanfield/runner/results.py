@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..atoms import ATOM_KEYS, Atoms
 from . import layout
 from .directory import effective_status, is_run
 from .files import load_npz, read_csv_columns
@@ -81,6 +82,10 @@ class RunResult(_Tabulated):
         unknown is ``density * jacobian``, linear on the reference cell); else None.
     damaged
         Files that could not be read (the outputs stop before the first of them).
+    atoms
+        Hybrid runs (``[atoms]``, issue 12): the point masses of every output, one
+        :class:`~meanfield.atoms.Atoms` per output time (their count varies; ids persist);
+        None for runs whose snapshots hold no atoms.
     """
 
     path: Path
@@ -96,6 +101,7 @@ class RunResult(_Tabulated):
     vertex_densities: np.ndarray | None = None
     vertex_jacobians: np.ndarray | None = None
     damaged: list[str] = field(default_factory=list)
+    atoms: list[Atoms] | None = None
 
     @property
     def sphere(self) -> str:
@@ -108,19 +114,60 @@ class RunResult(_Tabulated):
 
     def density(self, t: float) -> np.ndarray:
         """Cell averages at the output time nearest ``t``."""
-        return self.densities[int(np.argmin(np.abs(self.times - t)))]
+        return self.densities[self._nearest(t)]
+
+    def _nearest(self, t: float) -> int:
+        return int(np.argmin(np.abs(self.times - t)))
+
+    def atoms_at(self, t: float) -> Atoms:
+        """The atoms at the output time nearest ``t`` (none for a run without atoms)."""
+        if self.atoms is None:
+            return Atoms.none(self.vertices.shape[1])
+        return self.atoms[self._nearest(t)]
+
+    def to_dataframe(self) -> pandas.DataFrame:
+        """The observables as a pandas DataFrame (one row per output; see :class:`_Tabulated`).
+
+        A hybrid run's table has the columns ``atom_count`` and ``atom_mass`` (taken from the
+        atoms themselves when observables.csv lacks them); :meth:`atoms_dataframe` lists the atoms.
+        """
+        frame = super().to_dataframe()
+        if self.atoms is not None:
+            if "atom_count" not in frame:
+                frame["atom_count"] = [a.count for a in self.atoms]
+            if "atom_mass" not in frame:
+                frame["atom_mass"] = [a.mass for a in self.atoms]
+        return frame
+
+    def atoms_dataframe(self) -> pandas.DataFrame:
+        """Every atom of every output, one row each: ``output, t, id, mass, x, y[, z]`` (empty without atoms)."""
+        import pandas as pd
+
+        axes = "xyz"[: self.vertices.shape[1]]
+        atoms = self.atoms or []
+        counts = [a.count for a in atoms]
+        positions = np.concatenate([a.positions for a in atoms]) if atoms else np.zeros((0, len(axes)))
+        columns = {"output": np.repeat(np.arange(len(atoms)), counts),
+                   "t": np.repeat(self.times[: len(atoms)], counts),
+                   "id": np.concatenate([a.ids for a in atoms]) if atoms else np.zeros(0, np.int64),
+                   "mass": np.concatenate([a.masses for a in atoms]) if atoms else np.zeros(0),
+                   **{a: positions[:, i] for i, a in enumerate(axes)}}
+        return pd.DataFrame(columns)
 
     def to_xarray(self) -> xarray.Dataset:
         """The run as an xarray Dataset laid out like its run.nc (see :mod:`meanfield.runner.netcdf`).
 
         Built from the snapshots (the crash-safe record), so it works on interrupted runs too.
+        The atoms of a hybrid run are the ragged ``atom`` variables (:mod:`meanfield.runner.netcdf`).
         """
-        from .netcdf import pde_dataset, run_attributes
+        from .netcdf import pde_dataset, ragged_atoms, run_attributes
 
         mesh = {"vertices": self.vertices, "cells": self.cells, "centroids": self.centroids, "areas": self.areas}
         outputs = {"density": self.densities}
         if self.vertex_densities is not None:
             outputs["vertex_density"] = self.vertex_densities
+        if self.atoms is not None:
+            outputs.update(ragged_atoms([a.arrays() for a in self.atoms]))
         return pde_dataset(mesh, self.times, outputs, self.observables, run_attributes("pde", self.config))
 
 
@@ -227,8 +274,11 @@ def load_run(path: str | Path) -> RunResult | ParticleRunResult:
     densities = np.array([s["density"] for s in snapshots]).reshape(len(snapshots), len(cells))
     dg1 = "vertex_jacobian" in mesh
     vertex = np.array([s["vertex_density"] for s in snapshots]).reshape(len(snapshots), *cells.shape) if dg1 else None
+    d = mesh["vertices"].shape[1]
+    hybrid = any(ATOM_KEYS[0] in s for s in snapshots)
+    atoms = [Atoms.from_arrays(s, d) for s in snapshots] if hybrid else None
     return RunResult(path, config, meta, times, mesh["vertices"], cells, mesh["centroids"], mesh["areas"],
-                     densities, observables, vertex, mesh["vertex_jacobian"] if dg1 else None, damaged)
+                     densities, observables, vertex, mesh["vertex_jacobian"] if dg1 else None, damaged, atoms)
 
 
 def load_particle_run(path: str | Path) -> ParticleRunResult:
@@ -266,10 +316,18 @@ def read_observables(path: str | Path) -> tuple[dict, dict, dict[str, np.ndarray
 
 
 def describe(path: str | Path) -> dict[str, Any]:
-    """Status facts of a run directory without reading its arrays (for `meanfield info RUN`)."""
+    """Status facts of a run directory without reading its arrays (for `meanfield info RUN`).
+
+    A hybrid run (its observables.csv has ``atom_count``) also reports ``atoms``: the number
+    and total mass of the atoms at its last output.
+    """
     path = Path(path)
     config, meta = _header(path)
-    return {"path": str(path), "kind": meta.get("kind"), "name": meta.get("name"),
-            "status": effective_status(path, meta), "t_reached": meta.get("t_reached"),
-            "t_final": config.get("time", {}).get("t_final"), "error": meta.get("error"),
-            "interrupted_by": meta.get("interrupted_by")}
+    facts = {"path": str(path), "kind": meta.get("kind"), "name": meta.get("name"),
+             "status": effective_status(path, meta), "t_reached": meta.get("t_reached"),
+             "t_final": config.get("time", {}).get("t_final"), "error": meta.get("error"),
+             "interrupted_by": meta.get("interrupted_by")}
+    observables, _ = read_csv_columns(path / layout.OBSERVABLES)
+    if len(observables.get("atom_count", ())):
+        facts["atoms"] = {"count": int(observables["atom_count"][-1]), "mass": float(observables["atom_mass"][-1])}
+    return facts

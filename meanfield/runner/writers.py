@@ -17,7 +17,7 @@ import numpy as np
 from . import layout
 from .files import append_csv_row, read_csv_columns, save_npz, write_csv_columns
 from .netcdf import DatasetBuilder, RunFile, particle_dataset, pde_dataset, run_attributes
-from .paraview import XdmfFiles
+from .paraview import AtomPoints, XdmfFiles
 
 
 class OutputWriter(ABC):
@@ -83,11 +83,14 @@ class RunFileOutput(OutputWriter):
         :func:`~meanfield.runner.netcdf.particle_dataset` with the run's static arrays).
     xdmf
         density.xdmf (and density-dg1.xdmf) for ParaView, or ``None``.
+    atoms
+        The atoms' point files for ParaView (hybrid runs), or ``None``.
     """
 
-    def __init__(self, run: Path, build: DatasetBuilder, xdmf: XdmfFiles | None = None) -> None:
+    def __init__(self, run: Path, build: DatasetBuilder, xdmf: XdmfFiles | None = None,
+                 atoms: AtomPoints | None = None) -> None:
         self.file = RunFile(run, build)
-        self.xdmf = xdmf
+        self.xdmf, self.atoms = xdmf, atoms
         self.times: list[float] = []
 
     def start(self, keep: int) -> None:
@@ -95,6 +98,8 @@ class RunFileOutput(OutputWriter):
         self.times = self.file.times()
         if self.xdmf is not None and keep:
             self.xdmf.update(self.times)
+        if self.atoms is not None:
+            self.atoms.start(keep, self.times)
 
     def write(self, index: int, t: float, row: dict[str, float], snapshot: dict[str, np.ndarray] | None) -> None:
         assert snapshot is not None
@@ -102,18 +107,23 @@ class RunFileOutput(OutputWriter):
         self.times.append(float(t))
         if self.xdmf is not None:
             self.xdmf.update(self.times)
+        if self.atoms is not None and self.atoms.write(index, snapshot):
+            self.atoms.update(self.times)
 
 
 def pde_run_file(run: Path, static: Mapping[str, np.ndarray], config: Mapping[str, Any],
                  paraview: bool) -> RunFileOutput:
-    """run.nc of a PDE run from its static arrays (mesh.npz) and config, with the XDMF files if ``paraview``."""
+    """run.nc of a PDE run from its static arrays (mesh.npz) and config, with the ParaView files if
+    ``paraview`` (XDMF; hybrid runs also the atoms' point files)."""
     attrs = run_attributes("pde", config)
 
     def build(times: np.ndarray, outputs: Mapping[str, np.ndarray], observables: Mapping[str, np.ndarray]):
         return pde_dataset(static, times, outputs, observables, attrs)
 
-    xdmf = XdmfFiles(run, static["vertices"], static["cells"], "vertex_jacobian" in static) if paraview else None
-    return RunFileOutput(run, build, xdmf)
+    if not paraview:
+        return RunFileOutput(run, build)
+    return RunFileOutput(run, build, XdmfFiles(run, static["vertices"], static["cells"], "vertex_jacobian" in static),
+                         AtomPoints(run))
 
 
 def particle_run_file(run: Path, config: Mapping[str, Any]) -> RunFileOutput:

@@ -7,7 +7,8 @@ why).  A particle run is read through a kernel
 density estimate on an analysis mesh (the run config's mesh unless ``resolution`` is given).
 Either way the same definition of clusters applies (:mod:`.basins`): significant peaks of the
 density (``prominence``) whose top cell reaches ``threshold`` (default: the uniform density
-1/|S|), with their watershed regions.
+1/|S|), with their watershed regions.  In a hybrid run (density + atoms) every atom is a
+cluster too, with the density around it (:mod:`.atoms`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from ...runner.directory import check_output_folder
 from ...runner.results import load_run
 from ...sphere import sphere_area
 from ..reference import CircleSolution
+from .atoms import WithAtoms
 from .cells import AnalysisMesh
 from .fields import CellAverages, DG1Data, Field
 from .files import FILES, PLOT_FILE, write_history
@@ -47,16 +49,23 @@ def pde_fields(result: Any) -> tuple[AnalysisMesh, list[tuple[float, Field]]]:
     """The analysis mesh and the field at every output time of a PDE run result.
 
     The mesh is ``result.vertices``/``result.cells`` when the result has them, else the one its
-    config describes (checked against the run's centroids).
+    config describes (checked against the run's centroids).  A hybrid run's fields include its
+    atoms (``result.atoms``; :mod:`.atoms`).
     """
     vertices = getattr(result, "vertices", None)
     raw = RawMesh(vertices, result.cells) if vertices is not None else _config_mesh(result.config)
     mesh = AnalysisMesh(raw)
     mesh.check_centroids(np.asarray(result.centroids), str(getattr(result, "path", "run")))
     vertex = getattr(result, "vertex_densities", None)
+    fields: list[CellAverages]
     if vertex is not None:
-        return mesh, [(float(t), DG1Data(mesh, v)) for t, v in zip(result.times, vertex)]
-    return mesh, [(float(t), CellAverages(mesh, rho, result.areas)) for t, rho in zip(result.times, result.densities)]
+        fields = [DG1Data(mesh, v) for v in vertex]
+    else:
+        fields = [CellAverages(mesh, rho, result.areas) for rho in result.densities]
+    atoms = getattr(result, "atoms", None)
+    if atoms is not None:
+        return mesh, [(float(t), WithAtoms(f, a)) for t, f, a in zip(result.times, fields, atoms)]
+    return mesh, [(float(t), f) for t, f in zip(result.times, fields)]
 
 
 def particle_fields(result: Any, bandwidth: float | None = None,
@@ -147,9 +156,13 @@ def format_summary(history: ClusterHistory) -> str:
             f"threshold {history.threshold:.4g} ({history.threshold / history.uniform:.3g} x uniform), "
             f"prominence {history.prominence:g}")
     lines = [head]
-    lines.append("  t        clusters  max/uniform")
+    atoms = history.has_atoms
+    lines.append("  t        clusters  max/uniform" + ("  atoms  atom mass" if atoms else ""))
     for f in history.frames:
-        lines.append(f"  {f.t:<8.4g} {f.count:>8d}  {f.maximum / history.uniform:>11.4g}")
+        line = f"  {f.t:<8.4g} {f.count:>8d}  {f.maximum / history.uniform:>11.4g}"
+        if f.atom_masses is not None:
+            line += f"  {int(np.count_nonzero(f.atom_masses > 0)):>5d}  {f.atom_masses.sum():>9.4g}"
+        lines.append(line)
     for e in history.events:
         lines.append(f"  {e.kind:<6s} at t = {e.time:.4g}: ids {' '.join(map(str, e.ids))}")
     crossings = [c for c in history.crossings if c.id is None]

@@ -7,7 +7,10 @@ one more on each side; fewer at the ends of a history), solved for ``log(level)`
 bracket (Brent).  Exact for exponential growth and for any cubic in log(height); otherwise the
 error is ``O(dt^4 |(log h)''''| / |(log h)'|)`` for output spacing dt (second order where only
 the two bracketing outputs exist).  A level already reached at the first output of a history,
-or never reached, has no crossing time (nan).
+or never reached, has no crossing time (nan).  Infinite heights (a cluster that has become an
+atom, :mod:`.atoms`) are left out of the interpolation; when the first output at or above the
+level is infinite, the crossing happened between it and the output before, and the time of
+the first output showing it is returned (known to the output spacing only).
 """
 
 from __future__ import annotations
@@ -23,8 +26,11 @@ def first_crossing(times: np.ndarray, values: np.ndarray, level: float) -> float
     if not len(above) or above[0] == 0:
         return float("nan")
     k = int(above[0])
+    if not np.isfinite(values[k]):
+        return float(times[k])
     lo, hi = max(k - 2, 0), min(k + 2, len(times))
-    t, g = times[lo:hi], np.log(values[lo:hi])
+    finite = np.isfinite(values[lo:hi])
+    t, g = times[lo:hi][finite], np.log(values[lo:hi][finite])
     target = np.log(level)
 
     def cubic(s: float) -> float:

@@ -38,6 +38,7 @@ from abc import ABC, abstractmethod
 
 import numpy as np
 
+from ...peaks import cluster_labels
 from .cells import AnalysisMesh
 from .coords import exp_map, geodesic, log_map
 from .reconstruction import fit_extremum
@@ -85,6 +86,16 @@ class Field(ABC):
     @abstractmethod
     def moments(self, labels: np.ndarray, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Masses (P,) and widths (P,) of the cluster regions ``labels == i`` about ``positions[i]``."""
+
+    def clusters(self, threshold: float, prominence: float) -> tuple[np.ndarray, np.ndarray]:
+        """Cluster labels (cells,) and peak cells (P,), tallest first: :func:`~meanfield.peaks.basins.cluster_labels`
+        of :attr:`values`."""
+        return cluster_labels(self.values, self.mesh.graph, threshold, prominence)
+
+    def atom_parts(self, labels: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """Per cluster: the mass of the atoms in it and its heaviest atom's id; None for a field
+        without atoms (:mod:`.atoms`)."""
+        return None
 
 
 class CellAverages(Field):

@@ -3,7 +3,9 @@
 ``clusters.csv``
     One row per cluster and output time: ``t, id, x, y[, z]`` (peak position),
     ``theta`` (S^1) or ``lon, lat`` (S^2; radians), ``height`` (density units), ``mass``,
-    ``width`` (radians).
+    ``width`` (radians); hybrid runs also ``atom_mass`` (the part of ``mass`` in atoms) and
+    ``atom_id`` (the cluster's heaviest atom, -1: none), and ``height`` is ``inf`` for a
+    cluster whose top is an atom (:mod:`.atoms`).
 ``events.csv``
     ``kind, time, ids``: births (new id, then its parent if any), merges (survivor first) and deaths;
     ids separated by spaces (:mod:`.tracking`).
@@ -29,7 +31,8 @@ PLOT_FILE = "clusters.png"
 
 
 def _number(v: float) -> str:
-    return "" if not np.isfinite(v) else repr(float(v))
+    """Exact text of a number; empty for nan (a time never reached), ``inf`` for infinity."""
+    return "" if np.isnan(v) else repr(float(v))
 
 
 def cluster_rows(history: ClusterHistory) -> list[dict[str, float]]:
@@ -43,6 +46,8 @@ def cluster_rows(history: ClusterHistory) -> list[dict[str, float]]:
             row.update({a: float(frame.positions[k, i]) for i, a in enumerate(axes)})
             row.update({name: float(v[k]) for name, v in angles.items()})
             row.update(height=float(frame.heights[k]), mass=float(frame.masses[k]), width=float(frame.widths[k]))
+            if frame.atom_masses is not None and frame.atom_ids is not None:
+                row.update(atom_mass=float(frame.atom_masses[k]), atom_id=int(frame.atom_ids[k]))
             rows.append(row)
     return rows
 
@@ -53,12 +58,13 @@ def write_history(directory: str | Path, history: ClusterHistory) -> list[Path]:
     directory.mkdir(parents=True, exist_ok=True)
     paths = [directory / name for name in FILES]
     columns = ["t", "id", *"xyz"[: 2 if history.sphere == "S1" else 3],
-               *(["theta"] if history.sphere == "S1" else ["lon", "lat"]), "height", "mass", "width"]
+               *(["theta"] if history.sphere == "S1" else ["lon", "lat"]), "height", "mass", "width",
+               *(["atom_mass", "atom_id"] if history.has_atoms else [])]
     with open(paths[0], "w", newline="") as fh:
         writer = csv.writer(fh)
         writer.writerow(columns)
         for row in cluster_rows(history):
-            writer.writerow([row["id"] if c == "id" else _number(row[c]) for c in columns])
+            writer.writerow([row[c] if c in ("id", "atom_id") else _number(row[c]) for c in columns])
     with open(paths[1], "w", newline="") as fh:
         writer = csv.writer(fh)
         writer.writerow(["kind", "time", "ids"])

@@ -6,7 +6,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...peaks import cluster_labels
 from .fields import Field
 
 
@@ -21,7 +20,8 @@ class Frame:
     positions
         (P, d) peak positions on the sphere.
     heights
-        (P,) densities at the peaks (density units, like the snapshots).
+        (P,) densities at the peaks (density units, like the snapshots); ``inf`` for a cluster
+        whose top is an atom (:mod:`.atoms`).
     masses
         (P,) masses of the cluster regions.
     widths
@@ -31,7 +31,11 @@ class Frame:
     peak_cells
         (P,) each cluster's top cell.
     maximum
-        The global maximum of the density: the reconstructed height at the top cell.
+        The global maximum of the density: the reconstructed height at the top cell (``inf``
+        when there is an atom).
+    atom_masses, atom_ids
+        Hybrid runs: (P,) the mass of the atoms in each cluster (part of ``masses``) and the
+        id of its heaviest atom (-1: none); None for runs without atoms.
     """
 
     t: float
@@ -42,6 +46,8 @@ class Frame:
     labels: np.ndarray
     peak_cells: np.ndarray
     maximum: float
+    atom_masses: np.ndarray | None = None
+    atom_ids: np.ndarray | None = None
 
     @property
     def count(self) -> int:
@@ -62,7 +68,7 @@ def analyse_field(field: Field, t: float, threshold: float, prominence: float) -
     prominence
         Least relative depth of the dip separating a cluster from a taller one.
     """
-    labels, peaks = cluster_labels(field.values, field.mesh.graph, threshold, prominence)
+    labels, peaks = field.clusters(threshold, prominence)
     d = field.mesh.d
     refined = [field.peak(int(c)) for c in peaks]
     positions = np.array([p for p, _ in refined]).reshape(-1, d)
@@ -70,4 +76,6 @@ def analyse_field(field: Field, t: float, threshold: float, prominence: float) -
     masses, widths = field.moments(labels, positions)
     top = int(np.argmax(field.values))
     maximum = heights[0] if len(peaks) and peaks[0] == top else field.peak(top)[1]
-    return Frame(float(t), positions, heights, masses, widths, labels, peaks, float(maximum))
+    atoms = field.atom_parts(labels, len(peaks))
+    return Frame(float(t), positions, heights, masses, widths, labels, peaks, float(maximum),
+                 *(atoms if atoms is not None else ()))

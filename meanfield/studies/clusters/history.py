@@ -63,6 +63,11 @@ class ClusterHistory:
         return 1.0 / sphere_area(2 if self.sphere == "S1" else 3)
 
     @property
+    def has_atoms(self) -> bool:
+        """Whether the frames come from a hybrid run (clusters may hold atoms, :mod:`.atoms`)."""
+        return any(f.atom_masses is not None for f in self.frames)
+
+    @property
     def times(self) -> np.ndarray:
         return np.array([f.t for f in self.frames])
 
@@ -76,11 +81,12 @@ class ClusterHistory:
         return np.array([f.maximum for f in self.frames])
 
     def track(self, cluster: int) -> dict[str, np.ndarray]:
-        """The history of one cluster id: t, positions, heights, masses, widths over its lifetime."""
+        """The history of one cluster id: t, positions, heights, masses, widths over its lifetime
+        (hybrid runs also atom_masses: the part of the mass in atoms)."""
         rows = [(f, int(np.flatnonzero(i == cluster)[0])) for f, i in zip(self.frames, self.ids) if cluster in i]
+        names = ("positions", "heights", "masses", "widths") + (("atom_masses",) if self.has_atoms else ())
         return {"t": np.array([f.t for f, _ in rows]),
-                **{name: np.array([getattr(f, name)[k] for f, k in rows])
-                   for name in ("positions", "heights", "masses", "widths")}}
+                **{name: np.array([getattr(f, name)[k] for f, k in rows]) for name in names}}
 
     def all_ids(self) -> list[int]:
         return sorted({int(i) for ids in self.ids for i in ids})

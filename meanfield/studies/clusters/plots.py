@@ -15,6 +15,8 @@ from matplotlib.ticker import MaxNLocator, NullFormatter
 from .coords import angle_columns
 from .history import ClusterHistory
 
+ATOM_DOT = 60.0  # marker area (points^2) of atoms of mass 1 on the trajectories
+
 
 def _broken(x: np.ndarray, y: np.ndarray, angle: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The curve (x, y) with a gap (NaN) wherever ``angle`` wraps around (jumps by more than pi)."""
@@ -22,8 +24,17 @@ def _broken(x: np.ndarray, y: np.ndarray, angle: np.ndarray) -> tuple[np.ndarray
     return np.insert(np.asarray(x, float), jumps, np.nan), np.insert(np.asarray(y, float), jumps, np.nan)
 
 
+def _finite(values: np.ndarray) -> np.ndarray:
+    """Infinite heights (atoms) as gaps."""
+    return np.where(np.isfinite(values), values, np.nan)
+
+
 def history_figure(history: ClusterHistory) -> Figure:
-    """Three panels: cluster count against t (log axis), peak trajectories, peak heights."""
+    """Three panels: cluster count against t (log axis), peak trajectories, peak heights.
+
+    Hybrid runs: where a cluster holds atoms its trajectory carries dots of area proportional
+    to the atoms' mass; its height (infinite) is not drawn.
+    """
     fig = Figure(figsize=(15, 4.2), layout="constrained")
     count, paths, heights = fig.subplots(1, 3)
     t = history.times
@@ -39,22 +50,28 @@ def history_figure(history: ClusterHistory) -> Figure:
         angles = angle_columns(tr["positions"])
         style = {"color": colours[cluster], "lw": 1.2}
         if history.sphere == "S1":
-            paths.plot(*_broken(tr["t"], angles["theta"], angles["theta"]), **style)
+            x, y = tr["t"], angles["theta"]
+            paths.plot(*_broken(x, y, y), **style)
         else:
-            lon, lat = np.degrees(angles["lon"]), np.degrees(angles["lat"])
-            paths.plot(*_broken(lon, lat, angles["lon"]), **style)
-            paths.plot(lon[-1:], lat[-1:], "o", ms=4, color=colours[cluster])
-        heights.semilogy(tr["t"], tr["heights"] / u, **style)
-    heights.semilogy(t, history.maxima / u, "k--", lw=0.8, label="global max")
+            x, y = np.degrees(angles["lon"]), np.degrees(angles["lat"])
+            paths.plot(*_broken(x, y, angles["lon"]), **style)
+            paths.plot(x[-1:], y[-1:], "o", ms=4, color=colours[cluster])
+        if "atom_masses" in tr:
+            atom = tr["atom_masses"] > 0
+            paths.scatter(x[atom], y[atom], s=ATOM_DOT * tr["atom_masses"][atom], color=colours[cluster], zorder=3)
+        heights.semilogy(tr["t"], _finite(tr["heights"]) / u, **style)
+    heights.semilogy(t, _finite(history.maxima) / u, "k--", lw=0.8, label="global max")
     for e in history.events:
         if e.kind == "merge":
             heights.axvline(e.time, color="0.7", lw=0.6)
+    dots = " (dots: atoms, area ~ mass)" if history.has_atoms else ""
     if history.sphere == "S1":
-        paths.set(xlabel="t", ylabel="theta (rad)", ylim=(-np.pi, np.pi), title="peak positions")
+        paths.set(xlabel="t", ylabel="theta (rad)", ylim=(-np.pi, np.pi), title="peak positions" + dots)
     else:
         paths.set(xlabel="longitude (deg)", ylabel="latitude (deg)", xlim=(-180, 180), ylim=(-90, 90),
-                  title="peak trajectories (dot: last position)")
-    heights.set(xlabel="t", ylabel="height / uniform", title="peak heights (grey: merges)")
+                  title="peak trajectories (dot: last position)" + dots)
+    heights.set(xlabel="t", ylabel="height / uniform",
+                title="peak heights (grey: merges)" + ("; atoms: infinite" if history.has_atoms else ""))
     heights.legend(fontsize=7)
     return fig
 
