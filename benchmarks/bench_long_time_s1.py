@@ -28,11 +28,13 @@ Prints tables and writes ``summary-<part>.json`` under ``--out`` (default runs/b
 Measured (2026-11-23, 2 shared cores).  Reference: moments against ``solve_circle`` to
 1.2e-11 - 3.3e-11; merge times identical for rtol 1e-9 / 1e-11 / 1e-13; n = 4096 and 8192
 against 16384: merge times within 9e-5 - 1.7e-3 (relative), masses 0 - 1.2e-4, centres at
-t = 2000 8e-6 - 9.6e-4 rad; 50 - 150 s per run at n = 16384.  Hybrid, FV 1024 cells, with
+t = 2000 8e-6 - 9.6e-4 rad; 50 - 150 s per run at n = 16384.  Hybrid, 1024 cells, with
 ``--t-final 200`` (case a) and ``100`` (case c) only (the full t = 2000 runs did not fit the
-session): case a merges 143.73 / 171.81 against 141.55 / 169.69 (1.54%, 1.25%), case c
-42.65 against 41.37 (3.08%: a miss), i.e. the hybrid lags by a nearly constant 1.3 - 2.2
-time units; centres 1.1e-3 - 1.3e-3 rad, masses 4.5e-5 - 4.7e-5, mass drift 4e-14 - 5e-14.
+session).  FV: case a merges 143.73 / 171.81 against 141.55 / 169.69 (1.54%, 1.25%), case c
+42.65 against 41.37 (3.08%: a miss) -- FV lags by a nearly constant 1.3 - 2.2 time units,
+acquired around the captures (t ~ 11-13); centres 1.1e-3 - 1.3e-3 rad, masses 4.5e-5 -
+4.7e-5.  DG1, case c: 41.40 against 41.37 (0.07%), centres 3.0e-4 rad, masses 4.4e-6.
+Mass drift 4e-14 - 8e-14 in all runs.
 """
 
 from __future__ import annotations
