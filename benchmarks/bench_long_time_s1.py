@@ -33,7 +33,8 @@ t = 2000 8e-6 - 9.6e-4 rad; 50 - 150 s per run at n = 16384.  Hybrid, 1024 cells
 session).  FV: case a merges 143.73 / 171.81 against 141.55 / 169.69 (1.54%, 1.25%), case c
 42.65 against 41.37 (3.08%: a miss) -- FV lags by a nearly constant 1.3 - 2.2 time units,
 acquired around the captures (t ~ 11-13); centres 1.1e-3 - 1.3e-3 rad, masses 4.5e-5 -
-4.7e-5.  DG1, case c: 41.40 against 41.37 (0.07%), centres 3.0e-4 rad, masses 4.4e-6.
+4.7e-5.  DG1: case a 141.90 / 169.60 (0.24%, 0.05%), centres 1.4e-4 rad, masses 4.5e-5;
+case c 41.40 against 41.37 (0.07%), centres 3.0e-4 rad, masses 4.4e-6.
 Mass drift 4e-14 - 8e-14 in all runs.
 """
 
