@@ -6,6 +6,7 @@
     meanfield validate CONFIG --n 1000,4000 [--seeds 4] [--out DIR] [--pde RUN_DIR [--force]] [--quiet]
     meanfield convergence CONFIG --levels 3:6 [--dt-ladder] [--reference exact|finest|RUN_DIR] [--out DIR]
     meanfield clusters RUN_DIR [--out DIR] [--threshold RHO] [--prominence P] [--factors 2,5,...] [--no-plots]
+    meanfield longtime CONFIG [--betas 4,6,9] [--n N] [--t-final T] [--run RUN_DIR] [--delta D] [--out DIR] [--no-plots]
     meanfield sweep CONFIG --grid section.key=v1,v2,... [--grid ...] [--seeds N] [--particles [--n N]]
                     [--out DIR] [--array-index I] [--dry-run] [--set ...] [--quiet]
     meanfield collect DIR... -o TABLE.csv|TABLE.nc [--final] [--overwrite]
@@ -178,6 +179,25 @@ def _cmd_clusters(args: argparse.Namespace) -> None:
                                                   quiet=args.quiet, **options) and None)
 
 
+def _cmd_longtime(args: argparse.Namespace) -> None:
+    from mpi4py import MPI
+
+    from .collective import on_root
+    from .studies.longtime import long_time_study
+
+    given = {k: getattr(args, k) for k in ("betas", "n", "t_final", "run", "delta")}
+    options = {k: v for k, v in given.items() if v is not None}  # the API's defaults otherwise
+
+    def work() -> None:
+        study = long_time_study(args.config, args.out, plots=not args.no_plots, **options)
+        for row in study.rows:
+            _echo(f"beta {row.beta:g}: merges at {', '.join(f'{t:.6g}' for t in row.merges) or 'none'}; "
+                  f"final masses {', '.join(f'{m:.4f}' for m in row.final_masses)}")
+        _echo(f"results: {args.out}")
+
+    on_root(MPI.COMM_WORLD, work)
+
+
 def _cmd_mesh(args: argparse.Namespace) -> None:
     from mpi4py import MPI
 
@@ -318,6 +338,20 @@ def _add_clusters(sub) -> None:
     p.set_defaults(handler=_cmd_clusters)
 
 
+def _add_longtime(sub) -> None:
+    p = sub.add_parser("longtime", help="S^1 long-time reference (quantile tokens): merges, metastable times, "
+                                        "cluster tracks; optionally a hybrid run's")
+    p.add_argument("config", help="an S1 config (Q = K = V = I): initial density, attention, beta, time.t_final")
+    p.add_argument("--out", required=True, help="folder for the tables and plots")
+    p.add_argument("--betas", type=_float_list, default=None, help="comma-separated betas (default: the config's)")
+    p.add_argument("--n", type=int, default=None, help="reference tokens (default 8192)")
+    p.add_argument("--t-final", type=float, default=None, help="end time (default: the config's time.t_final)")
+    p.add_argument("--run", default=None, help="a hybrid S1 run directory to analyse beside the reference")
+    p.add_argument("--delta", type=float, default=None, help="cluster gap and merge distance in radians (default 0.01)")
+    p.add_argument("--no-plots", action="store_true", help="tables only")
+    p.set_defaults(handler=_cmd_longtime)
+
+
 def _add_sweep(sub) -> None:
     p = sub.add_parser("sweep", help="one run per point of a grid of config values (SLURM job arrays: one point "
                        "per task)")
@@ -372,7 +406,7 @@ def _add_info(sub) -> None:
 
 #: Each registers one subcommand; add new commands here.
 COMMANDS: list[Callable] = [_add_run, _add_resume, _add_particles, _add_validate, _add_convergence, _add_clusters,
-                            _add_sweep, _add_collect, _add_check, _add_plot, _add_mesh, _add_info]
+                            _add_longtime, _add_sweep, _add_collect, _add_check, _add_plot, _add_mesh, _add_info]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,409 @@
+"""Clusters, merges and metastable states of weighted point sets on S^1 over time.
+
+One rule for every point set: reference tokens (:mod:`.tokens`, ids = token indices) and the
+atoms of a hybrid run (``Atoms`` masses, angles and ids), given as a sequence of frames
+``(t, angles, masses, ids)``.
+
+Grouping (one frame)
+    A point of mass m is *dense* when ``m >= link_density * min(delta, spacing)``, its
+    spacing being the smaller of the angular gaps to its two neighbours (a local density
+    ``m / spacing`` of at least ``link_density``; any point heavier than
+    ``link_density * delta`` is dense, so atoms always are).  Dense points sorted by angle
+    whose gap (skipping the other points) is at most ``delta`` form a group (single
+    linkage).  A group is a *cluster* when its mass is at least ``min_mass``; every other
+    point -- tokens still spread out before formation, tokens left near the unstable point
+    between two clusters, tiny atoms -- is *unclustered*, its mass counted in
+    :attr:`ClusterHistory.stray` and in no cluster.  Defaults: ``delta = 0.01`` rad,
+    ``link_density = 10 / (2 pi)`` (ten times the uniform density of a unit mass),
+    ``min_mass = 0.01``.  A cluster's centre is its mass-weighted circular mean
+    ``arg sum_j m_j e^{i theta_j}``; its mass the sum of its members'.
+
+    The rule is scale-aware in both regimes: collapsed clusters (width ``<< delta``, the
+    metastable phase; atoms) are separate iff their centres are more than ``delta`` apart, so
+    ``delta`` is a distance between cluster centres, as the hybrid's atom merge distance is;
+    spread-out points (n tokens of mass 1/n, density cells of a run) count only where their
+    density exceeds ten times the uniform one, whatever n or the cell size, so a cluster
+    appears in the formation phase when its peak region is that dense (:attr:`Event.kind`
+    ``"birth"`` or ``"split"``), and light points between clusters neither bridge nor
+    separate them.
+
+Tracking
+    Members keep their ids between frames.  A cluster inherits the labels of the previous
+    frame's clusters that own any of its members; the heaviest parent's label is kept, every
+    other parent is a *merge* into it (a merge keeps the heavier cluster's label, as atoms keep
+    the heavier atom's id).  A parent whose members all vanished (an atom absorbed by the
+    solver's own merge) merged into the cluster nearest its last centre.  A parent shared by
+    several clusters *split*: the heaviest child keeps the label, the others get new ones.
+
+Merge time
+    The time at which the separation of the two clusters -- the smallest angular distance
+    between a member of one and a member of the other (the members each had in the last
+    frame where both were clusters), which for collapsed clusters is the distance of their
+    centres -- falls to ``delta``.  Between the last frame with ``s0 > delta`` and the first
+    with ``s1 <= delta``, ``log s`` is interpolated linearly in t (the final approach of two
+    clusters is exponential, ``s' ~ -s``), or s itself when ``s1 = 0`` (members gone: the
+    lighter atom was absorbed by the solver).  Two clusters joined into one group while
+    still more than ``delta`` apart (linked through dense points between them) are followed
+    until their members come within ``delta``; a pair that never does by the last frame is
+    reported at the frame where it joined.  Keep ``delta`` at least the hybrid's atom merge
+    distance, so that the solver never merges atoms before the event is seen.
+
+Metastable states
+    The k-cluster state lasts from the event that made the cluster count k (the last split
+    for the first state: the end of formation) to the next merge; its duration is the
+    metastable time.  A state still present at the last frame has ``end = None`` and its
+    duration is a lower bound (``lower_bound = True``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+TWO_PI = 2.0 * np.pi
+#: Defaults: grouping / merge distance (rad), least link density, smallest mass of a cluster.
+DELTA, LINK_DENSITY, MIN_MASS = 1e-2, 10.0 / TWO_PI, 1e-2
+
+
+def circular_distance(a: np.ndarray | float, b: np.ndarray | float) -> np.ndarray:
+    """|a - b| on the circle, in [0, pi]."""
+    d = np.mod(np.asarray(a, float) - np.asarray(b, float), TWO_PI)
+    return np.minimum(d, TWO_PI - d)
+
+
+def circular_mean(angles: np.ndarray, masses: np.ndarray) -> float:
+    """The mass-weighted circular mean ``arg sum m e^{i theta}`` in [0, 2 pi)."""
+    return float(np.mod(np.angle(np.sum(masses * np.exp(1j * angles))), TWO_PI))
+
+
+def group_points(angles: np.ndarray, delta: float, masses: np.ndarray | None = None,
+                 link_density: float = 0.0) -> list[np.ndarray]:
+    """Indices of the groups of dense points linked by gaps <= delta (module docstring).
+
+    Without ``masses`` (or with ``link_density = 0``) every point is dense.  Returns the groups
+    in counter-clockwise order, each as indices into ``angles`` ordered counter-clockwise from
+    the group's first member; points that are not dense are in no group.
+    """
+    theta = np.mod(np.asarray(angles, float), TWO_PI)
+    if theta.size == 0:
+        return []
+    order = np.argsort(theta, kind="stable")
+    if masses is not None and link_density > 0 and theta.size > 1:
+        s = theta[order]
+        gaps = np.diff(np.append(s, s[0] + TWO_PI))  # gaps[i]: from s[i] to the next point
+        spacing = np.minimum(np.minimum(gaps, np.roll(gaps, 1)), delta)
+        order = order[np.asarray(masses, float)[order] >= link_density * spacing]
+        if order.size == 0:
+            return []
+    s = theta[order]
+    gaps = np.diff(np.append(s, s[0] + TWO_PI))
+    cuts = np.flatnonzero(gaps > delta)
+    if cuts.size == 0:
+        return [order]
+    rolled = np.roll(order, -(cuts[-1] + 1))  # start just after the last cut
+    stops = np.sort((cuts - cuts[-1] - 1) % order.size) + 1
+    starts = np.concatenate([[0], stops[:-1]])
+    return [rolled[a:b] for a, b in zip(starts, stops, strict=True)]
+
+
+def separation(a: np.ndarray, b: np.ndarray) -> float:
+    """The smallest circular distance between a point of ``a`` and one of ``b`` (angles); inf if one is empty."""
+    if a.size == 0 or b.size == 0:
+        return float("inf")
+    s = np.sort(np.mod(a, TWO_PI))
+    b = np.mod(b, TWO_PI)
+    j = np.searchsorted(s, b) % s.size
+    return float(min(circular_distance(s[j], b).min(), circular_distance(s[j - 1], b).min()))
+
+
+@dataclass(frozen=True)
+class Event:
+    """A change of the cluster set.
+
+    Attributes
+    ----------
+    kind
+        ``"merge"`` (``absorbed`` merged into ``kept``), ``"split"`` (``absorbed`` is the new
+        label that split off ``kept``) or ``"birth"`` (a group grew to ``min_mass``; ``kept``
+        is its label, ``absorbed`` -1).
+    time
+        Interpolated merge time (module docstring); for other kinds the frame's time.
+    kept, absorbed
+        Cluster labels.
+    masses
+        Masses of ``kept`` and ``absorbed`` just before a merge (the frame before).
+    """
+
+    kind: str
+    time: float
+    kept: int
+    absorbed: int
+    masses: tuple[float, float] = (0.0, 0.0)
+
+
+@dataclass(frozen=True)
+class State:
+    """A metastable k-cluster state: ``[start, end)``, ``end`` None if it lasts past the last frame."""
+
+    count: int
+    start: float
+    end: float | None
+    last_frame: float
+
+    @property
+    def duration(self) -> float:
+        """``end - start``, or ``last_frame - start`` (a lower bound) while it lasts."""
+        return (self.last_frame if self.end is None else self.end) - self.start
+
+    @property
+    def lower_bound(self) -> bool:
+        return self.end is None
+
+
+@dataclass
+class ClusterHistory:
+    """Clusters of a point set over time (module docstring).
+
+    Attributes
+    ----------
+    times
+        (T,) frame times.
+    labels, centres, masses
+        Per frame: (k,) cluster labels, centres in [0, 2 pi) and masses, in counter-clockwise order.
+    stray
+        (T,) mass in no cluster.
+    total
+        (T,) total mass of the frame.
+    events
+        Merges, splits and births in time order.
+    delta, link_density, min_mass
+        The grouping rule.
+    """
+
+    delta: float
+    link_density: float
+    min_mass: float
+    times: list[float] = field(default_factory=list)
+    labels: list[np.ndarray] = field(default_factory=list)
+    centres: list[np.ndarray] = field(default_factory=list)
+    masses: list[np.ndarray] = field(default_factory=list)
+    stray: list[float] = field(default_factory=list)
+    total: list[float] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+
+    @property
+    def counts(self) -> np.ndarray:
+        """(T,) number of clusters per frame."""
+        return np.array([len(lab) for lab in self.labels])
+
+    def merges(self) -> list[Event]:
+        """The merge events, in time order."""
+        return sorted((e for e in self.events if e.kind == "merge"), key=lambda e: e.time)
+
+    def frame_at(self, t: float) -> int:
+        """Index of the last frame at or before ``t`` (the first frame if t is earlier)."""
+        return max(int(np.searchsorted(np.asarray(self.times), t, side="right")) - 1, 0)
+
+    def state_at(self, t: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(labels, centres, masses)`` of the clusters at the last frame at or before t."""
+        i = self.frame_at(t)
+        return self.labels[i], self.centres[i], self.masses[i]
+
+    def track(self, label: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(times, centres, masses)`` of one cluster label over the frames where it exists."""
+        rows = [(t, c[lab == label][0], m[lab == label][0])
+                for t, lab, c, m in zip(self.times, self.labels, self.centres, self.masses, strict=True)
+                if np.any(lab == label)]
+        if not rows:
+            return np.zeros(0), np.zeros(0), np.zeros(0)
+        t, c, m = (np.array(x) for x in zip(*rows, strict=True))
+        return t, c, m
+
+    def all_labels(self) -> list[int]:
+        """Every label that ever named a cluster, in order of appearance."""
+        seen: dict[int, None] = {}
+        for lab in self.labels:
+            seen.update(dict.fromkeys(int(x) for x in lab))
+        return list(seen)
+
+    def states(self) -> list[State]:
+        """The metastable states after formation (module docstring), in time order."""
+        if not self.times:
+            return []
+        changes = sorted((e for e in self.events if e.kind in ("split", "birth", "merge")), key=lambda e: e.time)
+        merges = [e for e in changes if e.kind == "merge"]
+        formed = [e.time for e in changes if e.kind != "merge" and (not merges or e.time <= merges[0].time)]
+        start = max(formed) if formed else self.times[0]
+        count = int(self.counts[self.frame_at(start)])
+        out = []
+        for e in merges:
+            if e.time < start:
+                continue
+            out.append(State(count, start, e.time, self.times[-1]))
+            start, count = e.time, count - 1
+        out.append(State(count, start, None, self.times[-1]))
+        return out
+
+
+def cluster_history(
+    frames: Iterable[tuple[float, np.ndarray, np.ndarray, np.ndarray]],
+    delta: float = DELTA,
+    link_density: float = LINK_DENSITY,
+    min_mass: float = MIN_MASS,
+) -> ClusterHistory:
+    """Group, track and time the clusters of a sequence of point-set frames (module docstring).
+
+    Parameters
+    ----------
+    frames
+        ``(t, angles (m,), masses (m,), ids (m,))`` in increasing t; m may change (atoms
+        appear and merge); ids are integers that a point keeps between frames.
+    delta
+        Grouping gap and merge distance (rad).
+    link_density
+        Least local density of a link (mass per radian).
+    min_mass
+        Smallest mass of a cluster.
+    """
+    history = ClusterHistory(float(delta), float(link_density), float(min_mass))
+    prev: _Frame | None = None
+    pending: list[_Pending] = []
+    next_label = 0
+    for t, angles, masses, ids in frames:
+        theta, m, ident = (np.asarray(x) for x in (angles, masses, ids))
+        theta = np.mod(theta.astype(float), TWO_PI)
+        groups = [g for g in group_points(theta, delta, m, link_density) if m[g].sum() >= min_mass]
+        members = [ident[g] for g in groups]
+        centre = np.array([circular_mean(theta[g], m[g]) for g in groups])
+        mass = np.array([float(m[g].sum()) for g in groups])
+        labels = np.full(len(groups), -1, dtype=np.int64)
+        if prev is None:
+            labels[:] = np.arange(len(groups))
+            next_label = len(groups)
+        else:
+            parents = [prev.owners(x) for x in members]
+            claimed: dict[int, list[int]] = {}
+            for c, ps in enumerate(parents):
+                for p in ps:
+                    claimed.setdefault(p, []).append(c)
+            for lab in prev.labels:  # parents whose members all vanished: into the nearest cluster
+                if int(lab) not in claimed and len(groups):
+                    c = int(np.argmin(circular_distance(centre, prev.centre_of(int(lab)))))
+                    parents[c] = sorted(set(parents[c]) | {int(lab)})
+                    claimed[int(lab)] = [c]
+            taken: set[int] = set()
+            for c in np.argsort(-mass, kind="stable"):  # heavier children choose first
+                ps = [p for p in parents[c] if p not in taken]
+                if not ps:
+                    labels[c] = next_label
+                    kind = "split" if parents[c] else "birth"
+                    history.events.append(Event(kind, float(t), next_label if kind == "birth" else parents[c][0],
+                                                next_label if kind == "split" else -1))
+                    next_label += 1
+                    continue
+                keep = max(ps, key=prev.mass_of)
+                labels[c] = keep
+                taken.update(ps)
+                for p in ps:
+                    if p != keep:
+                        pending.append(_Pending(keep, p, prev.mass_of(keep), prev.mass_of(p), prev.member_ids(keep),
+                                                prev.member_ids(p), prev.time, prev.separation(keep, p)))
+        for merge in list(pending):  # parents joined: their separation reaches delta now or later
+            done = merge.advance(float(t), theta, ident, delta)
+            if done is not None:
+                history.events.append(done)
+                pending.remove(merge)
+        history.times.append(float(t))
+        history.labels.append(labels)
+        history.centres.append(centre)
+        history.masses.append(mass)
+        history.total.append(float(m.sum()))
+        history.stray.append(float(m.sum() - mass.sum()))
+        prev = _Frame(float(t), labels, centre, mass, members, theta, m, ident)
+    history.events += [Event("merge", m.t0, m.kept, m.absorbed, m.masses) for m in pending]  # never reached delta
+    history.events.sort(key=lambda e: e.time)
+    return history
+
+
+@dataclass
+class _Pending:
+    """Two parents joined in one cluster whose separation has not been seen at <= delta yet."""
+
+    kept: int
+    absorbed: int
+    kept_mass: float
+    absorbed_mass: float
+    kept_ids: np.ndarray
+    absorbed_ids: np.ndarray
+    t0: float
+    s0: float
+
+    @property
+    def masses(self) -> tuple[float, float]:
+        return self.kept_mass, self.absorbed_mass
+
+    def advance(self, t1: float, theta: np.ndarray, ids: np.ndarray, delta: float) -> Event | None:
+        """The merge event if the separation of the parents' members in this frame is <= delta
+        (interpolated, module docstring), else None after remembering this frame."""
+        a, b = (theta[np.isin(ids, x)] for x in (self.kept_ids, self.absorbed_ids))
+        s1 = separation(a, b) if a.size and b.size else 0.0  # a member vanished: absorbed by the solver
+        if s1 > delta:
+            self.t0, self.s0 = t1, s1
+            return None
+        t0, s0 = self.t0, self.s0
+        if not s0 > delta:
+            time = t0
+        elif s1 > 0:
+            time = t0 + (t1 - t0) * float(np.log(s0 / delta) / np.log(s0 / s1))
+        else:
+            time = t0 + (t1 - t0) * (s0 - delta) / s0
+        return Event("merge", time, self.kept, self.absorbed, self.masses)
+
+
+@dataclass
+class _Frame:
+    """The previous frame, for tracking: clusters, their member ids and the raw points."""
+
+    time: float
+    labels: np.ndarray
+    centre: np.ndarray
+    mass: np.ndarray
+    members: list[np.ndarray]
+    theta: np.ndarray
+    m: np.ndarray
+    ids: np.ndarray
+
+    def __post_init__(self) -> None:
+        all_ids = np.concatenate(self.members) if self.members else np.zeros(0, np.int64)
+        owner = np.concatenate([np.full(len(x), lab) for x, lab in zip(self.members, self.labels, strict=True)]) \
+            if self.members else np.zeros(0, np.int64)
+        order = np.argsort(all_ids, kind="stable")
+        self._ids, self._owner = all_ids[order], owner[order]
+        self._index = {int(lab): i for i, lab in enumerate(self.labels)}
+
+    def _lookup(self, ids: np.ndarray) -> np.ndarray:
+        """Owner label of each id (-1 if it was in no cluster)."""
+        if self._ids.size == 0:
+            return np.full(len(ids), -1)
+        j = np.minimum(np.searchsorted(self._ids, ids), self._ids.size - 1)
+        return np.where(self._ids[j] == ids, self._owner[j], -1)
+
+    def owners(self, ids: np.ndarray) -> list[int]:
+        found = self._lookup(ids)
+        return sorted(int(x) for x in np.unique(found[found >= 0]))
+
+    def member_ids(self, label: int) -> np.ndarray:
+        return self.members[self._index[label]]
+
+    def mass_of(self, label: int) -> float:
+        return float(self.mass[self._index[label]])
+
+    def centre_of(self, label: int) -> float:
+        return float(self.centre[self._index[label]])
+
+    def separation(self, a: int, b: int) -> float:
+        """Separation (module docstring) of the clusters labelled a and b in this frame."""
+        owner = self._lookup(self.ids)
+        return separation(self.theta[owner == a], self.theta[owner == b])

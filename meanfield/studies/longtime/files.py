@@ -1,0 +1,58 @@
+"""The files of a long-time study (CSV; one writer per table).
+
+``<name>-clusters.csv``
+    One row per cluster and output: ``t, label, theta, mass`` (centre in [0, 2 pi) rad).
+``<name>-events.csv``
+    ``kind, time, kept, absorbed, kept_mass, absorbed_mass`` (:class:`~.events.Event`).
+``<name>-states.csv``
+    ``clusters, start, end, duration, lower_bound``: the metastable states (:class:`~.events.State`).
+``merge-table.csv``
+    One row per beta: ``beta, merges`` (merge times, space separated), ``states``
+    (``k:duration`` per metastable state, ``>=`` marking a lower bound), ``final_masses``,
+    ``final_centres``.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Sequence
+from pathlib import Path
+
+from .events import ClusterHistory
+
+
+def _write(path: Path, header: Sequence[str], rows: Sequence[Sequence[object]]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(header)
+        writer.writerows(rows)
+    return path
+
+
+def write_history(history: ClusterHistory, out: Path, name: str) -> list[Path]:
+    """``<name>-clusters.csv``, ``<name>-events.csv`` and ``<name>-states.csv`` under ``out``."""
+    clusters = [(t, int(lab), float(c), float(m))
+                for t, labels, centres, masses in zip(history.times, history.labels, history.centres,
+                                                      history.masses, strict=True)
+                for lab, c, m in zip(labels, centres, masses, strict=True)]
+    events = [(e.kind, e.time, e.kept, e.absorbed, *e.masses) for e in history.events]
+    states = [(s.count, s.start, "" if s.end is None else s.end, s.duration, int(s.lower_bound))
+              for s in history.states()]
+    return [
+        _write(out / f"{name}-clusters.csv", ("t", "label", "theta", "mass"), clusters),
+        _write(out / f"{name}-events.csv", ("kind", "time", "kept", "absorbed", "kept_mass", "absorbed_mass"),
+               events),
+        _write(out / f"{name}-states.csv", ("clusters", "start", "end", "duration", "lower_bound"), states),
+    ]
+
+
+def write_table(rows: Sequence, out: Path) -> Path:
+    """``merge-table.csv`` from :class:`~.study.BetaRow` rows."""
+    def joined(values) -> str:
+        return " ".join(f"{v:.6g}" for v in values)
+
+    table = [(r.beta, joined(r.merges),
+              " ".join(f"{k}:{'>=' if lower else ''}{d:.6g}" for k, _, d, lower in r.states),
+              joined(r.final_masses), joined(r.final_centres)) for r in rows]
+    return _write(out / "merge-table.csv", ("beta", "merges", "states", "final_masses", "final_centres"), table)

@@ -1,0 +1,66 @@
+"""Pictures of long-time cluster histories: count against log t, trajectories, merge times against beta.
+
+Figures are :class:`matplotlib.figure.Figure` objects saved directly (no pyplot).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
+
+from .events import ClusterHistory
+
+
+def history_figure(histories: Mapping[str, ClusterHistory]) -> Figure:
+    """Cluster count against log t (one line per history) and the cluster trajectories of each.
+
+    Trajectories: centre angle against log t, the marker area proportional to the mass; merges
+    are drawn as black crosses at the surviving cluster's centre.
+    """
+    fig = Figure(figsize=(5.0 + 5.0 * len(histories), 4.2), layout="constrained")
+    axes = fig.subplots(1, 1 + len(histories), squeeze=False)[0]
+    for k, (name, h) in enumerate(histories.items()):
+        t = np.asarray(h.times)
+        axes[0].step(t[t > 0], h.counts[t > 0], where="post", color=f"C{k}", label=name)
+        ax = axes[1 + k]
+        for j, label in enumerate(h.all_labels()):
+            tt, c, m = h.track(label)
+            keep = tt > 0
+            ax.scatter(tt[keep], c[keep], s=40.0 * m[keep], color=f"C{j % 10}", lw=0)
+        for e in h.merges():
+            labels, centres, _ = h.state_at(e.time + 1e-9)
+            if np.any(labels == e.kept):
+                ax.plot(e.time, centres[labels == e.kept][0], "kx", ms=8)
+        ax.set(xscale="log", xlabel="t", ylabel="centre (rad)", ylim=(0, 2 * np.pi), title=f"{name}: clusters")
+    axes[0].set(xscale="log", xlabel="t", ylabel="clusters", title="number of clusters")
+    axes[0].yaxis.set_major_locator(MaxNLocator(integer=True))
+    axes[0].legend()
+    return fig
+
+
+def table_figure(betas: Sequence[float], merges: Sequence[Sequence[float]],
+                 durations: Sequence[Sequence[tuple[int, float, bool]]]) -> Figure:
+    """Merge times (left) and metastable times by cluster count (right) against beta, log t axes."""
+    fig = Figure(figsize=(10, 4.2), layout="constrained")
+    left, right = fig.subplots(1, 2)
+    for b, times in zip(betas, merges, strict=True):
+        left.plot([b] * len(times), times, "o", color="C0")
+    for b, states in zip(betas, durations, strict=True):
+        for k, d, lower in states:
+            right.plot(b, d, "^" if lower else "o", color=f"C{k % 10}")
+            right.annotate(str(k), (b, d), textcoords="offset points", xytext=(4, 2), fontsize=8)
+    left.set(yscale="log", xlabel="beta", ylabel="merge time", title="merge times")
+    right.set(yscale="log", xlabel="beta", ylabel="time at k clusters",
+              title="metastable times (label: k; triangle: lower bound)")
+    return fig
+
+
+def save(fig: Figure, path: Path) -> Path:
+    """Save a figure (150 dpi) and return the path."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=150)
+    return path

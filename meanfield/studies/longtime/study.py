@@ -1,0 +1,209 @@
+"""Long-time studies on S^1: reference and hybrid cluster histories, merge tables against beta.
+
+* :func:`reference_history`: the Lagrangian reference (:mod:`.tokens`) of a config, reduced to
+  clusters on the fly (:mod:`.events`), so n = 16384 tokens to t = 2000 never hold more than
+  one output in memory;
+* :func:`run_history`: the clusters of a hybrid PDE run on S^1 (its atoms, plus the cells whose
+  mass exceeds ``cell_floor`` as points of that mass at the cell centroids);
+* :func:`beta_table`: merge and metastable times of the reference for several beta;
+* :func:`long_time_study` (``meanfield longtime``): all of it written as CSV + PNG.
+
+Output times (:func:`output_times`): every ``DT_EARLY`` up to ``T_EARLY`` (formation), then every
+``DT_LATE``; merge times are interpolated between outputs (:mod:`.events`), which is exact
+for the exponential final approach, so a coarse late spacing costs no accuracy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ...atoms import ATOM_KEYS
+from ...config import Config, load_config
+from ...runner import layout
+from ...runner.files import load_npz
+from .events import DELTA, MIN_MASS, ClusterHistory, cluster_history
+from .tokens import ATOL, RTOL, SERIES_TOL, iterate_tokens, quantile_tokens
+
+T_EARLY, DT_EARLY, DT_LATE = 20.0, 0.1, 0.5
+#: Reference tokens of a study by default.
+TOKENS = 8192
+#: A cell of a hybrid run is a point of the cluster analysis when its mass exceeds this.
+CELL_FLOOR = 1e-6
+#: Point ids of cells in run frames: CELL_ID_OFFSET + global cell index (atom ids are below).
+CELL_ID_OFFSET = 1 << 40
+
+
+def output_times(t_final: float, t_early: float = T_EARLY, dt_early: float = DT_EARLY,
+                 dt_late: float = DT_LATE) -> np.ndarray:
+    """Every ``dt_early`` up to ``t_early``, then every ``dt_late`` up to ``t_final`` (included)."""
+    early = np.arange(0.0, min(t_early, t_final), dt_early)
+    late = np.arange(min(t_early, t_final), t_final, dt_late)
+    return np.unique(np.round(np.concatenate([early, late, [t_final]]), 12))
+
+
+def _config(config: Config | str | Path | dict) -> Config:
+    return config if isinstance(config, Config) else load_config(config)
+
+
+def check_reference_config(cfg: Config) -> None:
+    """The reference needs S^1 and one attention head with Q = K = V = I; raises ValueError naming the field."""
+    if cfg.d != 2:
+        raise ValueError(f"mesh.sphere: the long-time reference is on S1, got {cfg.data['mesh']['sphere']!r}")
+    if len(cfg.schedule().layers) != 1:
+        raise ValueError("model.layers: the long-time reference needs a single layer")
+    if not cfg.model().is_identity:
+        raise ValueError("model: the long-time reference needs Q = K = V = I (one head)")
+
+
+def reference_history(
+    config: Config | str | Path | dict,
+    *,
+    n: int = TOKENS,
+    beta: float | None = None,
+    t_final: float | None = None,
+    times: Sequence[float] | None = None,
+    rtol: float = RTOL,
+    atol: float = ATOL,
+    tol: float = SERIES_TOL,
+    delta: float = DELTA,
+    min_mass: float = MIN_MASS,
+) -> ClusterHistory:
+    """Clusters of n quantile tokens of the config's initial density, moved by the exact field.
+
+    Parameters
+    ----------
+    config
+        A config (S^1, Q = K = V = I); its initial density, attention, beta and ``time.t_final``.
+    n
+        Tokens.
+    beta, t_final
+        Override the config's.
+    times
+        Output times (default :func:`output_times` of t_final).
+    rtol, atol, tol
+        Integrator and series tolerances (:mod:`.tokens`).
+    delta, min_mass
+        The cluster rule (:mod:`.events`).
+    """
+    cfg = _config(config)
+    check_reference_config(cfg)
+    model = cfg.model()
+    theta, w = quantile_tokens(cfg.initial_density(), n)
+    end = float(cfg.data["time"]["t_final"] if t_final is None else t_final)
+    frames = iterate_tokens(theta, w, model.beta if beta is None else beta,
+                            output_times(end) if times is None else times,
+                            attention=model.attention, rtol=rtol, atol=atol, tol=tol)
+    ids = np.arange(n)
+    return cluster_history(((t, a, w, ids) for t, a in frames), delta=delta, min_mass=min_mass)
+
+
+def run_frames(run: str | Path, cell_floor: float = CELL_FLOOR) -> Iterator[tuple[float, np.ndarray, np.ndarray,
+                                                                                    np.ndarray]]:
+    """``(t, angles, masses, ids)`` of a hybrid S^1 run's outputs: its atoms, and its cells of mass > cell_floor.
+
+    Cells are points at their centroids with their mass (cell average times measure) and ids
+    ``CELL_ID_OFFSET + cell index``; read from the snapshots one at a time.
+    """
+    path = Path(run)
+    mesh = load_npz(path / layout.MESH)
+    if mesh["centroids"].shape[1] != 2:
+        raise ValueError(f"{path}: run_frames needs an S1 run")
+    centroid = np.arctan2(mesh["centroids"][:, 1], mesh["centroids"][:, 0])
+    areas = mesh["areas"]
+    for _, file in layout.snapshot_files(path):
+        snap = load_npz(file)
+        mass = snap["density"].reshape(-1) * areas
+        keep = mass > cell_floor
+        angles, masses, ids = [centroid[keep]], [mass[keep]], [CELL_ID_OFFSET + np.flatnonzero(keep)]
+        if ATOM_KEYS[0] in snap:
+            pos = snap[ATOM_KEYS[1]].reshape(-1, 2)
+            angles.append(np.arctan2(pos[:, 1], pos[:, 0]))
+            masses.append(snap[ATOM_KEYS[0]].reshape(-1))
+            ids.append(snap[ATOM_KEYS[2]].reshape(-1).astype(np.int64))
+        yield float(snap["t"]), np.concatenate(angles), np.concatenate(masses), np.concatenate(ids)
+
+
+def run_history(run: str | Path, *, delta: float = DELTA, min_mass: float = MIN_MASS,
+                cell_floor: float = CELL_FLOOR) -> ClusterHistory:
+    """Clusters of a hybrid S^1 run (:func:`run_frames`) with the rule of :mod:`.events`."""
+    return cluster_history(run_frames(run, cell_floor), delta=delta, min_mass=min_mass)
+
+
+@dataclass(frozen=True)
+class BetaRow:
+    """Merge and metastable times of one beta (reference)."""
+
+    beta: float
+    merges: list[float]
+    states: list[tuple[int, float, float, bool]]  # (clusters, start, duration, lower bound)
+    final_masses: list[float]
+    final_centres: list[float]
+
+
+@dataclass
+class LongTimeStudy:
+    """What :func:`long_time_study` computed and wrote."""
+
+    rows: list[BetaRow]
+    histories: dict[float, ClusterHistory]
+    files: list[Path] = field(default_factory=list)
+
+
+def beta_row(beta: float, history: ClusterHistory) -> BetaRow:
+    """The table row of one reference history."""
+    return BetaRow(float(beta), [e.time for e in history.merges()],
+                   [(s.count, s.start, s.duration, s.lower_bound) for s in history.states()],
+                   history.masses[-1].tolist(), history.centres[-1].tolist())
+
+
+def beta_table(config: Config | str | Path | dict, betas: Sequence[float], **kwargs: Any) -> LongTimeStudy:
+    """:func:`reference_history` for each beta (other arguments passed on) and its table rows."""
+    histories = {float(b): reference_history(config, beta=float(b), **kwargs) for b in betas}
+    return LongTimeStudy([beta_row(b, h) for b, h in histories.items()], histories)
+
+
+def long_time_study(
+    config: Config | str | Path | dict,
+    out: str | Path,
+    *,
+    betas: Sequence[float] | None = None,
+    n: int = TOKENS,
+    t_final: float | None = None,
+    run: str | Path | None = None,
+    delta: float = DELTA,
+    min_mass: float = MIN_MASS,
+    plots: bool = True,
+) -> LongTimeStudy:
+    """The reference for each beta (default: the config's), optionally a hybrid run, written under ``out``.
+
+    Writes (:mod:`.files`) ``reference-beta<B>-{clusters,events,states}.csv`` per beta,
+    ``hybrid-*.csv`` for ``run``, ``merge-table.csv``; with ``plots``, ``clusters.png``
+    (count against log t and trajectories: the config's beta, or the first, and the hybrid)
+    and ``merge-table.png`` (merge and metastable times against beta).
+    """
+    from .files import write_history, write_table
+    from .plots import history_figure, save, table_figure
+
+    cfg = _config(config)
+    out = Path(out)
+    chosen = [cfg.model().beta] if betas is None else [float(b) for b in betas]
+    study = beta_table(cfg, chosen, n=n, t_final=t_final, delta=delta, min_mass=min_mass)
+    for b, h in study.histories.items():
+        study.files += write_history(h, out, f"reference-beta{b:g}")
+    shown = {f"reference beta={chosen[0]:g}": study.histories[chosen[0]]}
+    if run is not None:
+        hybrid = run_history(run, delta=delta, min_mass=min_mass)
+        study.files += write_history(hybrid, out, "hybrid")
+        shown["hybrid"] = hybrid
+    study.files.append(write_table(study.rows, out))
+    if plots:
+        study.files.append(save(history_figure(shown), out / "clusters.png"))
+        study.files.append(save(table_figure([r.beta for r in study.rows], [r.merges for r in study.rows],
+                                             [[(k, d, lower) for k, _, d, lower in r.states] for r in study.rows]),
+                                out / "merge-table.png"))
+    return study

@@ -1,0 +1,131 @@
+"""Clusters, merges and metastable states of point sets (meanfield.studies.longtime.events).
+
+Synthetic histories with exact answers: two atoms approaching exponentially (their merge
+time is known in closed form), atoms absorbed by a solver between frames, token groups
+splitting, stray points.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from meanfield.studies.longtime import cluster_history, group_points
+from meanfield.studies.longtime.events import circular_mean, separation
+
+
+def test_group_points_wraps_around_the_circle():
+    angles = np.array([0.001, 2 * np.pi - 0.003, 3.0, 3.005, 0.006, 1.0])
+    groups = [sorted(g.tolist()) for g in group_points(angles, 0.01)]
+    assert sorted(groups) == [[0, 1, 4], [2, 3], [5]]
+    assert [g.tolist() for g in group_points(np.linspace(0, 2 * np.pi, 50, endpoint=False), 0.2)] \
+        == [list(range(50))]
+    assert group_points(np.zeros(0), 0.1) == []
+
+
+def test_separation_and_mean_on_the_circle():
+    assert separation(np.array([0.01, 1.0]), np.array([2 * np.pi - 0.02, 3.0])) == pytest.approx(0.03)
+    assert circular_mean(np.array([-0.1, 0.3]), np.array([1.0, 1.0])) == pytest.approx(0.1, abs=1e-12)
+    assert circular_mean(np.array([0.5, 2 * np.pi - 0.1]), np.array([1.0, 5.0])) > 6.0  # in [0, 2 pi)
+
+
+def approaching(times, s0=1.0, masses=(0.3, 0.2), absorb_below=None):
+    """Two atoms at distance s0 e^{-t} around 1.0 rad (mass-weighted centre fixed), a third at 4.0."""
+    m1, m2 = masses
+    for t in times:
+        s = s0 * np.exp(-t)
+        a1, a2 = 1.0 - s * m2 / (m1 + m2), 1.0 + s * m1 / (m1 + m2)
+        if absorb_below is not None and s < absorb_below:
+            yield t, np.array([1.0, 4.0]), np.array([m1 + m2, 0.5]), np.array([7, 9])
+        else:
+            yield t, np.array([a1, a2, 4.0]), np.array([m1, m2, 0.5]), np.array([7, 8, 9])
+
+
+@pytest.mark.parametrize("delta", [1e-2, 1e-3])
+def test_exponential_approach_merge_time_is_exact(delta):
+    """s = e^{-t}: the separation reaches delta at t = log(1/delta), between coarse frames."""
+    h = cluster_history(approaching(np.arange(0.0, 12.0, 0.7)), delta=delta)
+    (merge,) = h.merges()
+    assert merge.time == pytest.approx(np.log(1.0 / delta), rel=1e-12)
+    assert merge.masses == pytest.approx((0.3, 0.2))
+    labels, centres, masses = h.state_at(11.0)
+    assert len(labels) == 2 and masses.sum() == pytest.approx(1.0)
+    assert centres[np.argmin(np.abs(centres - 1.0))] == pytest.approx(1.0, abs=1e-12)
+    assert merge.kept == labels[np.argmin(np.abs(centres - 1.0))]  # the heavier cluster keeps its label
+
+
+def test_atom_absorbed_between_frames():
+    """The solver merged the atoms (below 1e-3) before the frame after the delta crossing."""
+    times = np.array([0.0, 4.0, 8.0, 9.0])
+    h = cluster_history(approaching(times, absorb_below=1e-3), delta=1e-2)
+    (merge,) = h.merges()
+    s0 = np.exp(-4.0)  # linear in s from s0 at t = 4 to 0 at t = 8
+    assert merge.time == pytest.approx(4.0 + 4.0 * (s0 - 1e-2) / s0)
+    assert h.counts.tolist() == [3, 3, 2, 2]
+
+
+def test_states_and_metastable_times():
+    """Three atoms merging twice: states 3 -> 2 -> 1 with durations between the merges."""
+    def frames():
+        for t in np.arange(0.0, 30.0, 0.5):
+            s1, s2 = np.exp(-t), 2.0 * np.exp(-(t - 10.0)) if t > 10 else 2.0
+            yield t, np.array([1.0, 1.0 + s1, 1.0 + s1 + s2]), np.array([0.5, 0.3, 0.2]), np.array([0, 1, 2])
+
+    h = cluster_history(frames(), delta=1e-2)
+    times = [e.time for e in h.merges()]
+    assert times == pytest.approx([np.log(100.0), 10.0 + np.log(200.0)], rel=1e-9)
+    states = h.states()
+    assert [s.count for s in states] == [3, 2, 1]
+    assert states[0].start == 0.0 and states[1].duration == pytest.approx(times[1] - times[0])
+    assert states[-1].lower_bound and states[-1].duration == pytest.approx(29.5 - times[1])
+
+
+def test_tokens_split_strays_and_formation():
+    """A group of equal tokens splits in two (formation); a lone token is a stray."""
+    n = 200
+    ids = np.arange(n + 1)
+    w = np.full(n + 1, 1.0 / (n + 1))
+
+    def frames():
+        for t in np.arange(0.0, 10.0, 1.0):
+            half = np.linspace(0.0, 0.3, n // 2) * np.exp(-t)
+            spread = 0.02 * t  # the two halves drift apart
+            angles = np.concatenate([2.0 - spread - half[::-1], 2.0 + spread + half, [5.0]])
+            yield t, angles, w, ids
+
+    h = cluster_history(frames(), delta=0.05, link_density=0.0, min_mass=0.01)  # gaps alone
+    assert [e.kind for e in h.events] == ["split"]
+    assert h.events[0].time == 2.0  # gap 2 * 0.02 t first exceeds 0.05 at t = 2
+    assert h.stray[-1] == pytest.approx(1.0 / (n + 1))
+    assert h.states()[0].start == 2.0 and h.states()[0].count == 2
+    assert np.allclose(h.masses[-1], n // 2 / (n + 1))
+
+
+def test_links_need_ten_times_the_uniform_density():
+    """Tokens at the uniform density are not linked (no cluster); a bump 20x denser is a cluster,
+    a light chain of tokens between two clusters does not bridge them."""
+    n = 400
+    uniform = np.linspace(0.0, 2 * np.pi, n, endpoint=False)
+    h = cluster_history([(0.0, uniform, np.full(n, 1 / n), np.arange(n))], delta=0.05)
+    assert h.counts.tolist() == [0] and h.stray[0] == pytest.approx(1.0)
+    bumps = np.concatenate([1.0 + np.linspace(0, 0.01, 50), 1.01 + np.linspace(0.004, 0.086, 49),  # chain
+                            1.1 + np.linspace(0, 0.01, 50)])
+    w = np.concatenate([np.full(50, 0.4 / 50), np.full(49, 0.02 / 49), np.full(50, 0.4 / 50)])
+    h = cluster_history([(0.0, bumps, w, np.arange(149))], delta=0.05)
+    assert h.counts.tolist() == [2] and h.stray[0] == pytest.approx(0.02)  # the chain: 0.22 / rad
+    atoms = np.array([1.0, 1.004, 1.008, 1.012, 1.0175])  # two atoms 0.0175 apart, light points between
+    h = cluster_history([(0.0, atoms, np.array([0.5, 1e-4, 1e-4, 1e-4, 0.4]), np.arange(5))], delta=0.01)
+    assert h.counts.tolist() == [2]
+    h = cluster_history([(0.0, atoms[[0, 1, 2]], np.array([0.5, 1e-4, 0.4]), np.arange(3))], delta=0.01)
+    assert h.counts.tolist() == [1] and h.masses[0][0] == pytest.approx(0.9)
+
+
+def test_compare_pairs_merges_and_clusters():
+    """A history with an extra early merge against one without: the late merges stay paired."""
+    from meanfield.studies.longtime import compare_histories
+
+    h1 = cluster_history(approaching(np.arange(0.0, 12.0, 0.7)), delta=1e-2)
+    h2 = cluster_history(approaching(np.arange(0.0, 12.0, 0.7), s0=1.1), delta=1e-2)
+    c = compare_histories(h1, h2, 11.0)
+    assert c.merges.shape == (1, 2) and c.merge_errors[0] == pytest.approx(np.log(110.0) / np.log(100.0) - 1)
+    assert c.counts == (2, 2) and c.mass_error == pytest.approx(0.0, abs=1e-15)
