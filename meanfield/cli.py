@@ -343,7 +343,8 @@ def _add_longtime(sub) -> None:
                                         "cluster tracks; optionally a hybrid run's")
     p.add_argument("config", help="an S1 config (Q = K = V = I): initial density, attention, beta, time.t_final")
     p.add_argument("--out", required=True, help="folder for the tables and plots")
-    p.add_argument("--betas", type=_float_list, default=None, help="comma-separated betas (default: the config's)")
+    p.add_argument("--betas", type=_number_list(float, "number"), default=None,
+                   help="comma-separated betas (default: the config's)")
     p.add_argument("--n", type=int, default=None, help="reference tokens (default 8192)")
     p.add_argument("--t-final", type=float, default=None, help="end time (default: the config's time.t_final)")
     p.add_argument("--run", default=None, help="a hybrid S1 run directory to analyse beside the reference")
