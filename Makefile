@@ -3,6 +3,8 @@ SHELL := /bin/bash
 VENV  := .venv
 PY    := $(VENV)/bin/python
 NP    ?= 2
+# pytest-xdist workers of the serial pass (auto: one per core)
+WORKERS ?= auto
 
 # A Python >= 3.12 (3.12 preferred: the version dolfinx-solver-real is measured with here):
 # python3.12/python3.13/python3 on PATH if they run and are new enough, else a pyenv 3.12,
@@ -41,7 +43,7 @@ test: lint test-serial test-mpi
 
 # the quick loop while developing: no slow studies, no MPI pass
 test-quick: venv
-	$(PY) -m pytest -q -m "not slow" tests; $(PYTEST_OK)
+	$(PY) -m pytest -q -n $(WORKERS) -m "not slow" tests; $(PYTEST_OK)
 
 lint: venv
 	$(VENV)/bin/ruff check meanfield tests benchmarks meshes
@@ -51,7 +53,7 @@ lint: venv
 PYTEST_OK = rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 5 ] || exit $$rc
 
 test-serial: venv
-	$(PY) -m pytest tests; $(PYTEST_OK)
+	$(PY) -m pytest -n $(WORKERS) tests; $(PYTEST_OK)
 
 # each rank gets its own pytest temporary folder (rank-0 paths are broadcast where shared)
 test-mpi: venv

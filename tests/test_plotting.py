@@ -158,6 +158,15 @@ def test_color_norm_log_floor_and_undershoot():
     assert color_norm(np.array([0.5, 2.0]), vmin=1.0).vmin == 1.0
 
 
+
+def test_color_norm_of_an_empty_density():
+    """A hybrid run's density can be zero everywhere (all mass in atoms): the log scale stays
+    valid (matplotlib refuses vmin = vmax = 0) and so does the linear one."""
+    norm = color_norm(np.zeros(6), log=True)
+    assert 0 < norm.vmin < norm.vmax == 1.0
+    lin = color_norm(np.zeros(6))
+    assert lin.vmin == 0.0 and lin.vmax > 0.0
+
 def test_movie_frames_share_one_colour_scale(tmp_path):
     """A uniform density growing 1, 4, 7, 10: with one scale the map colour follows the value."""
     from matplotlib import colormaps

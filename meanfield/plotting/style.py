@@ -37,12 +37,15 @@ def color_norm(values: np.ndarray, *, log: bool = False, vmin: float | None = No
 
     Linear: from min(0, smallest value) to the largest.  Log: from the smallest positive
     value, but at most :data:`LOG_DECADES` decades below the largest; values below (a DG1
-    undershoot, say) take the lowest colour (see :func:`clip_to`).  ``vmin``/``vmax`` override.
+    undershoot, say) take the lowest colour (see :func:`clip_to`); with no positive value at
+    all (a hybrid run whose density went to the atoms) the scale ends at 1.  ``vmin``/``vmax``
+    override.
     """
     finite = np.asarray(values, float)
     finite = finite[np.isfinite(finite)]
     hi = float(vmax) if vmax is not None else (float(finite.max()) if finite.size else 1.0)
     if log:
+        hi = hi if hi > 0 else 1.0
         positive = finite[finite > 0]
         floor = hi * 10.0**-LOG_DECADES
         lo = float(vmin) if vmin is not None else max(float(positive.min()) if positive.size else floor, floor)
