@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from common import perturbation
 from mpi4py import MPI
 
 import meanfield
@@ -41,15 +42,6 @@ BETA = 9.0
 MODES = 8192
 DT_REF, DT_OUT = 0.05, 0.25
 T_CAP, STOP_FACTOR = 10.0, 60.0
-
-
-def perturbation(seed: int, modes: int = 8, amplitude: float = 0.04) -> str:
-    """``1 + sum_k a_k cos(k theta + phi_k)``, k = 1..modes, a_k ~ U(0, amplitude), as an expression."""
-    rng = np.random.default_rng(seed)
-    terms = [f"{a:.4f}*cos({k}*arctan2(y, x) + {p:.4f})"
-             for k, a, p in zip(range(1, modes + 1), rng.uniform(0, amplitude, modes),
-                                rng.uniform(0, 2 * np.pi, modes))]
-    return "1 + " + " + ".join(terms)
 
 
 CASES = {

@@ -46,6 +46,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from common import perturbation
 
 import meanfield
 from meanfield.config import load_config
@@ -60,15 +61,6 @@ N_REF = 16384
 #: The hybrid continues with atoms alone once the density holds at most this mass (its dt is then not
 #: bound by the cells; the density left is far below every tolerance checked here).
 ABSORB_MASS = 1e-9
-
-
-def perturbation(seed: int, modes: int = 8, amplitude: float = 0.04) -> str:
-    """``1 + sum_k a_k cos(k theta + phi_k)``, k = 1..modes, a_k ~ U(0, amplitude), as an expression."""
-    rng = np.random.default_rng(seed)
-    terms = [f"{a:.4f}*cos({k}*arctan2(y, x) + {p:.4f})"
-             for k, a, p in zip(range(1, modes + 1), rng.uniform(0, amplitude, modes),
-                                rng.uniform(0, 2 * np.pi, modes))]
-    return "1 + " + " + ".join(terms)
 
 
 #: name -> (beta, initial expression)

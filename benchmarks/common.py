@@ -17,6 +17,8 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 
+import numpy as np
+
 
 def setup_process(baseline: bool = False) -> None:
     """One BLAS/ducc0 thread; the current code also keeps freed memory (as the run drivers
@@ -72,3 +74,12 @@ def table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     lines = ["| " + " | ".join(c.rjust(w) for c, w in zip(r, widths)) + " |" for r in cells]
     lines.insert(1, "|" + "|".join("-" * (w + 2) for w in widths) + "|")
     return "\n".join(lines)
+
+
+def perturbation(seed: int, modes: int = 8, amplitude: float = 0.04) -> str:
+    """``1 + sum_k a_k cos(k theta + phi_k)``, k = 1..modes, a_k ~ U(0, amplitude), as an expression."""
+    rng = np.random.default_rng(seed)
+    terms = [f"{a:.4f}*cos({k}*arctan2(y, x) + {p:.4f})"
+             for k, a, p in zip(range(1, modes + 1), rng.uniform(0, amplitude, modes),
+                                rng.uniform(0, 2 * np.pi, modes))]
+    return "1 + " + " + ".join(terms)
