@@ -22,10 +22,9 @@ from typing import Any
 
 import numpy as np
 
-from ...atoms import ATOM_KEYS
+from ...atoms import Atoms
 from ...config import Config, load_config
-from ...runner import layout
-from ...runner.files import load_npz
+from ...runner.results import load_pde_run
 from .events import DELTA, MIN_MASS, ClusterHistory, cluster_history
 from .tokens import ATOL, RTOL, SERIES_TOL, iterate_tokens, quantile_tokens
 
@@ -107,25 +106,22 @@ def run_frames(run: str | Path, cell_floor: float = CELL_FLOOR) -> Iterator[tupl
     """``(t, angles, masses, ids)`` of a hybrid S^1 run's outputs: its atoms, and its cells of mass > cell_floor.
 
     Cells are points at their centroids with their mass (cell average times measure) and ids
-    ``CELL_ID_OFFSET + cell index``; read from the snapshots one at a time.
+    ``CELL_ID_OFFSET + cell index``; the run is read with :func:`~meanfield.runner.results.load_pde_run`.
     """
-    path = Path(run)
-    mesh = load_npz(path / layout.MESH)
-    if mesh["centroids"].shape[1] != 2:
-        raise ValueError(f"{path}: run_frames needs an S1 run")
-    centroid = np.arctan2(mesh["centroids"][:, 1], mesh["centroids"][:, 0])
-    areas = mesh["areas"]
-    for _, file in layout.snapshot_files(path):
-        snap = load_npz(file)
-        mass = snap["density"].reshape(-1) * areas
+    result = load_pde_run(run)
+    if result.sphere != "S1":
+        raise ValueError(f"{run}: run_frames needs an S1 run")
+    centroid = np.arctan2(result.centroids[:, 1], result.centroids[:, 0])
+    atoms: list[Atoms | None] = list(result.atoms) if result.atoms is not None else [None] * len(result.times)
+    for t, density, atom in zip(result.times, result.densities, atoms, strict=True):
+        mass = density * result.areas
         keep = mass > cell_floor
         angles, masses, ids = [centroid[keep]], [mass[keep]], [CELL_ID_OFFSET + np.flatnonzero(keep)]
-        if ATOM_KEYS[0] in snap:
-            pos = snap[ATOM_KEYS[1]].reshape(-1, 2)
-            angles.append(np.arctan2(pos[:, 1], pos[:, 0]))
-            masses.append(snap[ATOM_KEYS[0]].reshape(-1))
-            ids.append(snap[ATOM_KEYS[2]].reshape(-1).astype(np.int64))
-        yield float(snap["t"]), np.concatenate(angles), np.concatenate(masses), np.concatenate(ids)
+        if atom is not None:
+            angles.append(np.arctan2(atom.positions[:, 1], atom.positions[:, 0]))
+            masses.append(atom.masses)
+            ids.append(atom.ids)
+        yield float(t), np.concatenate(angles), np.concatenate(masses), np.concatenate(ids)
 
 
 def run_history(run: str | Path, *, delta: float = DELTA, min_mass: float = MIN_MASS,
