@@ -356,6 +356,7 @@ class RunFile:
         self.run = Path(run)
         self.path = self.run / layout.RUN_FILE
         self.build = build
+        self._datasets: tuple[list[str], list[str]] | None = None
 
     def start(self, keep: int) -> None:
         """A new run (``keep = 0``): remove the file; a resume: cut it to ``keep`` outputs or rebuild it."""
@@ -436,7 +437,7 @@ class RunFile:
 
     def _appendable(self) -> tuple[list[str], list[str]]:
         """The datasets along ``time`` and those along ``atom`` (with the dimension's own)."""
-        if getattr(self, "_datasets", None) is None:
+        if self._datasets is None:
             import h5netcdf
 
             with h5netcdf.File(self.path, "r", locking=False) as f:
