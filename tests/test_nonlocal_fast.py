@@ -260,6 +260,24 @@ def test_cached_fixed_points_give_the_same_sums(rng, d):
     assert np.array_equal(again.Z, FastEvaluator(model, tol=1e-10).evaluate(x2, y, w).Z)
 
 
+@pytest.mark.parametrize("d", [2, 3])
+def test_tokens_as_targets_and_sources_by_value_not_by_object(rng, d):
+    """The particle solver evaluates the field of the tokens at the tokens.  Passing one array
+    twice, two equal arrays, or an array restored through pickling (an MPI scatter of a
+    checkpoint: ``np.asarray`` wraps it in a new view) gives the same velocity bit for bit
+    (targets that are not the sources get a transform plan of their own, whose NUFFT error
+    differs at the level of the tolerance)."""
+    import pickle
+
+    model = AttentionModel.build(d, 4.0, "softmax")
+    x, w = random_sphere_points(rng, 300, d), np.full(300, 1.0 / 300)
+    same = FastEvaluator(model).velocity(x, x, w)
+    restored = pickle.loads(pickle.dumps(x))
+    for targets, sources in ((x.copy(), x), (x, x.copy()), (restored, restored)):
+        got = FastEvaluator(model).velocity(targets, sources, w)
+        assert np.array_equal(got, same), np.abs(got - same).max()
+
+
 # -- spectral heads (transforms) ----------------------------------------------------------
 def spectral_heads(d: int) -> dict[str, tuple[Head, ...]]:
     """Heads with Q^T K a multiple of an orthogonal matrix, and one mixed with a general head."""

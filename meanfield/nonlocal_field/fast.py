@@ -146,6 +146,21 @@ def estimate_samples(m: int) -> np.ndarray:
     return np.linspace(0, m - 1, ESTIMATE_SAMPLES).astype(int)
 
 
+def plan_of(plans: Sequence[tuple[np.ndarray, PointTransform]], points: np.ndarray) -> PointTransform | None:
+    """The transform of a source group whose points equal ``points`` (targets that are also
+    sources share its plan), else None.
+
+    Compared by value, not by object: the synthesis at a source plan (degree L + 2) and at a
+    targets plan (degree L + 1) differ by the NUFFT's error, so the result must not depend on
+    whether the caller passed the same array object twice or two equal ones (tokens restored
+    from a checkpoint arrive as arrays that ``np.asarray`` wraps in new views).
+    """
+    for source, plan in plans:
+        if source is points or (source.shape == points.shape and np.array_equal(source, points)):
+            return plan
+    return None
+
+
 class FastEvaluator(NonlocalEvaluator):
     """Transform-based (and per-target expansion) evaluation; see the module docstring.
 
@@ -223,25 +238,25 @@ class FastEvaluator(NonlocalEvaluator):
 
     def _measure(
         self, kept: dict, used: dict, sources: Sequence[PointGroup], L: int, epsilon: float
-    ) -> tuple[Measure, dict[int, PointTransform]]:
+    ) -> tuple[Measure, list[tuple[np.ndarray, PointTransform]]]:
         """The global measure (:class:`Measure`, coefficients of degree L) and the transforms
-        used, by ``id`` of the points (for targets that are also sources).  Collective: one
-        ``Allreduce``."""
+        used with their points (for targets that are also sources, :func:`plan_of`).
+        Collective: one ``Allreduce``."""
         d = self.model.d
         spectrum = spectrum_for(d, L)
         local = np.zeros(spectrum.shape, dtype=complex)
         extra = np.zeros(d + 1)  # sum w y, sum w
-        by_id: dict[int, PointTransform] = {}
+        plans: list[tuple[np.ndarray, PointTransform]] = []
         for g in sources:
             key = array_key(g.points) if g.fixed else None
             plan = self._transform(kept, used, "sources", g.points, key, L, epsilon, True)
             w = np.asarray(g.weights, dtype=float)
             local += plan.adjoint(w)
             extra += np.concatenate([w @ g.points, [w.sum()]])
-            by_id[id(g.points)] = plan
+            plans.append((g.points, plan))
         flat = allreduce_sum(self.comm, np.concatenate([local.ravel().view(float), extra]))
         coeffs = flat[: -(d + 1)].view(complex).reshape(spectrum.shape)
-        return Measure(coeffs, flat[-(d + 1) :]), by_id
+        return Measure(coeffs, flat[-(d + 1) :]), plans
 
     # -- per-head preparation ----------------------------------------------------------------
     def _spectral_head(self, h: int, measure: Measure, vector: np.ndarray) -> SpectralHead:
@@ -288,7 +303,7 @@ class FastEvaluator(NonlocalEvaluator):
         spectral = self.spectral_heads
         used: dict = {}
         if self.transforms:
-            measure, by_id = self._measure(self._plans, used, sources, self.coefficient_degree, self.epsilon)
+            measure, source_plans = self._measure(self._plans, used, sources, self.coefficient_degree, self.epsilon)
             coeffs = measure.coefficients
             vector = spectrum_for(d, self.coefficient_degree).vector_moments(coeffs)
             prepared = [self._spectral_head(h, measure, vector) for h in spectral]
@@ -299,7 +314,7 @@ class FastEvaluator(NonlocalEvaluator):
                     + [lead.real_moments(resize(coeffs, d, self.coefficient_degree - 1))]
                 )
         else:
-            prepared, by_id = [], {}
+            prepared, source_plans = [], []
             L = max(self.degrees) + 1
             local = np.zeros((basis_size(d, L), d + 1))
             for i, g in enumerate(sources):
@@ -316,7 +331,7 @@ class FastEvaluator(NonlocalEvaluator):
             change = np.zeros(sample.size)  # sum over heads of |dX_h|, the first neglected degree's effect
             if prepared:
                 key = array_key(group.points) if group.fixed else None
-                plan = by_id.get(id(group.points)) or self._transform(
+                plan = plan_of(source_plans, points) or self._transform(
                     self._plans, used, "targets", points, key, max(self.degrees[h] for h in spectral) + 1,
                     self.epsilon, False,
                 )

@@ -1,0 +1,246 @@
+"""A resumed run equals the uninterrupted one, for every kind of run and across rank counts.
+
+Each case runs through the CLI in a fresh process (``mpirun -n 2`` for two ranks), is stopped
+by SIGTERM after a chosen step (a fault injected before the CLI starts: the moment is a step
+count, not a wall-clock time), and is resumed with ``meanfield resume`` on the same or on
+another rank count.  Every output of the finished run (densities, DG1 vertex values, atom
+masses and positions, token positions, observables) must be within 1e-12 of a run that was
+never interrupted (one rank).  The interruption falls between two outputs, after the
+layer boundary for the layered cases and after the first capture for the hybrid case, so the
+checkpoint has to carry the step plan, the layer and the atoms.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+import meanfield
+from meanfield.runner.checkpoint import Checkpoint
+
+pytestmark = pytest.mark.skipif(MPI.COMM_WORLD.size > 1, reason="starts its own MPI jobs: runs in the serial suite")
+
+TOL = 1e-12
+TIMEOUT = 180
+
+S1 = """name = "case"
+[mesh]
+sphere = "S1"
+resolution = 64
+[model]
+beta = 4.0
+[initial]
+kind = "vmf"
+centers = [[1.0, 0.0], [-0.6, 0.8]]
+kappas = [3.0, 3.0]
+[output]
+xdmf = false
+"""
+S2 = """name = "case"
+[mesh]
+sphere = "S2"
+resolution = 2
+[model]
+beta = 4.0
+[initial]
+kind = "vmf"
+centers = [[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]]
+kappas = [3.0, 3.0]
+[output]
+xdmf = false
+"""
+# two clusters that collapse onto a few cells and are captured as atoms by t = 0.5
+CAPTURE = """name = "case"
+[mesh]
+sphere = "S1"
+resolution = 64
+[model]
+beta = 9.0
+[initial]
+kind = "vmf"
+centers = [[1.0, 0.0], [-0.6, 0.8]]
+kappas = [100.0, 100.0]
+[atoms]
+capture = true
+min_height = 5.0
+core_fraction = 0.5
+core_level = 0.3
+[output]
+xdmf = false
+"""
+LAYERS = """
+[[model.layers]]
+t_end = 0.25
+[[model.layers]]
+t_end = 1.0
+beta = 2.0
+[model.layers.ffn]
+W = [[0.3, -0.5], [0.8, 0.2]]
+A = [[1.0, 0.4], [-0.6, 0.9]]
+b = [0.1, -0.2]
+activation = "tanh"
+"""
+
+
+def time_section(t_final: float, outputs: int, particle_dt: float | None = None) -> str:
+    text = f"[time]\nt_final = {t_final}\noutputs = {outputs}\n"
+    return text + (f"[particles]\ndt = {particle_dt}\n" if particle_dt is not None else "")
+
+
+def method(name: str) -> str:
+    return f'[nonlocal]\nmethod = "{name}"\n'
+
+
+def dg1() -> str:
+    return '[scheme]\nkind = "dg1"\n'
+
+
+@dataclass(frozen=True)
+class Case:
+    """A run to interrupt: its config, whether it is a particle run, and the step after which
+    SIGTERM arrives (between two outputs)."""
+
+    config: str
+    stop_after: int
+    particles: bool = False
+
+
+CASES = {
+    "fv-S1-direct": Case(S1 + method("direct") + time_section(1.0, 4), 8),
+    "fv-S2-fast": Case(S2 + method("fast") + time_section(0.5, 2), 3),
+    "dg1-S1-fast": Case(S1 + dg1() + method("fast") + time_section(0.5, 2), 7),
+    "dg1-S2-direct": Case(S2 + dg1() + method("direct") + time_section(0.3, 2), 5),
+    "hybrid-atoms-S1-fast": Case(CAPTURE + method("fast") + time_section(0.75, 3), 80),
+    "layers-dg1-S1-fast": Case(S1.replace("beta = 4.0\n", "beta = 4.0" + LAYERS) + dg1() + method("fast")
+                               + time_section(1.0, 4), 20),
+    "particles-S1-direct": Case(S1 + method("direct") + time_section(1.0, 4, 0.01), 37, particles=True),
+    "particles-S1-fast": Case(S1 + method("fast") + time_section(1.0, 4, 0.01), 37, particles=True),
+    "particles-S2-fast": Case(S2 + method("fast") + time_section(0.5, 2, 0.01), 31, particles=True),
+    "layers-particles-S1-fast": Case(S1.replace("beta = 4.0\n", "beta = 4.0" + LAYERS) + method("fast")
+                                     + time_section(1.0, 4, 0.01), 43, particles=True),
+}
+TOKENS = 300
+#: (ranks of the interrupted run, ranks of the resume).  Every case runs one pair that changes
+#: the rank count in the default suite; the other pairs are marked slow.
+PAIRS = ((1, 1), (1, 2), (2, 1))
+QUICK = {name: (1, 2) if i % 2 == 0 else (2, 1) for i, name in enumerate(CASES)}
+MATRIX = [pytest.param(name, pair, id=f"{name}-{pair[0]}to{pair[1]}",
+                       marks=() if QUICK[name] == pair else pytest.mark.slow)
+          for name in CASES for pair in PAIRS]
+
+#: Injected before the CLI starts: SIGTERM to rank 0 after the given number of controller steps.
+STOP_AFTER = """import os, signal
+from meanfield.runner import controller
+_step = controller.Controller._step
+_taken = [0]
+def _stop_after(self, target, progress):
+    _step(self, target, progress)
+    _taken[0] += 1
+    if _taken[0] == {steps} and self.comm.rank == 0:
+        os.kill(os.getpid(), signal.SIGTERM)
+controller.Controller._step = _stop_after
+"""
+
+
+def find_mpirun() -> str:
+    """``MEANFIELD_MPIRUN``, else the mpirun next to this Python, else the one on PATH."""
+    override = os.environ.get("MEANFIELD_MPIRUN")
+    if override:
+        return override
+    beside = Path(sys.executable).parent / "mpirun"
+    if beside.exists():
+        return str(beside)
+    found = shutil.which("mpirun")
+    if found is None:
+        pytest.fail("no mpirun: set MEANFIELD_MPIRUN or install MPI into this environment", pytrace=False)
+    return found
+
+
+def cli(args: list[str], ranks: int, stop_after: int | None = None) -> subprocess.CompletedProcess:
+    """``meanfield args`` in a fresh process (under ``mpirun -n ranks`` for ranks > 1)."""
+    patch = STOP_AFTER.format(steps=stop_after) if stop_after is not None else ""
+    code = f"import sys\n{patch}\nfrom meanfield.cli import main\nsys.exit(main({args!r}))\n"
+    command = [sys.executable, "-c", code]
+    if ranks > 1:
+        command = [find_mpirun(), "-n", str(ranks), *command]
+    return subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT)
+
+
+def start_args(case: Case, config: Path, out: Path) -> list[str]:
+    kind = ["particles", str(config), "--n", str(TOKENS)] if case.particles else ["run", str(config)]
+    return [*kind, "--out", str(out), "--quiet"]
+
+
+@pytest.fixture(scope="module")
+def references(tmp_path_factory):
+    """The uninterrupted one-rank run of each case (in this process), made when a test first
+    asks for it."""
+    made: dict[str, Path] = {}
+
+    def get(name: str) -> Path:
+        if name not in made:
+            case, folder = CASES[name], tmp_path_factory.mktemp(f"reference-{name}")
+            (folder / "case.toml").write_text(case.config)
+            if case.particles:
+                meanfield.run_particles(folder / "case.toml", n=TOKENS, out=folder / "run", comm=MPI.COMM_SELF,
+                                        quiet=True)
+            else:
+                meanfield.run(folder / "case.toml", out=folder / "run", comm=MPI.COMM_SELF, quiet=True)
+            made[name] = folder / "run"
+        return made[name]
+
+    return get
+
+
+def differences(run, reference) -> dict[str, float]:
+    """Largest absolute difference per output array (all output times)."""
+    out: dict[str, float] = {}
+    for key in ("points", "densities", "vertex_densities"):
+        a, b = getattr(run, key, None), getattr(reference, key, None)
+        if a is not None or b is not None:
+            out[key] = float(np.abs(a - b).max())
+    if getattr(reference, "atoms", None) is not None:
+        for k, (a, b) in enumerate(zip(run.atoms, reference.atoms, strict=True)):
+            assert np.array_equal(a.ids, b.ids), f"output {k}: atom ids {a.ids} != {b.ids} uninterrupted"
+        out["atom_masses"] = max(float(np.abs(a.masses - b.masses).max(initial=0.0))
+                                 for a, b in zip(run.atoms, reference.atoms))
+        out["atom_positions"] = max(float(np.abs(a.positions - b.positions).max(initial=0.0))
+                                    for a, b in zip(run.atoms, reference.atoms))
+    for key in ("mass", "order"):
+        out[f"observables.{key}"] = float(np.abs(run.observables[key] - reference.observables[key]).max())
+    return out
+
+
+@pytest.mark.parametrize("name, pair", MATRIX)
+def test_resume_equals_the_uninterrupted_run(tmp_path, references, name, pair):
+    case, (first, second) = CASES[name], pair
+    config = tmp_path / "case.toml"
+    config.write_text(case.config)
+    out = tmp_path / "run"
+    stopped = cli(start_args(case, config, out), ranks=first, stop_after=case.stop_after)
+    assert stopped.returncode == 128 + signal.SIGTERM, stopped.stderr
+    checkpoint = Checkpoint.load(out)
+    where = (f"{name}: SIGTERM after step {case.stop_after} (t = {checkpoint.t:.6g}) on {first} rank(s), "
+             f"resumed on {second}")
+    assert 0 < checkpoint.t < checkpoint.output_times[-1] and checkpoint.t not in checkpoint.output_times, where
+    if "atoms" in name:
+        assert checkpoint.state["atom_masses"].size >= 1, f"{where}: no atom captured before the interruption"
+    if "layers" in name:
+        assert checkpoint.t > 0.25, f"{where}: interrupted before the layer boundary"
+    resumed = cli(["resume", str(out), "--quiet"], ranks=second)
+    assert resumed.returncode == 0, f"{where}\n{resumed.stderr}"
+    run, reference = meanfield.load_run(out), meanfield.load_run(references(name))
+    assert run.status == "completed" and np.array_equal(run.times, reference.times), where
+    assert [s["command"] for s in run.metadata["segments"]] == ["run", "resume"], where
+    diff = differences(run, reference)
+    print(f"{where}: largest differences {diff}")
+    assert max(diff.values()) <= TOL, f"{where}: largest differences from the uninterrupted run {diff}"
