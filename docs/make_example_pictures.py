@@ -34,7 +34,7 @@ PICTURES: dict[str, tuple[list[str], str]] = {
     "s1-validation": (["mesh.resolution=256"], "spacetime.png"),
     "s2-clustering": ([], "density_final.png"),
     "s2-clusters": (["mesh.resolution=4"], "density_final.png"),
-    "s2-long-time": (["time.t_final=30", "time.outputs=30"], "density_final.png"),
+    "s2-long-time": (["time.t_final=16", "time.outputs=16"], "density_final.png"),
     "s2-rotation": (["mesh.resolution=4", "time.t_final=1.5707963267948966"], "density_final.png"),
     "s2-trained-looking": ([], "density_final.png"),
     "s2-transformer": ([], "density_final.png"),
