@@ -45,9 +45,10 @@ test: lint docs test-serial test-mpi
 test-quick: venv
 	$(PY) -m pytest -q -n $(WORKERS) -m "not slow" tests; $(PYTEST_OK)
 
-# the documentation site, warnings as errors (docs/_build/html/index.html)
+# the documentation site, warnings as errors (docs/_build/html/index.html); -E: always read
+# every page again, since pages are written from the code (config schema, CLI, imports)
 docs: venv
-	$(PY) -m sphinx -W --keep-going -q -b html docs docs/_build/html
+	$(PY) -m sphinx -E -W --keep-going -q -b html docs docs/_build/html
 
 lint: venv
 	$(VENV)/bin/ruff check meanfield tests benchmarks meshes

@@ -33,7 +33,9 @@ from __future__ import annotations
 
 import argparse
 import ast
+import importlib.util
 import io
+import json
 import os
 from contextlib import redirect_stdout
 from pathlib import Path
@@ -122,7 +124,7 @@ class ConfigReference(SphinxDirective):
             for key, (default, _check, what) in keys.items():
                 full = f"{section}.{key}" if section else key
                 rows.append([f"``{full}``", _literal(default), _plain(what), meaning(full)])
-            text += _table(["key", "default", "accepted values", "meaning"], rows, [18, 12, 30, 40]) + [""]
+            text += _table(["key", "default", "type and accepted values", "meaning"], rows, [18, 12, 30, 40]) + [""]
             if section == "initial":
                 rows = [[f"``{kind}``", ", ".join(f"``{p}``" for p in params) or "—",
                          meaning(f"initial.{kind}")] for kind, params in PARAMETERS.items()]
@@ -143,15 +145,33 @@ class ConfigReference(SphinxDirective):
         return self.parse_text_to_nodes("\n".join(text), allow_section_headings=True)
 
 
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return json.dumps(value)  # numbers, strings and (nested) lists of them read the same in TOML
+
+
+def _inline_toml(data: dict[str, Any]) -> str:
+    """A config as TOML with one line per key (inline arrays), top-level keys first."""
+    lines = [f"{k} = {_toml_value(v)}" for k, v in data.items() if not isinstance(v, dict)]
+    for section, table in data.items():
+        if isinstance(table, dict):
+            lines += ["", f"[{section}]"] + [f"{k} = {_toml_value(v)}" for k, v in table.items()]
+    return "\n".join(lines) + "\n"
+
+
 class DefaultConfig(SphinxDirective):
     """``DEFAULT_CONFIG`` as a TOML code block."""
 
     def run(self) -> list[nodes.Node]:
-        import tomli_w
+        import tomllib
 
         from meanfield.config import DEFAULT_CONFIG
 
-        toml = tomli_w.dumps(DEFAULT_CONFIG)
+        toml = _inline_toml(DEFAULT_CONFIG)
+        if tomllib.loads(toml) != DEFAULT_CONFIG:
+            logger.warning("default-config: the TOML written does not read back as DEFAULT_CONFIG",
+                           location=self.get_location())
         block = nodes.literal_block(toml, toml, language="toml")
         return [block]
 
@@ -219,6 +239,12 @@ class ExamplesIndex(SphinxDirective):
 
         root = Path(self.env.srcdir).parent
         pictures = Path(self.env.srcdir) / "_static" / "examples"
+        spec = importlib.util.spec_from_file_location("make_example_pictures",
+                                                      Path(self.env.srcdir) / "make_example_pictures.py")
+        assert spec is not None and spec.loader is not None
+        script = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(script)
+        recipes: dict[str, tuple[list[str], str]] = script.PICTURES
         text: list[str] = []
         for path in sorted((root / "runs" / "examples").glob("*.toml")):
             name = path.stem
@@ -228,7 +254,10 @@ class ExamplesIndex(SphinxDirective):
             text += [".. code-block:: text", ""] + ["   " + line for line in _header(path).splitlines()] + [""]
             text += [".. code-block:: sh", "", f"   .venv/bin/meanfield run runs/examples/{name}.toml", ""]
             if (pictures / f"{name}.png").is_file():
-                text += [f".. image:: _static/examples/{name}.png", f"   :alt: {name}", ""]
+                overrides, picture = recipes.get(name, ([], "?"))
+                short = "with " + " ".join(f"``--set {o}``" for o in overrides) if overrides else "as configured"
+                text += [f".. figure:: _static/examples/{name}.png", f"   :alt: {name}", "",
+                         f"   ``{picture}`` of ``meanfield plot``, from a run {short}.", ""]
             else:
                 logger.warning(f"examples-index: no picture docs/_static/examples/{name}.png "
                                "(python docs/make_example_pictures.py draws them)", location=self.get_location())
