@@ -21,7 +21,7 @@ find_python = $(shell \
     $$p -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null && { echo $$p; exit 0; }; \
   done)
 
-.PHONY: demo test test-quick test-serial test-mpi lint venv bench clean
+.PHONY: demo test test-quick test-serial test-mpi lint docs venv bench clean
 
 $(VENV)/.installed: pyproject.toml
 	@base="$(find_python)"; \
@@ -30,7 +30,7 @@ $(VENV)/.installed: pyproject.toml
 	if $$base -c 'import mpi4py.MPI, dolfinx' 2>/dev/null; then shared=--system-site-packages; fi; \
 	[ -x $(PY) ] || $$base -m venv $$shared $(VENV); \
 	$(PY) -m pip install -q --upgrade pip; \
-	if $(PY) -c 'import mpi4py.MPI, dolfinx' 2>/dev/null; then extra=test; else extra=test,fem; fi; \
+	if $(PY) -c 'import mpi4py.MPI, dolfinx' 2>/dev/null; then extra=test,docs; else extra=test,docs,fem; fi; \
 	$(PY) -m pip install -q -e ".[$$extra]"
 	@touch $@
 
@@ -39,11 +39,16 @@ venv: $(VENV)/.installed
 demo: venv
 	$(VENV)/bin/mpirun -n $(NP) $(VENV)/bin/meanfield run --overwrite
 
-test: lint test-serial test-mpi
+test: lint docs test-serial test-mpi
 
 # the quick loop while developing: no slow studies, no MPI pass
 test-quick: venv
 	$(PY) -m pytest -q -n $(WORKERS) -m "not slow" tests; $(PYTEST_OK)
+
+# the documentation site, warnings as errors (docs/_build/html/index.html); -E: always read
+# every page again, since pages are written from the code (config schema, CLI, imports)
+docs: venv
+	$(PY) -m sphinx -E -W --keep-going -q -b html docs docs/_build/html
 
 lint: venv
 	$(VENV)/bin/ruff check meanfield tests benchmarks meshes

@@ -1,4 +1,4 @@
-"""The nonlocal-field package as it was at the start of issue 10, loaded from git for comparison.
+"""The nonlocal-field package as it was before the transform-based field, loaded from git for comparison.
 
 ``load_baseline()`` extracts ``meanfield/nonlocal_field`` and ``meanfield/model.py`` at
 :data:`BASELINE_COMMIT` into a temporary package ``meanfield_baseline`` and imports it, so a
@@ -15,7 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-#: The commit the issue's ratios are measured against (main when issue 10 started).
+#: The commit the benchmarks' ratios are measured against (the last one before the transform-based field).
 BASELINE_COMMIT = "4692bdb"
 _FILES = ["model.py"] + [
     f"nonlocal_field/{name}.py"

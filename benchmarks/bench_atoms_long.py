@@ -1,6 +1,6 @@
-"""Issue 12's cost check: a hybrid (density + atoms) S^1 run at beta = 9 to t = 2000.
+"""Cost of a long run with atoms: a hybrid (density + atoms) S^1 run at beta = 9 to t = 2000.
 
-The issue's long-time case: softmax, Q = K = V = I, beta = 9, a small multi-mode perturbation
+The long-time case: softmax, Q = K = V = I, beta = 9, a small multi-mode perturbation
 of the uniform density (``runs/examples/s1-clusters.toml``'s), 1024 cells, capture on.
 After formation the clusters are captured as atoms; ``atoms.absorb_mass`` sends the residual
 density to the atoms once it is below 1e-6, and the run goes on with atoms alone at the

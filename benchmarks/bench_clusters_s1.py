@@ -1,4 +1,4 @@
-"""Issue 11's done-when check on S^1: DG1 runs and quantile particles against a spectral reference.
+"""Accuracy of the cluster analysis on S^1: DG1 runs and quantile particles against a spectral reference.
 
 For each case (softmax, Q = K = V = I, a small multi-mode perturbation of the uniform
 density), with no analysis code of its own beyond calling the package:
@@ -12,10 +12,10 @@ density), with no analysis code of its own beyond calling the package:
    and basin masses at every DG1 output time, crossing times of 2x-50x uniform (global
    maximum and every matched cluster).
 
-Targets (issue 11): DG1 positions <= 1e-3 rad, masses <= 1e-3, crossing times within 0.5%;
+Targets: DG1 positions <= 1e-3 rad, masses <= 1e-3, crossing times within 0.5%;
 particles within 1e-3 rad of the PDE, cluster by cluster.  Run::
 
-    OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/bench_clusters_s1.py [--out DIR] [--cases issue,seed1] [--fv]
+    OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/bench_clusters_s1.py [--out DIR] [--cases example,seed1] [--fv]
 
 ``--fv`` adds an FV run on 8192 cells (crossing times only, first order).  Prints a table and
 writes ``summary.json`` under ``--out`` (default runs/bench-clusters-s1).
@@ -45,7 +45,7 @@ T_CAP, STOP_FACTOR = 10.0, 60.0
 
 
 CASES = {
-    "issue": "1 + 0.05*cos(3*arctan2(y, x)) + 0.05*sin(4*arctan2(y, x) + 1) + 0.02*cos(7*arctan2(y, x))",
+    "example": "1 + 0.05*cos(3*arctan2(y, x)) + 0.05*sin(4*arctan2(y, x) + 1) + 0.02*cos(7*arctan2(y, x))",
     "seed1": perturbation(1),
     "seed2": perturbation(2),
     "seed3": perturbation(3),
@@ -130,7 +130,7 @@ def main() -> None:
     ok = all(r[k] <= v for r in rows for k, v in targets.items()) and all(
         r["dg1_unmatched"] == r["particles_unmatched"] == 0 for r in rows)
     limits = ", ".join(f"{k} <= {v:g}" for k, v in targets.items())
-    print(f"targets (issue 11): {limits} -> {'MET' if ok else 'MISSED'}")
+    print(f"targets: {limits} -> {'MET' if ok else 'MISSED'}")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Issue 12's done-when check on S^1: hybrid (density + atoms) runs against the Lagrangian reference.
+"""Acceptance check of the long-time solver on S^1: hybrid (density + atoms) runs against the Lagrangian reference.
 
 Cases: softmax, Q = K = V = I, several clusters that merge before t = 2000 (perturbed
 uniform densities of benchmarks/bench_clusters_s1.py's kind, seeds and beta not used

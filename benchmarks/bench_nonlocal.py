@@ -1,4 +1,4 @@
-"""One nonlocal field evaluation: current fast evaluator vs the start of issue 10 vs direct.
+"""One nonlocal field evaluation: current fast evaluator vs the baseline (before the transforms) vs direct.
 
 Cases (Q = K = V = I, softmax, beta = 4):
 

@@ -1,5 +1,5 @@
-"""Particle RK4 step time and peak memory per token count: current code against the start of
-issue 10 (baseline loaded from git) and the direct sum, measured in the same run.
+"""Particle RK4 step time and peak memory per token count: current code against the
+baseline (the field before the transforms, loaded from git) and the direct sum, measured in the same run.
 
 d = 3, softmax, beta = 1 (the particle solver's default case), n tokens uniform on S^2.  Each
 (n, implementation) runs in a fresh process (its own peak memory): one untimed warm-up step,

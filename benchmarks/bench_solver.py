@@ -1,5 +1,5 @@
 """PDE step time, field share, output cost and peak memory per icosphere level: current code
-against the start of issue 10 (baseline loaded from git), measured in the same run.
+against the baseline (the field before the transforms, loaded from git), measured in the same run.
 
 Each (level, implementation) runs in a fresh process (so its peak memory is its own): it builds
 the default clustering case (S^2, three bumps, softmax, beta = 4, finite volumes unless
@@ -29,7 +29,7 @@ from common import peak_rss_mb, run_json, setup_process, table
 
 
 def baseline_energy(evaluator, points: np.ndarray, weights: np.ndarray) -> float:
-    """The energy as ``observables.interaction_energy`` computed it at the start of issue 10."""
+    """The energy as ``observables.interaction_energy`` computed it in the baseline."""
     values = evaluator.evaluate(points, points, weights, fixed_sources=True)
     head_w = np.array([h.weight for h in evaluator.model.heads])
     return float(head_w @ (values.partition_function() @ weights)) / (2.0 * evaluator.model.beta)

@@ -1,7 +1,7 @@
 """Helpers shared by the benchmarks: process set-up, interleaved best-of timing, fresh
 subprocesses that report JSON (with their peak memory), and table printing.
 
-Benchmarks compare the current code with the start of issue 10 (:mod:`baseline`) inside one
+Benchmarks compare the current code with the field before the transforms (:mod:`baseline`) inside one
 run; on a shared machine only those ratios are meaningful, so timings alternate between the
 compared implementations and keep the best of several repeats.
 """
@@ -22,7 +22,7 @@ import numpy as np
 
 def setup_process(baseline: bool = False) -> None:
     """One BLAS/ducc0 thread; the current code also keeps freed memory (as the run drivers
-    do at start-up).  The baseline process runs as the code did at the start of issue 10."""
+    do at start-up).  The baseline process runs as the code did at the baseline commit."""
     from meanfield.threads import configure_threads, retain_freed_memory
 
     configure_threads(1)

@@ -1,4 +1,4 @@
-"""Issue 12, item 5: after capture, the hybrid run's moments and energy converge as the mesh is
+"""After capture, the hybrid run's moments and energy converge as the mesh is
 refined, towards large-n quantile tokens of the same model.
 
 S^1, softmax, beta = 9, the ``s1-long-time`` example's density; DG1 with the fast field and

@@ -1,4 +1,4 @@
-"""Issue 14's measured claim: the feed-forward flow alone converges at second order (S^1, DG1).
+"""A measured claim: the feed-forward flow alone converges at second order (S^1, DG1).
 
 Draws ``--cases`` feed-forward blocks and initial densities that no test uses (random hidden
 width, weights, biases and activation among ``--activations``; a two-bump von Mises-Fisher

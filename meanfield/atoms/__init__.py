@@ -1,4 +1,4 @@
-"""Point masses (atoms) beside the density: mu = rho dx + sum_i m_i delta_{x_i} (issue 12).
+"""Point masses (atoms) beside the density: mu = rho dx + sum_i m_i delta_{x_i}.
 
 A cluster that has collapsed below the mesh scale is carried as an atom of the same mass; the
 measure ``mu`` is an exact solution class of the continuity equation with the smooth attention

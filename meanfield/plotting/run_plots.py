@@ -15,7 +15,7 @@ every run                 ``observables.FMT`` (time series)
 
 Movies use one colour scale (or density axis) for all frames; the orthographic view looks at
 the densest point of the last frame throughout (unless ``center`` is given).  The atoms of a
-hybrid run (point masses, issue 12) are open red circles of area proportional to mass, on
+hybrid run (point masses) are open red circles of area proportional to mass, on
 every density picture: on the maps, on the theta axis of the S^1 lines (in each line's colour
 on the several-times figure), and at their (theta, t) on the space-time image.
 """

@@ -25,7 +25,7 @@ h5netcdf, no netCDF C library needed).  A PDE run on S^2 (``ncdump -h``, abridge
     // global attributes: Conventions = "CF-1.11 UGRID-1.0", title, source, kind, name,
     //                    sphere, scheme
 
-**Atoms** (hybrid runs, issue 12: point masses beside the density, :mod:`meanfield.atoms`)
+**Atoms** (hybrid runs: point masses beside the density, :mod:`meanfield.atoms`)
 are a CF *contiguous ragged array* (CF-1.11 section 9.3.3) along a second unlimited
 dimension ``atom``; their number changes from output to output::
 

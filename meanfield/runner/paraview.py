@@ -15,7 +15,7 @@ group of run.nc holds what only these files need (vertices padded to 3D, the bro
 ``xarray.open_dataset`` does not show it.  The XML is rewritten atomically after every
 output.
 
-Hybrid runs (density + atoms, issue 12) also get the atoms as a point cloud beside the
+Hybrid runs (density + atoms) also get the atoms as a point cloud beside the
 density: ``atoms/NNNN.vtu`` holds the atoms of output NNNN (VTK XML unstructured grid, one
 vertex cell per atom, point data ``mass`` and ``id``; S^1 atoms at z = 0), and ``atoms.pvd``
 lists them with their times, so ParaView shows them in step with density.xdmf (open both; a

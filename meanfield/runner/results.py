@@ -83,7 +83,7 @@ class RunResult(_Tabulated):
     damaged
         Files that could not be read (the outputs stop before the first of them).
     atoms
-        Hybrid runs (``[atoms]``, issue 12): the point masses of every output, one
+        Hybrid runs (``[atoms]``): the point masses of every output, one
         :class:`~meanfield.atoms.Atoms` per output time (their count varies; ids persist);
         None for runs whose snapshots hold no atoms.
     """

@@ -31,7 +31,7 @@ Accuracy
     needed: a cluster of width sigma needs ``N >~ 30 / sigma`` (N = 8192 resolves sigma ~ 4e-3 rad,
     heights ~ 100x uniform for a cluster of mass 0.2).
 
-Issue 12 (long-time references) needs clusters far narrower than any grid resolves; there a
+The long-time phase needs clusters far narrower than any grid resolves; there a
 Lagrangian reference is better: tokens at the quantiles of rho0 are a midpoint rule in the
 mass coordinate q, whose integrand ``K(theta - Theta(q))`` is 1-periodic and smooth in q, so the
 particle field converges spectrally in n and the density follows as ``1 / Theta'(q)``.

@@ -106,7 +106,7 @@ def analyse_run(run: Any, *, threshold: float | None = None, prominence: float =
         and optionally ``vertices, cells, vertex_densities``) or particle result (``times,
         points, config``).
     threshold
-        Least density (density units) at a cluster's top cell; default the uniform 1/|S|.
+        Least density (density units) at a cluster's top cell; default the uniform ``1/|S|``.
     prominence
         Least relative depth of the dip separating a cluster from a taller one (:mod:`.basins`).
     factors

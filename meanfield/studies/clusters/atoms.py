@@ -1,6 +1,6 @@
 """Atoms as clusters: the analysis of a hybrid state ``mu = rho dx + sum_i m_i delta_{x_i}``.
 
-A hybrid run (issue 12) carries a cluster that has collapsed below the mesh scale as an atom,
+A hybrid run carries a cluster that has collapsed below the mesh scale as an atom,
 a point mass.  :class:`WithAtoms` shows the cluster analysis the whole measure:
 
 * the watershed (:mod:`.basins`) sees the cell averages of mu: the density's plus, in the

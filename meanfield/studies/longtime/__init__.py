@@ -1,4 +1,4 @@
-"""Long-time dynamics on S^1 (issue 12): a Lagrangian reference, cluster events, merge tables.
+"""Long-time dynamics on S^1: a Lagrangian reference, cluster events, merge tables.
 
 * :mod:`.tokens`: quantile tokens moved by the exact S^1 field (Fourier-Bessel series,
   DOP853): the high-accuracy reference for formation, merges and the metastable state;

@@ -223,7 +223,7 @@ def validate(
     on_root(comm, check_given_runs)
     on_root(comm, lambda: prepare_study(path, "validation", overwrite=overwrite))
     reference = _pde_runs(config, path, pde, pde_fine, refine, comm, quiet, overwrite)
-    clusters = ClusterValidation(reference.coarse)  # cluster-level agreement (issue 11)
+    clusters = ClusterValidation(reference.coarse)  # cluster-level agreement
     base = config.section("particles")["seed"]
     rows: list[dict] = []
     finals: dict[tuple[int, int], np.ndarray] = {}
@@ -238,7 +238,7 @@ def validate(
                     row = {name: float(v[i]) for name, v in run.observables.items()}
                     for metric, value in reference.compare(run.points[i], row, float(t)).items():
                         rows.append({"metric": metric, "time": float(t), "n": int(n), "seed": seed, "value": value})
-                for metric, t, value in clusters.rows(run):  # cluster-level agreement (issue 11)
+                for metric, t, value in clusters.rows(run):  # cluster-level agreement
                     rows.append({"metric": metric, "time": t, "n": int(n), "seed": seed, "value": value})
                 finals[(n, seed)] = run.points[-1]
                 if not quiet:
