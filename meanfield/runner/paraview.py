@@ -41,6 +41,7 @@ import numpy as np
 from ..atoms import ATOM_KEYS
 from . import layout
 from .files import write_text
+from .paraview_view import view_script
 
 GROUP = "xdmf"
 
@@ -69,6 +70,7 @@ class XdmfFiles:
         self.cells = np.asarray(cells, np.int64)
         self.dg1 = dg1
         self.data = self.run / layout.RUN_FILE
+        self.script_written = False
 
     def update(self, times: list[float]) -> None:
         """Describe the outputs at ``times`` (run.nc holds them); adds run.nc's xdmf group if missing."""
@@ -82,6 +84,11 @@ class XdmfFiles:
             write_text(self.run / layout.PARAVIEW_DG1,
                        self._xml(times, f"{GROUP}/corner_vertices", f"{GROUP}/corner_cells", c * nv,
                                  "vertex_density", "Node", (c, nv)))
+        if not self.script_written:
+            write_text(self.run / layout.PARAVIEW_SCRIPT,
+                       view_script(self.run, layout.PARAVIEW_DG1, "POINTS") if self.dg1
+                       else view_script(self.run, layout.PARAVIEW_CELLS, "CELLS"))
+            self.script_written = True
 
     def _add_group(self) -> None:
         import h5netcdf
@@ -108,7 +115,6 @@ class XdmfFiles:
         domain = ET.SubElement(root, "Domain")
         series = ET.SubElement(domain, "Grid", Name="density", GridType="Collection", CollectionType="Temporal")
         shape = " ".join(map(str, row))
-        zeros, ones = " ".join(["0"] * len(row)), " ".join(["1"] * len(row))
         for k, t in enumerate(times):
             grid = ET.SubElement(series, "Grid", Name=f"t{k}", GridType="Uniform")
             ET.SubElement(grid, "Time", Value=repr(t))
@@ -120,13 +126,20 @@ class XdmfFiles:
             ET.SubElement(geometry, "DataItem", Dimensions=f"{num_vertices} 3", NumberType="Float", Precision="8",
                           Format="HDF").text = f"{name}:/{vertices}"
             attribute = ET.SubElement(grid, "Attribute", Name="density", AttributeType="Scalar", Center=center)
-            slab = ET.SubElement(attribute, "DataItem", ItemType="HyperSlab", Dimensions=f"1 {shape}",
-                                 Type="HyperSlab")
-            ET.SubElement(slab, "DataItem", Dimensions=f"3 {len(row) + 1}", Format="XML").text = \
-                f"{k} {zeros} 1 {ones} 1 {shape}"
-            ET.SubElement(slab, "DataItem", Dimensions=f"{len(times)} {shape}", NumberType="Float", Precision="8",
-                          Format="HDF").text = f"{name}:/{field}"
+            ET.SubElement(attribute, "DataItem", Dimensions=f"1 {shape}", NumberType="Float", Precision="8",
+                          Format="HDF").text = f"{name}:/{field}|{hdf_row(k, len(times), row)}"
         return _xml_text(root)
+
+
+def hdf_row(k: int, rows: int, row: tuple[int, ...]) -> str:
+    """Xdmf3's selection of row ``k`` of an HDF5 dataset of shape ``(rows, *row)``:
+    ``start:stride:count:dataspace``, each a list of numbers (one per axis), written after a ``|``
+    behind the dataset's path (``run.nc:/density|2 0:1 1:1 80:3 80``)."""
+    def numbers(values: list[int]) -> str:
+        return " ".join(map(str, values))
+
+    return ":".join([numbers([k] + [0] * len(row)), numbers([1] * (len(row) + 1)), numbers([1, *row]),
+                     numbers([rows, *row])])
 
 
 def _xml_text(root: ET.Element) -> str:
