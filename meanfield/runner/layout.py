@@ -62,7 +62,8 @@ PREVIOUS = ".meanfield-previous"
 
 #: Plain files a run may write at the top of its directory.
 RUN_FILES: tuple[str, ...] = (CONFIG, METADATA, OBSERVABLES, MESH, CHECKPOINT, LOG, RUN_FILE, PARAVIEW_CELLS,
-                              PARAVIEW_DG1, PARAVIEW_ATOMS, PARAVIEW_SCRIPT, DIAGNOSTICS, INNER_PRODUCTS, LEGACY_PARAVIEW_DATA)
+                              PARAVIEW_DG1, PARAVIEW_ATOMS, PARAVIEW_SCRIPT, DIAGNOSTICS, INNER_PRODUCTS,
+                              LEGACY_PARAVIEW_DATA)
 SNAPSHOT_NAME = re.compile(r"(\d{4,})\.npz")
 ATOM_POINTS_NAME = re.compile(r"(\d{4,})\.vtu")
 #: Temporary files of atomic writes (see :func:`meanfield.runner.files.atomic_write`), left by a crash.

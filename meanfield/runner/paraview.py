@@ -9,11 +9,15 @@
   the discontinuous linear density as the scheme has it.  Its vertex values can dip below
   zero where the cell averages are positive (see :mod:`meanfield.runner.netcdf`).
 
-Each time step is a hyperslab (one row) of those datasets, so the mesh is stored once, in
-global cell order, and any ParaView opens the files with its XDMF readers.  The ``xdmf``
-group of run.nc holds what only these files need (vertices padded to 3D, the broken mesh);
+Each time step is one row of those datasets, so the mesh is stored once, in global cell order.
+The row is selected in the form of Xdmf3, ParaView's default XDMF reader (``Xdmf3ReaderS``/``T``),
+after a ``|`` behind the dataset's path: ``run.nc:/density|start:stride:count:dataspace``
+(:func:`hdf_row`).  The XDMF 2 form, a ``HyperSlab`` DataItem, is read by ParaView's legacy
+"XDMF Reader" only: Xdmf3 gives a HyperSlab item no number type, and ParaView's Xdmf3 readers
+drop the array ("Skipping unrecognized array type [None]").  The legacy reader in turn does
+not know the ``|`` form: it reads the mesh but not the density.  The ``xdmf`` group of run.nc holds what only these files need (vertices padded to 3D, the broken mesh);
 ``xarray.open_dataset`` does not show it.  The XML is rewritten atomically after every
-output.
+output; rank 0 writes it (and everything here) from the gathered arrays, whatever the rank count.
 
 Hybrid runs (density + atoms) also get the atoms as a point cloud beside the
 density: ``atoms/NNNN.vtu`` holds the atoms of output NNNN (VTK XML unstructured grid, one
@@ -25,8 +29,11 @@ mishandles empty grids), hence one small file per output.  meshio reads them
 (``meshio.read("atoms/0003.vtu")``), except those of outputs without atoms (meshio 5 reads
 no empty grid; ParaView does).
 
-meshio reads the mesh of these files (``meshio.xdmf.TimeSeriesReader(path).read_points_cells()``)
-but neither their hyperslab data nor, with ``meshio.read``, a temporal collection at all: read
+``view-in-paraview.py`` (:mod:`.paraview_view`) opens the density and the atoms, drawn as
+spheres on every atom (``paraview --script=RUN/view-in-paraview.py``).
+
+meshio reads the mesh of the XDMF files (``meshio.xdmf.TimeSeriesReader(path).read_points_cells()``)
+but neither their selected rows nor, with ``meshio.read``, a temporal collection at all: read
 the densities with xarray from run.nc instead.
 """
 

@@ -54,13 +54,14 @@ if os.path.exists(os.path.join(RUN, "atoms.pvd")):
     glyphs.ScaleFactor = @SCALE@
     glyphs.GlyphMode = "All Points"
     drawn = Show(glyphs, view)
-    ColorBy(drawn, None)
+    drawn.ColorArrayName = ["POINTS", ""]
     drawn.AmbientColor = drawn.DiffuseColor = [1.0, 0.0, 0.0]
 scene = GetAnimationScene()
 scene.UpdateAnimationUsingDataTimeSteps()
 view.ResetCamera()
 if len(sys.argv) > 1 and sys.argv[-1].lower().endswith((".png", ".jpg", ".jpeg", ".tif", ".tiff")):
     scene.AnimationTime = density.TimestepValues[-1]
+    shown.RescaleTransferFunctionToDataRange(False, True)
     SaveScreenshot(sys.argv[-1], view, ImageResolution=[800, 800])
 else:
     Render(view)
