@@ -15,15 +15,15 @@ after a ``|`` behind the dataset's path: ``run.nc:/density|start:stride:count:da
 (:func:`hdf_row`).  The XDMF 2 form, a ``HyperSlab`` DataItem, is read by ParaView's legacy
 "XDMF Reader" only: Xdmf3 gives a HyperSlab item no number type, and ParaView's Xdmf3 readers
 drop the array ("Skipping unrecognized array type [None]").  The legacy reader in turn does
-not know the ``|`` form: it reads the mesh but not the density.  The ``xdmf`` group of run.nc holds what only these files need (vertices padded to 3D, the broken mesh);
-``xarray.open_dataset`` does not show it.  The XML is rewritten atomically after every
-output; rank 0 writes it (and everything here) from the gathered arrays, whatever the rank count.
+not know the ``|`` form: it reads the mesh but not the density.  The ``xdmf`` group of run.nc
+holds what only these files need (vertices padded to 3D, the broken mesh); ``xarray.open_dataset``
+does not show it.  The XML is rewritten atomically after every output; rank 0 writes it (and
+everything here) from the gathered arrays, whatever the rank count.
 
 Hybrid runs (density + atoms) also get the atoms as a point cloud beside the
 density: ``atoms/NNNN.vtu`` holds the atoms of output NNNN (VTK XML unstructured grid, one
 vertex cell per atom, point data ``mass`` and ``id``; S^1 atoms at z = 0), and ``atoms.pvd``
-lists them with their times, so ParaView shows them in step with density.xdmf (open both; a
-Glyph filter scaled by ``mass`` draws them as spheres).  Their number changes between outputs,
+lists them with their times, so ParaView shows them in step with density.xdmf.  Their number changes between outputs,
 which a temporal XDMF collection over run.nc's ragged atom arrays describes poorly (ParaView
 mishandles empty grids), hence one small file per output.  meshio reads them
 (``meshio.read("atoms/0003.vtu")``), except those of outputs without atoms (meshio 5 reads
