@@ -114,6 +114,7 @@ def test_xdmf_files_point_into_the_run_file_and_meshio_reads_their_mesh(tmp_path
 def test_no_xdmf_files_when_output_xdmf_is_off(tmp_path):
     meanfield.run({**_config(), "output": {"xdmf": False}}, out=tmp_path / "r", quiet=True)
     assert (tmp_path / "r" / layout.RUN_FILE).is_file() and not (tmp_path / "r" / layout.PARAVIEW_CELLS).exists()
+    assert not (tmp_path / "r" / layout.PARAVIEW_SCRIPT).exists()
 
 
 def _interrupted(tmp_path, monkeypatch, kind: str = "dg1"):
