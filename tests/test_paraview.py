@@ -317,8 +317,8 @@ initial = [[0.3, 1.0, 0.0], [0.25, 0.955336489125606, 0.29552020666133955]]
 """
 
 
-@needs_pvbatch
 @pytest.mark.skipif(XVFB_RUN is None, reason="xvfb-run is not installed (apt-get install xvfb): no picture drawn")
+@needs_pvbatch
 @pytest.mark.parametrize("sphere", ["S1", "S2"])
 def test_view_script_draws_every_atom_as_a_glyph(tmp_path, sphere):
     """S^1: a real hybrid run (CLI); S^2: hand-made outputs through the run's writers, the first
