@@ -1,7 +1,7 @@
 """view-in-paraview.py: a ParaView Python script written beside a run's ParaView files.
 
 ParaView's Glyph filter places glyphs by default on a sample of the points ("Uniform Spatial
-Distribution"), which misses most of a few atoms; the script sets up what a user would
+Distribution"), which leaves out atoms close to others; the script sets up what a user would
 otherwise click together: the density coloured by ``density``, the atoms (when the run has
 atoms.pvd) as red spheres of diameter ``ATOM_SCALE * sqrt(mass)`` on every point ("All
 Points"), the animation on the outputs' times.  Run it as
