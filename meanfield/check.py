@@ -149,6 +149,7 @@ def _files(problem: Problem, cells: int, nv: int, outputs: int) -> dict[str, int
         files[layout.PARAVIEW_CELLS] = None
         if dg1:
             files[layout.PARAVIEW_DG1] = None
+        files[layout.PARAVIEW_SCRIPT] = None
     files[layout.MESH] = 8 * cells * (2 * nv + 2)
     files[layout.CHECKPOINT] = 8 * cells * (nv if dg1 else 1)
     files[f"{layout.SNAPSHOTS}/NNNN.npz x {outputs}"] = outputs * per_output

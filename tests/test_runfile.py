@@ -85,10 +85,15 @@ def test_particle_run_file(tmp_path):
 
 
 def _hdf_paths(xdmf) -> list[tuple[str, tuple[int, ...]]]:
-    """(dataset path, Dimensions) of every HDF DataItem of an XDMF file."""
-    items = ET.parse(xdmf).getroot().iter("DataItem")
-    return [(i.text.split(":")[1], tuple(map(int, i.get("Dimensions").split()))) for i in items
-            if i.get("Format") == "HDF"]
+    """(dataset path, shape of the dataset described) of every HDF DataItem of an XDMF file: its
+    Dimensions, or the dataspace of a selection (``run.nc:/density|start:stride:count:dataspace``)."""
+    paths = []
+    for item in ET.parse(xdmf).getroot().iter("DataItem"):
+        if item.get("Format") == "HDF":
+            where, _, selection = item.text.partition("|")
+            shape = selection.split(":")[3] if selection else item.get("Dimensions")
+            paths.append((where.split(":")[1], tuple(map(int, shape.split()))))
+    return paths
 
 
 def test_xdmf_files_point_into_the_run_file_and_meshio_reads_their_mesh(tmp_path):
@@ -109,6 +114,7 @@ def test_xdmf_files_point_into_the_run_file_and_meshio_reads_their_mesh(tmp_path
 def test_no_xdmf_files_when_output_xdmf_is_off(tmp_path):
     meanfield.run({**_config(), "output": {"xdmf": False}}, out=tmp_path / "r", quiet=True)
     assert (tmp_path / "r" / layout.RUN_FILE).is_file() and not (tmp_path / "r" / layout.PARAVIEW_CELLS).exists()
+    assert not (tmp_path / "r" / layout.PARAVIEW_SCRIPT).exists()
 
 
 def _interrupted(tmp_path, monkeypatch, kind: str = "dg1"):

@@ -18,6 +18,8 @@
     atoms.pvd, atoms/NNNN.vtu
                          hybrid runs with output.xdmf on: the atoms of output NNNN as a VTK
                          point cloud (mass, id), and ParaView's time series of them
+    view-in-paraview.py  with output.xdmf on: a ParaView script that opens the density (DG1: the
+                         vertex values) and the atoms as spheres (`paraview --script=...`)
     diagnostics.csv, inner_products.png
                          particle runs: cluster counts and pairwise inner products
     run.log              rank 0's log
@@ -49,6 +51,7 @@ RUN_FILE = "run.nc"
 PARAVIEW_CELLS = "density.xdmf"
 PARAVIEW_DG1 = "density-dg1.xdmf"
 PARAVIEW_ATOMS = "atoms.pvd"
+PARAVIEW_SCRIPT = "view-in-paraview.py"
 ATOM_POINTS = "atoms"
 DIAGNOSTICS = "diagnostics.csv"
 INNER_PRODUCTS = "inner_products.png"
@@ -59,7 +62,8 @@ PREVIOUS = ".meanfield-previous"
 
 #: Plain files a run may write at the top of its directory.
 RUN_FILES: tuple[str, ...] = (CONFIG, METADATA, OBSERVABLES, MESH, CHECKPOINT, LOG, RUN_FILE, PARAVIEW_CELLS,
-                              PARAVIEW_DG1, PARAVIEW_ATOMS, DIAGNOSTICS, INNER_PRODUCTS, LEGACY_PARAVIEW_DATA)
+                              PARAVIEW_DG1, PARAVIEW_ATOMS, PARAVIEW_SCRIPT, DIAGNOSTICS, INNER_PRODUCTS,
+                              LEGACY_PARAVIEW_DATA)
 SNAPSHOT_NAME = re.compile(r"(\d{4,})\.npz")
 ATOM_POINTS_NAME = re.compile(r"(\d{4,})\.vtu")
 #: Temporary files of atomic writes (see :func:`meanfield.runner.files.atomic_write`), left by a crash.

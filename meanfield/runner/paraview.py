@@ -9,24 +9,31 @@
   the discontinuous linear density as the scheme has it.  Its vertex values can dip below
   zero where the cell averages are positive (see :mod:`meanfield.runner.netcdf`).
 
-Each time step is a hyperslab (one row) of those datasets, so the mesh is stored once, in
-global cell order, and any ParaView opens the files with its XDMF readers.  The ``xdmf``
-group of run.nc holds what only these files need (vertices padded to 3D, the broken mesh);
-``xarray.open_dataset`` does not show it.  The XML is rewritten atomically after every
-output.
+Each time step is one row of those datasets, so the mesh is stored once, in global cell order.
+The row is selected in the form of Xdmf3, ParaView's default XDMF reader (``Xdmf3ReaderS``/``T``),
+after a ``|`` behind the dataset's path: ``run.nc:/density|start:stride:count:dataspace``
+(:func:`hdf_row`).  The XDMF 2 form, a ``HyperSlab`` DataItem, is read by ParaView's legacy
+"XDMF Reader" only: Xdmf3 gives a HyperSlab item no number type, and ParaView's Xdmf3 readers
+drop the array ("Skipping unrecognized array type [None]").  The legacy reader in turn does
+not know the ``|`` form: it reads the mesh but not the density.  The ``xdmf`` group of run.nc
+holds what only these files need (vertices padded to 3D, the broken mesh); ``xarray.open_dataset``
+does not show it.  The XML is rewritten atomically after every output; rank 0 writes it (and
+everything here) from the gathered arrays, whatever the rank count.
 
 Hybrid runs (density + atoms) also get the atoms as a point cloud beside the
 density: ``atoms/NNNN.vtu`` holds the atoms of output NNNN (VTK XML unstructured grid, one
 vertex cell per atom, point data ``mass`` and ``id``; S^1 atoms at z = 0), and ``atoms.pvd``
-lists them with their times, so ParaView shows them in step with density.xdmf (open both; a
-Glyph filter scaled by ``mass`` draws them as spheres).  Their number changes between outputs,
+lists them with their times, so ParaView shows them in step with density.xdmf.  Their number changes between outputs,
 which a temporal XDMF collection over run.nc's ragged atom arrays describes poorly (ParaView
 mishandles empty grids), hence one small file per output.  meshio reads them
 (``meshio.read("atoms/0003.vtu")``), except those of outputs without atoms (meshio 5 reads
 no empty grid; ParaView does).
 
-meshio reads the mesh of these files (``meshio.xdmf.TimeSeriesReader(path).read_points_cells()``)
-but neither their hyperslab data nor, with ``meshio.read``, a temporal collection at all: read
+``view-in-paraview.py`` (:mod:`.paraview_view`) opens the density and the atoms, drawn as
+spheres on every atom (``paraview --script=RUN/view-in-paraview.py``).
+
+meshio reads the mesh of the XDMF files (``meshio.xdmf.TimeSeriesReader(path).read_points_cells()``)
+but neither their selected rows nor, with ``meshio.read``, a temporal collection at all: read
 the densities with xarray from run.nc instead.
 """
 
@@ -41,6 +48,7 @@ import numpy as np
 from ..atoms import ATOM_KEYS
 from . import layout
 from .files import write_text
+from .paraview_view import view_script
 
 GROUP = "xdmf"
 
@@ -69,6 +77,7 @@ class XdmfFiles:
         self.cells = np.asarray(cells, np.int64)
         self.dg1 = dg1
         self.data = self.run / layout.RUN_FILE
+        self.script_written = False
 
     def update(self, times: list[float]) -> None:
         """Describe the outputs at ``times`` (run.nc holds them); adds run.nc's xdmf group if missing."""
@@ -82,6 +91,11 @@ class XdmfFiles:
             write_text(self.run / layout.PARAVIEW_DG1,
                        self._xml(times, f"{GROUP}/corner_vertices", f"{GROUP}/corner_cells", c * nv,
                                  "vertex_density", "Node", (c, nv)))
+        if not self.script_written:
+            write_text(self.run / layout.PARAVIEW_SCRIPT,
+                       view_script(self.run, layout.PARAVIEW_DG1, "POINTS") if self.dg1
+                       else view_script(self.run, layout.PARAVIEW_CELLS, "CELLS"))
+            self.script_written = True
 
     def _add_group(self) -> None:
         import h5netcdf
@@ -108,7 +122,6 @@ class XdmfFiles:
         domain = ET.SubElement(root, "Domain")
         series = ET.SubElement(domain, "Grid", Name="density", GridType="Collection", CollectionType="Temporal")
         shape = " ".join(map(str, row))
-        zeros, ones = " ".join(["0"] * len(row)), " ".join(["1"] * len(row))
         for k, t in enumerate(times):
             grid = ET.SubElement(series, "Grid", Name=f"t{k}", GridType="Uniform")
             ET.SubElement(grid, "Time", Value=repr(t))
@@ -120,13 +133,20 @@ class XdmfFiles:
             ET.SubElement(geometry, "DataItem", Dimensions=f"{num_vertices} 3", NumberType="Float", Precision="8",
                           Format="HDF").text = f"{name}:/{vertices}"
             attribute = ET.SubElement(grid, "Attribute", Name="density", AttributeType="Scalar", Center=center)
-            slab = ET.SubElement(attribute, "DataItem", ItemType="HyperSlab", Dimensions=f"1 {shape}",
-                                 Type="HyperSlab")
-            ET.SubElement(slab, "DataItem", Dimensions=f"3 {len(row) + 1}", Format="XML").text = \
-                f"{k} {zeros} 1 {ones} 1 {shape}"
-            ET.SubElement(slab, "DataItem", Dimensions=f"{len(times)} {shape}", NumberType="Float", Precision="8",
-                          Format="HDF").text = f"{name}:/{field}"
+            ET.SubElement(attribute, "DataItem", Dimensions=f"1 {shape}", NumberType="Float", Precision="8",
+                          Format="HDF").text = f"{name}:/{field}|{hdf_row(k, len(times), row)}"
         return _xml_text(root)
+
+
+def hdf_row(k: int, rows: int, row: tuple[int, ...]) -> str:
+    """Xdmf3's selection of row ``k`` of an HDF5 dataset of shape ``(rows, *row)``:
+    ``start:stride:count:dataspace``, each a list of numbers (one per axis), written after a ``|``
+    behind the dataset's path (``run.nc:/density|2 0:1 1:1 80:3 80``)."""
+    def numbers(values: list[int]) -> str:
+        return " ".join(map(str, values))
+
+    return ":".join([numbers([k] + [0] * len(row)), numbers([1] * (len(row) + 1)), numbers([1, *row]),
+                     numbers([rows, *row])])
 
 
 def _xml_text(root: ET.Element) -> str:

@@ -1,0 +1,87 @@
+"""view-in-paraview.py: a ParaView Python script written beside a run's ParaView files.
+
+ParaView's Glyph filter places glyphs by default on a sample of the points ("Uniform Spatial
+Distribution"), which leaves out atoms close to others; the script sets up what a user would
+otherwise click together: the density coloured by ``density``, the atoms (when the run has
+atoms.pvd) as red spheres of diameter ``ATOM_SCALE * sqrt(mass)`` on every point ("All
+Points"), the animation on the outputs' times.  Run it as
+
+* ``paraview --script=RUN/view-in-paraview.py`` (the GUI);
+* ``pvbatch RUN/view-in-paraview.py picture.png``: a picture of the last output, no GUI
+  (``xvfb-run pvbatch ...`` where there is no display).
+
+The script finds the run from its own location (``__file__``), else from the path the run
+had when it was written.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+#: Glyph diameter of an atom of mass 1 (the sphere has radius 1).
+ATOM_SCALE = 0.25
+
+_TEMPLATE = '''"""Open this meanfield run in ParaView: the density over time and the atoms as spheres.
+
+    paraview --script=view-in-paraview.py       the GUI
+    pvbatch view-in-paraview.py picture.png     a picture of the last output (no GUI;
+                                                xvfb-run pvbatch ... where there is no display)
+
+Written by meanfield.  Atoms (runs with atoms.pvd) are red spheres of diameter
+@SCALE@ * sqrt(mass), drawn on every atom (Glyph mode "All Points").
+"""
+import os
+import sys
+
+from paraview.simple import (Calculator, ColorBy, GetActiveViewOrCreate, GetAnimationScene, Glyph,
+                             OpenDataFile, Render, SaveScreenshot, Show)
+
+RUN = os.path.dirname(os.path.abspath(__file__)) if "__file__" in globals() else @RUN@
+DENSITY, CENTRE = @DENSITY@, @CENTRE@
+
+view = GetActiveViewOrCreate("RenderView")
+density = OpenDataFile(os.path.join(RUN, DENSITY), registrationName=DENSITY)
+shown = Show(density, view)
+ColorBy(shown, (CENTRE, "density"))
+shown.RescaleTransferFunctionToDataRange(True, False)
+shown.SetScalarBarVisibility(view, True)
+shown.LineWidth = 3.0  # S^1: the circle's cells are lines
+if os.path.exists(os.path.join(RUN, "atoms.pvd")):
+    atoms = OpenDataFile(os.path.join(RUN, "atoms.pvd"), registrationName="atoms.pvd")
+    size = Calculator(registrationName="atom size", Input=atoms, ResultArrayName="size", Function="sqrt(mass)")
+    glyphs = Glyph(registrationName="atoms", Input=size, GlyphType="Sphere")
+    glyphs.ScaleArray = ["POINTS", "size"]
+    glyphs.ScaleFactor = @SCALE@
+    glyphs.GlyphMode = "All Points"
+    drawn = Show(glyphs, view)
+    drawn.ColorArrayName = ["POINTS", ""]
+    drawn.AmbientColor = drawn.DiffuseColor = [1.0, 0.0, 0.0]
+scene = GetAnimationScene()
+scene.UpdateAnimationUsingDataTimeSteps()
+view.ResetCamera()
+if len(sys.argv) > 1 and sys.argv[-1].lower().endswith((".png", ".jpg", ".jpeg", ".tif", ".tiff")):
+    scene.AnimationTime = density.TimestepValues[-1]
+    shown.RescaleTransferFunctionToDataRange(False, True)
+    SaveScreenshot(sys.argv[-1], view, ImageResolution=[800, 800])
+else:
+    Render(view)
+'''
+
+
+def view_script(run: Path, density: str, centre: str) -> str:
+    """The text of view-in-paraview.py for the run at ``run``.
+
+    Parameters
+    ----------
+    run
+        The run directory (recorded, resolved, for a ParaView that gives the script no ``__file__``).
+    density
+        The file of the density to show (density.xdmf, or density-dg1.xdmf for DG1).
+    centre
+        Where ``density`` lives in that file: ``"CELLS"`` or ``"POINTS"``.
+    """
+    text = _TEMPLATE
+    for key, value in (("@RUN@", repr(str(Path(run).resolve()))), ("@DENSITY@", repr(density)),
+                       ("@CENTRE@", repr(centre)), ("@SCALE@", repr(ATOM_SCALE))):
+        text = text.replace(key, value)
+    return text

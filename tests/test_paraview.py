@@ -1,0 +1,345 @@
+"""ParaView opens what a run writes, with its default readers.
+
+Two kinds of checks:
+
+* always: the XDMF files' structure, read without ParaView (XML + h5py): every DataItem has what
+  Xdmf3 (ParaView's default XDMF reader) needs to read it (a number type and precision, no
+  HyperSlab or Function item, which Xdmf3's VTK reader skips as "unrecognized array type
+  [None]"), its dimensions and selection match the HDF5 dataset, the selected row of output k is
+  run.nc's output k, the times increase; a file in the old HyperSlab form is rejected;
+* where ParaView is installed: ``pvbatch`` opens the files as users do (``OpenDataFile`` ->
+  update at every time step) and gives back run.nc's cells, points, ``density`` values and
+  times, for FV S^2, DG1 S^1 and S^2 and a run of 2 ranks; ``view-in-paraview.py`` draws every
+  atom as a glyph and saves a picture (``xvfb-run``).  These are skipped, with the reason shown,
+  where ``pvbatch`` (Debian: ``apt-get install paraview python3-paraview``) or ``xvfb-run`` is missing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+import xarray as xr
+from hybrid_runs import mesh_of, sphere_atoms, write_hybrid_run
+
+import meanfield
+from meanfield.runner import layout
+from meanfield.runner.results import load_run
+
+PVBATCH = shutil.which("pvbatch")
+XVFB_RUN = shutil.which("xvfb-run")
+MPIRUN = Path(sys.executable).parent / "mpirun"
+needs_pvbatch = pytest.mark.skipif(
+    PVBATCH is None, reason="ParaView's pvbatch is not installed (apt-get install paraview python3-paraview): "
+                            "the files are not opened with ParaView's own reader")
+
+#: numpy dtype -> (NumberType, Precision) as XDMF writes them
+XDMF_TYPES = {np.dtype("float64"): ("Float", "8"), np.dtype("float32"): ("Float", "4"),
+              np.dtype("int32"): ("Int", "4"), np.dtype("int64"): ("Int", "8")}
+
+
+def _config(sphere: str, kind: str) -> dict:
+    return {"name": "pv", "mesh": {"sphere": sphere, "resolution": 1 if sphere == "S2" else 32},
+            "scheme": {"kind": kind}, "time": {"t_final": 0.2, "outputs": 2}}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict[str, Path]:
+    """FV S^2, DG1 S^1, DG1 S^2 runs (serial, in this process)."""
+    root = tmp_path_factory.mktemp("paraview")
+    out = {}
+    for sphere, kind in (("S2", "fv"), ("S1", "dg1"), ("S2", "dg1")):
+        out[f"{kind}-{sphere}"] = root / f"{kind}-{sphere}"
+        meanfield.run(_config(sphere, kind), out=out[f"{kind}-{sphere}"], quiet=True)
+    return out
+
+
+# -- the structure, without ParaView --------------------------------------------------------
+def _numbers(text: str) -> list[int]:
+    return [int(v) for v in text.split()]
+
+
+def _selection(item: ET.Element, folder: Path) -> tuple[Path, str, tuple[slice, ...] | None]:
+    """(file, dataset, index of the selected part or None) of an HDF DataItem."""
+    text = (item.text or "").strip()
+    where, _, selection = text.partition("|")
+    file, _, dataset = where.partition(":")
+    if not selection:
+        return folder / file, dataset, None
+    start, stride, count, _ = (_numbers(part) for part in selection.split(":"))
+    return folder / file, dataset, tuple(slice(a, a + c * s, s) for a, s, c in zip(start, stride, count))
+
+
+def item_problems(item: ET.Element, folder: Path) -> list[str]:
+    """What in one DataItem Xdmf3 does not read, or reads other than meant."""
+    where = (item.text or "").strip()
+    if item.get("ItemType", "Uniform") != "Uniform":
+        return [f"ItemType={item.get('ItemType')} (Xdmf3's VTK reader gives it no number type)"]
+    keys = ("Dimensions", "NumberType", "Precision", "Format")
+    problems = [f"{where}: no {key}" for key in keys if not item.get(key)]
+    if problems:
+        return problems
+    if item.get("Format") != "HDF":
+        return [f"{where}: Format={item.get('Format')}"]
+    dims = tuple(_numbers(item.get("Dimensions", "")))
+    file, dataset, index = _selection(item, folder)
+    if not file.is_file():
+        return [f"{where}: no file {file}"]
+    text = (item.text or "").strip()
+    with h5py.File(file, "r") as h5:
+        if dataset not in h5:
+            return [f"{where}: no dataset {dataset}"]
+        data = h5[dataset]
+        if XDMF_TYPES.get(data.dtype) != (item.get("NumberType"), item.get("Precision")):
+            problems.append(f"{where}: {data.dtype} described as {item.get('NumberType')} {item.get('Precision')}")
+        if index is None:
+            if data.shape != dims:
+                problems.append(f"{where}: Dimensions {dims}, dataset {data.shape}")
+        else:
+            space = tuple(_numbers(text.split("|")[1].split(":")[3]))
+            selected = data[index].shape
+            if space != data.shape or selected != dims:
+                problems.append(f"{where}: dataspace {space} / selects {selected} / Dimensions {dims}, "
+                                f"dataset {data.shape}")
+    return problems
+
+
+def xdmf_problems(path: Path) -> list[str]:
+    """What in the XDMF file at ``path`` ParaView's Xdmf3 reader would not read, or read wrongly."""
+    root = ET.parse(path).getroot()
+    if root.tag != "Xdmf" or root.get("Version") != "3.0":
+        return [f"root {root.tag} Version={root.get('Version')}"]
+    series = root.findall("Domain/Grid")
+    if len(series) != 1 or series[0].get("CollectionType") != "Temporal":
+        return ["not one temporal collection"]
+    problems, times = [], []
+    for grid in series[0].findall("Grid"):
+        time = grid.find("Time")
+        times.append(float(time.get("Value", "nan")) if time is not None else float("nan"))
+        topology, geometry = grid.find("Topology"), grid.find("Geometry")
+        attributes = grid.findall("Attribute")
+        if topology is None or geometry is None or not attributes:
+            problems.append(f"grid {grid.get('Name')}: no topology, geometry or attribute")
+            continue
+        for element in (topology, geometry, *attributes):
+            problems += [f"{element.tag}: {p}" for item in element.findall("DataItem")
+                         for p in item_problems(item, path.parent)]
+        cells, nodes = (_numbers(e.find("DataItem").get("Dimensions", ""))[0] for e in (topology, geometry))
+        if topology.get("NumberOfElements") != str(cells):
+            problems.append(f"grid {grid.get('Name')}: NumberOfElements {topology.get('NumberOfElements')}, "
+                            f"{cells} rows")
+        for attribute in attributes:
+            size = int(np.prod(_numbers(attribute.find("DataItem").get("Dimensions", ""))))
+            expected = cells if attribute.get("Center") == "Cell" else nodes
+            if attribute.get("Center") not in ("Cell", "Node") or size != expected:
+                problems.append(f"{attribute.get('Name')}: {size} values at {attribute.get('Center')}")
+    if not times or not all(np.isfinite(times)) or np.any(np.diff(times) <= 0):
+        problems.append(f"times {times} not finite and increasing")
+    return problems
+
+
+def _attribute_rows(path: Path) -> list[tuple[float, np.ndarray]]:
+    """(time, the values of the density attribute) of every grid, read with h5py."""
+    rows = []
+    for grid in ET.parse(path).getroot().iter("Grid"):
+        if grid.get("GridType") != "Uniform":
+            continue
+        time, item = grid.find("Time"), grid.find("Attribute/DataItem")
+        assert time is not None and item is not None
+        file, dataset, index = _selection(item, path.parent)
+        assert index is not None
+        with h5py.File(file, "r") as h5:
+            rows.append((float(time.get("Value", "nan")), h5[dataset][index].ravel()))
+    return rows
+
+
+@pytest.mark.parametrize("case", ["fv-S2", "dg1-S1", "dg1-S2"])
+def test_xdmf_files_have_what_xdmf3_reads_and_select_each_output(runs, case):
+    path = runs[case]
+    files = [layout.PARAVIEW_CELLS] + ([layout.PARAVIEW_DG1] if case.startswith("dg1") else [])
+    with xr.open_dataset(path / layout.RUN_FILE) as ds:
+        for name, variable in zip(files, ("density", "vertex_density")):
+            assert xdmf_problems(path / name) == [], name
+            rows = _attribute_rows(path / name)
+            assert [t for t, _ in rows] == ds.time.values.tolist()
+            for k, (_, values) in enumerate(rows):
+                assert np.array_equal(values, ds[variable].values[k].ravel())
+    assert (path / layout.PARAVIEW_SCRIPT).is_file()
+
+
+def test_structure_check_rejects_the_hyperslab_form_and_wrong_dimensions(runs, tmp_path):
+    """The check above can fail: a HyperSlab attribute (what ParaView's Xdmf3 reader skipped)
+    and an attribute whose Dimensions do not match its selection are reported."""
+    path = runs["fv-S2"]
+    tree = ET.parse(path / layout.PARAVIEW_CELLS)
+    first, second = list(tree.getroot().iter("Attribute"))[:2]
+    item = first.find("DataItem")
+    assert item is not None
+    cells = item.get("Dimensions", "").split()[1]
+    first.remove(item)
+    slab = ET.SubElement(first, "DataItem", ItemType="HyperSlab", Dimensions=f"1 {cells}", Type="HyperSlab")
+    ET.SubElement(slab, "DataItem", Dimensions="3 2", Format="XML").text = f"0 0 1 1 1 {cells}"
+    ET.SubElement(slab, "DataItem", Dimensions=f"3 {cells}", NumberType="Float", Precision="8",
+                  Format="HDF").text = f"{layout.RUN_FILE}:/density"
+    wrong = second.find("DataItem")
+    assert wrong is not None
+    wrong.set("Dimensions", f"1 {int(cells) - 1}")
+    (tmp_path / layout.RUN_FILE).symlink_to(path / layout.RUN_FILE)
+    tree.write(tmp_path / "broken.xdmf")
+    problems = xdmf_problems(tmp_path / "broken.xdmf")
+    assert len(problems) == 3, problems  # the hyperslab, and the wrong attribute twice (selection, count)
+    assert problems[0].startswith("Attribute: ItemType=HyperSlab") and "Dimensions (1, 79)" in problems[1]
+    assert problems[2] == "density: 79 values at Cell"
+
+
+# -- ParaView's own reader ------------------------------------------------------------------
+OPEN = '''
+import json, sys
+from paraview import servermanager
+from paraview.simple import ForceTime, OpenDataFile
+from vtkmodules.util.numpy_support import vtk_to_numpy
+
+reader = OpenDataFile(sys.argv[1])
+out = {"reader": reader.GetXMLName(), "times": list(reader.TimestepValues), "steps": []}
+for t in out["times"]:
+    data = servermanager.Fetch(ForceTime(Input=reader, ForcedTime=t, IgnorePipelineTime=1))
+    step = {"points": data.GetNumberOfPoints(), "cells": data.GetNumberOfCells()}
+    for where, arrays in (("cell", data.GetCellData()), ("point", data.GetPointData())):
+        step[where] = {arrays.GetArrayName(i): vtk_to_numpy(arrays.GetArray(i)).tolist()
+                       for i in range(arrays.GetNumberOfArrays())}
+    out["steps"].append(step)
+print("RESULT " + json.dumps(out))
+'''
+
+
+def _paraview(script: str, *args: str | Path, folder: Path, display: bool = False) -> dict:
+    """Run ``script`` in pvbatch (under xvfb-run if ``display``) and return what it printed after RESULT."""
+    (folder / "probe.py").write_text(script)
+    command = [str(PVBATCH), str(folder / "probe.py"), *map(str, args)]
+    if display:
+        command = [str(XVFB_RUN), "-a", *command]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # pvbatch runs its own Python
+    done = subprocess.run(command, capture_output=True, text=True, timeout=180, cwd=folder, env=env)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    assert done.returncode == 0 and lines, done.stdout + done.stderr
+    assert "Skipping unrecognized array type" not in done.stdout + done.stderr
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+def _assert_paraview_reads(path: Path, name: str, tmp_path: Path) -> dict:
+    """pvbatch's view of ``path/name`` is run.nc's: points, cells, ``density`` at every time."""
+    seen = _paraview(OPEN, path / name, folder=tmp_path)
+    with xr.open_dataset(path / layout.RUN_FILE) as ds:
+        cells, corners = ds.sizes["cell"], ds.sizes["corner"]
+        vertices = ds.sizes["node"]
+        assert seen["reader"].startswith("Xdmf3Reader")
+        assert seen["times"] == ds.time.values.tolist()
+        for k, step in enumerate(seen["steps"]):
+            assert step["cells"] == cells
+            if name == layout.PARAVIEW_DG1:  # the broken mesh: every cell its own vertices
+                assert step["points"] == cells * corners and step["cell"] == {} and list(step["point"]) == ["density"]
+                assert np.array_equal(step["point"]["density"], ds.vertex_density.values[k].ravel())
+            else:
+                assert step["points"] == vertices and step["point"] == {} and list(step["cell"]) == ["density"]
+                assert np.array_equal(step["cell"]["density"], ds.density.values[k])
+    return seen
+
+
+@needs_pvbatch
+@pytest.mark.parametrize("case, name", [("fv-S2", layout.PARAVIEW_CELLS), ("dg1-S1", layout.PARAVIEW_CELLS),
+                                        ("dg1-S1", layout.PARAVIEW_DG1), ("dg1-S2", layout.PARAVIEW_DG1)])
+def test_paraview_default_reader_opens_the_density(runs, case, name, tmp_path):
+    _assert_paraview_reads(runs[case], name, tmp_path)
+
+
+@needs_pvbatch
+@pytest.mark.skipif(not MPIRUN.exists(), reason="needs the venv's mpirun")
+def test_paraview_opens_what_two_ranks_wrote(tmp_path):
+    from mpi4py import MPI
+
+    if MPI.COMM_WORLD.size > 1:
+        pytest.skip("starts its own mpirun: runs in the serial suite")
+    (tmp_path / "case.toml").write_text('name = "pv"\n[mesh]\nsphere = "S2"\nresolution = 2\n[scheme]\n'
+                                        'kind = "dg1"\n[time]\nt_final = 0.2\noutputs = 4\n')
+    done = subprocess.run([str(MPIRUN), "-n", "2", sys.executable, "-m", "meanfield.cli", "run",
+                           str(tmp_path / "case.toml"), "--out", str(tmp_path / "r"), "--quiet"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert json.loads((tmp_path / "r" / layout.METADATA).read_text())["ranks"] == 2
+    for name in (layout.PARAVIEW_CELLS, layout.PARAVIEW_DG1):
+        assert xdmf_problems(tmp_path / "r" / name) == []
+        seen = _assert_paraview_reads(tmp_path / "r", name, tmp_path)
+        assert len(seen["times"]) == 5
+
+
+GLYPHS = '''
+import json, runpy, sys
+from paraview.simple import FindSource
+
+script, picture = sys.argv[1], sys.argv[2]
+sys.argv = [script, picture]
+runpy.run_path(script, run_name="__main__")
+atoms, glyphs = FindSource("atoms.pvd"), FindSource("atoms")
+out = {"mode": glyphs.GlyphMode.GetData(), "scale": [str(v) for v in glyphs.ScaleArray], "steps": []}
+for t in atoms.TimestepValues:
+    atoms.UpdatePipeline(t)
+    glyphs.UpdatePipeline(t)
+    out["steps"].append([t, atoms.GetDataInformation().GetNumberOfPoints(),
+                         glyphs.GetDataInformation().GetNumberOfPoints()])
+print("RESULT " + json.dumps(out))
+'''
+
+HYBRID = """name = "hybrid"
+[mesh]
+sphere = "S1"
+resolution = 128
+[model]
+beta = 9.0
+[initial]
+kind = "vmf"
+centers = [[-1.0, 0.0]]
+kappas = [4.0]
+[time]
+t_final = 2.0
+outputs = 4
+[atoms]
+capture = true
+merge_distance = 0.02
+initial = [[0.3, 1.0, 0.0], [0.25, 0.955336489125606, 0.29552020666133955]]
+"""
+
+
+@pytest.mark.skipif(XVFB_RUN is None, reason="xvfb-run is not installed (apt-get install xvfb): no picture drawn")
+@needs_pvbatch
+@pytest.mark.parametrize("sphere", ["S1", "S2"])
+def test_view_script_draws_every_atom_as_a_glyph(tmp_path, sphere):
+    """S^1: a real hybrid run (CLI); S^2: hand-made outputs through the run's writers, the first
+    without atoms (an empty point cloud)."""
+    path = tmp_path / "run"
+    if sphere == "S1":
+        (tmp_path / "case.toml").write_text(HYBRID)
+        done = subprocess.run([sys.executable, "-m", "meanfield.cli", "run", str(tmp_path / "case.toml"), "--out",
+                               str(path), "--quiet"], capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+    else:
+        mesh = mesh_of("S2", 2)
+        write_hybrid_run(path, mesh, sphere_atoms(mesh))
+    run = load_run(path)
+    assert run.atoms is not None
+    picture = tmp_path / "picture.png"
+    seen = _paraview(GLYPHS, path / layout.PARAVIEW_SCRIPT, picture, folder=tmp_path, display=True)
+    assert seen["mode"] == "All Points" and seen["scale"] == ["POINTS", "size"]
+    assert [t for t, _, _ in seen["steps"]] == list(run.times)
+    assert [n for _, n, _ in seen["steps"]] == [a.count for a in run.atoms]
+    per_glyph = {g / n for _, n, g in seen["steps"] if n}
+    assert len(per_glyph) == 1 and per_glyph.pop() > 1  # every atom has its sphere
+    assert all(g == 0 for _, n, g in seen["steps"] if not n)
+    assert picture.stat().st_size > 10_000
