@@ -150,7 +150,8 @@ def _cmd_check(args: argparse.Namespace) -> None:
     from .check import check_config
     from .collective import on_root
 
-    _echo(on_root(MPI.COMM_WORLD, lambda: check_config(args.config, args.set, out=args.out).format()))
+    _echo(on_root(MPI.COMM_WORLD, lambda: check_config(args.config, args.set, out=args.out,
+                                                       ranks=MPI.COMM_WORLD.size).format()))
 
 
 def _cmd_plot(args: argparse.Namespace) -> None:
@@ -202,11 +203,11 @@ def _cmd_mesh(args: argparse.Namespace) -> None:
     from mpi4py import MPI
 
     from .collective import on_root
-    from .mesh import circle, icosphere, write_mesh_file
+    from .mesh import make_mesh_file
 
     def write() -> str:
-        mesh = icosphere(args.level) if args.sphere == "S2" else circle(args.cells)
-        write_mesh_file(args.output, mesh)
+        mesh = make_mesh_file(args.sphere, args.level if args.sphere == "S2" else args.cells, args.output,
+                              overwrite=args.overwrite)
         return f"wrote {args.output}: {args.sphere}, {len(mesh.cells)} cells, {len(mesh.points)} vertices"
 
     _echo(on_root(MPI.COMM_WORLD, write))
@@ -249,6 +250,13 @@ def _add_common(p: argparse.ArgumentParser, out_help: str = "output directory (d
                    help="replace an earlier run in --out (kept until the new run's first checkpoint)")
     _add_set(p)
     p.add_argument("--quiet", action="store_true", help="no progress or log on the terminal")
+    _add_memory_check(p)
+
+
+def _add_memory_check(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--no-memory-check", action="store_true",
+                   help="run even when the memory estimate exceeds the available memory (also: "
+                        "MEANFIELD_MEMORY_CHECK=off)")
 
 
 def _add_set(p: argparse.ArgumentParser) -> None:
@@ -269,6 +277,7 @@ def _add_resume(sub) -> None:
     p.add_argument("--t-final", type=float, default=None, help="a new end time (extends a completed run)")
     _add_set(p)
     p.add_argument("--quiet", action="store_true", help="no progress or log on the terminal")
+    _add_memory_check(p)
     p.set_defaults(handler=_cmd_resume)
 
 
@@ -369,6 +378,7 @@ def _add_sweep(sub) -> None:
     p.add_argument("--dry-run", action="store_true", help="list the points and their status; run nothing")
     _add_set(p)
     p.add_argument("--quiet", action="store_true", help="no progress or log on the terminal")
+    _add_memory_check(p)
     p.set_defaults(handler=_cmd_sweep)
 
 
@@ -396,6 +406,8 @@ def _add_mesh(sub) -> None:
     p.add_argument("--level", type=int, default=3, help="S2: icosphere refinement level")
     p.add_argument("--cells", type=int, default=256, help="S1: number of segments")
     p.add_argument("-o", "--output", required=True, help="output file, e.g. sphere.msh or sphere.vtu")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing output file")
+    _add_memory_check(p)
     p.set_defaults(handler=_cmd_mesh)
 
 
@@ -425,6 +437,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .runner.controller import RunInterrupted
 
     args = build_parser().parse_args(argv)
+    if getattr(args, "no_memory_check", False):
+        from .memory import disable_guard
+
+        disable_guard()
     try:
         code = args.handler(args)
     except RunInterrupted as exc:

@@ -27,7 +27,7 @@ from .runner import layout
 from .runner.checkpoint import Checkpoint, CheckpointError
 from .runner.directory import RunDirectoryError, RunLockedError, classify, effective_status, read_metadata
 from .runner.results import ParticleRunResult, RunResult, load_run
-from .runner.session import configure_process, continue_run
+from .runner.session import check_size, configure_process, continue_run
 
 #: Settings a resume may change: section -> keys (``None``: every key of the section).
 RESUMABLE: dict[str, frozenset[str] | None] = {
@@ -154,6 +154,7 @@ def resume(
     plan = on_root(comm, lambda: plan_resume(path, t_final, overrides))
     config = Config(plan["config"], plan["source"])
     problem = Problem(config)
+    check_size(problem, comm, problem.particles.n if plan["kind"] == "particles" else None)
     note = {"t_final": problem.time.t_final, "overrides": list(overrides or []),
             "threads": configure_process(problem.field.threads)}
     if plan["kind"] == "particles":

@@ -29,7 +29,7 @@ from .nonlocal_field.base import PointGroup
 from .particles.system import layer_lipschitz_bound
 from .problem import Problem
 from .runner.results import RunResult, load_pde_run
-from .runner.session import check_new_target, configure_process, resolve_config, start_run
+from .runner.session import check_new_target, check_size, configure_process, resolve_config, start_run
 from .runner.simulation import Simulation
 from .runner.writers import ObservablesWriter, OutputWriter, SnapshotWriter, pde_run_file
 from .timestepping import SSPRK3, StepStats
@@ -339,6 +339,7 @@ def run(
     problem = Problem(config)
     path = Path(out) if out is not None else problem.output.directory
     check_new_target(path, overwrite, comm)
+    check_size(problem, comm)
     threads = configure_process(problem.field.threads)
     sim = PDESimulation(problem, comm)
     start_run(sim, config, path, pde_writers(problem), overwrite=overwrite, quiet=quiet, facts={"threads": threads})

@@ -56,6 +56,15 @@ def check_new_target(path: Path, overwrite: bool, comm) -> None:
     on_root(comm, lambda: check_target(path, overwrite=overwrite))
 
 
+def check_size(problem: Any, comm, tokens: int | None = None) -> None:
+    """Refuse a run bigger than this node's available memory before anything is built (collective;
+    :mod:`meanfield.memory`).  ``tokens``: a particle run of that many tokens, else a PDE run."""
+    from ..memory import check_memory, problem_estimate, ranks_on_node
+
+    here = ranks_on_node(comm)
+    on_root(comm, lambda: check_memory(problem_estimate(problem, comm.size, tokens), here))
+
+
 def _segment(command: str, t_start: float, environment: dict[str, Any]) -> dict[str, Any]:
     return {"command": command, "started": environment["started"], "ranks": environment["ranks"],
             "host": environment["host"], "t_start": t_start}

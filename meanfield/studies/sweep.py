@@ -44,6 +44,7 @@ from ..runner.directory import (
     read_study_marker,
 )
 from ..runner.files import exclusive_lock, write_text
+from ..runner.session import check_size
 
 #: The ``kind`` of a sweep directory's study.json.
 KIND = "sweep"
@@ -382,6 +383,11 @@ def sweep(
     plan = on_root(comm, lambda: _plan(config, specs, seeds, particles, out, list(overrides or []), array_index))
     if dry_run:
         return SweepResult(plan.path, plan.points, on_root(comm, lambda: _statuses(plan)))
+    from ..problem import Problem
+
+    for point_config in plan.configs.values():  # a point bigger than the machine, before anything is written
+        problem = Problem(point_config)
+        check_size(problem, comm, problem.particles.n if particles else None)
     on_root(comm, lambda: prepare_study(plan.path, KIND, definition=plan.definition))
     ran: list[int] = []
     errors: dict[int, str] = {}
