@@ -21,7 +21,15 @@ from pathlib import Path
 import numpy as np
 
 from .config import Config, load_config
-from .memory import Estimate, MemoryEstimateError, cells_of, check_memory, problem_estimate
+from .memory import (
+    Estimate,
+    MemoryEstimateError,
+    available_memory,
+    cells_of,
+    check_memory,
+    format_bytes,
+    problem_estimate,
+)
 from .problem import Problem
 from .runner import layout
 from .runner.directory import RunDirectoryError, check_target
@@ -183,11 +191,13 @@ def _memory(problem: Problem, cells: int, ranks: int) -> tuple[Estimate, str]:
 
     estimate = problem_estimate(problem, ranks) or pde_estimate(problem.sphere, problem.scheme.kind, cells,
                                                                 f"mesh.file {problem.mesh.file}", ranks)
+    room = available_memory()
+    available = f"the {format_bytes(room[0])} available ({room[1]})" if room else "the available memory (unknown)"
     try:
         check_memory(estimate, ranks)
     except MemoryEstimateError:
-        return estimate, "more than is available: a run would be refused (--no-memory-check to run anyway)"
-    return estimate, "fits"
+        return estimate, f"more than {available}: a run would be refused (--no-memory-check to run anyway)"
+    return estimate, f"fits in {available}"
 
 
 def check_config(config: Config | dict | str | Path | None, overrides: list[str] | None = None, *,

@@ -79,9 +79,16 @@ class Estimate:
 
 
 def format_bytes(n: float) -> str:
-    """Bytes in decimal units: ``1.23 GB``."""
+    """Bytes in decimal units: ``1.23 GB`` (beyond petabytes: ``1.6e+48 B``)."""
+    if n >= 1e18:
+        return f"{n:.3g} B"
     power = min(int(math.log10(max(n, 1.0)) // 3), 5)
     return f"{n / 1000 ** power:.3g} {('B', 'kB', 'MB', 'GB', 'TB', 'PB')[power]}"
+
+
+def count(n: int) -> str:
+    """A count for a message: exact up to 10**12, then ``8.03e+60``."""
+    return str(n) if n < 10**12 else f"{float(n):.3g}"
 
 
 def cells_of(sphere: str, resolution: int) -> int:
@@ -93,17 +100,17 @@ def pde_estimate(sphere: str, scheme: str, cells: int, what: str, ranks: int = 1
     """Peak memory of rank 0 of a PDE run of ``cells`` cells on ``ranks`` ranks."""
     per_cell = PER_CELL[(sphere, scheme)]
     share = ROOT_SHARE + (1.0 - ROOT_SHARE) / max(ranks, 1)
-    return Estimate(what, f"{cells} cells", BASE + per_cell * share * cells, ranks)
+    return Estimate(what, f"{count(cells)} cells", BASE + per_cell * share * cells, ranks)
 
 
 def particle_estimate(n: int, d: int, what: str, ranks: int = 1) -> Estimate:
     """Peak memory of rank 0 of a particle run of ``n`` tokens in R^d (rank 0 gathers them all to write)."""
-    return Estimate(what, f"{n} tokens", PARTICLE_BASE + PER_TOKEN_PER_DIM * d * n, ranks)
+    return Estimate(what, f"{count(n)} tokens", PARTICLE_BASE + PER_TOKEN_PER_DIM * d * n, ranks)
 
 
 def mesh_estimate(sphere: str, cells: int, what: str) -> Estimate:
     """Peak memory of generating and writing a mesh of ``cells`` cells (``meanfield mesh``)."""
-    return Estimate(what, f"{cells} cells", MESH_BASE + MESH_PER_CELL * cells)
+    return Estimate(what, f"{count(cells)} cells", MESH_BASE + MESH_PER_CELL * cells)
 
 
 def problem_estimate(problem, ranks: int = 1, tokens: int | None = None) -> Estimate | None:
