@@ -3,8 +3,11 @@
 A run that was interrupted (signal, wall limit), killed (``kill -9``, a node failure) or
 failed continues in place from ``checkpoint.npz`` on any rank count: observables.csv, the
 snapshots and the ParaView files are cut back to the checkpoint and appended to, so the
-finished run equals an uninterrupted one.  ``t_final`` extends a run (a completed one too):
-new output times continue the last output spacing up to the new end time.
+finished run equals an uninterrupted one.  A missing or damaged ``checkpoint.npz`` is
+replaced by the newest intact state on disk (:mod:`meanfield.runner.recovery`: the previous
+checkpoint, else a snapshot that is a full state), and the run log and metadata.json say which.
+``t_final`` extends a run (a completed one too): new output times continue the last output
+spacing up to the new end time.
 
 Overrides on resume may change how the rest of the run is computed (the model, the
 nonlocal field, the time-step controls, the checkpoint interval, the particle step) but not
@@ -24,8 +27,9 @@ from .collective import everywhere, on_root
 from .config import Config, ConfigError, check_schedule_end, load_config, parse_override
 from .problem import Problem
 from .runner import layout
-from .runner.checkpoint import Checkpoint, CheckpointError
+from .runner.checkpoint import CheckpointError
 from .runner.directory import RunDirectoryError, RunLockedError, classify, effective_status, read_metadata
+from .runner.recovery import resume_point
 from .runner.results import ParticleRunResult, RunResult, load_run
 from .runner.session import check_size, configure_process, continue_run
 
@@ -97,12 +101,13 @@ def plan_resume(path: Path, t_final: float | None = None, overrides: list[str] |
     status = effective_status(path, meta)
     if status == "running":
         raise RunLockedError(f"{path}: the run is still in progress (its lock is held)")
-    try:
-        checkpoint = Checkpoint.load(path)
-    except CheckpointError as exc:
-        raise RunDirectoryError(f"{exc}; rerun it with `meanfield run --overwrite`") from None
     _check_overrides(overrides or [])
     config = load_config(path / layout.CONFIG, overrides)
+    try:
+        checkpoint = resume_point(path, meta.get("kind", "pde"), config.output_times()).checkpoint
+    except CheckpointError as exc:
+        raise RunDirectoryError(f"{exc}; to start it again: `meanfield run --overwrite` (replaces its outputs)") \
+            from None
     old_final = float(checkpoint.output_times[-1])
     new_final = old_final if t_final is None else float(t_final)
     if not np.isfinite(new_final) or new_final < checkpoint.t - TIME_TOL * max(1.0, checkpoint.t):

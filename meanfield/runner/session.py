@@ -16,12 +16,13 @@ from typing import Any
 from ..collective import on_root
 from ..config import Config, load_config
 from . import layout
-from .checkpoint import Checkpoint
+from .checkpoint import Checkpoint, CheckpointError
 from .controller import Controller, ControllerOptions
 from .directory import RunDirectory, check_target
 from .environment import run_environment
 from .files import load_npz, save_npz, write_text
 from .progress import log, run_logging
+from .recovery import resume_point, set_aside_damaged
 from .simulation import Simulation
 from .writers import OutputWriter
 
@@ -134,17 +135,25 @@ def continue_run(sim: Simulation, config: Config, path: Path, checkpoint_header:
     holder: list[tuple[RunDirectory, list[OutputWriter]]] = []
     state: list[Checkpoint] = []
 
-    def reopen() -> dict[str, Any]:
+    def reopen() -> tuple[dict[str, Any], str | None]:
         rundir = RunDirectory.open_existing(path)
         try:
-            checkpoint = Checkpoint.load(path)
+            point = resume_point(path, sim.kind, config.output_times())
+            checkpoint = point.checkpoint
+            if (checkpoint.t, checkpoint.next_output) != (checkpoint_header["t"], checkpoint_header["next_output"]):
+                raise CheckpointError(f"{path}: its checkpoint changed since the resume was planned; resume again")
             state.append(checkpoint)
+            recovery = point.note(path)
+            if recovery is not None:
+                recovery += set_aside_damaged(path)
             static = load_npz(path / layout.MESH) if (path / layout.MESH).is_file() else None
             outputs = writers(path, static)
             for writer in outputs:
                 writer.start(checkpoint.next_output)
             write_text(path / layout.CONFIG, config.to_toml())
             segment = {**_segment(command, checkpoint.t, environment), **(note or {})}
+            if recovery is not None:
+                segment.update(resumed_from=point.source, recovery=recovery)
             segments = list(rundir.metadata.get("segments", [])) + [segment]
             rundir.update_metadata(status="running", error=None, interrupted_by=None, segments=segments,
                                    **{k: v for k, v in environment.items() if k != "started"})
@@ -152,14 +161,15 @@ def continue_run(sim: Simulation, config: Config, path: Path, checkpoint_header:
             rundir.close()
             raise
         holder.append((rundir, outputs))
-        return checkpoint.info
+        return checkpoint.info, recovery
 
-    info = on_root(comm, reopen)
+    info, recovery = on_root(comm, reopen)
     sim.restore(float(checkpoint_header["t"]), state[0].state if state else None, info)
-    _drive(sim, config, path, holder, int(checkpoint_header["next_output"]), quiet)
+    _drive(sim, config, path, holder, int(checkpoint_header["next_output"]), quiet, recovery)
 
 
-def _drive(sim: Simulation, config: Config, path: Path, holder: list, next_output: int, quiet: bool) -> None:
+def _drive(sim: Simulation, config: Config, path: Path, holder: list, next_output: int, quiet: bool,
+           warning: str | None = None) -> None:
     rundir, writers = holder[0] if holder else (None, [])
     problem_time = config.output_times()
     options = ControllerOptions(config.section("time")["wall_limit"],
@@ -168,6 +178,8 @@ def _drive(sim: Simulation, config: Config, path: Path, holder: list, next_outpu
         with run_logging(sim.comm, quiet, path / layout.LOG if sim.comm.rank == 0 else None):
             log.info("%s: %s; %d rank(s); t = %.6g -> %.6g", config.name, sim.describe(), sim.comm.size, sim.t,
                      problem_time[-1])
+            if warning is not None:
+                log.warning("%s", warning)
             Controller(sim, path, rundir, writers, problem_time, options).run(next_output)
     finally:
         if rundir is not None:
