@@ -65,6 +65,9 @@ def _cmd_resume(args: argparse.Namespace) -> None:
     from .continuation import resume
 
     result = resume(args.run_dir, t_final=args.t_final, overrides=args.set, quiet=args.quiet)
+    recovery = result.metadata.get("segments", [{}])[-1].get("recovery")
+    if recovery is not None:
+        _echo(f"note: {recovery}")
     _echo(f"results: {result.path}")
 
 

@@ -28,8 +28,18 @@ from .config import Config, ConfigError, check_schedule_end, load_config, parse_
 from .problem import Problem
 from .runner import layout
 from .runner.checkpoint import CheckpointError
-from .runner.directory import RunDirectoryError, RunLockedError, classify, effective_status, read_metadata
-from .runner.recovery import resume_point
+from .runner.directory import (
+    RunDirectoryError,
+    RunLockedError,
+    classify,
+    effective_status,
+    lock_state,
+    looks_like_run,
+    metadata_problem,
+    not_a_run_message,
+    read_metadata,
+)
+from .runner.recovery import kind_from_files, resume_point
 from .runner.results import ParticleRunResult, RunResult, load_run
 from .runner.session import check_size, configure_process, continue_run
 
@@ -95,16 +105,18 @@ def plan_resume(path: Path, t_final: float | None = None, overrides: list[str] |
         setting that cannot change, an end time before the checkpoint.
     """
     path = Path(path)
-    if classify(path) != "run":
-        raise RunDirectoryError(f"{path}: not a meanfield run directory")
+    rebuild = metadata_problem(path) == "missing" and looks_like_run(path)  # metadata.json is written anew
+    if classify(path) != "run" and not rebuild:
+        raise RunDirectoryError(not_a_run_message(path))
     meta = read_metadata(path) or {}
     status = effective_status(path, meta)
-    if status == "running":
+    if status == "running" or (rebuild and lock_state(path) == "held"):
         raise RunLockedError(f"{path}: the run is still in progress (its lock is held)")
     _check_overrides(overrides or [])
     config = load_config(path / layout.CONFIG, overrides)
+    kind = meta.get("kind") or kind_from_files(path)
     try:
-        checkpoint = resume_point(path, meta.get("kind", "pde"), config.output_times()).checkpoint
+        checkpoint = resume_point(path, kind, config.output_times()).checkpoint
     except CheckpointError as exc:
         raise RunDirectoryError(f"{exc}; to start it again: `meanfield run --overwrite` (replaces its outputs)") \
             from None
@@ -120,7 +132,7 @@ def plan_resume(path: Path, t_final: float | None = None, overrides: list[str] |
     data = copy.deepcopy(config.data)
     data["time"]["t_final"], data["time"]["outputs"] = new_final, _outputs_setting(times)
     check_schedule_end(data)
-    return {"config": data, "source": str(path / layout.CONFIG), "kind": meta.get("kind", "pde"),
+    return {"config": data, "source": str(path / layout.CONFIG), "kind": kind, "rebuild_metadata": rebuild,
             "checkpoint": {"t": checkpoint.t, "next_output": checkpoint.next_output}}
 
 
@@ -167,11 +179,11 @@ def resume(
         from .particles.run import ParticleSimulation, particle_writers
 
         continue_run(ParticleSimulation(problem, comm), config, path, plan["checkpoint"], particle_writers(problem),
-                     quiet=quiet, note=note)
+                     quiet=quiet, note=note, rebuild_metadata=plan["rebuild_metadata"])
         on_root(comm, lambda: write_diagnostics(path))
     else:
         from .solver import PDESimulation, pde_writers
 
         continue_run(PDESimulation(problem, comm), config, path, plan["checkpoint"], pde_writers(problem),
-                     quiet=quiet, note=note)
+                     quiet=quiet, note=note, rebuild_metadata=plan["rebuild_metadata"])
     return everywhere(comm, lambda: load_run(path))

@@ -109,8 +109,8 @@ def resume_point(path: Path | str, kind: str, output_times: np.ndarray) -> Resum
     path = Path(path)
     try:
         return ResumePoint(Checkpoint.load(path), layout.CHECKPOINT)
-    except CheckpointError as exc:
-        problem = str(exc).removeprefix(f"{path / layout.CHECKPOINT}: ")  # "missing" or "damaged checkpoint (...)"
+    except CheckpointError:
+        problem = "damaged (not a readable checkpoint)" if (path / layout.CHECKPOINT).exists() else "missing"
     try:
         return ResumePoint(Checkpoint.load(path, layout.CHECKPOINT_PREVIOUS), layout.CHECKPOINT_PREVIOUS, problem)
     except CheckpointError:
@@ -139,3 +139,13 @@ def set_aside_damaged(path: Path | str) -> str:
         target = path / f"{layout.CHECKPOINT}.damaged.{k}"
     damaged.rename(target)
     return f"; the damaged file is kept as {target.name}"
+
+
+def kind_from_files(path: Path | str) -> str:
+    """The kind of a run whose metadata.json is gone: its checkpoint's, else ``pde`` when it has a mesh.npz."""
+    for name in (layout.CHECKPOINT, layout.CHECKPOINT_PREVIOUS):
+        try:
+            return Checkpoint.load(Path(path), name).kind
+        except CheckpointError:
+            pass
+    return "pde" if (Path(path) / layout.MESH).is_file() else "particles"

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..atoms import ATOM_KEYS, Atoms
 from . import layout
-from .directory import effective_status, is_run
+from .directory import effective_status, is_run, not_a_run_message
 from .files import load_npz, read_csv_columns
 
 if TYPE_CHECKING:
@@ -213,7 +213,7 @@ class ParticleRunResult(_Tabulated):
 def read_header(path: Path) -> tuple[dict, dict]:
     """A run directory's config (as TOML data) and metadata.json; raises :class:`RunReadError` naming the problem."""
     if not is_run(path):
-        raise RunReadError(f"{path} is not a meanfield run directory (no metadata.json of a run)")
+        raise RunReadError(not_a_run_message(path))
     try:
         meta = json.loads((path / layout.METADATA).read_text())
         config = tomllib.loads((path / layout.CONFIG).read_text())

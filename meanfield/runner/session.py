@@ -118,7 +118,7 @@ def start_run(sim: Simulation, config: Config, path: Path, writers: WriterFactor
 
 def continue_run(sim: Simulation, config: Config, path: Path, checkpoint_header: dict[str, Any],
                  writers: WriterFactory, *, command: str = "resume", quiet: bool = False,
-                 note: dict[str, Any] | None = None) -> None:
+                 note: dict[str, Any] | None = None, rebuild_metadata: bool = False) -> None:
     """Continue a run from its checkpoint (collective); ``sim`` was built from ``config``.
 
     Parameters
@@ -129,6 +129,8 @@ def continue_run(sim: Simulation, config: Config, path: Path, checkpoint_header:
         Recorded in the run's list of segments (``"resume"``).
     note
         More facts for the segment's record (the new end time, overrides).
+    rebuild_metadata
+        The run's metadata.json is missing: write a new one (the run is recognised by its files).
     """
     comm = sim.comm
     environment = run_environment(comm)
@@ -136,7 +138,7 @@ def continue_run(sim: Simulation, config: Config, path: Path, checkpoint_header:
     state: list[Checkpoint] = []
 
     def reopen() -> tuple[dict[str, Any], str | None]:
-        rundir = RunDirectory.open_existing(path)
+        rundir = RunDirectory.open_existing(path, kind=sim.kind if rebuild_metadata else None)
         try:
             point = resume_point(path, sim.kind, config.output_times())
             checkpoint = point.checkpoint
@@ -155,8 +157,8 @@ def continue_run(sim: Simulation, config: Config, path: Path, checkpoint_header:
             if recovery is not None:
                 segment.update(resumed_from=point.source, recovery=recovery)
             segments = list(rundir.metadata.get("segments", [])) + [segment]
-            rundir.update_metadata(status="running", error=None, interrupted_by=None, segments=segments,
-                                   **{k: v for k, v in environment.items() if k != "started"})
+            rundir.update_metadata(name=config.name, status="running", error=None, interrupted_by=None,
+                                   segments=segments, **{k: v for k, v in environment.items() if k != "started"})
         except BaseException:
             rundir.close()
             raise
