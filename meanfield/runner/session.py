@@ -15,6 +15,7 @@ from typing import Any
 
 from ..collective import on_root
 from ..config import Config, load_config
+from ..threads import blas_libraries
 from . import layout
 from .checkpoint import Checkpoint, CheckpointError
 from .controller import Controller, ControllerOptions
@@ -91,7 +92,7 @@ def start_run(sim: Simulation, config: Config, path: Path, writers: WriterFactor
     comm = sim.comm
     environment = run_environment(comm)
     static = sim.static_arrays()
-    facts = {**(facts or {}), **sim.facts()}
+    facts = {**(facts or {}), **sim.facts(), "blas": blas_libraries()}  # the threads each BLAS really uses
     holder: list[tuple[RunDirectory, list[OutputWriter]]] = []
 
     def prepare() -> None:
@@ -153,7 +154,7 @@ def continue_run(sim: Simulation, config: Config, path: Path, checkpoint_header:
             for writer in outputs:
                 writer.start(checkpoint.next_output)
             write_text(path / layout.CONFIG, config.to_toml())
-            segment = {**_segment(command, checkpoint.t, environment), **(note or {})}
+            segment = {**_segment(command, checkpoint.t, environment), **(note or {}), "blas": blas_libraries()}
             if recovery is not None:
                 segment.update(resumed_from=point.source, recovery=recovery)
             segments = list(rundir.metadata.get("segments", [])) + [segment]
