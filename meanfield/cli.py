@@ -137,9 +137,10 @@ def _cmd_collect(args: argparse.Namespace) -> None:
     from mpi4py import MPI
 
     from .collective import on_root
-    from .studies.collect import collect, write_table
+    from .studies.collect import check_table_output, collect, write_table
 
     def work() -> str:
+        check_table_output(args.output, overwrite=args.overwrite)  # before reading the runs
         table = collect(args.dirs, final=args.final)
         path = write_table(table, args.output, final=args.final, overwrite=args.overwrite)
         return f"wrote {path}: {table['run'].nunique()} runs, {len(table)} rows"
