@@ -20,16 +20,9 @@ from pathlib import Path
 
 import numpy as np
 
+from . import memory
 from .config import Config, load_config
-from .memory import (
-    Estimate,
-    MemoryEstimateError,
-    available_memory,
-    cells_of,
-    check_memory,
-    format_bytes,
-    problem_estimate,
-)
+from .memory import Estimate, MemoryEstimateError, cells_of, format_bytes, problem_estimate
 from .problem import Problem
 from .runner import layout
 from .runner.directory import RunDirectoryError, check_target
@@ -170,7 +163,7 @@ def _files(problem: Problem, cells: int, nv: int, outputs: int) -> dict[str, int
         if dg1:
             files[layout.PARAVIEW_DG1] = None
     files[layout.MESH] = 8 * cells * (2 * nv + 2)
-    files[layout.CHECKPOINT] = 8 * cells * (nv if dg1 else 1)
+    files[layout.CHECKPOINT] = files[layout.CHECKPOINT_PREVIOUS] = 8 * cells * (nv if dg1 else 1)
     files[f"{layout.SNAPSHOTS}/NNNN.npz x {outputs}"] = outputs * per_output
     files[layout.RUN_FILE] = outputs * per_output + 8 * cells * (8 + nv)
     return files
@@ -191,10 +184,10 @@ def _memory(problem: Problem, cells: int, ranks: int) -> tuple[Estimate, str]:
 
     estimate = problem_estimate(problem, ranks) or pde_estimate(problem.sphere, problem.scheme.kind, cells,
                                                                 f"mesh.file {problem.mesh.file}", ranks)
-    room = available_memory()
+    room = memory.available_memory()
     available = f"the {format_bytes(room[0])} available ({room[1]})" if room else "the available memory (unknown)"
     try:
-        check_memory(estimate, ranks)
+        memory.check_memory(estimate, ranks)
     except MemoryEstimateError:
         return estimate, f"more than {available}: a run would be refused (--no-memory-check to run anyway)"
     return estimate, f"fits in {available}"
@@ -236,7 +229,7 @@ def check_config(config: Config | dict | str | Path | None, overrides: list[str]
         state = {"missing": "new", "empty": "empty: used"}[check_target(directory)]
     except RunDirectoryError as exc:
         state = f"a run would be refused: {exc}"
-    memory, memory_state = _memory(problem, cells, ranks)
+    estimate, memory_state = _memory(problem, cells, ranks)
     return CheckReport(config, cells, vertices, fields, targets, sources, steps, t.output_times, directory, state,
-                       memory, memory_state, _files(problem, cells, nv, len(t.output_times)))
+                       estimate, memory_state, _files(problem, cells, nv, len(t.output_times)))
 

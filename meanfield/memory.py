@@ -47,6 +47,10 @@ PARTICLE_BASE, PER_TOKEN_PER_DIM = 550e6, 300.0
 MESH_BASE, MESH_PER_CELL = 100e6, 200.0
 
 
+#: Where the kernel shows the process's control groups and its memory (tests point them elsewhere).
+CGROUP_ROOT, PROC = Path("/sys/fs/cgroup"), Path("/proc")
+
+
 class MemoryEstimateError(ValueError):
     """A job whose estimated memory exceeds what is available (bad input; nothing was written)."""
 
@@ -136,10 +140,10 @@ def _read_int(path: Path) -> int | None:
 
 def _cgroup_room() -> tuple[int, str] | None:
     """The cgroup's memory limit less its usage, if the process has a limit (v2, then v1)."""
-    root = Path("/sys/fs/cgroup")
+    root = CGROUP_ROOT
     own = ""
     try:
-        for line in Path("/proc/self/cgroup").read_text().splitlines():
+        for line in (PROC / "self/cgroup").read_text().splitlines():
             if line.startswith("0::"):
                 own = line[3:].strip("/")
     except OSError:
@@ -156,7 +160,7 @@ def _cgroup_room() -> tuple[int, str] | None:
 
 def _mem_available() -> int | None:
     try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
+        for line in (PROC / "meminfo").read_text().splitlines():
             if line.startswith("MemAvailable:"):
                 return int(line.split()[1]) * 1024
     except (OSError, ValueError, IndexError):
