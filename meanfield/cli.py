@@ -12,8 +12,12 @@
     meanfield collect DIR... -o TABLE.csv|TABLE.nc [--final] [--overwrite]
     meanfield check [CONFIG] [--out DIR] [--set section.key=value ...]
     meanfield plot RUN_DIR [--out DIR] [--format png|pdf|svg] [--no-movie] [--log|--linear]
-    meanfield mesh S2 --level L -o FILE      |  meanfield mesh S1 --cells N -o FILE
+    meanfield mesh S2 --level L -o FILE [--overwrite]  |  meanfield mesh S1 --cells N -o FILE [--overwrite]
     meanfield info [RUN_DIR]
+
+run, resume, particles, validate, convergence, sweep and mesh estimate the memory per rank
+before building anything and refuse a job that does not fit in the memory available
+(exit 2); ``--no-memory-check`` (or ``MEANFIELD_MEMORY_CHECK=off``) runs it anyway.
 
 The same command works serially and under ``mpirun -n P``; only rank 0 prints.  Exit codes:
 0 done; 1 the run failed (recorded in its metadata.json); 2 bad input (one line on stderr
