@@ -138,8 +138,24 @@ def _read_int(path: Path) -> int | None:
     return int(text) if text.isdigit() else None
 
 
+def _stat(path: Path, key: str) -> int:
+    """One entry of a cgroup's memory.stat (0 if absent)."""
+    try:
+        for line in path.read_text().splitlines():
+            name, _, value = line.partition(" ")
+            if name == key and value.strip().isdigit():
+                return int(value)
+    except OSError:
+        pass
+    return 0
+
+
 def _cgroup_room() -> tuple[int, str] | None:
-    """The cgroup's memory limit less its usage, if the process has a limit (v2, then v1)."""
+    """The cgroup's memory limit less its usage, if the process has a limit (v2, then v1).
+
+    The usage does not count the inactive page cache (``inactive_file`` of memory.stat), which
+    the kernel reclaims before it runs out: a group full of cached files still has that room.
+    """
     root = CGROUP_ROOT
     own = ""
     try:
@@ -151,9 +167,12 @@ def _cgroup_room() -> tuple[int, str] | None:
     for folder in (root / own, root):  # the process's own group, or the namespace's root
         limit, usage = _read_int(folder / "memory.max"), _read_int(folder / "memory.current")
         if limit is not None and usage is not None:
+            usage -= _stat(folder / "memory.stat", "inactive_file")
             return limit - usage, "cgroup memory.max less memory.current"
-    limit, usage = _read_int(root / "memory/memory.limit_in_bytes"), _read_int(root / "memory/memory.usage_in_bytes")
+    v1 = root / "memory"
+    limit, usage = _read_int(v1 / "memory.limit_in_bytes"), _read_int(v1 / "memory.usage_in_bytes")
     if limit is not None and usage is not None and limit < 1 << 60:  # v1 reports "no limit" as ~2**63
+        usage -= _stat(v1 / "memory.stat", "total_inactive_file")
         return limit - usage, "cgroup memory.limit_in_bytes less memory.usage_in_bytes"
     return None
 

@@ -50,12 +50,14 @@ def fake_system(root: Path, *, meminfo_kb: int, cgroup: dict[str, str] | None = 
 @pytest.mark.parametrize("cgroup, own, expected, source", [
     (None, "", 8 << 30, "MemAvailable"),
     ({"job/memory.max": str(3 << 30), "job/memory.current": str(1 << 30)}, "job", 2 << 30, "memory.max"),
+    ({"job/memory.max": str(3 << 30), "job/memory.current": str(2 << 30),  # 1 GB of it reclaimable page cache
+      "job/memory.stat": f"anon {1 << 30}\ninactive_file {1 << 30}"}, "job", 2 << 30, "memory.max"),
     ({"job/memory.max": "max", "job/memory.current": "5"}, "job", 8 << 30, "MemAvailable"),  # no limit
     ({"memory/memory.limit_in_bytes": str(4 << 30), "memory/memory.usage_in_bytes": str(1 << 30)}, "", 3 << 30,
      "limit_in_bytes"),
     ({"memory/memory.limit_in_bytes": "9223372036854771712", "memory/memory.usage_in_bytes": "7"}, "", 8 << 30,
      "MemAvailable"),  # v1 without a limit
-], ids=["meminfo", "v2-limit", "v2-max", "v1-limit", "v1-none"])
+], ids=["meminfo", "v2-limit", "v2-page-cache", "v2-max", "v1-limit", "v1-none"])
 def test_available_memory_is_the_smaller_of_cgroup_room_and_memavailable(tmp_path, monkeypatch, cgroup, own,
                                                                          expected, source):
     fake_system(tmp_path, meminfo_kb=(8 << 30) // 1024, cgroup=cgroup, own=own)
