@@ -53,7 +53,8 @@ def test_the_limit_reaches_scipy_loaded_after_it(tmp_path):
     """configure_threads loads scipy's OpenBLAS before limiting: a caller importing scipy later
     (as the API allows) does not get the core count."""
     code = ("import json; from meanfield.threads import blas_libraries, configure_threads; configure_threads(3); "
-            "import scipy.linalg; print(json.dumps({lib['bundled_with']: lib['num_threads'] for lib in blas_libraries()}))")
+            "import scipy.linalg; "
+            "print(json.dumps({lib['bundled_with']: lib['num_threads'] for lib in blas_libraries()}))")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
     done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120,
                           env=env)
