@@ -7,7 +7,8 @@ for a run directory or a file that already existed, is unchanged: same names, si
 modification times).  Sizes far beyond the machine (an S^2 mesh of 335 million cells, a
 level-99 icosphere, 10^10 tokens) are refused at once by the memory estimate, so these cases
 also show that nothing was allocated first: the timeout is far below the minutes those jobs
-would take.
+would take.  A selection (MPI_CASES) runs again under ``mpirun -n 2``: the same exit code,
+one line from rank 0, nothing written.
 """
 
 from __future__ import annotations
@@ -32,12 +33,17 @@ CONFIGS = {
 }
 
 
-def cli(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess:
-    """``meanfield ARGS`` in a fresh process in ``cwd``, importing this checkout."""
-    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]), **env}
+MPIRUN = Path(sys.executable).parent / "mpirun"
+
+
+def cli(args: list[str], cwd: Path, ranks: int = 1) -> subprocess.CompletedProcess:
+    """``meanfield ARGS`` in a fresh process in ``cwd`` (under ``mpirun -n ranks`` when ranks > 1), importing
+    this checkout."""
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
     environment.pop("MEANFIELD_MEMORY_CHECK", None)
-    return subprocess.run([sys.executable, "-m", "meanfield.cli", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=TIMEOUT, env=environment)
+    launcher = [str(MPIRUN), "-n", str(ranks)] if ranks > 1 else []
+    return subprocess.run([*launcher, sys.executable, "-m", "meanfield.cli", *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=TIMEOUT, env=environment)
 
 
 @pytest.fixture(scope="module")
@@ -99,17 +105,26 @@ CASES = [
     ("mesh-format", ["mesh", "S2", "--level", "1", "-o", "OUT.xyz"], "-o OUT.xyz", "OUT.xyz"),
     ("mesh-cells", ["mesh", "S1", "--cells", "2", "-o", "OUT.msh"], "--cells", "OUT.msh"),
     ("check-unknown-key", ["check", "s1.toml", "--out", "OUT", "--set", "model.betta=2"], "model.betta", "OUT"),
+    ("info-not-a-run", ["info", "OUT"], "OUT: no such directory", "OUT"),
 ]
+#: The cases run again under ``mpirun -n 2`` (one line from rank 0, the same exit code, nothing written).
+MPI_CASES = ["run-too-big", "resume-mesh-change", "particles-too-many", "validate-too-many",
+             "convergence-dt-ladder-without-dt", "sweep-too-big", "collect-folder", "plot-format", "longtime-run",
+             "mesh-too-big", "check-unknown-key"]
 
 
-@pytest.mark.parametrize("args, field, target", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
-def test_refusal_leaves_nothing(tmp_path, finished_run, args, field, target):
+PARAMS = [pytest.param(*case[1:], 1, id=case[0]) for case in CASES] + \
+    [pytest.param(*case[1:], 2, id=f"{case[0]}-mpirun2") for case in CASES if case[0] in MPI_CASES]
+
+
+@pytest.mark.parametrize("args, field, target, ranks", PARAMS)
+def test_refusal_leaves_nothing(tmp_path, finished_run, args, field, target, ranks):
     for name, text in CONFIGS.items():
         (tmp_path / name).write_text(text)
     shutil.copytree(finished_run, tmp_path / "RUN")
     watched = tmp_path / target
     before = listing(watched)
-    done = cli(args, tmp_path)
+    done = cli(args, tmp_path, ranks)
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 2, done.stderr
     assert len(lines) == 1 and lines[0].startswith("error: ") and field in lines[0], done.stderr
