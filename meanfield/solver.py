@@ -85,11 +85,21 @@ class PDESimulation(Simulation):
 
     def __init__(self, problem: Problem, comm) -> None:
         from .collective import on_root
+        from .memory import check_memory, pde_estimate, ranks_on_node
         from .mesh import MeshError
 
         self.problem, self.comm, self.t = problem, comm, 0.0
         built: list[RawMesh] = []
-        on_root(comm, lambda: built.append(problem.mesh.build()), MeshError)
+        here = ranks_on_node(comm)
+
+        def build() -> None:
+            raw = problem.mesh.build()
+            if problem.mesh.file is not None:  # its size is known now, before dolfinx builds anything
+                check_memory(pde_estimate(problem.sphere, problem.scheme.kind, len(raw.cells),
+                                          f"mesh.file {problem.mesh.file}", comm.size), here)
+            built.append(raw)
+
+        on_root(comm, build, MeshError)
         self.raw = built[0] if built else None
         msh = distribute(comm, self.raw)
         self.schedule = problem.schedule()

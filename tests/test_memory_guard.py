@@ -106,3 +106,19 @@ def test_check_reports_a_job_too_big_without_building_it(tmp_path, monkeypatch):
     small = check_config({"mesh": {"sphere": "S2", "resolution": 2}, "time": {"t_final": 0.1, "outputs": 1}},
                          out=tmp_path / "r")
     assert small.memory_state.startswith("fits in") and small.cells == len(icosphere(2).cells)
+
+
+def test_a_mesh_file_is_guarded_once_read(tmp_path, monkeypatch):
+    """A mesh file's size is known once it is read: refused before dolfinx builds anything, nothing written."""
+    from mpi4py import MPI
+
+    import meanfield
+    from meanfield.mesh import write_mesh_file
+
+    write_mesh_file(tmp_path / "m.vtu", icosphere(3))
+    config = {"mesh": {"sphere": "S2", "file": str(tmp_path / "m.vtu")}, "time": {"t_final": 0.1, "outputs": 1}}
+    monkeypatch.setattr(memory, "available_memory", lambda: (10**6, "test"))
+    monkeypatch.delenv(memory.ENV_VAR, raising=False)
+    with pytest.raises(memory.MemoryEstimateError, match=r"^mesh\.file .*m\.vtu: needs an estimated .*1280 cells"):
+        meanfield.run(config, out=tmp_path / "r", comm=MPI.COMM_SELF, quiet=True)
+    assert not (tmp_path / "r").exists()
