@@ -3,9 +3,13 @@
 :func:`check_config` resolves the config (every check ``meanfield run`` makes before it
 starts: keys, values, the mesh file), builds the serial mesh to count its cells, picks the
 nonlocal evaluator as the ``auto`` method would and estimates its cost with the evaluator's
-cost model (:func:`meanfield.nonlocal_field.auto.estimated_costs`), lists the output times,
-and says which run directory would be used (or why it would be refused) and which files, of
-about what size, would be written there.  Nothing is written.
+cost model (:func:`meanfield.nonlocal_field.auto.estimated_costs`), estimates the run's memory
+per rank (:mod:`meanfield.memory`; a run bigger than the available memory would be refused),
+lists the output times, and says which run directory would be used (or why it would be
+refused) and which files, of about what size, would be written there.  Nothing is written.
+
+A generated mesh is counted, not built (a resolution far too large for the machine is
+reported at once); a mesh file is read.
 """
 
 from __future__ import annotations
@@ -16,7 +20,9 @@ from pathlib import Path
 
 import numpy as np
 
+from . import memory
 from .config import Config, load_config
+from .memory import Estimate, MemoryEstimateError, cells_of, format_bytes, problem_estimate
 from .problem import Problem
 from .runner import layout
 from .runner.directory import RunDirectoryError, check_target
@@ -57,6 +63,10 @@ class CheckReport:
         The output times.
     directory, directory_state
         The run directory and what a run would do with it (``new``, or why it would be refused).
+    memory, memory_state
+        The estimated memory per rank of a run on ``ranks`` ranks (:mod:`meanfield.memory`;
+        ``None`` for a mesh file, estimated from its cell count) and whether it fits (``fits``,
+        or why a run would be refused).
     files
         File name -> estimated size in bytes (``None`` where small) of what a run would write.
     """
@@ -71,6 +81,8 @@ class CheckReport:
     output_times: np.ndarray
     directory: Path
     directory_state: str
+    memory: Estimate
+    memory_state: str
     files: dict[str, int | None] = field(default_factory=dict)
 
     def format(self) -> str:
@@ -88,6 +100,7 @@ class CheckReport:
         step = f"{self.steps} steps of dt = {p.time.dt:g}" if self.steps is not None else \
             f"adaptive steps (cfl {p.time.cfl:g})"
         lines.append(f"time:        0 -> {p.time.t_final:g}, {step}; {len(times)} outputs at t = {shown}")
+        lines.append(f"memory:      {self.memory.format()}: {self.memory_state}")
         lines.append(f"run dir:     {self.directory} ({self.directory_state})")
         lines.append("would write: " + ", ".join(name for name, size in self.files.items() if size is None))
         lines += [f"             {name:<24} ~{_size(size)}" for name, size in self.files.items() if size is not None]
@@ -151,14 +164,38 @@ def _files(problem: Problem, cells: int, nv: int, outputs: int) -> dict[str, int
             files[layout.PARAVIEW_DG1] = None
         files[layout.PARAVIEW_SCRIPT] = None
     files[layout.MESH] = 8 * cells * (2 * nv + 2)
-    files[layout.CHECKPOINT] = 8 * cells * (nv if dg1 else 1)
+    files[layout.CHECKPOINT] = files[layout.CHECKPOINT_PREVIOUS] = 8 * cells * (nv if dg1 else 1)
     files[f"{layout.SNAPSHOTS}/NNNN.npz x {outputs}"] = outputs * per_output
     files[layout.RUN_FILE] = outputs * per_output + 8 * cells * (8 + nv)
     return files
 
 
+def _mesh_size(problem: Problem) -> tuple[int, int, int]:
+    """Cells, vertices and vertices per cell of the mesh: counted for a generated mesh, read from a file."""
+    if problem.mesh.file is None and problem.mesh.resolution is not None:
+        cells = cells_of(problem.sphere, problem.mesh.resolution)
+        return (cells, cells // 2 + 2, 3) if problem.sphere == "S2" else (cells, cells, 2)
+    mesh = problem.mesh.build()
+    return mesh.cells.shape[0], len(mesh.points), mesh.cells.shape[1]
+
+
+def _memory(problem: Problem, cells: int, ranks: int) -> tuple[Estimate, str]:
+    """The run's memory estimate and whether it fits in what is available now."""
+    from .memory import pde_estimate
+
+    estimate = problem_estimate(problem, ranks) or pde_estimate(problem.sphere, problem.scheme.kind, cells,
+                                                                f"mesh.file {problem.mesh.file}", ranks)
+    room = memory.available_memory()
+    available = f"the {format_bytes(room[0])} available ({room[1]})" if room else "the available memory (unknown)"
+    try:
+        memory.check_memory(estimate, ranks)
+    except MemoryEstimateError:
+        return estimate, f"more than {available}: a run would be refused (--no-memory-check to run anyway)"
+    return estimate, f"fits in {available}"
+
+
 def check_config(config: Config | dict | str | Path | None, overrides: list[str] | None = None, *,
-                 out: str | Path | None = None) -> CheckReport:
+                 out: str | Path | None = None, ranks: int = 1) -> CheckReport:
     """Check a PDE config and describe the run it would make (module docstring); writes nothing.
 
     Parameters
@@ -169,6 +206,8 @@ def check_config(config: Config | dict | str | Path | None, overrides: list[str]
         ``section.key=value`` strings (``--set``).
     out
         The run directory a run would use (default ``output.dir`` or ``runs/<name>``).
+    ranks
+        The ranks of the run (for the memory estimate; counted as if all on one node).
 
     Raises
     ------
@@ -180,8 +219,7 @@ def check_config(config: Config | dict | str | Path | None, overrides: list[str]
 
     config = config if isinstance(config, Config) else load_config(config, overrides)
     problem = Problem(config)
-    mesh = problem.mesh.build()
-    cells, nv = mesh.cells.shape
+    cells, vertices, nv = _mesh_size(problem)
     scheme = DG1Scheme if problem.scheme.kind == "dg1" else FiniteVolumeScheme
     targets, sources = scheme.field_points(cells, nv)
     fields = _fields(problem, targets, sources)
@@ -192,6 +230,7 @@ def check_config(config: Config | dict | str | Path | None, overrides: list[str]
         state = {"missing": "new", "empty": "empty: used"}[check_target(directory)]
     except RunDirectoryError as exc:
         state = f"a run would be refused: {exc}"
-    return CheckReport(config, cells, len(mesh.points), fields, targets, sources, steps, t.output_times,
-                       directory, state, _files(problem, cells, nv, len(t.output_times)))
+    estimate, memory_state = _memory(problem, cells, ranks)
+    return CheckReport(config, cells, vertices, fields, targets, sources, steps, t.output_times, directory, state,
+                       estimate, memory_state, _files(problem, cells, nv, len(t.output_times)))
 

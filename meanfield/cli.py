@@ -12,8 +12,12 @@
     meanfield collect DIR... -o TABLE.csv|TABLE.nc [--final] [--overwrite]
     meanfield check [CONFIG] [--out DIR] [--set section.key=value ...]
     meanfield plot RUN_DIR [--out DIR] [--format png|pdf|svg] [--no-movie] [--log|--linear]
-    meanfield mesh S2 --level L -o FILE      |  meanfield mesh S1 --cells N -o FILE
+    meanfield mesh S2 --level L -o FILE [--overwrite]  |  meanfield mesh S1 --cells N -o FILE [--overwrite]
     meanfield info [RUN_DIR]
+
+run, resume, particles, validate, convergence, sweep and mesh estimate the memory per rank
+before building anything and refuse a job that does not fit in the memory available
+(exit 2); ``--no-memory-check`` (or ``MEANFIELD_MEMORY_CHECK=off``) runs it anyway.
 
 The same command works serially and under ``mpirun -n P``; only rank 0 prints.  Exit codes:
 0 done; 1 the run failed (recorded in its metadata.json); 2 bad input (one line on stderr
@@ -65,6 +69,9 @@ def _cmd_resume(args: argparse.Namespace) -> None:
     from .continuation import resume
 
     result = resume(args.run_dir, t_final=args.t_final, overrides=args.set, quiet=args.quiet)
+    recovery = result.metadata.get("segments", [{}])[-1].get("recovery")
+    if recovery is not None:
+        _echo(f"note: {recovery}")
     _echo(f"results: {result.path}")
 
 
@@ -134,9 +141,10 @@ def _cmd_collect(args: argparse.Namespace) -> None:
     from mpi4py import MPI
 
     from .collective import on_root
-    from .studies.collect import collect, write_table
+    from .studies.collect import check_table_output, collect, write_table
 
     def work() -> str:
+        check_table_output(args.output, overwrite=args.overwrite)  # before reading the runs
         table = collect(args.dirs, final=args.final)
         path = write_table(table, args.output, final=args.final, overwrite=args.overwrite)
         return f"wrote {path}: {table['run'].nunique()} runs, {len(table)} rows"
@@ -150,7 +158,8 @@ def _cmd_check(args: argparse.Namespace) -> None:
     from .check import check_config
     from .collective import on_root
 
-    _echo(on_root(MPI.COMM_WORLD, lambda: check_config(args.config, args.set, out=args.out).format()))
+    _echo(on_root(MPI.COMM_WORLD, lambda: check_config(args.config, args.set, out=args.out,
+                                                       ranks=MPI.COMM_WORLD.size).format()))
 
 
 def _cmd_plot(args: argparse.Namespace) -> None:
@@ -202,11 +211,11 @@ def _cmd_mesh(args: argparse.Namespace) -> None:
     from mpi4py import MPI
 
     from .collective import on_root
-    from .mesh import circle, icosphere, write_mesh_file
+    from .mesh import make_mesh_file
 
     def write() -> str:
-        mesh = icosphere(args.level) if args.sphere == "S2" else circle(args.cells)
-        write_mesh_file(args.output, mesh)
+        mesh = make_mesh_file(args.sphere, args.level if args.sphere == "S2" else args.cells, args.output,
+                              overwrite=args.overwrite)
         return f"wrote {args.output}: {args.sphere}, {len(mesh.cells)} cells, {len(mesh.points)} vertices"
 
     _echo(on_root(MPI.COMM_WORLD, write))
@@ -249,6 +258,13 @@ def _add_common(p: argparse.ArgumentParser, out_help: str = "output directory (d
                    help="replace an earlier run in --out (kept until the new run's first checkpoint)")
     _add_set(p)
     p.add_argument("--quiet", action="store_true", help="no progress or log on the terminal")
+    _add_memory_check(p)
+
+
+def _add_memory_check(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--no-memory-check", action="store_true",
+                   help="run even when the memory estimate exceeds the available memory (also: "
+                        "MEANFIELD_MEMORY_CHECK=off)")
 
 
 def _add_set(p: argparse.ArgumentParser) -> None:
@@ -269,6 +285,7 @@ def _add_resume(sub) -> None:
     p.add_argument("--t-final", type=float, default=None, help="a new end time (extends a completed run)")
     _add_set(p)
     p.add_argument("--quiet", action="store_true", help="no progress or log on the terminal")
+    _add_memory_check(p)
     p.set_defaults(handler=_cmd_resume)
 
 
@@ -369,6 +386,7 @@ def _add_sweep(sub) -> None:
     p.add_argument("--dry-run", action="store_true", help="list the points and their status; run nothing")
     _add_set(p)
     p.add_argument("--quiet", action="store_true", help="no progress or log on the terminal")
+    _add_memory_check(p)
     p.set_defaults(handler=_cmd_sweep)
 
 
@@ -396,6 +414,8 @@ def _add_mesh(sub) -> None:
     p.add_argument("--level", type=int, default=3, help="S2: icosphere refinement level")
     p.add_argument("--cells", type=int, default=256, help="S1: number of segments")
     p.add_argument("-o", "--output", required=True, help="output file, e.g. sphere.msh or sphere.vtu")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing output file")
+    _add_memory_check(p)
     p.set_defaults(handler=_cmd_mesh)
 
 
@@ -425,6 +445,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .runner.controller import RunInterrupted
 
     args = build_parser().parse_args(argv)
+    if getattr(args, "no_memory_check", False):
+        from .memory import disable_guard
+
+        disable_guard()
     try:
         code = args.handler(args)
     except RunInterrupted as exc:

@@ -3,8 +3,11 @@
 A run that was interrupted (signal, wall limit), killed (``kill -9``, a node failure) or
 failed continues in place from ``checkpoint.npz`` on any rank count: observables.csv, the
 snapshots and the ParaView files are cut back to the checkpoint and appended to, so the
-finished run equals an uninterrupted one.  ``t_final`` extends a run (a completed one too):
-new output times continue the last output spacing up to the new end time.
+finished run equals an uninterrupted one.  A missing or damaged ``checkpoint.npz`` is
+replaced by the newest intact state on disk (:mod:`meanfield.runner.recovery`: the previous
+checkpoint, else a snapshot that is a full state), and the run log and metadata.json say which.
+``t_final`` extends a run (a completed one too): new output times continue the last output
+spacing up to the new end time.
 
 Overrides on resume may change how the rest of the run is computed (the model, the
 nonlocal field, the time-step controls, the checkpoint interval, the particle step) but not
@@ -24,10 +27,21 @@ from .collective import everywhere, on_root
 from .config import Config, ConfigError, check_schedule_end, load_config, parse_override
 from .problem import Problem
 from .runner import layout
-from .runner.checkpoint import Checkpoint, CheckpointError
-from .runner.directory import RunDirectoryError, RunLockedError, classify, effective_status, read_metadata
+from .runner.checkpoint import CheckpointError
+from .runner.directory import (
+    RunDirectoryError,
+    RunLockedError,
+    classify,
+    effective_status,
+    lock_state,
+    looks_like_run,
+    metadata_problem,
+    not_a_run_message,
+    read_metadata,
+)
+from .runner.recovery import kind_from_files, resume_point
 from .runner.results import ParticleRunResult, RunResult, load_run
-from .runner.session import configure_process, continue_run
+from .runner.session import check_size, configure_process, continue_run
 
 #: Settings a resume may change: section -> keys (``None``: every key of the section).
 RESUMABLE: dict[str, frozenset[str] | None] = {
@@ -91,18 +105,21 @@ def plan_resume(path: Path, t_final: float | None = None, overrides: list[str] |
         setting that cannot change, an end time before the checkpoint.
     """
     path = Path(path)
-    if classify(path) != "run":
-        raise RunDirectoryError(f"{path}: not a meanfield run directory")
+    rebuild = metadata_problem(path) == "missing" and looks_like_run(path)  # metadata.json is written anew
+    if classify(path) != "run" and not rebuild:
+        raise RunDirectoryError(not_a_run_message(path))
     meta = read_metadata(path) or {}
     status = effective_status(path, meta)
-    if status == "running":
+    if status == "running" or (rebuild and lock_state(path) == "held"):
         raise RunLockedError(f"{path}: the run is still in progress (its lock is held)")
-    try:
-        checkpoint = Checkpoint.load(path)
-    except CheckpointError as exc:
-        raise RunDirectoryError(f"{exc}; rerun it with `meanfield run --overwrite`") from None
     _check_overrides(overrides or [])
     config = load_config(path / layout.CONFIG, overrides)
+    kind = meta.get("kind") or kind_from_files(path)
+    try:
+        checkpoint = resume_point(path, kind, config.output_times()).checkpoint
+    except CheckpointError as exc:
+        raise RunDirectoryError(f"{exc}; to start it again: `meanfield run --overwrite` (replaces its outputs)") \
+            from None
     old_final = float(checkpoint.output_times[-1])
     new_final = old_final if t_final is None else float(t_final)
     if not np.isfinite(new_final) or new_final < checkpoint.t - TIME_TOL * max(1.0, checkpoint.t):
@@ -115,7 +132,7 @@ def plan_resume(path: Path, t_final: float | None = None, overrides: list[str] |
     data = copy.deepcopy(config.data)
     data["time"]["t_final"], data["time"]["outputs"] = new_final, _outputs_setting(times)
     check_schedule_end(data)
-    return {"config": data, "source": str(path / layout.CONFIG), "kind": meta.get("kind", "pde"),
+    return {"config": data, "source": str(path / layout.CONFIG), "kind": kind, "rebuild_metadata": rebuild,
             "checkpoint": {"t": checkpoint.t, "next_output": checkpoint.next_output}}
 
 
@@ -154,6 +171,7 @@ def resume(
     plan = on_root(comm, lambda: plan_resume(path, t_final, overrides))
     config = Config(plan["config"], plan["source"])
     problem = Problem(config)
+    check_size(problem, comm, problem.particles.n if plan["kind"] == "particles" else None)
     note = {"t_final": problem.time.t_final, "overrides": list(overrides or []),
             "threads": configure_process(problem.field.threads)}
     if plan["kind"] == "particles":
@@ -161,11 +179,11 @@ def resume(
         from .particles.run import ParticleSimulation, particle_writers
 
         continue_run(ParticleSimulation(problem, comm), config, path, plan["checkpoint"], particle_writers(problem),
-                     quiet=quiet, note=note)
+                     quiet=quiet, note=note, rebuild_metadata=plan["rebuild_metadata"])
         on_root(comm, lambda: write_diagnostics(path))
     else:
         from .solver import PDESimulation, pde_writers
 
         continue_run(PDESimulation(problem, comm), config, path, plan["checkpoint"], pde_writers(problem),
-                     quiet=quiet, note=note)
+                     quiet=quiet, note=note, rebuild_metadata=plan["rebuild_metadata"])
     return everywhere(comm, lambda: load_run(path))

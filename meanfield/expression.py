@@ -28,10 +28,28 @@ _BINARY: dict[type, Callable] = {ast.Add: operator.add, ast.Sub: operator.sub, a
            ast.Div: operator.truediv, ast.Pow: operator.pow}
 _UNARY: dict[type, Callable] = {ast.UAdd: operator.pos, ast.USub: operator.neg}
 _COMPARE: dict[type, Callable] = {ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge}
+#: Deepest syntax tree an expression may have (a sum of k terms nests about k levels deep): the
+#: checker and the evaluator recurse once per level, well within Python's default limit of 1000.
+MAX_DEPTH = 200
 
 
 class ExpressionError(ValueError):
     """An expression that is not allowed or does not parse."""
+
+
+def _depth(tree: ast.AST) -> int:
+    """Depth of the syntax tree, measured without recursion."""
+    deepest, stack = 0, [(tree, 0)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+    return deepest
+
+
+def _shown(text: str, limit: int = 80) -> str:
+    """``text`` quoted for a one-line message, shortened when long."""
+    return repr(text) if len(text) <= limit else f"{text[:limit]!r}... ({len(text)} characters)"
 
 
 def compile_expression(text: str, field: str = "initial.expression") -> Callable[[np.ndarray], np.ndarray]:
@@ -42,7 +60,14 @@ def compile_expression(text: str, field: str = "initial.expression") -> Callable
     try:
         tree = ast.parse(text, mode="eval")
     except SyntaxError as exc:
-        raise ExpressionError(f"{field}: cannot parse {text!r}: {exc.msg}") from None
+        raise ExpressionError(f"{field}: cannot parse {_shown(text)}: {exc.msg}") from None
+    except (RecursionError, MemoryError):  # the parser's own nesting limit (a chain of ~ 10^4 operators)
+        raise ExpressionError(f"{field}: nests too deeply to parse ({len(text)} characters); at most "
+                              f"{MAX_DEPTH} levels allowed") from None
+    depth = _depth(tree)
+    if depth > MAX_DEPTH:
+        raise ExpressionError(f"{field}: nests {depth} levels deep, at most {MAX_DEPTH} allowed (a sum of k terms "
+                              "nests about k levels deep); write it with fewer terms")
 
     def check(node: ast.AST) -> None:
         if isinstance(node, ast.Expression):
@@ -101,7 +126,7 @@ def compile_expression(text: str, field: str = "initial.expression") -> Callable
             with np.errstate(all="ignore"):
                 values = evaluate(tree, env)
         except (ArithmeticError, TypeError, ValueError) as exc:
-            raise ExpressionError(f"{field}: cannot evaluate {text!r}: {exc}") from None
+            raise ExpressionError(f"{field}: cannot evaluate {_shown(text)}: {exc}") from None
         return np.broadcast_to(np.asarray(values, dtype=float), (len(points),)).copy()
 
     return density

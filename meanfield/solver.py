@@ -29,7 +29,7 @@ from .nonlocal_field.base import PointGroup
 from .particles.system import layer_lipschitz_bound
 from .problem import Problem
 from .runner.results import RunResult, load_pde_run
-from .runner.session import check_new_target, configure_process, resolve_config, start_run
+from .runner.session import check_new_target, check_size, configure_process, resolve_config, start_run
 from .runner.simulation import Simulation
 from .runner.writers import ObservablesWriter, OutputWriter, SnapshotWriter, pde_run_file
 from .timestepping import SSPRK3, StepStats
@@ -85,11 +85,21 @@ class PDESimulation(Simulation):
 
     def __init__(self, problem: Problem, comm) -> None:
         from .collective import on_root
+        from .memory import check_memory, pde_estimate, ranks_on_node
         from .mesh import MeshError
 
         self.problem, self.comm, self.t = problem, comm, 0.0
         built: list[RawMesh] = []
-        on_root(comm, lambda: built.append(problem.mesh.build()), MeshError)
+        here = ranks_on_node(comm)
+
+        def build() -> None:
+            raw = problem.mesh.build()
+            if problem.mesh.file is not None:  # its size is known now, before dolfinx builds anything
+                check_memory(pde_estimate(problem.sphere, problem.scheme.kind, len(raw.cells),
+                                          f"mesh.file {problem.mesh.file}", comm.size), here)
+            built.append(raw)
+
+        on_root(comm, build, MeshError)
         self.raw = built[0] if built else None
         msh = distribute(comm, self.raw)
         self.schedule = problem.schedule()
@@ -339,6 +349,7 @@ def run(
     problem = Problem(config)
     path = Path(out) if out is not None else problem.output.directory
     check_new_target(path, overwrite, comm)
+    check_size(problem, comm)
     threads = configure_process(problem.field.threads)
     sim = PDESimulation(problem, comm)
     start_run(sim, config, path, pde_writers(problem), overwrite=overwrite, quiet=quiet, facts={"threads": threads})

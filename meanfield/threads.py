@@ -17,6 +17,14 @@ environment hacks; the limits hold until the process ends or the function is cal
 and records ``n`` for the calls that take a thread count themselves (ducc0's transforms),
 which read it with :func:`num_threads`.
 
+A limit reaches only the libraries loaded when it is set, and a process holds several
+OpenBLAS copies: numpy's and scipy's (each bundles its own ``libscipy_openblas``, threaded),
+and those bundled with PETSc (dolfinx-solver-real) and basix (built without threads: always
+1).  :func:`configure_threads` therefore loads scipy's first (scipy.linalg), so that none
+starts later with the machine's core count; :func:`blas_libraries` lists each library once,
+with the package that bundles it and the threads it uses now (what ``meanfield info`` prints
+and what a run records in metadata.json).
+
 Allocator.  Every field evaluation and time step creates and frees arrays of a few to a few
 hundred megabytes (values at every mesh point or token).  glibc hands such blocks back to the
 kernel on ``free`` and maps fresh zeroed pages on the next ``malloc``, so the same arrays
@@ -68,6 +76,7 @@ def configure_threads(n: int | None = None) -> int:
         n = _from_environment()
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"threads: must be a positive integer, got {n!r}")
+    import scipy.linalg  # noqa: F401  (loads scipy's OpenBLAS now, so that the limit reaches it)
     from threadpoolctl import threadpool_limits
 
     previous = _state["limiter"]
@@ -76,6 +85,26 @@ def configure_threads(n: int | None = None) -> int:
     _state["limiter"] = threadpool_limits(limits=n)
     _state["threads"] = n
     return n
+
+
+def blas_libraries() -> list[dict[str, object]]:
+    """The BLAS libraries loaded in this process, each once: the package that bundles it (from its
+    path), its version, threading layer (``disabled``: built without threads) and threads now."""
+    from threadpoolctl import threadpool_info
+
+    seen: dict[str, dict[str, object]] = {}
+    for lib in threadpool_info():
+        if lib.get("user_api") != "blas" or lib["filepath"] in seen:
+            continue
+        parts = lib["filepath"].replace("\\", "/").split("/")
+        folder = parts[-2] if len(parts) > 1 else ""
+        bundled = folder.removesuffix(".libs").replace("_", "-")
+        if bundled == "lib" and len(parts) > 2:  # dolfinx_solver/lib/libopenblas.so
+            bundled = parts[-3].replace("_", "-")
+        seen[lib["filepath"]] = {"library": lib.get("internal_api"), "bundled_with": bundled,
+                                 "version": lib.get("version"), "threading": lib.get("threading_layer"),
+                                 "num_threads": lib.get("num_threads"), "path": lib["filepath"]}
+    return list(seen.values())
 
 
 def num_threads() -> int:

@@ -11,7 +11,7 @@ dolfinx (imported only then).  Importing this package does not import dolfinx.
 from .build import raw_mesh
 from .checks import ON_SPHERE_TOL, check_on_sphere, check_sphere_mesh
 from .distributed import distribute, load_distributed
-from .files import read_mesh_file, write_mesh_file
+from .files import check_mesh_output, make_mesh_file, read_mesh_file, write_mesh_file
 from .locate import CellLocator
 from .raw import SPHERES, MeshError, RawMesh, circle, icosphere
 
@@ -21,12 +21,14 @@ __all__ = [
     "CellLocator",
     "MeshError",
     "RawMesh",
+    "check_mesh_output",
     "check_on_sphere",
     "check_sphere_mesh",
     "circle",
     "distribute",
     "icosphere",
     "load_distributed",
+    "make_mesh_file",
     "raw_mesh",
     "read_mesh_file",
     "write_mesh_file",

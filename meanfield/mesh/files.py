@@ -55,6 +55,26 @@ def read_mesh_file(path: str | Path, sphere: str | None = None) -> RawMesh:
     return raw
 
 
+def check_mesh_output(path: str | Path, *, overwrite: bool = False) -> Path:
+    """Refuse an output file ``meanfield mesh`` may not write (MeshError naming ``-o``); nothing is written.
+
+    The format must be one meshio writes (from the extension), the folder must exist, and an
+    existing file is replaced only with ``overwrite``.
+    """
+    import meshio
+
+    path = Path(path)
+    if not any(path.name.endswith(ext) for ext in meshio.extension_to_filetypes):
+        raise MeshError(f"-o {path}: unknown mesh format {path.suffix!r}; use an extension meshio writes, "
+                        "e.g. .msh, .vtu, .xdmf")
+    if not path.parent.is_dir():
+        raise MeshError(f"-o {path}: the folder {path.parent} does not exist")
+    if path.is_dir() or (path.exists() and not overwrite):
+        raise MeshError(f"-o {path}: exists; pass --overwrite to replace it" if not path.is_dir()
+                        else f"-o {path}: is a folder")
+    return path
+
+
 def write_mesh_file(path: str | Path, mesh: RawMesh) -> None:
     """Write a raw mesh with meshio (format from the file extension)."""
     import meshio
@@ -64,3 +84,33 @@ def write_mesh_file(path: str | Path, mesh: RawMesh) -> None:
     path = Path(path)
     fmt = "gmsh" if path.suffix == ".msh" else None  # meshio would pick ANSYS for .msh
     meshio.write(path, meshio.Mesh(pts, [(kind, mesh.cells)]), file_format=fmt)
+
+
+def make_mesh_file(sphere: str, size: int, path: str | Path, *, overwrite: bool = False) -> RawMesh:
+    """Generate a sphere mesh and write it (``meanfield mesh``); everything is checked first.
+
+    Parameters
+    ----------
+    sphere
+        ``"S2"`` (``size``: icosphere level) or ``"S1"`` (``size``: cells).
+    path
+        Output file (:func:`check_mesh_output`).
+
+    Raises
+    ------
+    MeshError
+        A level below 0, fewer than 3 cells, or a bad output file, naming the option.
+    meanfield.memory.MemoryEstimateError
+        A mesh bigger than the memory available (:mod:`meanfield.memory`).
+    """
+    from ..memory import cells_of, check_memory, mesh_estimate
+    from .raw import circle, icosphere
+
+    option = "--level" if sphere == "S2" else "--cells"
+    if isinstance(size, bool) or not isinstance(size, int) or size < (0 if sphere == "S2" else 3):
+        raise MeshError(f"{option}: must be an integer >= {0 if sphere == 'S2' else 3}, got {size!r}")
+    path = check_mesh_output(path, overwrite=overwrite)
+    check_memory(mesh_estimate(sphere, cells_of(sphere, size), f"{option} {size}"))
+    mesh = icosphere(size) if sphere == "S2" else circle(size)
+    write_mesh_file(path, mesh)
+    return mesh

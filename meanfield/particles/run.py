@@ -28,7 +28,7 @@ from ..layers import LayerSchedule
 from ..nonlocal_field import NonlocalEvaluator
 from ..problem import Problem
 from ..runner.results import ParticleRunResult, load_particle_run
-from ..runner.session import check_new_target, configure_process, resolve_config, start_run
+from ..runner.session import check_new_target, check_size, configure_process, resolve_config, start_run
 from ..runner.simulation import Simulation
 from ..runner.writers import ObservablesWriter, OutputWriter, SnapshotWriter, particle_run_file
 from .integrator import INTEGRATORS, EqualSteps
@@ -262,6 +262,7 @@ def run_particles(
     problem = Problem(config)
     path = Path(out) if out is not None else default_directory(problem)
     check_new_target(path, overwrite, comm)
+    check_size(problem, comm, n)
     threads = configure_process(problem.field.threads)
     sim = ParticleSimulation(problem, comm)
     start_run(sim, config, path, particle_writers(problem), overwrite=overwrite, quiet=quiet,

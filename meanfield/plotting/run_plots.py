@@ -160,6 +160,7 @@ def plot_run(result: Any, out_dir: str | Path, *, movie: bool = True, fmt: str =
     list of Path
         The files written.
     """
+    check_format(fmt)
     data = run_data(result)
     if not len(data.times):
         raise ValueError(f"run {data.name!r} has no output times to plot")
@@ -190,6 +191,15 @@ def plot_run(result: Any, out_dir: str | Path, *, movie: bool = True, fmt: str =
     return w.written
 
 
+def check_format(fmt: str) -> None:
+    """Refuse a still-picture format matplotlib cannot write (ValueError naming ``--format``)."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    formats = FigureCanvasBase.get_supported_filetypes()
+    if fmt not in formats:
+        raise ValueError(f"--format {fmt}: not a format matplotlib writes; one of {', '.join(sorted(formats))}")
+
+
 #: Stems of the files :func:`plot_run` writes (with any extension).
 PLOT_STEMS = ("observables", "density", "density_initial", "density_final", "spacetime", "tokens", "tokens_initial",
               "tokens_final")
@@ -211,6 +221,7 @@ def plot_run_directory(run_dir: str | Path, out: str | Path | None = None, **opt
     from ..runner.directory import check_output_folder
     from ..runner.results import load_run
 
+    check_format(options.get("fmt", "png"))
     folder = check_output_folder(Path(out) if out is not None else Path(run_dir) / "plots",
                                  lambda name: Path(name).stem in PLOT_STEMS, "meanfield plots")
     return plot_run(load_run(run_dir), folder, **options)

@@ -3,12 +3,15 @@
 A checkpoint is one ``checkpoint.npz`` written atomically by rank 0 from arrays in global
 order (so it can be resumed on any rank count): the simulation's state arrays (``state/*``),
 the step controller's arrays (``stepper/*``), and a JSON header (time, the index of the next
-output to write, the output times, step statistics, the simulation's kind).
+output to write, the output times, step statistics, the simulation's kind).  Writing one
+first renames the last one to ``checkpoint.previous.npz``, so an intact earlier state stays
+on disk whatever happens to the newest (:mod:`.recovery` resumes from it).
 """
 
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,24 +54,26 @@ class Checkpoint:
     info: dict[str, Any] = field(default_factory=dict)
 
     def save(self, run: Path) -> Path:
-        """Write ``run/checkpoint.npz`` atomically; returns its path."""
+        """Write ``run/checkpoint.npz`` atomically, the one before kept as checkpoint.previous.npz; returns its path."""
         header = {"kind": self.kind, "t": self.t, "next_output": self.next_output, "info": self.info}
         arrays = {f"state/{k}": np.asarray(v) for k, v in self.state.items()}
         path = Path(run) / layout.CHECKPOINT
+        if path.is_file():
+            os.replace(path, Path(run) / layout.CHECKPOINT_PREVIOUS)
         save_npz(path, header=np.array(json.dumps(header)), output_times=np.asarray(self.output_times, float), **arrays)
         return path
 
     @classmethod
-    def load(cls, run: Path) -> Checkpoint:
-        """Read ``run/checkpoint.npz``; raises :class:`CheckpointError` naming the file."""
-        path = Path(run) / layout.CHECKPOINT
+    def load(cls, run: Path, name: str = layout.CHECKPOINT) -> Checkpoint:
+        """Read ``run/checkpoint.npz`` (or ``run/name``); raises :class:`CheckpointError` naming the file."""
+        path = Path(run) / name
         if not path.is_file():
-            raise CheckpointError(f"{path}: no checkpoint (the run stopped before its first output)")
+            raise CheckpointError(f"{path}: missing")
         try:
             data = load_npz(path)
             header = json.loads(str(data.pop("header")))
             times = data.pop("output_times")
-        except (OSError, ValueError, KeyError) as exc:
+            state = {k.split("/", 1)[1]: v for k, v in data.items() if k.startswith("state/")}
+            return cls(header["kind"], float(header["t"]), int(header["next_output"]), times, state, header["info"])
+        except (OSError, ValueError, KeyError, TypeError) as exc:
             raise CheckpointError(f"{path}: damaged checkpoint ({exc})") from None
-        state = {k.split("/", 1)[1]: v for k, v in data.items() if k.startswith("state/")}
-        return cls(header["kind"], float(header["t"]), int(header["next_output"]), times, state, header["info"])

@@ -54,6 +54,44 @@ def read_metadata(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
+def metadata_problem(path: Path) -> str | None:
+    """Why metadata.json of ``path`` is not a run's: ``"missing"``, ``"damaged (...)"``; ``None`` if it is fine."""
+    file = Path(path) / layout.METADATA
+    if not file.is_file():
+        return "missing"
+    try:
+        data = json.loads(file.read_text())
+    except (OSError, ValueError) as exc:
+        return f"damaged ({type(exc).__name__}: {str(exc)[:80]})"
+    if not isinstance(data, dict) or data.get("format") != layout.FORMAT:
+        return "damaged (not the JSON of a meanfield run)"
+    return None
+
+
+def looks_like_run(path: Path) -> bool:
+    """True if ``path`` holds a run's config.toml and a state (a checkpoint or snapshots), whatever its metadata."""
+    path = Path(path)
+    states = [path / layout.CHECKPOINT, path / layout.CHECKPOINT_PREVIOUS]
+    return (path / layout.CONFIG).is_file() and (any(p.is_file() for p in states) or bool(layout.snapshot_files(path)))
+
+
+def not_a_run_message(path: Path) -> str:
+    """One line saying why ``path`` is not a readable run directory, and how to recover when that is possible."""
+    path = Path(path)
+    if not path.exists():
+        return f"{path}: no such directory"
+    if not path.is_dir():
+        return f"{path}: is a file, not a run directory"
+    problem = metadata_problem(path)
+    if problem is not None and looks_like_run(path):
+        aside = f"move it aside (mv {path / layout.METADATA} {path / layout.METADATA}.damaged), then " \
+            if problem != "missing" else ""
+        return (f"{path / layout.METADATA}: {problem}, but config.toml and the run's state are there: {aside}"
+                f"`meanfield resume {path}` writes a new metadata.json from config.toml and the checkpoint (the "
+                "record of earlier segments is lost)")
+    return f"{path} is not a meanfield run directory (no metadata.json of a run)"
+
+
 def is_run(path: Path) -> bool:
     """True if ``path`` holds a meanfield run (its metadata.json says so)."""
     meta = read_metadata(path)
@@ -183,16 +221,24 @@ class RunDirectory:
         return rundir
 
     @classmethod
-    def open_existing(cls, path: Path | str) -> RunDirectory:
-        """Open an existing run for resuming it (locked); refuses anything that is not a run."""
+    def open_existing(cls, path: Path | str, *, kind: str | None = None) -> RunDirectory:
+        """Open an existing run for resuming it (locked); refuses anything that is not a run.
+
+        ``kind``: a run whose metadata.json is missing (:func:`looks_like_run`) is accepted,
+        and a new metadata.json of a run of this kind is written (status ``killed``).
+        """
         path = Path(path)
-        if classify(path) != "run":
-            raise RunDirectoryError(f"{path}: not a meanfield run directory (no metadata.json of a run)")
+        rebuild = kind is not None and metadata_problem(path) == "missing" and looks_like_run(path)
+        if classify(path) != "run" and not rebuild:
+            raise RunDirectoryError(not_a_run_message(path))
         rundir = cls(path)
         rundir._lock()
         try:
             rundir._restore_interrupted_overwrite()
             rundir.metadata = read_metadata(path) or {}
+            if rebuild:
+                rundir.update_metadata(kind=kind, status="killed", segments=[],
+                                       metadata_rebuilt=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
         except BaseException:
             rundir.close()
             raise

@@ -74,8 +74,10 @@ def stack_report(comm) -> dict[str, Any]:
     """What ``meanfield info`` prints: versions and capabilities of the numerical stack (collective).
 
     Imports dolfinx on every rank (its PETSc initialisation is collective), then reports the
-    PETSc scalar type, whether dolfinx has ADIOS2, h5py's HDF5, the BLAS libraries and
-    their thread counts, and the rank count.
+    PETSc scalar type, whether dolfinx has ADIOS2, h5py's HDF5, the rank count, and the BLAS
+    libraries of the process, each once, with the threads a run uses: the thread limit is set
+    here as a run sets it (``MEANFIELD_NUM_THREADS``, else 1; a config's ``[nonlocal] threads``
+    wins in a run).
     """
     from .._fem import dolfinx
 
@@ -91,11 +93,8 @@ def stack_report(comm) -> dict[str, Any]:
         report["h5py_hdf5"] = h5py.version.hdf5_version
     except ImportError:
         report["h5py_hdf5"] = None
-    try:
-        from threadpoolctl import threadpool_info
+    from ..threads import blas_libraries, configure_threads
 
-        report["blas"] = [{k: lib.get(k) for k in ("internal_api", "version", "num_threads")}
-                          for lib in threadpool_info()]
-    except ImportError:
-        report["blas"] = None
+    report["threads_per_rank"] = configure_threads()
+    report["blas"] = blas_libraries()
     return report

@@ -45,6 +45,8 @@ OBSERVABLES = "observables.csv"
 MESH = "mesh.npz"
 SNAPSHOTS = "snapshots"
 CHECKPOINT = "checkpoint.npz"
+#: The checkpoint before the last one, kept until the next is complete (see :mod:`.recovery`).
+CHECKPOINT_PREVIOUS = "checkpoint.previous.npz"
 LOG = "run.log"
 LOCK = ".lock"
 RUN_FILE = "run.nc"
@@ -61,8 +63,9 @@ LEGACY_PARAVIEW_DATA = "density.h5"
 PREVIOUS = ".meanfield-previous"
 
 #: Plain files a run may write at the top of its directory.
-RUN_FILES: tuple[str, ...] = (CONFIG, METADATA, OBSERVABLES, MESH, CHECKPOINT, LOG, RUN_FILE, PARAVIEW_CELLS,
-                              PARAVIEW_DG1, PARAVIEW_ATOMS, PARAVIEW_SCRIPT, DIAGNOSTICS, INNER_PRODUCTS,
+RUN_FILES: tuple[str, ...] = (CONFIG, METADATA, OBSERVABLES, MESH, CHECKPOINT, CHECKPOINT_PREVIOUS, LOG, RUN_FILE,
+                              PARAVIEW_CELLS, PARAVIEW_DG1, PARAVIEW_ATOMS, PARAVIEW_SCRIPT, DIAGNOSTICS,
+                              INNER_PRODUCTS,
                               LEGACY_PARAVIEW_DATA)
 SNAPSHOT_NAME = re.compile(r"(\d{4,})\.npz")
 ATOM_POINTS_NAME = re.compile(r"(\d{4,})\.vtu")

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..atoms import ATOM_KEYS, Atoms
 from . import layout
-from .directory import effective_status, is_run
+from .directory import effective_status, is_run, not_a_run_message
 from .files import load_npz, read_csv_columns
 
 if TYPE_CHECKING:
@@ -210,9 +210,10 @@ class ParticleRunResult(_Tabulated):
                                 run_attributes("particles", self.config))
 
 
-def _header(path: Path) -> tuple[dict, dict]:
+def read_header(path: Path) -> tuple[dict, dict]:
+    """A run directory's config (as TOML data) and metadata.json; raises :class:`RunReadError` naming the problem."""
     if not is_run(path):
-        raise RunReadError(f"{path} is not a meanfield run directory (no metadata.json of a run)")
+        raise RunReadError(not_a_run_message(path))
     try:
         meta = json.loads((path / layout.METADATA).read_text())
         config = tomllib.loads((path / layout.CONFIG).read_text())
@@ -259,7 +260,7 @@ def load_run(path: str | Path) -> RunResult | ParticleRunResult:
         For a directory that is not a run, naming the file that is missing or unreadable.
     """
     path = Path(path)
-    config, meta = _header(path)
+    config, meta = read_header(path)
     snapshots, observables, damaged = _outputs(path)
     times = np.array([float(s["t"]) for s in snapshots])
     if meta.get("kind") == "particles":
@@ -309,7 +310,7 @@ def read_observables(path: str | Path) -> tuple[dict, dict, dict[str, np.ndarray
         For a directory that is not a run.
     """
     path = Path(path)
-    config, meta = _header(path)
+    config, meta = read_header(path)
     observables, _ = read_csv_columns(path / layout.OBSERVABLES)
     count = len(_leading_snapshots(path))
     return config, meta, {k: v[:count] for k, v in observables.items()}
@@ -322,7 +323,7 @@ def describe(path: str | Path) -> dict[str, Any]:
     and total mass of the atoms at its last output.
     """
     path = Path(path)
-    config, meta = _header(path)
+    config, meta = read_header(path)
     facts = {"path": str(path), "kind": meta.get("kind"), "name": meta.get("name"),
              "status": effective_status(path, meta), "t_reached": meta.get("t_reached"),
              "t_final": config.get("time", {}).get("t_final"), "error": meta.get("error"),

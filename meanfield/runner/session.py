@@ -15,13 +15,15 @@ from typing import Any
 
 from ..collective import on_root
 from ..config import Config, load_config
+from ..threads import blas_libraries
 from . import layout
-from .checkpoint import Checkpoint
+from .checkpoint import Checkpoint, CheckpointError
 from .controller import Controller, ControllerOptions
 from .directory import RunDirectory, check_target
 from .environment import run_environment
 from .files import load_npz, save_npz, write_text
 from .progress import log, run_logging
+from .recovery import resume_point, set_aside_damaged
 from .simulation import Simulation
 from .writers import OutputWriter
 
@@ -56,6 +58,15 @@ def check_new_target(path: Path, overwrite: bool, comm) -> None:
     on_root(comm, lambda: check_target(path, overwrite=overwrite))
 
 
+def check_size(problem: Any, comm, tokens: int | None = None) -> None:
+    """Refuse a run bigger than this node's available memory before anything is built (collective;
+    :mod:`meanfield.memory`).  ``tokens``: a particle run of that many tokens, else a PDE run."""
+    from ..memory import check_memory, problem_estimate, ranks_on_node
+
+    here = ranks_on_node(comm)
+    on_root(comm, lambda: check_memory(problem_estimate(problem, comm.size, tokens), here))
+
+
 def _segment(command: str, t_start: float, environment: dict[str, Any]) -> dict[str, Any]:
     return {"command": command, "started": environment["started"], "ranks": environment["ranks"],
             "host": environment["host"], "t_start": t_start}
@@ -81,7 +92,7 @@ def start_run(sim: Simulation, config: Config, path: Path, writers: WriterFactor
     comm = sim.comm
     environment = run_environment(comm)
     static = sim.static_arrays()
-    facts = {**(facts or {}), **sim.facts()}
+    facts = {**(facts or {}), **sim.facts(), "blas": blas_libraries()}  # the threads each BLAS really uses
     holder: list[tuple[RunDirectory, list[OutputWriter]]] = []
 
     def prepare() -> None:
@@ -108,7 +119,7 @@ def start_run(sim: Simulation, config: Config, path: Path, writers: WriterFactor
 
 def continue_run(sim: Simulation, config: Config, path: Path, checkpoint_header: dict[str, Any],
                  writers: WriterFactory, *, command: str = "resume", quiet: bool = False,
-                 note: dict[str, Any] | None = None) -> None:
+                 note: dict[str, Any] | None = None, rebuild_metadata: bool = False) -> None:
     """Continue a run from its checkpoint (collective); ``sim`` was built from ``config``.
 
     Parameters
@@ -119,38 +130,49 @@ def continue_run(sim: Simulation, config: Config, path: Path, checkpoint_header:
         Recorded in the run's list of segments (``"resume"``).
     note
         More facts for the segment's record (the new end time, overrides).
+    rebuild_metadata
+        The run's metadata.json is missing: write a new one (the run is recognised by its files).
     """
     comm = sim.comm
     environment = run_environment(comm)
     holder: list[tuple[RunDirectory, list[OutputWriter]]] = []
     state: list[Checkpoint] = []
 
-    def reopen() -> dict[str, Any]:
-        rundir = RunDirectory.open_existing(path)
+    def reopen() -> tuple[dict[str, Any], str | None]:
+        rundir = RunDirectory.open_existing(path, kind=sim.kind if rebuild_metadata else None)
         try:
-            checkpoint = Checkpoint.load(path)
+            point = resume_point(path, sim.kind, config.output_times())
+            checkpoint = point.checkpoint
+            if (checkpoint.t, checkpoint.next_output) != (checkpoint_header["t"], checkpoint_header["next_output"]):
+                raise CheckpointError(f"{path}: its checkpoint changed since the resume was planned; resume again")
             state.append(checkpoint)
+            recovery = point.note(path)
+            if recovery is not None:
+                recovery += set_aside_damaged(path)
             static = load_npz(path / layout.MESH) if (path / layout.MESH).is_file() else None
             outputs = writers(path, static)
             for writer in outputs:
                 writer.start(checkpoint.next_output)
             write_text(path / layout.CONFIG, config.to_toml())
-            segment = {**_segment(command, checkpoint.t, environment), **(note or {})}
+            segment = {**_segment(command, checkpoint.t, environment), **(note or {}), "blas": blas_libraries()}
+            if recovery is not None:
+                segment.update(resumed_from=point.source, recovery=recovery)
             segments = list(rundir.metadata.get("segments", [])) + [segment]
-            rundir.update_metadata(status="running", error=None, interrupted_by=None, segments=segments,
-                                   **{k: v for k, v in environment.items() if k != "started"})
+            rundir.update_metadata(name=config.name, status="running", error=None, interrupted_by=None,
+                                   segments=segments, **{k: v for k, v in environment.items() if k != "started"})
         except BaseException:
             rundir.close()
             raise
         holder.append((rundir, outputs))
-        return checkpoint.info
+        return checkpoint.info, recovery
 
-    info = on_root(comm, reopen)
+    info, recovery = on_root(comm, reopen)
     sim.restore(float(checkpoint_header["t"]), state[0].state if state else None, info)
-    _drive(sim, config, path, holder, int(checkpoint_header["next_output"]), quiet)
+    _drive(sim, config, path, holder, int(checkpoint_header["next_output"]), quiet, recovery)
 
 
-def _drive(sim: Simulation, config: Config, path: Path, holder: list, next_output: int, quiet: bool) -> None:
+def _drive(sim: Simulation, config: Config, path: Path, holder: list, next_output: int, quiet: bool,
+           warning: str | None = None) -> None:
     rundir, writers = holder[0] if holder else (None, [])
     problem_time = config.output_times()
     options = ControllerOptions(config.section("time")["wall_limit"],
@@ -159,6 +181,8 @@ def _drive(sim: Simulation, config: Config, path: Path, holder: list, next_outpu
         with run_logging(sim.comm, quiet, path / layout.LOG if sim.comm.rank == 0 else None):
             log.info("%s: %s; %d rank(s); t = %.6g -> %.6g", config.name, sim.describe(), sim.comm.size, sim.t,
                      problem_time[-1])
+            if warning is not None:
+                log.warning("%s", warning)
             Controller(sim, path, rundir, writers, problem_time, options).run(next_output)
     finally:
         if rundir is not None:

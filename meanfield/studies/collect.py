@@ -164,6 +164,18 @@ def _column_meaning(name: str) -> str:
     return {"kind": "pde or particles", "status": "the run's status"}.get(name, f"config value {name}")
 
 
+def check_table_output(out: str | Path, *, overwrite: bool = False) -> Path:
+    """Refuse a table file :func:`write_table` may not write (ConfigError naming ``-o``); nothing is written."""
+    out = Path(out)
+    if out.suffix not in FORMATS:
+        raise ConfigError(f"-o {out}: must end in {' or '.join(FORMATS)} (CSV table or netCDF Dataset)")
+    if out.exists() and not overwrite:
+        raise ConfigError(f"-o {out}: the file exists; pass --overwrite to replace it")
+    if not out.parent.is_dir():
+        raise ConfigError(f"-o {out}: the folder {out.parent} does not exist")
+    return out
+
+
 def write_table(table: pandas.DataFrame, out: str | Path, *, final: bool = False, overwrite: bool = False) -> Path:
     """Write a :func:`collect` table as CSV or netCDF, by the suffix of ``out`` (atomically).
 
@@ -172,11 +184,7 @@ def write_table(table: pandas.DataFrame, out: str | Path, *, final: bool = False
     ConfigError
         Another suffix, or an existing file without ``overwrite``.
     """
-    out = Path(out)
-    if out.suffix not in FORMATS:
-        raise ConfigError(f"-o {out}: must end in {' or '.join(FORMATS)} (CSV table or netCDF Dataset)")
-    if out.exists() and not overwrite:
-        raise ConfigError(f"-o {out}: the file exists; pass --overwrite to replace it")
+    out = check_table_output(out, overwrite=overwrite)
     if out.suffix == ".csv":
         write_text(out, table.to_csv(index=False))
         return out

@@ -32,7 +32,7 @@ from typing import Any
 
 from ..collective import is_collective, on_root
 from ..config import Config, ConfigError, load_config, parse_override
-from ..runner.checkpoint import Checkpoint, CheckpointError
+from ..runner.checkpoint import CheckpointError
 from ..runner.controller import RunInterrupted
 from ..runner.directory import (
     RunDirectoryError,
@@ -44,6 +44,8 @@ from ..runner.directory import (
     read_study_marker,
 )
 from ..runner.files import exclusive_lock, write_text
+from ..runner.recovery import resume_point
+from ..runner.session import check_size
 
 #: The ``kind`` of a sweep directory's study.json.
 KIND = "sweep"
@@ -275,8 +277,9 @@ def point_status(path: Path) -> str:
 
 def _resumable(path: Path) -> bool:
     try:
-        Checkpoint.load(path)
-    except CheckpointError:
+        kind = (read_metadata(path) or {}).get("kind", "pde")
+        resume_point(path, kind, load_config(path / "config.toml").output_times())
+    except (CheckpointError, ValueError, OSError):
         return False
     return True
 
@@ -382,6 +385,11 @@ def sweep(
     plan = on_root(comm, lambda: _plan(config, specs, seeds, particles, out, list(overrides or []), array_index))
     if dry_run:
         return SweepResult(plan.path, plan.points, on_root(comm, lambda: _statuses(plan)))
+    from ..problem import Problem
+
+    for point_config in plan.configs.values():  # a point bigger than the machine, before anything is written
+        problem = Problem(point_config)
+        check_size(problem, comm, problem.particles.n if particles else None)
     on_root(comm, lambda: prepare_study(plan.path, KIND, definition=plan.definition))
     ran: list[int] = []
     errors: dict[int, str] = {}

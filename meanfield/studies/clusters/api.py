@@ -78,18 +78,29 @@ def particle_fields(result: Any, bandwidth: float | None = None,
     return mesh, [(float(t), TokenField(mesh, x, bandwidth=bandwidth)) for t, x in zip(result.times, result.points)]
 
 
+def check_options(*, threshold: float | None = None, prominence: float = PROMINENCE,
+                  factors: Sequence[float] = FACTORS, bandwidth: float | None = None,
+                  resolution: int | None = None) -> None:
+    """Refuse analysis options out of range (ValueError naming the option), before any run is read."""
+    if not 0 <= prominence < 1:
+        raise ValueError(f"prominence: must be in [0, 1), got {prominence!r}")
+    if threshold is not None and not threshold > 0:
+        raise ValueError(f"threshold: must be > 0 (density units), got {threshold!r}")
+    if any(not f > 0 for f in factors):
+        raise ValueError(f"factors: must be > 0, got {list(factors)!r}")
+    if bandwidth is not None and not (np.isfinite(bandwidth) and bandwidth > 0):
+        raise ValueError(f"bandwidth: must be > 0 (radians), got {bandwidth!r}")
+    if resolution is not None and not (isinstance(resolution, (int, np.integer)) and 0 <= resolution):
+        raise ValueError(f"resolution: must be an integer >= 0 (S2: icosphere level, S1: cells), got {resolution!r}")
+
+
 def analyse_fields(fields: Iterable[tuple[float, Field]], sphere: str, *, threshold: float | None = None,
                    prominence: float = PROMINENCE, factors: Sequence[float] = FACTORS,
                    source: str = "") -> ClusterHistory:
     """Clusters of densities at successive times (any :class:`~.fields.Field`), tracked."""
-    if not 0 <= prominence < 1:
-        raise ValueError(f"prominence: must be in [0, 1), got {prominence!r}")
+    check_options(threshold=threshold, prominence=prominence, factors=factors)
     uniform = 1.0 / sphere_area(2 if sphere == "S1" else 3)
     threshold = uniform if threshold is None else float(threshold)
-    if not threshold > 0:
-        raise ValueError(f"threshold: must be > 0 (density units), got {threshold!r}")
-    if any(not f > 0 for f in factors):
-        raise ValueError(f"factors: must be > 0, got {list(factors)!r}")
     frames = [analyse_field(field, t, threshold, prominence) for t, field in fields]
     return build_history(frames, sphere, threshold, prominence, factors, source)
 
@@ -182,6 +193,8 @@ def cluster_study(run_dir: str | Path, *, out: str | Path | None = None, thresho
 
     Serial (call it on one rank).  Parameters as in :func:`analyse_run`.
     """
+    check_options(threshold=threshold, prominence=prominence, factors=factors, bandwidth=bandwidth,
+                  resolution=resolution)
     out = check_output_folder(Path(run_dir) / "clusters" if out is None else Path(out),
                               lambda name: name in (*FILES, PLOT_FILE), "cluster tables")
     history = analyse_run(run_dir, threshold=threshold, prominence=prominence, factors=factors,

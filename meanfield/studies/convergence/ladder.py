@@ -131,11 +131,16 @@ def level_config(problem: Problem, level: int, dt_ladder: bool) -> Config:
     return load_config(data, [override])
 
 
+def ladder_configs(problem: Problem, levels: list[int], dt_ladder: bool = False) -> list[Config]:
+    """The config of every level, each checked as ``meanfield run`` checks it (raises ValueError naming the field)."""
+    return [level_config(problem, level, dt_ladder) for level in levels]
+
+
 def run_ladder(problem: Problem, levels: list[int], out: Path, dt_ladder: bool = False, comm=None,
                quiet: bool = True, overwrite: bool = False) -> Ladder:
     """Run every level (each on all ranks of ``comm``) into ``out/level<L>`` and read the runs back."""
     from ...solver import run
 
-    runs = [run(level_config(problem, level, dt_ladder), out=Path(out) / f"level{level}", comm=comm, quiet=quiet,
-                overwrite=overwrite) for level in levels]
+    runs = [run(config, out=Path(out) / f"level{level}", comm=comm, quiet=quiet, overwrite=overwrite)
+            for level, config in zip(levels, ladder_configs(problem, levels, dt_ladder), strict=True)]
     return Ladder(problem, levels, runs, dt_ladder)

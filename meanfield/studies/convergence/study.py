@@ -8,9 +8,9 @@ from ...collective import on_root
 from ...config import Config
 from ...problem import Problem
 from ...runner.directory import prepare_study
-from ...runner.session import resolve_config
+from ...runner.session import check_size, resolve_config
 from .errors import Row, check_reference, error_rows
-from .ladder import ConvergenceError, run_ladder
+from .ladder import ConvergenceError, ladder_configs, run_ladder
 from .plots import plot
 from .table import write_csv
 
@@ -56,7 +56,12 @@ def convergence_study(
     comm = comm or MPI.COMM_WORLD
     problem = Problem(resolve_config(config, overrides, comm))
     out = Path(out)
-    on_root(comm, lambda: check_reference(problem, reference, dt_ladder), ConvergenceError)
+
+    def check_inputs() -> Config:  # everything a level would refuse, before the study directory is made
+        check_reference(problem, reference, dt_ladder)
+        return ladder_configs(problem, levels, dt_ladder)[-1]
+
+    check_size(Problem(on_root(comm, check_inputs, ConvergenceError)), comm)  # the finest level's size
     on_root(comm, lambda: prepare_study(out, "convergence", overwrite=overwrite))
     ladder = run_ladder(problem, levels, out, dt_ladder, comm, quiet, overwrite)
 

@@ -15,10 +15,20 @@
 from __future__ import annotations
 
 import csv
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
 from .events import ClusterHistory
+
+#: Names of the files a study writes (tables here, pictures in :mod:`.plots`).
+OWN_NAME = re.compile(r"(reference-beta[^/]+|hybrid)-(clusters|events|states)\.csv"
+                      r"|merge-table\.(csv|png)|clusters\.png")
+
+
+def owns(name: str) -> bool:
+    """True for a file name a long-time study writes (its folder may be rewritten only when it holds such files)."""
+    return OWN_NAME.fullmatch(name) is not None
 
 
 def _write(path: Path, header: Sequence[str], rows: Sequence[Sequence[object]]) -> Path:

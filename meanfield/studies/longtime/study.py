@@ -24,7 +24,8 @@ import numpy as np
 
 from ...atoms import Atoms
 from ...config import Config, load_config
-from ...runner.results import load_pde_run
+from ...runner.directory import check_output_folder
+from ...runner.results import load_pde_run, read_header
 from .events import DELTA, MIN_MASS, ClusterHistory, cluster_history
 from .tokens import ATOL, RTOL, SERIES_TOL, iterate_tokens, quantile_tokens
 
@@ -163,6 +164,30 @@ def beta_table(config: Config | str | Path | dict, betas: Sequence[float], **kwa
     return LongTimeStudy([beta_row(b, h) for b, h in histories.items()], histories)
 
 
+def check_study_inputs(cfg: Config, out: str | Path, betas: Sequence[float] | None, n: int, t_final: float | None,
+                       run: str | Path | None, delta: float) -> Path:
+    """Everything :func:`long_time_study` would refuse, before it computes or writes anything.
+
+    Returns the output folder (not created); raises ValueError naming the option.
+    """
+    from .files import owns
+
+    check_reference_config(cfg)
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 2:
+        raise ValueError(f"--n: the reference needs at least 2 tokens, got {n!r}")
+    for option, value in (("--t-final", t_final), ("--delta", delta)):
+        if value is not None and not (np.isfinite(value) and value > 0):
+            raise ValueError(f"{option}: must be a number > 0, got {value!r}")
+    if betas is not None and not all(np.isfinite(b) and b > 0 for b in betas):
+        raise ValueError(f"--betas: must be numbers > 0, got {list(betas)}")
+    if run is not None:
+        config, meta = read_header(Path(run))
+        if meta.get("kind") != "pde" or config.get("mesh", {}).get("sphere") != "S1":
+            raise ValueError(f"--run {run}: needs a PDE run on S1, got a {meta.get('kind')} run on "
+                             f"{config.get('mesh', {}).get('sphere')}")
+    return check_output_folder(out, owns, "long-time study files")
+
+
 def long_time_study(
     config: Config | str | Path | dict,
     out: str | Path,
@@ -186,7 +211,7 @@ def long_time_study(
     from .plots import history_figure, save, table_figure
 
     cfg = _config(config)
-    out = Path(out)
+    out = check_study_inputs(cfg, out, betas, n, t_final, run, delta)
     chosen = [cfg.model().beta] if betas is None else [float(b) for b in betas]
     study = beta_table(cfg, chosen, n=n, t_final=t_final, delta=delta, min_mass=min_mass)
     for b, h in study.histories.items():

@@ -30,7 +30,7 @@ from ...model import ModelError
 from ...problem import Problem
 from ...runner.directory import is_run, prepare_study
 from ...runner.results import RunResult, load_pde_run
-from ...runner.session import resolve_config
+from ...runner.session import check_size, resolve_config
 from ..clusters.compare import ClusterValidation
 from .compare import PDEReference
 
@@ -212,7 +212,12 @@ def validate(
 
     comm = comm or MPI.COMM_WORLD
     config = resolve_config(config, overrides, comm)
-    _check_inputs(Problem(config), ns, seeds)
+    problem = Problem(config)
+    _check_inputs(problem, ns, seeds)
+    check_size(problem, comm, max(ns))
+    refined = refined_overrides(problem)
+    if refine and pde is None and pde_fine is None and refined is not None:
+        check_size(Problem(load_config(config.data, refined)), comm)
     path = Path(out) if out is not None else config.output_dir().with_name(config.name + "-validation")
 
     def check_given_runs() -> None:

@@ -1,0 +1,151 @@
+"""The state a run resumes from: its checkpoint, else the newest intact state on disk.
+
+``checkpoint.npz`` is the state after the last output (or the last ``checkpoint_every``);
+:meth:`~meanfield.runner.checkpoint.Checkpoint.save` keeps the one before it as
+``checkpoint.previous.npz``.  When ``checkpoint.npz`` is missing or damaged (a disk fault, a
+file copied or edited by hand), :func:`resume_point` takes, in this order:
+
+1. ``checkpoint.previous.npz``, when it is intact: the exact state of an earlier moment;
+2. the newest intact snapshot whose arrays are a full state of the run (a finite-volume
+   density, a DG1 density with the mesh's vertex area elements, or a particle run's tokens;
+   not a hybrid run's, whose snapshots lack the atoms' id counter): the run continues from
+   that output as from a checkpoint written there.
+
+The outputs after the state used are written again when the run continues (they are cut back
+like after any resume).  :class:`ResumePoint` says which state was used and why, for the
+user and for metadata.json.  All functions are serial (rank 0).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from . import layout
+from .checkpoint import Checkpoint, CheckpointError
+from .files import load_npz
+
+
+@dataclass(frozen=True)
+class ResumePoint:
+    """Where a resume starts.
+
+    Attributes
+    ----------
+    checkpoint
+        The state (from a checkpoint file or rebuilt from a snapshot).
+    source
+        The file it was read from, relative to the run directory.
+    problem
+        What was wrong with ``checkpoint.npz`` (``None`` when it was used).
+    """
+
+    checkpoint: Checkpoint
+    source: str
+    problem: str | None = None
+
+    def note(self, path: Path) -> str | None:
+        """One line for the user: what was wrong and which state the run continues from; ``None`` if nothing was."""
+        if self.problem is None:
+            return None
+        c = self.checkpoint
+        return (f"{Path(path) / layout.CHECKPOINT}: {self.problem}; resuming from {self.source} at t = {c.t:.6g} "
+                f"(outputs from {c.next_output} on are written again)")
+
+
+def snapshot_state(kind: str, snapshot: dict[str, np.ndarray], mesh: dict[str, np.ndarray] | None) \
+        -> dict[str, np.ndarray] | None:
+    """The checkpoint state held by one snapshot's arrays, or ``None`` when they are not a full state."""
+    arrays = {k: v for k, v in snapshot.items() if k != "t"}
+    if kind == "particles" and set(arrays) == {"points"}:
+        return {"points": arrays["points"]}
+    if kind != "pde" or mesh is None:
+        return None
+    if set(arrays) == {"density"}:  # finite volumes: the state is the cell averages
+        return {"state": arrays["density"].reshape(-1, 1)}
+    if set(arrays) == {"density", "vertex_density"} and "vertex_jacobian" in mesh:  # DG1: m = density * J
+        return {"state": arrays["vertex_density"] * mesh["vertex_jacobian"]}
+    return None  # a hybrid run: its atoms' id counter is only in the checkpoint
+
+
+def _from_snapshots(path: Path, kind: str, output_times: np.ndarray) -> tuple[Checkpoint, str] | None:
+    """The newest intact snapshot that is a full state, as a checkpoint written after its output."""
+    try:
+        mesh = load_npz(path / layout.MESH) if (path / layout.MESH).is_file() else None
+    except ValueError:
+        mesh = None
+    files = layout.snapshot_files(path)
+    leading = [file for expected, (index, file) in enumerate(files) if index == expected]
+    for index in range(len(leading) - 1, -1, -1):
+        try:
+            snapshot = load_npz(leading[index])
+        except (OSError, ValueError):
+            continue
+        state = snapshot_state(kind, snapshot, mesh)
+        if state is None or index >= len(output_times):
+            return None  # the newest intact snapshot is not a full state: older ones are not either
+        checkpoint = Checkpoint(kind, float(snapshot["t"]), index + 1, np.asarray(output_times, float), state, {})
+        return checkpoint, str(leading[index].relative_to(path))
+    return None
+
+
+def resume_point(path: Path | str, kind: str, output_times: np.ndarray) -> ResumePoint:
+    """The state to resume the run in ``path`` from (module docstring).
+
+    Parameters
+    ----------
+    kind
+        ``"pde"`` or ``"particles"`` (metadata.json's, else the config's run kind).
+    output_times
+        The run's output times (its config's), used for a state rebuilt from a snapshot.
+
+    Raises
+    ------
+    CheckpointError
+        Nothing intact to resume from; the message says what is on disk.
+    """
+    path = Path(path)
+    try:
+        return ResumePoint(Checkpoint.load(path), layout.CHECKPOINT)
+    except CheckpointError:
+        problem = "damaged (not a readable checkpoint)" if (path / layout.CHECKPOINT).exists() else "missing"
+    try:
+        return ResumePoint(Checkpoint.load(path, layout.CHECKPOINT_PREVIOUS), layout.CHECKPOINT_PREVIOUS, problem)
+    except CheckpointError:
+        pass
+    found = _from_snapshots(path, kind, output_times)
+    if found is not None:
+        return ResumePoint(found[0], found[1], problem)
+    outputs = len(layout.snapshot_files(path))
+    if problem == "missing" and outputs == 0:
+        raise CheckpointError(f"{path / layout.CHECKPOINT}: no checkpoint (the run stopped before its first output)")
+    raise CheckpointError(f"{path / layout.CHECKPOINT}: {problem}, and neither {layout.CHECKPOINT_PREVIOUS} nor a "
+                          f"snapshot holds a full state of this run to resume from ({outputs} output(s) on disk, "
+                          "left as they are)")
+
+
+def set_aside_damaged(path: Path | str) -> str:
+    """Rename a damaged ``checkpoint.npz`` to ``checkpoint.npz.damaged`` (``.damaged.1``, ... if taken), so
+    that the next checkpoint does not replace it; returns a clause for the note ("" when none)."""
+    path = Path(path)
+    damaged = path / layout.CHECKPOINT
+    if not damaged.exists():
+        return ""
+    target, k = path / f"{layout.CHECKPOINT}.damaged", 0
+    while target.exists():
+        k += 1
+        target = path / f"{layout.CHECKPOINT}.damaged.{k}"
+    damaged.rename(target)
+    return f"; the damaged file is kept as {target.name}"
+
+
+def kind_from_files(path: Path | str) -> str:
+    """The kind of a run whose metadata.json is gone: its checkpoint's, else ``pde`` when it has a mesh.npz."""
+    for name in (layout.CHECKPOINT, layout.CHECKPOINT_PREVIOUS):
+        try:
+            return Checkpoint.load(Path(path), name).kind
+        except CheckpointError:
+            pass
+    return "pde" if (Path(path) / layout.MESH).is_file() else "particles"
