@@ -16,7 +16,7 @@ import meshio
 import numpy as np
 import pytest
 import xarray as xr
-from hybrid_runs import bumps, merging_atoms, mesh_of, on_circle, sphere_atoms, write_hybrid_run
+from helpers.hybrid_runs import bumps, merging_atoms, mesh_of, on_circle, sphere_atoms, write_hybrid_run
 from matplotlib.collections import PathCollection
 
 from meanfield.atoms import Atoms
@@ -348,8 +348,8 @@ def test_hybrid_run_through_load_run_clusters_and_plots(tmp_path):
 
 @pytest.mark.slow
 def test_hybrid_run_under_mpirun(tmp_path):
+    from helpers.mpi import MPIRUN, meanfield_job
     from mpi4py import MPI
-    from test_mpi_jobs import MPIRUN, meanfield_job
 
     if not MPIRUN.exists() or MPI.COMM_WORLD.size > 1:
         pytest.skip("needs the venv's mpirun and a serial pytest")

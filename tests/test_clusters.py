@@ -372,15 +372,15 @@ def test_analyse_fv_run_directory(tmp_path):
 
 
 @pytest.mark.parametrize("sphere, resolution", [("S1", 64), ("S2", 2)])
-def test_dg1_state_is_read_consistently(sphere, resolution):
+def test_dg1_state_is_read_consistently(tmp_path, sphere, resolution):
     """The DG1 vertex densities give back the run's cell averages and curved cell measures."""
-    from test_clusters_support import pde_result
+    from helpers.runs import pde_result
 
     initial = ({"kind": "vmf", "centers": [[1, 0], [0, 1]], "kappas": [4.0, 2.0]} if sphere == "S1"
                else {"kind": "vmf", "centers": [[0, 0, 1], [1, 0, 0]], "kappas": [4.0, 2.0]})
     config = {"mesh": {"sphere": sphere, "resolution": resolution}, "scheme": {"kind": "dg1"},
               "model": {"beta": 4.0}, "initial": initial, "time": {"t_final": 0.5}}
-    result = pde_result(config, [0.0, 0.5])
+    result = pde_result(config, [0.0, 0.5], tmp_path / "run")
     history = analyse_run(result)
     assert history.info["data"] == "dg1 state" and history.counts.tolist() == [2, 2]
     mesh = AnalysisMesh(circle(resolution) if sphere == "S1" else icosphere(resolution))

@@ -19,16 +19,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 import xarray as xr
+from helpers.mpi import MPIRUN, meanfield_job
 from mpi4py import MPI
 
 import meanfield
 from meanfield.config import load_config
 from meanfield.runner import layout
 
-MPIRUN = Path(sys.executable).parent / "mpirun"
 pytestmark = pytest.mark.skipif(not MPIRUN.exists() or MPI.COMM_WORLD.size > 1,
                                 reason="needs the venv's mpirun and a serial pytest")
-TIMEOUT = 180
 
 S1_CASE = """name = "case"
 [mesh]
@@ -48,14 +47,6 @@ dt = 0.05
 [output]
 xdmf = true
 """
-
-
-def meanfield_job(*args: str, ranks: int = 2, patch: str = "", timeout: float = TIMEOUT,
-                  cwd: Path | None = None) -> subprocess.CompletedProcess:
-    """``mpirun -n ranks meanfield args``, the CLI run through ``python -c`` after ``patch``."""
-    code = f"import sys\n{patch}\nfrom meanfield.cli import main\nsys.exit(main({list(args)!r}))\n"
-    return subprocess.run([str(MPIRUN), "-n", str(ranks), sys.executable, "-c", code], capture_output=True,
-                          text=True, timeout=timeout, cwd=cwd)
 
 
 def _case(tmp_path: Path, text: str = S1_CASE, name: str = "case.toml") -> Path:

@@ -15,7 +15,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from conftest import random_sphere_points
+from helpers.sphere import random_sphere_points
 from scipy.spatial.transform import Rotation
 
 from meanfield.initial import vmf_density
