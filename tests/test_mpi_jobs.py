@@ -12,22 +12,18 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 import xarray as xr
-from helpers.mpi import MPIRUN, meanfield_job
+from helpers.mpi import job_command, meanfield_job
 from mpi4py import MPI
 
 import meanfield
 from meanfield.config import load_config
 from meanfield.runner import layout
-
-pytestmark = pytest.mark.skipif(not MPIRUN.exists() or MPI.COMM_WORLD.size > 1,
-                                reason="needs the venv's mpirun and a serial pytest")
 
 S1_CASE = """name = "case"
 [mesh]
@@ -274,8 +270,7 @@ def test_interrupted_job_resumes_to_the_uninterrupted_result(tmp_path, case, how
     cfg = _case(tmp_path, text.replace("[output]", "[output]\ncheckpoint_every = 0.05"))
     out = tmp_path / "job"
     command = ["particles", str(cfg), "--n", "200"] if particles else ["run", str(cfg)]
-    code = f"import sys\nfrom meanfield.cli import main\nsys.exit(main({command + ['--out', str(out), '--quiet']!r}))\n"
-    proc = subprocess.Popen([str(MPIRUN), "-n", "2", sys.executable, "-c", code], stdout=subprocess.PIPE,
+    proc = subprocess.Popen(job_command(*command, "--out", str(out), "--quiet"), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         _wait_for_snapshots(out, 3 + int(time.time() * 1000) % 5, proc)
@@ -325,8 +320,7 @@ def test_killed_sweep_point_is_resumed_by_the_rerun(tmp_path):
     cfg = _case(tmp_path, text.replace("[output]", "[output]\ncheckpoint_every = 0.05"))
     out = tmp_path / "sweep"
     command = ["sweep", str(cfg), "--grid", "model.beta=1,4,9", "--out", str(out), "--quiet"]
-    code = f"import sys\nfrom meanfield.cli import main\nsys.exit(main({command!r}))\n"
-    proc = subprocess.Popen([str(MPIRUN), "-n", "2", sys.executable, "-c", code], stdout=subprocess.PIPE,
+    proc = subprocess.Popen(job_command(*command), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         _wait_for_snapshots(out / "1-beta=4", 4, proc)
