@@ -111,9 +111,9 @@ def test_lock_keeps_a_second_run_out(tmp_path):
     out = tmp_path / "run"
     _run(out)
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from meanfield.runner.directory import RunDirectory; "
-         f"r = RunDirectory.open_existing({str(out)!r}); print('locked', flush=True); time.sleep(60)"],
-        stdout=subprocess.PIPE, text=True)
+        [sys.executable, "-c", "import sys; from meanfield.runner.directory import RunDirectory; "
+         f"r = RunDirectory.open_existing({str(out)!r}); print('locked', flush=True); sys.stdin.read()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)  # holds the lock until killed
     try:
         assert holder.stdout.readline().strip() == "locked"
         with pytest.raises(RunLockedError, match="in progress"):

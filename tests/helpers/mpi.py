@@ -72,9 +72,20 @@ def mpirun() -> Path:
 
 def meanfield_job(*args: str, ranks: int = 2, patch: str = "", timeout: float = TIMEOUT,
                   cwd: Path | None = None) -> subprocess.CompletedProcess:
-    """``mpirun -n ranks meanfield args``, the CLI run through ``python -c`` after ``patch``."""
-    return subprocess.run(job_command(*args, ranks=ranks, patch=patch), capture_output=True, text=True,
-                          timeout=timeout, cwd=cwd)
+    """``mpirun -n ranks meanfield args``, the CLI run through ``python -c`` after ``patch``; a
+    job still running after ``timeout`` seconds is killed and fails the test with its output."""
+    import pytest
+
+    try:
+        return subprocess.run(job_command(*args, ranks=ranks, patch=patch), capture_output=True, text=True,
+                              timeout=timeout, cwd=cwd)
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"meanfield {' '.join(args)} on {ranks} ranks still running after {timeout} s\n"
+                    f"stdout:\n{_text(exc.stdout)}\nstderr:\n{_text(exc.stderr)}", pytrace=False)
+
+
+def _text(output: bytes | str | None) -> str:
+    return output.decode(errors="replace") if isinstance(output, bytes) else output or ""
 
 
 def job_command(*args: str, ranks: int = 2, patch: str = "") -> list[str]:
