@@ -146,7 +146,7 @@ def test_all_atom_state_is_the_weighted_particle_system(sphere, resolution, beta
 def test_atoms_move_with_the_field_of_the_whole_measure(scheme):
     config = _with(CASES[f"S1-{scheme}"], atoms={"initial": [[0.2, 1.0, 0.3], [0.1, -0.2, -1.0]]})
     sim = build_simulation(config)
-    sim.hybrid.rate(sim._stepped_state())
+    sim.hybrid.rate(sim.hybrid.join(sim.state, sim.atoms.positions))
     points, weights = sim.scheme.measure(sim.state)
     points, weights = np.concatenate(COMM.allgather(points)), np.concatenate(COMM.allgather(weights))
     evaluator = make_evaluator(load_config(config).model(), None, "direct")
