@@ -337,7 +337,6 @@ def _check_hybrid_run(path) -> None:
     assert {"density.png", "spacetime.png", "observables.png"} <= written
 
 
-@pytest.mark.slow
 def test_hybrid_run_through_load_run_clusters_and_plots(tmp_path):
     import meanfield
 

@@ -81,6 +81,7 @@ def test_resume_refuses_to_change_the_mesh_or_the_scheme(completed_run, setting)
     assert proc.stdout == "" and _tree(completed_run) == before
 
 
+@pytest.mark.slow
 def test_wall_limit_stops_with_exit_3_and_the_run_resumes_to_completion(tmp_path):
     """A wall limit of a microsecond: the run stops after its first step (a step and a
     checkpoint never fit), exit code 3; resumed with a larger limit, it ends where the

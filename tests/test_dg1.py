@@ -103,14 +103,14 @@ def _rotation_config(sphere: str, kind: str, t_final: float, initial: dict) -> d
 
 
 @pytest.mark.slow
-def test_rotation_orders_s2(tmp_path) -> None:
+@pytest.mark.parametrize("kind, bound", [("dg1", 1.8), ("fv", 0.8)])
+def test_rotation_orders_s2(tmp_path, kind, bound) -> None:
     """One revolution of a smooth bump, levels 3..5: DG1 (P2 cells) >= 1.8, FV >= 0.8 in L1."""
     initial = {"kind": "vmf", "centers": [[1.0, 0.0, 0.3]], "kappas": [1.0]}
-    for kind, bound in (("dg1", 1.8), ("fv", 0.8)):
-        config = load_config(_rotation_config("S2", kind, 2 * np.pi, initial))
-        rows = convergence_study(config, [3, 4, 5], tmp_path / kind, reference="exact")
-        orders = _orders(rows, "L1")
-        assert len(orders) == 2 and min(orders) >= bound, (kind, orders)
+    config = load_config(_rotation_config("S2", kind, 2 * np.pi, initial))
+    rows = convergence_study(config, [3, 4, 5], tmp_path, reference="exact")
+    orders = _orders(rows, "L1")
+    assert len(orders) == 2 and min(orders) >= bound, (kind, orders)
 
 
 def test_rotation_order_s1(tmp_path) -> None:
@@ -128,16 +128,14 @@ ATTENTION_CASES = [
     # (DG1 cell averages converge at first order while the displacement is below about one
     # cell: softmax on S^2 to t = 0.5 measured 1.86 on levels 2-4 and 1.41 on 3-5), and before
     # the clusters get unresolved.
-    ("S1", "softmax", [6, 7, 8], 3.0),
-    ("S1", "unnormalized", [6, 7, 8], 0.05),
-    ("S2", "softmax", [2, 3, 4], 3.0),
-    ("S2", "unnormalized", [3, 4, 5], 0.02),
+    pytest.param("S1", "softmax", [6, 7, 8], 3.0, id="S1-softmax"),
+    pytest.param("S1", "unnormalized", [6, 7, 8], 0.05, id="S1-unnormalized"),
+    pytest.param("S2", "softmax", [2, 3, 4], 3.0, id="S2-softmax", marks=pytest.mark.slow),
+    pytest.param("S2", "unnormalized", [3, 4, 5], 0.02, id="S2-unnormalized"),
 ]
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("sphere, attention, levels, t_final", ATTENTION_CASES,
-                         ids=[f"{c[0]}-{c[1]}" for c in ATTENTION_CASES])
+@pytest.mark.parametrize("sphere, attention, levels, t_final", ATTENTION_CASES)
 def test_attention_self_convergence(tmp_path, sphere, attention, levels, t_final) -> None:
     """beta = 4, smooth data: the Richardson order of DG1 in L1 is >= 1.7."""
     config = {"name": "att", "mesh": {"sphere": sphere}, "model": {"attention": attention, "beta": 4.0},
@@ -175,7 +173,6 @@ def test_near_delta_transport(comm, limiter) -> None:
         assert lowest < -1e-3
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("limiter", [True, False], ids=["limiter", "no-limiter"])
 def test_clustering_to_late_times(tmp_path, limiter) -> None:
     """S^1 softmax, beta = 9, until the clusters are near-deltas: >= 0 only with the limiter."""

@@ -130,6 +130,7 @@ def test_a_file_that_is_not_a_mesh_under_mpirun(tmp_path, suffix, content):
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.slow
 def test_config_readable_on_rank_0_only(tmp_path):
     """Rank 0 reads and checks the config and broadcasts it: a file other ranks cannot read runs."""
     cfg = _case(tmp_path)
@@ -161,6 +162,7 @@ def test_one_rank_raising_mid_run_ends_the_job(tmp_path):
     assert len(meanfield.load_run(tmp_path / "o").times) >= 1
 
 
+@pytest.mark.slow
 def test_a_write_error_on_rank_0_fails_the_run_cleanly(tmp_path):
     """ENOSPC while rank 0 writes output 2 (ParaView files on): every rank stops, exit 1, one
     message, status failed with the error, earlier outputs readable."""
