@@ -175,7 +175,7 @@ def test_a_write_error_on_rank_0_fails_the_run_cleanly(tmp_path):
              "        if calls[0] == 3: raise OSError(28, 'No space left on device')\n"
              "        return real(path, **arrays)\n"
              "    w.save_npz = save_npz\n")
-    proc = meanfield_job("run", str(cfg), "--out", str(tmp_path / "o"), "--quiet", patch=patch, timeout=60)
+    proc = meanfield_job("run", str(cfg), "--out", str(tmp_path / "o"), "--quiet", patch=patch)
     assert proc.returncode == 1, proc.stderr
     assert proc.stderr.count("No space left on device") == 1, proc.stderr
     meta = _status(tmp_path / "o")
@@ -236,7 +236,8 @@ def _kill_everything_of(marker: str) -> None:
     closes its files, so the pids are followed until they are zombies or reaped: only then are
     their run-directory locks free."""
     killed: set[int] = set()
-    for _ in range(400):
+    deadline = time.monotonic() + TIMEOUT
+    while time.monotonic() < deadline:
         alive = _live_processes_of(marker)
         killed.update(alive)
         if not alive and all(_gone(pid) for pid in killed):
@@ -247,7 +248,18 @@ def _kill_everything_of(marker: str) -> None:
             except ProcessLookupError:
                 pass
         time.sleep(0.05)
-    raise AssertionError(f"processes of {marker} survive SIGKILL")
+    raise AssertionError(f"processes of {marker} survive SIGKILL for {TIMEOUT} s")
+
+
+def _ended(proc: subprocess.Popen) -> tuple[str, str]:
+    """The output of a job told to stop; one still running after TIMEOUT seconds is killed and
+    fails the test with its output."""
+    try:
+        return proc.communicate(timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        pytest.fail(f"the job did not stop within {TIMEOUT} s\nstdout:\n{out}\nstderr:\n{err}", pytrace=False)
 
 
 def _wait_for_snapshots(run: Path, count: int, proc: subprocess.Popen, limit: float = TIMEOUT) -> None:
@@ -300,7 +312,7 @@ def test_interrupted_job_resumes_to_the_uninterrupted_result(tmp_path, case, how
             _kill_everything_of(str(out))
         else:
             os.killpg(proc.pid, signal.SIGTERM)
-        _, err = proc.communicate(timeout=60)
+        _, err = _ended(proc)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -347,7 +359,7 @@ def test_killed_sweep_point_is_resumed_by_the_rerun(tmp_path):
     try:
         _wait_for_snapshots(out / "1-beta=4", 4, proc)
         _kill_everything_of(str(out))
-        proc.communicate(timeout=60)
+        _ended(proc)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
