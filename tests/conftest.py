@@ -33,12 +33,6 @@ def parallel_comm():
     return MPI.COMM_WORLD
 
 
-def random_sphere_points(rng: np.random.Generator, n: int, d: int) -> np.ndarray:
-    """n points uniform on S^{d-1}."""
-    x = rng.standard_normal((n, d))
-    return x / np.linalg.norm(x, axis=1)[:, None]
-
-
 @pytest.fixture
 def tmp_path(request, tmp_path_factory):
     """One temporary folder per test shared by all MPI ranks: rank 0 makes it (under its own

@@ -1,7 +1,7 @@
 """Atoms (issue 12) in everything a run stores and reports: snapshots -> load_run, run.nc (CF
 contiguous ragged array), ParaView point files, the cluster analysis and the plots.
 
-The runs here are hand-made (tests/hybrid_runs.py) and written through the real output
+The runs here are hand-made (tests/helpers/hybrid_runs.py) and written through the real output
 writers: atoms appear (capture), move and merge, and every reader must give back exactly the
 atoms that were written; known answers for the cluster analysis are the scripted captures and
 merge, and that the clusters' masses add up to the total mass of density and atoms.
@@ -16,7 +16,7 @@ import meshio
 import numpy as np
 import pytest
 import xarray as xr
-from hybrid_runs import bumps, merging_atoms, mesh_of, on_circle, sphere_atoms, write_hybrid_run
+from helpers.hybrid_runs import bumps, merging_atoms, mesh_of, on_circle, sphere_atoms, write_hybrid_run
 from matplotlib.collections import PathCollection
 
 from meanfield.atoms import Atoms
@@ -337,7 +337,6 @@ def _check_hybrid_run(path) -> None:
     assert {"density.png", "spacetime.png", "observables.png"} <= written
 
 
-@pytest.mark.slow
 def test_hybrid_run_through_load_run_clusters_and_plots(tmp_path):
     import meanfield
 
@@ -348,11 +347,8 @@ def test_hybrid_run_through_load_run_clusters_and_plots(tmp_path):
 
 @pytest.mark.slow
 def test_hybrid_run_under_mpirun(tmp_path):
-    from mpi4py import MPI
-    from test_mpi_jobs import MPIRUN, meanfield_job
+    from helpers.mpi import meanfield_job
 
-    if not MPIRUN.exists() or MPI.COMM_WORLD.size > 1:
-        pytest.skip("needs the venv's mpirun and a serial pytest")
     (tmp_path / "case.toml").write_text(HYBRID_CASE)
     jobs = [("run", str(tmp_path / "case.toml"), "--out", str(tmp_path / "run"), "--quiet"),
             ("clusters", str(tmp_path / "run"), "--out", str(tmp_path / "c")),

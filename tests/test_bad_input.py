@@ -10,26 +10,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers.cli import S1, S2, refused
 from mpi4py import MPI
 
 import meanfield
 from meanfield.cli import main
 from meanfield.mesh import circle, icosphere, write_mesh_file
-
-S2 = 'name = "x"\n[mesh]\nsphere = "S2"\nresolution = 1\n[time]\nt_final = 0.2\noutputs = 1\n'
-S1 = 'name = "x"\n[mesh]\nsphere = "S1"\nresolution = 32\n[time]\nt_final = 0.2\noutputs = 1\n'
-
-
-def _refused(tmp_path: Path, capsys, text: str, field: str, *extra: str, command: str = "run") -> None:
-    cfg = tmp_path / "case.toml"
-    cfg.write_text(text)
-    out = tmp_path / "out"
-    args = [command, str(cfg), "--out", str(out), "--quiet", *extra]
-    assert main(args) == 2
-    captured = capsys.readouterr()
-    lines = captured.err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: ") and field in lines[0], captured.err
-    assert captured.out == "" and not out.exists()
 
 
 @pytest.mark.parametrize("text, field", [
@@ -45,14 +31,14 @@ def _refused(tmp_path: Path, capsys, text: str, field: str, *extra: str, command
     (S2 + "[model]\nbetta = 2\n", "model.betta: unknown key (did you mean 'beta'?)"),
 ], ids=["dt", "particles-dt", "outputs", "beta", "axis", "weight", "name-dots", "name-absolute", "typo"])
 def test_config_cases(tmp_path, capsys, text, field):
-    _refused(tmp_path, capsys, text, field)
+    refused(tmp_path, capsys, text, field)
 
 
 @pytest.mark.parametrize("expression", ["1/0", "e**1000", "9**9**9**9", "log(0*x)", "maximum(x)", "sqrt(x, y)"])
 def test_expressions_that_cannot_be_a_density(tmp_path, capsys, expression):
     text = S2 + f'[initial]\nkind = "expression"\nexpression = "{expression}"\n'
     field = "initial.expression" if expression in ("maximum(x)", "sqrt(x, y)") else "initial: density is"
-    _refused(tmp_path, capsys, text, field)
+    refused(tmp_path, capsys, text, field)
 
 
 def test_a_huge_constant_density_is_just_uniform(tmp_path):
@@ -90,7 +76,7 @@ def test_meshes_that_are_not_one_closed_sphere(tmp_path, capsys, case):
     }[case]
     if case == "double cover":  # a second copy of every vertex: two whole spheres on top of each other
         points = np.vstack([m.points, m.points])
-    _refused(tmp_path, capsys, _mesh_case(tmp_path, "bad.vtu", points, cells), "mesh.file")
+    refused(tmp_path, capsys, _mesh_case(tmp_path, "bad.vtu", points, cells), "mesh.file")
 
 
 @pytest.mark.parametrize("suffix, content", [
@@ -100,7 +86,7 @@ def test_meshes_that_are_not_one_closed_sphere(tmp_path, capsys, case):
 def test_files_that_are_not_meshes(tmp_path, capsys, suffix, content):
     (tmp_path / f"bad{suffix}").write_text(content)
     text = f'name = "x"\n[mesh]\nfile = "bad{suffix}"\n[time]\nt_final = 0.2\noutputs = 1\n'
-    _refused(tmp_path, capsys, text, "mesh.file")
+    refused(tmp_path, capsys, text, "mesh.file")
 
 
 def test_validate_against_a_pde_run_of_another_problem(tmp_path, capsys):
@@ -112,7 +98,7 @@ def test_validate_against_a_pde_run_of_another_problem(tmp_path, capsys):
                          ('[initial]\nkind = "uniform"\n', "the initial density"),
                          (None, "mesh.sphere")]:
         text = S2 if change is None else S1 + change
-        _refused(tmp_path, capsys, text, f"--pde {pde}: the run differs from the config in {what}", "--n", "10,20",
+        refused(tmp_path, capsys, text, f"--pde {pde}: the run differs from the config in {what}", "--n", "10,20",
                  "--seeds", "1", "--pde", str(pde), command="validate")
     (tmp_path / "case.toml").write_text(S1 + "[model]\nbeta = 9.0\n")
     assert main(["validate", str(tmp_path / "case.toml"), "--n", "10,20", "--seeds", "1", "--pde", str(pde),

@@ -30,7 +30,7 @@ from meanfield.studies.clusters.fields import CellAverages, DG1Data
 from meanfield.studies.clusters.files import write_history
 from meanfield.studies.clusters.frame import analyse_field
 from meanfield.studies.clusters.particles import TokenField
-from meanfield.studies.clusters.plots import plot_history
+from meanfield.studies.clusters.plots import history_figure, plot_history
 
 U1, U2 = 1.0 / (2.0 * np.pi), 1.0 / (4.0 * np.pi)
 
@@ -327,6 +327,15 @@ def test_compare_frames_matches_by_position():
     assert c.position[0] == pytest.approx(0.01, abs=1e-3) and c.mass[0] == pytest.approx(-0.1, abs=1e-3)
 
 
+def _png_size(path) -> tuple[int, int]:
+    """(width, height) of a PNG image from its header."""
+    import struct
+
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR", path
+    return struct.unpack(">II", data[16:24])
+
+
 def test_files_plot_and_summary(tmp_path):
     import matplotlib
 
@@ -344,7 +353,11 @@ def test_files_plot_and_summary(tmp_path):
     with open(paths[2]) as fh:
         crossings = list(csv.DictReader(fh))
     assert {c["id"] for c in crossings} == {"max", "0", "1"} and len(crossings) == 3 * 5
-    assert (tmp_path / "clusters.png").stat().st_size > 10_000
+    assert _png_size(tmp_path / "clusters.png") == (1500, 420)  # figsize (15, 4.2) at dpi 100
+    count, paths_ax, heights = history_figure(history).axes
+    assert count.get_xscale() == "log" and heights.get_yscale() == "log" and paths_ax.get_ylim() == (-np.pi, np.pi)
+    assert [ax.get_ylabel() for ax in (count, paths_ax, heights)] == ["clusters", "theta (rad)", "height / uniform"]
+    assert len(paths_ax.get_lines()) == 2 and len(heights.get_lines()) == 3  # two tracks; and the global max
     assert matplotlib.get_backend() == backend and ("matplotlib.pyplot" in sys.modules) == pyplot_loaded
     assert "t        clusters" in format_summary(history)
 
@@ -372,15 +385,15 @@ def test_analyse_fv_run_directory(tmp_path):
 
 
 @pytest.mark.parametrize("sphere, resolution", [("S1", 64), ("S2", 2)])
-def test_dg1_state_is_read_consistently(sphere, resolution):
+def test_dg1_state_is_read_consistently(tmp_path, sphere, resolution):
     """The DG1 vertex densities give back the run's cell averages and curved cell measures."""
-    from test_clusters_support import pde_result
+    from helpers.runs import pde_result
 
     initial = ({"kind": "vmf", "centers": [[1, 0], [0, 1]], "kappas": [4.0, 2.0]} if sphere == "S1"
                else {"kind": "vmf", "centers": [[0, 0, 1], [1, 0, 0]], "kappas": [4.0, 2.0]})
     config = {"mesh": {"sphere": sphere, "resolution": resolution}, "scheme": {"kind": "dg1"},
               "model": {"beta": 4.0}, "initial": initial, "time": {"t_final": 0.5}}
-    result = pde_result(config, [0.0, 0.5])
+    result = pde_result(config, [0.0, 0.5], tmp_path / "run")
     history = analyse_run(result)
     assert history.info["data"] == "dg1 state" and history.counts.tolist() == [2, 2]
     mesh = AnalysisMesh(circle(resolution) if sphere == "S1" else icosphere(resolution))

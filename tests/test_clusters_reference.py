@@ -85,14 +85,14 @@ def test_fourier_field_peaks_and_basins():
     assert frame.masses.sum() == pytest.approx(1.0, abs=1e-12)
 
 
-def test_dg1_clusters_against_the_reference():
+def test_dg1_clusters_against_the_reference(tmp_path):
     """Issue 11's check, small: DG1 (512 cells) vs the spectral reference, beta = 9, three modes, t <= 6.
 
     Measured at 256 / 512 / 1024 cells: positions 9e-4 / 1.4e-4 / 1.5e-5 rad, masses 7.7e-5 /
     2.5e-5 / 7.8e-6 (2.7e-3 / 1.5e-3 / 8e-4 with region ends on cell vertices), peak heights
     5e-4 / 5e-5 / 7e-6 relative, crossing times (2x-5x) 1e-4 / 2e-5 / 1.6e-5 relative.
     """
-    from test_clusters_support import pde_result
+    from helpers.runs import pde_result
 
     from meanfield.config import load_config
 
@@ -102,7 +102,7 @@ def test_dg1_clusters_against_the_reference():
                           "time": {"t_final": 6.0}})
     ref = reference_history(solve_circle(config.initial_density(), 9.0, np.round(np.arange(0, 6.0001, 0.125), 10),
                                          modes=2048))
-    pde = analyse_run(pde_result(config, np.arange(0, 6.0001, 0.25)))
+    pde = analyse_run(pde_result(config, np.arange(0, 6.0001, 0.25), tmp_path / "run"))
     assert pde.counts[0] == 3 and pde.counts[-1] == 5 and [e.kind for e in pde.events] == ["birth", "birth"]
     comparisons = compare_histories(pde, ref)
     assert len(comparisons) == 25 and all(c.unmatched == 0 for c in comparisons)

@@ -6,67 +6,17 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
-from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
-from mpi4py import MPI
+from helpers.toy import Decay, config, writers
 
-from meanfield.config import load_config
 from meanfield.runner import layout
 from meanfield.runner.checkpoint import Checkpoint
 from meanfield.runner.controller import WALL_LIMIT_EXIT, RunInterrupted, StepCollapseError
 from meanfield.runner.files import read_csv_columns
 from meanfield.runner.results import load_run
 from meanfield.runner.session import continue_run, start_run
-from meanfield.runner.simulation import Simulation
-from meanfield.runner.writers import ObservablesWriter, SnapshotWriter
-
-
-class Decay(Simulation):
-    """x' = -x with forward Euler at dt = min(0.01, t_end - t): a deterministic toy."""
-
-    kind = "particles"  # read back like a particle run: snapshots hold "points"
-
-    def __init__(self, dt: float = 0.01, on_step=None) -> None:
-        self.comm, self.t, self.x, self.dt, self.steps = MPI.COMM_SELF, 0.0, np.array([1.0, 2.0]), dt, 0
-        self.on_step = on_step
-
-    def step(self, t_end: float) -> float:
-        dt = min(self.dt, t_end - self.t)
-        self.x = self.x - dt * self.x
-        self.t = t_end if t_end - (self.t + dt) < 1e-12 else self.t + dt
-        self.steps += 1
-        if self.on_step is not None:
-            self.on_step(self)
-        return dt
-
-    def observables(self) -> dict[str, float]:
-        return {"mass": float(self.x.sum()), "energy": 0.0, "order": 0.0, "x0": float(self.x[0])}
-
-    def snapshot(self) -> dict[str, np.ndarray]:
-        return {"points": self.x[None, :].copy()}
-
-    def checkpoint_state(self) -> dict[str, np.ndarray]:
-        return {"x": self.x.copy()}
-
-    def restore(self, t: float, state: dict[str, np.ndarray] | None, info: dict[str, Any]) -> None:
-        assert state is not None
-        self.t, self.x, self.steps = t, state["x"].copy(), info["step"]["steps"]
-
-    def step_info(self) -> dict[str, Any]:
-        return {"steps": self.steps}
-
-
-def writers(path: Path, static) -> list:
-    return [ObservablesWriter(path), SnapshotWriter(path)]
-
-
-def config(checkpoint_every: float = 600.0, **time) -> Any:
-    return load_config({"name": "toy", "mesh": {"sphere": "S1"}, "time": {"t_final": 1.0, "outputs": 4, **time},
-                        "output": {"checkpoint_every": checkpoint_every}})
 
 
 def test_outputs_observables_and_checkpoint(tmp_path):
@@ -107,25 +57,50 @@ def test_signal_checkpoints_and_resume_equals_uninterrupted(tmp_path, signum, at
     assert np.array_equal(a.observables["x0"], ref.observables["x0"])
 
 
+def _step_clock(sim: Decay, seconds: float = 0.02):
+    """A wall clock that moves by ``seconds`` per step of ``sim`` and stands still otherwise."""
+    return lambda: seconds * sim.steps
+
+
 def test_wall_limit_stops_with_a_checkpoint(tmp_path):
-    slow = Decay(on_step=lambda sim: time.sleep(0.02))
+    """Steps of 0.02 s (a clock driven by the steps), wall_limit 0.5 s: the run stops after the
+    step where one more step (1.5 x the slowest) would end past the limit, 0.02 k + 0.03 > 0.5,
+    i.e. after step 24, and resumes to the uninterrupted run."""
+    start_run(Decay(), config(), tmp_path / "ref", writers, quiet=True)
+    toy = Decay()
     with pytest.raises(RunInterrupted) as info:
-        start_run(slow, config(wall_limit=0.5), tmp_path / "a", writers, quiet=True)
+        start_run(toy, config(wall_limit=0.5), tmp_path / "a", writers, quiet=True, clock=_step_clock(toy))
     assert info.value.reason == "wall_limit" and info.value.exit_code == WALL_LIMIT_EXIT
     ckpt = Checkpoint.load(tmp_path / "a")
-    assert 0 < ckpt.t < 1.0 and ckpt.t == info.value.t
+    assert ckpt.info["step"]["steps"] == 24 and ckpt.t == info.value.t and abs(ckpt.t - 0.24) < 1e-12
+    meta = json.loads((tmp_path / "a" / layout.METADATA).read_text())
+    assert meta["status"] == "interrupted" and meta["interrupted_by"] == "wall_limit"
+    continue_run(Decay(), config(), tmp_path / "a", {"t": ckpt.t, "next_output": ckpt.next_output}, writers,
+                 quiet=True)
+    a, ref = load_run(tmp_path / "a"), load_run(tmp_path / "ref")
+    assert np.array_equal(a.times, ref.times) and np.array_equal(a.points, ref.points)
 
 
 def test_checkpoint_every_writes_between_outputs(tmp_path):
-    seen: list[float] = []
+    """checkpoint_every 0.05 s with steps of 0.02 s (a clock driven by the steps): a checkpoint
+    every third step counted from the last one, besides those after the outputs."""
+    seen: list[int] = []
 
     def on_step(sim: Decay) -> None:
         if (tmp_path / "a" / layout.CHECKPOINT).exists():
-            seen.append(Checkpoint.load(tmp_path / "a").t)
+            seen.append(Checkpoint.load(tmp_path / "a").info["step"]["steps"])
 
-    start_run(Decay(on_step=on_step), config(checkpoint_every=1e-9), tmp_path / "a", writers, quiet=True)
-    inner = {round(t, 9) for t in seen} - {0.0, 0.25, 0.5, 0.75, 1.0}
-    assert len(inner) > 50  # a checkpoint after (nearly) every step, not only at the outputs
+    toy = Decay(on_step=on_step)
+    start_run(toy, config(checkpoint_every=0.05), tmp_path / "a", writers, quiet=True, clock=_step_clock(toy))
+    expected, last = [], 0
+    for step in range(1, 101):
+        if step - last >= 3:
+            expected.append(step)
+            last = step
+        if step % 25 == 0:
+            last = step  # the output's checkpoint
+    inner = sorted(set(seen) - {0, 25, 50, 75, 100})
+    assert inner == [s for s in expected if s % 25], inner
 
 
 def test_collapsed_step_fails_the_run(tmp_path):

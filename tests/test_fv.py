@@ -132,6 +132,7 @@ def test_linear_growth_rates(sphere, resolution, degrees, method, beta, attentio
         assert abs(measured / expected - 1) < 0.03, (l, measured, expected)
 
 
+@pytest.mark.slow
 def test_fast_and_direct_runs_agree():
     """A whole PDE run with the fast evaluator matches the direct one to 1e-8 in density."""
     states = []

@@ -14,11 +14,11 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import random_sphere_points
+from helpers.cli import S1, refused
+from helpers.sphere import random_sphere_points
+from helpers.toy import Decay, config, writers
 from mpi4py import MPI
 from scipy.linalg import expm
-from test_bad_input import S1, _refused
-from test_controller import Decay, config, writers
 
 import meanfield
 from meanfield.config import ConfigError, load_config
@@ -183,7 +183,7 @@ def test_bad_models_name_the_field(model, field):
 ], ids=["W-shape", "activation", "t_end-order", "layer-key", "t_end-short", "layer-beta", "rotation", "weight"])
 def test_cli_refuses_bad_layers(tmp_path, capsys, text, field):
     """One line naming the field, exit 2, nothing written."""
-    _refused(tmp_path, capsys, S1 + text, field)
+    refused(tmp_path, capsys, S1 + text, field)
 
 
 def test_set_starts_an_unset_block():
@@ -445,7 +445,7 @@ def test_validation_runs_on_a_layered_model_and_checks_the_schedule(tmp_path):
         check_pde_run(load_config(case(resolution=32, model=other, t_final=0.6, outputs=2)), pde, "--pde")
 
 
-def test_resume_beyond_the_last_layer_is_refused(tmp_path):
+def test_resume_beyond_the_last_layer_isrefused(tmp_path):
     model = {**ATTENTION_FFN, "layers": [{"t_end": 0.2}, {"t_end": 0.4, **SECOND}]}
     meanfield.run(case(resolution=32, model=model, t_final=0.4, outputs=1), out=tmp_path / "a", comm=MPI.COMM_SELF,
                   quiet=True)

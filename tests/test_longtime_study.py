@@ -32,6 +32,7 @@ def test_reference_history_conserves_mass_and_merges():
     assert h.masses[-1].sum() + h.stray[-1] == pytest.approx(1.0, abs=1e-14)
 
 
+@pytest.mark.slow
 def test_study_writes_tables_and_plots(tmp_path):
     study = long_time_study(CONFIG, tmp_path, betas=[4.0, 5.0], n=256)
     names = {p.name for p in study.files}
@@ -48,7 +49,6 @@ def test_cli_rejects_s2_config(tmp_path, capsys):
     assert "mesh.sphere" in capsys.readouterr().err
 
 
-@pytest.mark.slow
 def test_run_history_of_a_hybrid_run_matches_the_lagrangian_merge(tmp_path):
     """Two initial atoms (0.3 rad apart) over a light uniform density: the hybrid run's merge
     time (from its snapshots) against the same measure moved as weighted tokens."""

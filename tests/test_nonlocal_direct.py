@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from conftest import random_sphere_points
+from helpers.sphere import random_sphere_points
 
 from meanfield.model import AttentionModel
 from meanfield.nonlocal_field import DirectEvaluator, direct_sums

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import random_sphere_points
+from helpers.sphere import random_sphere_points
 from scipy.spatial.transform import Rotation
 from scipy.special import eval_legendre, sph_harm_y
 

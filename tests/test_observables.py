@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import random_sphere_points
+from helpers.sphere import random_sphere_points
 
 from meanfield.model import AttentionModel, Head
 from meanfield.nonlocal_field import make_evaluator

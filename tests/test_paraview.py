@@ -28,7 +28,8 @@ import h5py
 import numpy as np
 import pytest
 import xarray as xr
-from hybrid_runs import mesh_of, sphere_atoms, write_hybrid_run
+from helpers.hybrid_runs import mesh_of, sphere_atoms, write_hybrid_run
+from helpers.mpi import mpirun
 
 import meanfield
 from meanfield.runner import layout
@@ -36,7 +37,6 @@ from meanfield.runner.results import load_run
 
 PVBATCH = shutil.which("pvbatch")
 XVFB_RUN = shutil.which("xvfb-run")
-MPIRUN = Path(sys.executable).parent / "mpirun"
 needs_pvbatch = pytest.mark.skipif(
     PVBATCH is None, reason="ParaView's pvbatch is not installed (apt-get install paraview python3-paraview): "
                             "the files are not opened with ParaView's own reader")
@@ -261,15 +261,11 @@ def test_paraview_default_reader_opens_the_density(runs, case, name, tmp_path):
 
 
 @needs_pvbatch
-@pytest.mark.skipif(not MPIRUN.exists(), reason="needs the venv's mpirun")
 def test_paraview_opens_what_two_ranks_wrote(tmp_path):
-    from mpi4py import MPI
-
-    if MPI.COMM_WORLD.size > 1:
-        pytest.skip("starts its own mpirun: runs in the serial suite")
+    launcher = mpirun()
     (tmp_path / "case.toml").write_text('name = "pv"\n[mesh]\nsphere = "S2"\nresolution = 2\n[scheme]\n'
                                         'kind = "dg1"\n[time]\nt_final = 0.2\noutputs = 4\n')
-    done = subprocess.run([str(MPIRUN), "-n", "2", sys.executable, "-m", "meanfield.cli", "run",
+    done = subprocess.run([str(launcher), "-n", "2", sys.executable, "-m", "meanfield.cli", "run",
                            str(tmp_path / "case.toml"), "--out", str(tmp_path / "r"), "--quiet"],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr

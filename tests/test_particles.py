@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import random_sphere_points
+from helpers.sphere import random_sphere_points
 from scipy import integrate, stats
 
 from meanfield.config import ConfigError, load_config

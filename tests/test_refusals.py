@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers.mpi import mpirun
 
 REPO = Path(__file__).resolve().parents[1]
 TIMEOUT = 120
@@ -33,15 +34,12 @@ CONFIGS = {
 }
 
 
-MPIRUN = Path(sys.executable).parent / "mpirun"
-
-
 def cli(args: list[str], cwd: Path, ranks: int = 1) -> subprocess.CompletedProcess:
     """``meanfield ARGS`` in a fresh process in ``cwd`` (under ``mpirun -n ranks`` when ranks > 1), importing
     this checkout."""
     environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
     environment.pop("MEANFIELD_MEMORY_CHECK", None)
-    launcher = [str(MPIRUN), "-n", str(ranks)] if ranks > 1 else []
+    launcher = [str(mpirun()), "-n", str(ranks)] if ranks > 1 else []
     return subprocess.run([*launcher, sys.executable, "-m", "meanfield.cli", *args], cwd=cwd, capture_output=True,
                           text=True, timeout=TIMEOUT, env=environment)
 

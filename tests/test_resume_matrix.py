@@ -12,8 +12,6 @@ checkpoint has to carry the step plan, the layer and the atoms.
 
 from __future__ import annotations
 
-import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -22,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers.mpi import mpirun
 from mpi4py import MPI
 
 import meanfield
@@ -151,27 +150,13 @@ controller.Controller._step = _stop_after
 """
 
 
-def find_mpirun() -> str:
-    """``MEANFIELD_MPIRUN``, else the mpirun next to this Python, else the one on PATH."""
-    override = os.environ.get("MEANFIELD_MPIRUN")
-    if override:
-        return override
-    beside = Path(sys.executable).parent / "mpirun"
-    if beside.exists():
-        return str(beside)
-    found = shutil.which("mpirun")
-    if found is None:
-        pytest.fail("no mpirun: set MEANFIELD_MPIRUN or install MPI into this environment", pytrace=False)
-    return found
-
-
 def cli(args: list[str], ranks: int, stop_after: int | None = None) -> subprocess.CompletedProcess:
     """``meanfield args`` in a fresh process (under ``mpirun -n ranks`` for ranks > 1)."""
     patch = STOP_AFTER.format(steps=stop_after) if stop_after is not None else ""
     code = f"import sys\n{patch}\nfrom meanfield.cli import main\nsys.exit(main({args!r}))\n"
     command = [sys.executable, "-c", code]
     if ranks > 1:
-        command = [find_mpirun(), "-n", str(ranks), *command]
+        command = [str(mpirun()), "-n", str(ranks), *command]
     return subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT)
 
 

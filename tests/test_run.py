@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers.mpi import mpirun
 from mpi4py import MPI
 
 import meanfield
@@ -133,12 +134,9 @@ def test_rank_count_independence(parallel_comm, tmp_path):
 
 def test_cli_under_mpirun_prints_once(tmp_path):
     """`mpirun -n 2 meanfield run` works and only rank 0 prints the result line."""
-    mpirun = Path(sys.executable).parent / "mpirun"
-    if not mpirun.exists() or MPI.COMM_WORLD.size > 1:
-        pytest.skip("needs the venv's mpirun and a serial pytest")
     out = tmp_path / "run"
     proc = subprocess.run(
-        [str(mpirun), "-n", "2", sys.executable, "-m", "meanfield.cli", "run", "--out", str(out), "--quiet",
+        [str(mpirun()), "-n", "2", sys.executable, "-m", "meanfield.cli", "run", "--out", str(out), "--quiet",
          "--set", "mesh.resolution=2", "--set", "time.t_final=0.2", "--set", "time.outputs=1"],
         capture_output=True, text=True, timeout=300,
     )

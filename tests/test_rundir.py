@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -94,14 +93,14 @@ def test_killed_overwrite_is_undone_when_the_directory_is_next_opened(tmp_path):
     out = tmp_path / "run"
     _run(out)
     before = _tree(out)
-    rundir = RunDirectory.create(out, overwrite=True)  # the old run is now in .meanfield-previous
-    (out / layout.METADATA).write_text(json.dumps({"format": layout.FORMAT, "status": "running"}))
-    os.close(rundir._fd)  # "kill -9": the lock goes, nothing is cleaned up
-    rundir._fd = None
-    from meanfield.runner.directory import _HELD
-
-    _HELD.discard(rundir._key)
-    (out / layout.LOCK).unlink()
+    overwrite = (  # a process that starts the overwrite and is killed with SIGKILL
+        "import json, os, signal; from meanfield.runner import layout; "
+        "from meanfield.runner.directory import RunDirectory; "
+        f"out = RunDirectory.create({str(out)!r}, overwrite=True).path; "  # the old run is set aside
+        "(out / layout.METADATA).write_text(json.dumps({'format': layout.FORMAT, 'status': 'running'})); "
+        "os.kill(os.getpid(), signal.SIGKILL)")
+    killed = subprocess.run([sys.executable, "-c", overwrite], capture_output=True, text=True, timeout=120)
+    assert killed.returncode == -9, killed.stderr
     assert (out / layout.PREVIOUS).is_dir()
     RunDirectory.open_existing(out).close()
     assert _tree(out) == before
@@ -111,9 +110,9 @@ def test_lock_keeps_a_second_run_out(tmp_path):
     out = tmp_path / "run"
     _run(out)
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from meanfield.runner.directory import RunDirectory; "
-         f"r = RunDirectory.open_existing({str(out)!r}); print('locked', flush=True); time.sleep(60)"],
-        stdout=subprocess.PIPE, text=True)
+        [sys.executable, "-c", "import sys; from meanfield.runner.directory import RunDirectory; "
+         f"r = RunDirectory.open_existing({str(out)!r}); print('locked', flush=True); sys.stdin.read()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)  # holds the lock until killed
     try:
         assert holder.stdout.readline().strip() == "locked"
         with pytest.raises(RunLockedError, match="in progress"):

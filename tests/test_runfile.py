@@ -156,6 +156,7 @@ def test_resume_cuts_the_run_file_back_to_the_checkpoint(tmp_path, monkeypatch, 
     _assert_equals_uninterrupted(tmp_path, cfg)
 
 
+@pytest.mark.slow
 def test_resume_rebuilds_a_damaged_run_file_from_the_snapshots(tmp_path, monkeypatch, comm):
     cfg = _interrupted(tmp_path, monkeypatch)
     if comm.rank == 0:

@@ -108,6 +108,7 @@ def _stop_at(monkeypatch, t_stop: float, beta: float):
     monkeypatch.setattr(PDESimulation, "step", step)
 
 
+@pytest.mark.slow
 @pytest.mark.mpi
 @pytest.mark.parametrize("how", ["interrupted", "killed"])
 def test_interrupted_or_killed_point_is_resumed(tmp_path, comm, monkeypatch, how):
@@ -131,6 +132,7 @@ def test_interrupted_or_killed_point_is_resumed(tmp_path, comm, monkeypatch, how
     assert np.array_equal(run.densities, reference.densities)
 
 
+@pytest.mark.slow
 @pytest.mark.mpi
 def test_particle_sweep_with_seeds(tmp_path, comm):
     result = sweep(BASE, ["model.beta=1,4"], seeds=2, particles=True, overrides=["particles.n=20"],

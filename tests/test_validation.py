@@ -7,7 +7,7 @@ import csv
 
 import numpy as np
 import pytest
-from conftest import random_sphere_points
+from helpers.sphere import random_sphere_points
 
 from meanfield.mesh import CellLocator, circle, icosphere
 from meanfield.studies.validation import fit_slope, metrics, validate

@@ -31,7 +31,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -93,11 +93,15 @@ class ControllerOptions:
         Seconds of wall time between checkpoints besides those after every output.
     quiet
         No progress and no log on the terminal (run.log is still written).
+    clock
+        Seconds of wall time from some fixed moment (``time.perf_counter``); what the wall
+        limit, the checkpoint interval and the timings are measured with.
     """
 
     wall_limit: float | None = None
     checkpoint_every: float = 600.0
     quiet: bool = False
+    clock: Callable[[], float] = field(default=time.perf_counter)
 
 
 class Controller:
@@ -124,9 +128,9 @@ class Controller:
         self.sim, self.comm, self.path = sim, sim.comm, Path(path)
         self.rundir, self.writers = rundir, writers
         self.times = np.asarray(output_times, float)
-        self.options = options
+        self.options, self.clock = options, options.clock
         self.timings = {"time_stepping": 0.0, "output": 0.0, "checkpoint": 0.0}
-        self._wall0 = time.perf_counter()
+        self._wall0 = self.clock()
         self._last_checkpoint = self._wall0
         self._slowest_step = 0.0
         self._checkpoint_cost = 0.0
@@ -207,9 +211,9 @@ class Controller:
 
     def _step(self, target: float, progress: Progress) -> None:
         sim = self.sim
-        tic = time.perf_counter()
+        tic = self.clock()
         dt = self._collective(lambda: sim.step(target))
-        elapsed = time.perf_counter() - tic
+        elapsed = self.clock() - tic
         self.timings["time_stepping"] += elapsed
         self._slowest_step = max(self._slowest_step, elapsed)
         remaining = float(self.times[-1]) - sim.t
@@ -223,7 +227,7 @@ class Controller:
         """(stop reason or None, checkpoint due) agreed by all ranks."""
         from mpi4py import MPI
 
-        now = time.perf_counter()
+        now = self.clock()
         wall_stop = checkpoint_due = 0
         if self.comm.rank == 0:
             limit = self.options.wall_limit
@@ -244,9 +248,9 @@ class Controller:
     # -- outputs and checkpoints -------------------------------------------------------------
     def _output(self, k: int) -> None:
         sim = self.sim
-        tic = time.perf_counter()
+        tic = self.clock()
         t = float(self.times[k])
-        row = {"t": t, **self._collective(sim.observables), "wall": time.perf_counter() - self._wall0}
+        row = {"t": t, **self._collective(sim.observables), "wall": self.clock() - self._wall0}
         snapshot = self._collective(sim.snapshot)
 
         def write() -> None:
@@ -254,12 +258,12 @@ class Controller:
                 writer.write(k, t, row, snapshot)
 
         on_root(self.comm, write)
-        self.timings["output"] += time.perf_counter() - tic
+        self.timings["output"] += self.clock() - tic
         log.info("t = %-10.6g %s", t, _summary(row))
 
     def _checkpoint(self, next_output: int) -> None:
         sim = self.sim
-        tic = time.perf_counter()
+        tic = self.clock()
         state = self._collective(sim.checkpoint_state)
         info = {"step": sim.step_info(), "timings": dict(self.timings)}
         t = sim.t
@@ -275,12 +279,12 @@ class Controller:
 
         on_root(self.comm, save)
         self._committed = True
-        self._last_checkpoint = time.perf_counter()
+        self._last_checkpoint = self.clock()
         self._checkpoint_cost = self._last_checkpoint - tic
         self.timings["checkpoint"] += self._checkpoint_cost
 
     def _timings(self) -> dict[str, float]:
-        return {**self.timings, **self.sim.timings(), "total": time.perf_counter() - self._wall0}
+        return {**self.timings, **self.sim.timings(), "total": self.clock() - self._wall0}
 
     def _finish(self, status: str, error: str | None, interrupted: RunInterrupted | None) -> None:
         """Record the final status (best effort: the failure may be the disk itself)."""
@@ -306,7 +310,7 @@ class Controller:
         except Exception as exc:  # noqa: BLE001 - the run's own error is the one to report
             log.error("could not finish the run directory: %s", exc)
         log.info("%s %s at t = %.6g in %.1f s; results in %s", self.path.name, status, self.sim.t,
-                 time.perf_counter() - self._wall0, self.path)
+                 self.clock() - self._wall0, self.path)
 
     def _collective_facts(self) -> dict[str, Any]:
         try:

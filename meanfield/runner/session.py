@@ -9,6 +9,7 @@ simulation on.  Both are collective; files are touched by rank 0 only.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,8 @@ from .recovery import resume_point, set_aside_damaged
 from .simulation import Simulation
 from .writers import OutputWriter
 
+#: Seconds of wall time from some fixed moment.
+Clock = Callable[[], float]
 #: Builds rank 0's output writers for a run directory (called on rank 0 only).
 WriterFactory = Callable[[Path, dict[str, Any] | None], list[OutputWriter]]
 
@@ -73,7 +76,7 @@ def _segment(command: str, t_start: float, environment: dict[str, Any]) -> dict[
 
 
 def start_run(sim: Simulation, config: Config, path: Path, writers: WriterFactory, *, overwrite: bool = False,
-              quiet: bool = False, facts: dict[str, Any] | None = None) -> None:
+              quiet: bool = False, facts: dict[str, Any] | None = None, clock: Clock = time.perf_counter) -> None:
     """Run ``sim`` from its initial state into a new run directory (collective).
 
     Parameters
@@ -88,6 +91,8 @@ def start_run(sim: Simulation, config: Config, path: Path, writers: WriterFactor
         Builds rank 0's output writers from the directory and the static arrays.
     facts
         Extra metadata entries (solver facts known at start).
+    clock
+        The controller's wall clock (:class:`~meanfield.runner.controller.ControllerOptions`).
     """
     comm = sim.comm
     environment = run_environment(comm)
@@ -114,12 +119,13 @@ def start_run(sim: Simulation, config: Config, path: Path, writers: WriterFactor
         holder.append((rundir, outputs))
 
     on_root(comm, prepare)
-    _drive(sim, config, path, holder, 0, quiet)
+    _drive(sim, config, path, holder, 0, quiet, clock)
 
 
 def continue_run(sim: Simulation, config: Config, path: Path, checkpoint_header: dict[str, Any],
                  writers: WriterFactory, *, command: str = "resume", quiet: bool = False,
-                 note: dict[str, Any] | None = None, rebuild_metadata: bool = False) -> None:
+                 note: dict[str, Any] | None = None, rebuild_metadata: bool = False,
+                 clock: Clock = time.perf_counter) -> None:
     """Continue a run from its checkpoint (collective); ``sim`` was built from ``config``.
 
     Parameters
@@ -132,6 +138,8 @@ def continue_run(sim: Simulation, config: Config, path: Path, checkpoint_header:
         More facts for the segment's record (the new end time, overrides).
     rebuild_metadata
         The run's metadata.json is missing: write a new one (the run is recognised by its files).
+    clock
+        The controller's wall clock (:class:`~meanfield.runner.controller.ControllerOptions`).
     """
     comm = sim.comm
     environment = run_environment(comm)
@@ -168,15 +176,15 @@ def continue_run(sim: Simulation, config: Config, path: Path, checkpoint_header:
 
     info, recovery = on_root(comm, reopen)
     sim.restore(float(checkpoint_header["t"]), state[0].state if state else None, info)
-    _drive(sim, config, path, holder, int(checkpoint_header["next_output"]), quiet, recovery)
+    _drive(sim, config, path, holder, int(checkpoint_header["next_output"]), quiet, clock, recovery)
 
 
 def _drive(sim: Simulation, config: Config, path: Path, holder: list, next_output: int, quiet: bool,
-           warning: str | None = None) -> None:
+           clock: Clock, warning: str | None = None) -> None:
     rundir, writers = holder[0] if holder else (None, [])
     problem_time = config.output_times()
     options = ControllerOptions(config.section("time")["wall_limit"],
-                                float(config.section("output")["checkpoint_every"]), quiet)
+                                float(config.section("output")["checkpoint_every"]), quiet, clock)
     try:
         with run_logging(sim.comm, quiet, path / layout.LOG if sim.comm.rank == 0 else None):
             log.info("%s: %s; %d rank(s); t = %.6g -> %.6g", config.name, sim.describe(), sim.comm.size, sim.t,

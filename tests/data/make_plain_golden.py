@@ -1,7 +1,7 @@
-"""Write plain_golden.npz: states of the plain solver (no atoms) on small cases, for the
-check that ``[atoms] capture = false`` changes nothing (tests/test_atoms.py).
+"""Write plain_golden.npz: states of the plain solver (no atoms) on the small cases of
+tests/helpers/plain_cases.py, the regression check of tests/test_atoms.py.
 
-Generated with the code of commit 6568965 (before issue 12's solver changes)::
+Generated with the code of commit 6568965 (before the atoms were added to the solver)::
 
     git worktree add /tmp/main-6568965 6568965
     cd /tmp/main-6568965 && PYTHONPATH=$PWD python <this repo>/tests/data/make_plain_golden.py <this repo>/tests/data
@@ -12,20 +12,10 @@ from pathlib import Path
 
 import numpy as np
 
-from meanfield.solver import build_simulation
+sys.path.insert(0, str(Path(__file__).parents[1]))
+from helpers.plain_cases import CASES, STEPS  # noqa: E402
 
-#: (name, config) of each golden case; tests/test_atoms.py runs the same configs.
-CASES = {
-    f"{sphere}-{scheme}": {
-        "mesh": {"sphere": sphere, "resolution": 64 if sphere == "S1" else 2},
-        "model": {"beta": 9.0 if sphere == "S1" else 4.0},
-        "scheme": {"kind": scheme},
-        "nonlocal": {"method": "direct"},
-        "time": {"t_final": 1.0, "outputs": 1},
-    }
-    for sphere in ("S1", "S2") for scheme in ("fv", "dg1")
-}
-STEPS = 20
+from meanfield.solver import build_simulation  # noqa: E402
 
 
 def main(out: Path) -> None:

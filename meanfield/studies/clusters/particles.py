@@ -34,6 +34,10 @@ from .fields import Field, region_integrals, widths
 #: The kernel is cut where it falls below ``exp(-CUTOFF)`` of its peak.
 CUTOFF = 30.0
 NEWTON_STEPS = 50
+#: Newton has converged when a step is shorter than this (radians): far above the round-off of
+#: the step (which stalls at 1e-13 with some BLAS kernels), far below any use of the position
+#: (Newton converges quadratically: the error after such a step is ~1e-20).
+NEWTON_TOL = 1e-10
 #: Tokens per block when evaluating f at the centroids (bounds the memory of the kernel pairs).
 BLOCK = 20_000
 
@@ -117,7 +121,7 @@ class TokenField(Field):
             if length > self.bandwidth:  # trust region: one bandwidth
                 step *= self.bandwidth / length
             x = exp_map(x, step)[0]
-            if np.linalg.norm(step) < 1e-14:
+            if np.linalg.norm(step) < NEWTON_TOL:
                 return x, True
         return x, maximum
 

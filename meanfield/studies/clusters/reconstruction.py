@@ -23,6 +23,9 @@ import numpy as np
 from .coords import exp_map, log_map
 
 NEWTON_STEPS = 30
+#: Newton has converged when a step is shorter than this (in units of the cell size): far above
+#: the round-off of the step, which depends on the BLAS kernel, far below any use of the position.
+NEWTON_TOL = 1e-10
 
 
 def exponents(dim: int, degree: int) -> np.ndarray:
@@ -93,6 +96,6 @@ def fit_extremum(origin: np.ndarray, points: np.ndarray, weights: np.ndarray, da
         x = x - step
         if np.linalg.norm(x) > radius:
             break
-        if np.linalg.norm(step) < 1e-13:
+        if np.linalg.norm(step) < NEWTON_TOL:
             return exp_map(origin, x * scale)[0], sign * _derivatives(coef, exps, x)[0], True
     return np.asarray(origin, float), sign * _derivatives(coef, exps, np.zeros(d - 1))[0], False

@@ -1,0 +1,1 @@
+"""Helpers shared by the test modules (no tests here): test modules import these, never each other."""
