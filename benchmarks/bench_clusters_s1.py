@@ -3,12 +3,12 @@
 For each case (softmax, Q = K = V = I, a small multi-mode perturbation of the uniform
 density), with no analysis code of its own beyond calling the package:
 
-1. the spectral reference (:func:`meanfield.studies.reference.solve_circle`, 8192 modes,
+1. the spectral reference (:func:`meanfield.references.spectral_circle.solve_circle`, 8192 modes,
    outputs every 0.05) up to the first output past 60x uniform (at most t = 10);
 2. ``meanfield.run`` of DG1 on 2048 cells (outputs every 0.25), then
-   ``meanfield.studies.clusters.cluster_study(RUN_DIR)`` (what ``meanfield clusters`` calls);
+   ``meanfield.analysis.clusters.cluster_study(RUN_DIR)`` (what ``meanfield clusters`` calls);
 3. ``run_particles`` with ``particles.sampler = "quantile"``, n = 8000, then ``cluster_study``;
-4. cluster-by-cluster comparison (:mod:`meanfield.studies.clusters.compare`): peak positions
+4. cluster-by-cluster comparison (:mod:`meanfield.analysis.clusters.compare`): peak positions
    and basin masses at every DG1 output time, crossing times of 2x-50x uniform (global
    maximum and every matched cluster).
 
@@ -33,10 +33,10 @@ from common import perturbation
 from mpi4py import MPI
 
 import meanfield
+from meanfield.analysis.clusters import cluster_study, compare_histories, crossing_differences, reference_history
 from meanfield.config import load_config
 from meanfield.particles import run_particles
-from meanfield.studies.clusters import cluster_study, compare_histories, crossing_differences, reference_history
-from meanfield.studies.reference import CircleSolution, solve_circle
+from meanfield.references.spectral_circle import CircleSolution, solve_circle
 
 BETA = 9.0
 MODES = 8192

@@ -13,7 +13,7 @@ elsewhere).  Two parts, each calling only the package:
     ``meanfield.run`` with ``[atoms] capture = true`` (FV and/or DG1, 1024 and/or 2048
     cells) to t = 2000, its clusters (:func:`~meanfield.studies.longtime.run_history`: atoms
     and the cells above 1e-6 mass), compared with the reference at n = 16384
-    (:func:`~meanfield.studies.longtime.compare_histories`): merge times (target <= 2%),
+    (:func:`~meanfield.analysis.longtime.compare_histories`): merge times (target <= 2%),
     cluster centres (<= 1e-2 rad) and masses (<= 2e-3) at t = 2000, and the drift of the
     total mass (observables.csv, atoms included; target 1e-12).
 
@@ -49,12 +49,13 @@ import numpy as np
 from common import perturbation
 
 import meanfield
+from meanfield.analysis.longtime import ClusterHistory, compare_histories
 from meanfield.config import load_config
+from meanfield.references.lagrangian_circle import solve_tokens
+from meanfield.references.spectral_circle import solve_circle
 from meanfield.runner.files import read_csv_columns
-from meanfield.studies.longtime import ClusterHistory, compare_histories, reference_history, run_history
+from meanfield.studies.longtime import reference_history, run_history
 from meanfield.studies.longtime.study import output_times
-from meanfield.studies.longtime.tokens import solve_tokens
-from meanfield.studies.reference import solve_circle
 
 T_FINAL = 2000.0
 N_REF = 16384

@@ -4,7 +4,7 @@ refined, towards large-n quantile tokens of the same model.
 S^1, softmax, beta = 9, the ``s1-long-time`` example's density; DG1 with the fast field and
 capture on, to ``--t-final`` (default 30: four clusters formed and captured by t ~ 12, two
 merged at t ~ 36.5 later), at 256 ... 2048 cells.  The reference is
-:func:`meanfield.studies.longtime.tokens.solve_tokens` (quantile tokens, DOP853 at 1e-11),
+:func:`meanfield.references.lagrangian_circle.solve_tokens` (quantile tokens, DOP853 at 1e-11),
 whose moments and energy are computed with the same observables code as the runs' (direct
 field).  Prints, per cell count, the atoms, and the differences of the mean vector, the
 second moments and the energy against the tokens at ``--n`` and at ``--n / 2`` (the tokens'
@@ -25,7 +25,7 @@ from meanfield.initial import make_initial_density
 from meanfield.model import AttentionModel
 from meanfield.nonlocal_field import make_evaluator
 from meanfield.observables import measure_observables
-from meanfield.studies.longtime.tokens import solve_tokens
+from meanfield.references.lagrangian_circle import solve_tokens
 
 EXAMPLE = "runs/examples/s1-long-time.toml"
 KEYS = ("mean_0", "mean_1", "m2_00", "m2_01", "m2_11", "energy")

@@ -4,7 +4,7 @@ Draws ``--cases`` feed-forward blocks and initial densities that no test uses (r
 width, weights, biases and activation among ``--activations``; a two-bump von Mises-Fisher
 mixture with random centres and concentrations), runs each on the nested S^1 ladder ``--levels`` with DG1 and
 ``attention = "none"``, and measures the cell-average errors against the exact push-forward
-(:func:`meanfield.exact.feed_forward_solution`).  Per case it prints the L1 error (relative
+(:func:`meanfield.references.exact.feed_forward_solution`).  Per case it prints the L1 error (relative
 to the exact density's L1 norm, which is its mass 1) at every level and the observed orders
 at the final time, then a verdict against the target: order >= ``--min-order`` between the
 two finest levels and relative L1 <= ``--max-error`` at the finest.

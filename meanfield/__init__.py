@@ -36,7 +36,7 @@ _LAZY = {
     "run_particles": ("particles", "run_particles"),
     "load_run": ("runner.results", "load_run"),
     "sweep": ("studies.sweep", "sweep"),
-    "collect": ("studies.collect", "collect"),
+    "collect": ("analysis.collect", "collect"),
     "RunResult": ("runner.results", "RunResult"),
     "ParticleRunResult": ("runner.results", "ParticleRunResult"),
     "RunInterrupted": ("runner.controller", "RunInterrupted"),
@@ -44,6 +44,7 @@ _LAZY = {
 }
 
 if TYPE_CHECKING:
+    from .analysis.collect import collect
     from .config import Config, load_config
     from .continuation import resume
     from .model import AttentionModel
@@ -52,7 +53,6 @@ if TYPE_CHECKING:
     from .runner.controller import RunInterrupted
     from .runner.results import ParticleRunResult, RunResult, load_run
     from .solver import run
-    from .studies.collect import collect
     from .studies.sweep import sweep
 
 

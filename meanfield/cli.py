@@ -65,10 +65,23 @@ def _cmd_run(args: argparse.Namespace) -> None:
     _echo(f"results: {result.path}")
 
 
+def _write_diagnostics(path) -> None:
+    """diagnostics.csv and inner_products.png of a particle run, written on rank 0 once it has ended."""
+    from mpi4py import MPI
+
+    from .analysis.diagnostics import write_diagnostics
+    from .collective import on_root
+
+    on_root(MPI.COMM_WORLD, lambda: write_diagnostics(path) and None)
+
+
 def _cmd_resume(args: argparse.Namespace) -> None:
     from .continuation import resume
+    from .runner.results import ParticleRunResult
 
     result = resume(args.run_dir, t_final=args.t_final, overrides=args.set, quiet=args.quiet)
+    if isinstance(result, ParticleRunResult):
+        _write_diagnostics(result.path)
     recovery = result.metadata.get("segments", [{}])[-1].get("recovery")
     if recovery is not None:
         _echo(f"note: {recovery}")
@@ -80,6 +93,7 @@ def _cmd_particles(args: argparse.Namespace) -> None:
 
     result = run_particles(args.config, n=args.n, seed=args.seed, out=args.out, overrides=args.set, quiet=args.quiet,
                            overwrite=args.overwrite)
+    _write_diagnostics(result.path)
     _echo(f"results: {result.path}")
 
 
@@ -140,8 +154,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 def _cmd_collect(args: argparse.Namespace) -> None:
     from mpi4py import MPI
 
+    from .analysis.collect import check_table_output, collect, write_table
     from .collective import on_root
-    from .studies.collect import check_table_output, collect, write_table
 
     def work() -> str:
         check_table_output(args.output, overwrite=args.overwrite)  # before reading the runs
@@ -179,8 +193,8 @@ def _cmd_plot(args: argparse.Namespace) -> None:
 def _cmd_clusters(args: argparse.Namespace) -> None:
     from mpi4py import MPI
 
+    from .analysis.clusters import cluster_study
     from .collective import on_root
-    from .studies.clusters import cluster_study
 
     given = {k: getattr(args, k) for k in ("threshold", "prominence", "factors", "bandwidth", "resolution")}
     options = {k: v for k, v in given.items() if v is not None}  # the API's defaults otherwise

@@ -175,12 +175,10 @@ def resume(
     note = {"t_final": problem.time.t_final, "overrides": list(overrides or []),
             "threads": configure_process(problem.field.threads)}
     if plan["kind"] == "particles":
-        from .particles.diagnostics import write_diagnostics
         from .particles.run import ParticleSimulation, particle_writers
 
         continue_run(ParticleSimulation(problem, comm), config, path, plan["checkpoint"], particle_writers(problem),
                      quiet=quiet, note=note, rebuild_metadata=plan["rebuild_metadata"])
-        on_root(comm, lambda: write_diagnostics(path))
     else:
         from .solver import PDESimulation, pde_writers
 

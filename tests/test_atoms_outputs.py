@@ -19,12 +19,12 @@ import xarray as xr
 from helpers.hybrid_runs import bumps, merging_atoms, mesh_of, on_circle, sphere_atoms, write_hybrid_run
 from matplotlib.collections import PathCollection
 
+from meanfield.analysis.clusters import Event, analyse_run
+from meanfield.analysis.clusters.crossing import first_crossing
 from meanfield.atoms import Atoms
 from meanfield.runner import layout
 from meanfield.runner.netcdf import atoms_from_dataset
 from meanfield.runner.results import describe, load_run
-from meanfield.studies.clusters import Event, analyse_run
-from meanfield.studies.clusters.crossing import first_crossing
 
 U1 = 1.0 / (2.0 * np.pi)
 
@@ -193,9 +193,9 @@ def test_clusters_of_a_hybrid_run_on_the_sphere(tmp_path):
 
 
 def test_the_rim_that_capture_leaves_is_part_of_the_atoms_cluster():
-    from meanfield.studies.clusters.atoms import WithAtoms
-    from meanfield.studies.clusters.fields import CellAverages
-    from meanfield.studies.clusters.frame import analyse_field
+    from meanfield.analysis.clusters.atoms import WithAtoms
+    from meanfield.analysis.clusters.fields import CellAverages
+    from meanfield.analysis.clusters.frame import analyse_field
 
     mesh = mesh_of("S1", 128)
     centre = on_circle(0.5)
@@ -213,9 +213,9 @@ def test_the_rim_that_capture_leaves_is_part_of_the_atoms_cluster():
 
 
 def test_every_atom_is_a_cluster_until_two_share_a_cell():
-    from meanfield.studies.clusters.atoms import WithAtoms
-    from meanfield.studies.clusters.fields import CellAverages
-    from meanfield.studies.clusters.frame import analyse_field
+    from meanfield.analysis.clusters.atoms import WithAtoms
+    from meanfield.analysis.clusters.fields import CellAverages
+    from meanfield.analysis.clusters.frame import analyse_field
 
     mesh = mesh_of("S1", 64)
     h = 2 * np.pi / 64

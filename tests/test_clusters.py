@@ -1,4 +1,4 @@
-"""Cluster analysis (meanfield.studies.clusters) against cases with known answers.
+"""Cluster analysis (meanfield.analysis.clusters) against cases with known answers.
 
 Known answers: sums of well-separated von Mises-Fisher bumps (centres, masses, peak heights
 and second moments computed independently by quadrature), cell-averaged (FV data) and
@@ -16,21 +16,21 @@ import numpy as np
 import pytest
 from scipy import integrate, optimize, special
 
+from meanfield.analysis.clusters import analyse_fields, analyse_run, compare_frames, format_summary
+from meanfield.analysis.clusters.cells import AnalysisMesh
+from meanfield.analysis.clusters.coords import exp_map, geodesic, log_map
+from meanfield.analysis.clusters.crossing import first_crossing
+from meanfield.analysis.clusters.fields import CellAverages, DG1Data
+from meanfield.analysis.clusters.files import write_history
+from meanfield.analysis.clusters.frame import analyse_field
+from meanfield.analysis.clusters.particles import TokenField
+from meanfield.analysis.clusters.plots import history_figure, plot_history
 from meanfield.initial import vmf_density
 from meanfield.mesh import circle, icosphere
 from meanfield.particles.sampling import fibonacci_sphere, quantile_circle
 from meanfield.peaks.basins import ascent_roots, cluster_labels
 from meanfield.peaks.graph import cell_graph
 from meanfield.sphere import cell_averages, normalize
-from meanfield.studies.clusters import analyse_fields, analyse_run, compare_frames, format_summary
-from meanfield.studies.clusters.cells import AnalysisMesh
-from meanfield.studies.clusters.coords import exp_map, geodesic, log_map
-from meanfield.studies.clusters.crossing import first_crossing
-from meanfield.studies.clusters.fields import CellAverages, DG1Data
-from meanfield.studies.clusters.files import write_history
-from meanfield.studies.clusters.frame import analyse_field
-from meanfield.studies.clusters.particles import TokenField
-from meanfield.studies.clusters.plots import history_figure, plot_history
 
 U1, U2 = 1.0 / (2.0 * np.pi), 1.0 / (4.0 * np.pi)
 
@@ -302,7 +302,7 @@ def test_particle_basins_from_fibonacci_tokens():
 
 def test_basin_rule_counts_two_touching_clusters_that_links_join():
     """Two bumps bridged by a chain of tokens: the link rule sees one cluster, the basin rule two."""
-    from meanfield.particles.diagnostics import cluster_sizes
+    from meanfield.analysis.diagnostics import cluster_sizes
 
     density = mixture([on_circle(0.0), on_circle(0.25)], [500.0, 500.0], [0.5, 0.5])
     x = quantile_circle(4000, density)
@@ -367,7 +367,7 @@ def test_analyse_fv_run_directory(tmp_path):
     from mpi4py import MPI
 
     import meanfield
-    from meanfield.studies.clusters import cluster_study
+    from meanfield.analysis.clusters import cluster_study
 
     config = {"name": "c", "mesh": {"sphere": "S2", "resolution": 3}, "model": {"beta": 6.0},
               "initial": {"kind": "vmf", "centers": [[0, 0, 1], [1, 0, 0]], "kappas": [8.0, 8.0]},
@@ -407,13 +407,14 @@ def test_particle_run_diagnostics_use_the_basin_rule(tmp_path):
     """A quantile-sampled particle run: diagnostics.csv counts density basins (auto), links on request."""
     from mpi4py import MPI
 
-    from meanfield.particles import run_particles, write_diagnostics
-    from meanfield.particles.diagnostics import resolve_rule
+    from meanfield.analysis.diagnostics import resolve_rule, write_diagnostics
+    from meanfield.particles import run_particles
 
     config = {"name": "p", "mesh": {"sphere": "S1", "resolution": 256}, "model": {"beta": 9.0},
               "initial": {"kind": "harmonic", "degree": 3, "amplitude": 0.1},
               "time": {"t_final": 1.0, "outputs": 2}, "particles": {"sampler": "quantile", "dt": 0.05}}
     run = run_particles(config, n=600, out=tmp_path / "p", comm=MPI.COMM_SELF, quiet=True)
+    write_diagnostics(run.path)
     with open(run.path / "diagnostics.csv") as fh:
         rows = list(csv.DictReader(fh))
     assert [r["rule"] for r in rows] == ["basins"] * 3 and [int(r["clusters"]) for r in rows] == [3, 3, 3]

@@ -1,4 +1,4 @@
-"""The spectral S^1 reference (meanfield.studies.reference) and DG1 cluster analysis against it.
+"""The spectral S^1 reference (meanfield.references.spectral_circle) and DG1 cluster analysis against it.
 
 The reference is checked against the exact linear growth rates of MODEL.md, mass
 conservation, exact integrals of trigonometric polynomials and self-convergence; then a small
@@ -13,10 +13,10 @@ import pytest
 from scipy import integrate
 from scipy.optimize import brentq
 
-from meanfield.studies.clusters import analyse_run, compare_histories, crossing_differences, reference_history
-from meanfield.studies.clusters.frame import analyse_field
-from meanfield.studies.clusters.spectral import FourierField, grid_mesh
-from meanfield.studies.reference import CircleSolution, growth_rate, solve_circle
+from meanfield.analysis.clusters import analyse_run, compare_histories, crossing_differences, reference_history
+from meanfield.analysis.clusters.frame import analyse_field
+from meanfield.analysis.clusters.spectral import FourierField, grid_mesh
+from meanfield.references.spectral_circle import CircleSolution, growth_rate, solve_circle
 
 
 def angle(x: np.ndarray) -> np.ndarray:

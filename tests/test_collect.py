@@ -9,8 +9,8 @@ import pytest
 import xarray as xr
 
 import meanfield
+from meanfield.analysis.collect import collect, find_runs, write_table
 from meanfield.config import ConfigError
-from meanfield.studies.collect import collect, find_runs, write_table
 from meanfield.studies.sweep import sweep
 
 BASE = {"name": "co", "mesh": {"sphere": "S1", "resolution": 16}, "time": {"t_final": 0.2, "outputs": 2},

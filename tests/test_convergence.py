@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from meanfield.config import load_config
-from meanfield.exact import exact_solution, growth_rate
 from meanfield.mesh import circle, icosphere
 from meanfield.problem import Problem
+from meanfield.references.exact import exact_solution, growth_rate
 from meanfield.sphere import cell_averages
 from meanfield.studies.convergence import (
     ConvergenceError,

@@ -1,4 +1,4 @@
-"""Clusters, merges and metastable states of point sets (meanfield.studies.longtime.events).
+"""Clusters, merges and metastable states of point sets (meanfield.analysis.longtime.events).
 
 Synthetic histories with exact answers: two atoms approaching exponentially (their merge
 time is known in closed form), atoms absorbed by a solver between frames, token groups
@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from meanfield.studies.longtime import cluster_history, group_points
-from meanfield.studies.longtime.events import circular_mean, separation
+from meanfield.analysis.longtime import cluster_history, group_points
+from meanfield.analysis.longtime.events import circular_mean, separation
 
 
 def test_group_points_wraps_around_the_circle():
@@ -122,7 +122,7 @@ def test_links_need_ten_times_the_uniform_density():
 
 def test_compare_pairs_merges_and_clusters():
     """A history with an extra early merge against one without: the late merges stay paired."""
-    from meanfield.studies.longtime import compare_histories
+    from meanfield.analysis.longtime import compare_histories
 
     h1 = cluster_history(approaching(np.arange(0.0, 12.0, 0.7)), delta=1e-2)
     h2 = cluster_history(approaching(np.arange(0.0, 12.0, 0.7), s0=1.1), delta=1e-2)

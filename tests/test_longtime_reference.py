@@ -1,4 +1,4 @@
-"""The Lagrangian S^1 reference of issue 12 (meanfield.studies.longtime.tokens).
+"""The Lagrangian S^1 reference of issue 12 (meanfield.references.lagrangian_circle).
 
 Checked against: the pairwise sum of the field, the exact linear growth rates of MODEL.md,
 the particle solver's RK4 in Cartesian coordinates (a different formula and integrator),
@@ -13,9 +13,14 @@ import pytest
 from meanfield.model import AttentionModel
 from meanfield.nonlocal_field.direct import DirectEvaluator
 from meanfield.particles.integrator import advance
-from meanfield.studies.longtime import CircleField, iterate_tokens, quantile_tokens, solve_tokens
-from meanfield.studies.longtime.tokens import direct_velocity
-from meanfield.studies.reference import growth_rate, solve_circle
+from meanfield.references.lagrangian_circle import (
+    CircleField,
+    direct_velocity,
+    iterate_tokens,
+    quantile_tokens,
+    solve_tokens,
+)
+from meanfield.references.spectral_circle import growth_rate, solve_circle
 
 EXPRESSION_MODES = ((3, 0.05, 0.0), (4, 0.05, 1.0), (7, 0.02, 0.0))
 

@@ -53,7 +53,9 @@ def test_run_history_of_a_hybrid_run_matches_the_lagrangian_merge(tmp_path):
     """Two initial atoms (0.3 rad apart) over a light uniform density: the hybrid run's merge
     time (from its snapshots) against the same measure moved as weighted tokens."""
     import meanfield
-    from meanfield.studies.longtime import cluster_history, iterate_tokens, run_history
+    from meanfield.analysis.longtime import cluster_history
+    from meanfield.references.lagrangian_circle import iterate_tokens
+    from meanfield.studies.longtime import run_history
     from meanfield.studies.longtime.study import output_times
 
     beta, masses, gap, rest = 9.0, (0.5, 0.4), 0.3, 0.1

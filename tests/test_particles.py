@@ -8,6 +8,7 @@ import pytest
 from helpers.sphere import random_sphere_points
 from scipy import integrate, stats
 
+from meanfield.analysis.diagnostics import count_clusters, write_diagnostics
 from meanfield.config import ConfigError, load_config
 from meanfield.initial import make_initial_density
 from meanfield.mesh import CellLocator, circle, icosphere
@@ -19,7 +20,6 @@ from meanfield.particles import (
     advance,
     attention_field,
     build_particles,
-    count_clusters,
     rk4_step,
     run_particles,
     sample_initial,
@@ -235,6 +235,8 @@ def test_particle_run_directory(tmp_path):
                                      "energy", "rho_min", "rho_max", "dt", "wall"]
     assert np.allclose(run.observables["mass"], 1.0)
     assert run.metadata["status"] == "completed" and run.metadata["n"] == 300
+    assert not (tmp_path / "p" / "diagnostics.csv").exists()  # a run writes no analysis; the CLI does
+    write_diagnostics(run.path)
     assert (tmp_path / "p" / "diagnostics.csv").is_file() and (tmp_path / "p" / "inner_products.png").is_file()
     again = run_particles(config, n=300, seed=2, out=tmp_path / "q", comm=MPI.COMM_SELF, quiet=True)
     assert np.array_equal(run.points, again.points)
@@ -253,6 +255,19 @@ def test_bad_input_is_refused_naming_the_field(tmp_path, capsys, argv, field):
     assert main(["particles", str(cfg), "--out", str(tmp_path / "o"), *argv]) == 2
     assert field in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+
+
+def test_particles_command_writes_the_diagnostics_after_the_run(tmp_path):
+    from meanfield.cli import main
+
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('[mesh]\nsphere = "S1"\nresolution = 64\n[time]\nt_final = 0.2\noutputs = 1\n'
+                   '[particles]\ndt = 0.1\n')
+    assert main(["particles", str(cfg), "--n", "50", "--out", str(tmp_path / "p"), "--quiet"]) == 0
+    assert (tmp_path / "p" / "diagnostics.csv").is_file() and (tmp_path / "p" / "inner_products.png").is_file()
+    assert main(["resume", str(tmp_path / "p"), "--t-final", "0.4", "--quiet"]) == 0
+    last = (tmp_path / "p" / "diagnostics.csv").read_text().splitlines()[-1]
+    assert float(last.split(",")[0]) == pytest.approx(0.4)  # written again for the resumed run
 
 
 def test_cluster_count(rng):

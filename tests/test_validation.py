@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 from helpers.sphere import random_sphere_points
 
+from meanfield.analysis import metrics
 from meanfield.mesh import CellLocator, circle, icosphere
-from meanfield.studies.validation import fit_slope, metrics, validate
+from meanfield.studies.validation import fit_slope, validate
 
 
 def test_w1_between_point_masses():

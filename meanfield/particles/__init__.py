@@ -2,11 +2,11 @@
 
 The finite-n system the PDE is the mean-field limit of (``MODEL.md``): samplers for the
 initial densities, RK4 with projection onto the sphere, the run driver behind
-``meanfield particles`` and diagnostics (pairwise inner products, cluster counts).
+``meanfield particles``.  Diagnostics of a particle run (pairwise inner products, cluster
+counts) are an analysis of its directory (:mod:`meanfield.analysis.diagnostics`).
 Importing this package does not import dolfinx.
 """
 
-from .diagnostics import count_clusters, inner_product_histogram, write_diagnostics
 from .integrator import advance, rk4_step
 from .run import ParticleSimulation, build_particles, run_particles
 from .sampling import SAMPLERS, sample_initial
@@ -19,12 +19,9 @@ __all__ = [
     "advance",
     "attention_field",
     "build_particles",
-    "count_clusters",
     "default_dt",
-    "inner_product_histogram",
     "rk4_step",
     "run_particles",
     "sample_initial",
     "token_block",
-    "write_diagnostics",
 ]

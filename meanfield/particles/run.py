@@ -253,7 +253,6 @@ def run_particles(
     from mpi4py import MPI
 
     from ..collective import everywhere
-    from .diagnostics import write_diagnostics
 
     comm = comm or MPI.COMM_WORLD
     config = resolve_config(config, overrides, comm)
@@ -267,5 +266,4 @@ def run_particles(
     sim = ParticleSimulation(problem, comm)
     start_run(sim, config, path, particle_writers(problem), overwrite=overwrite, quiet=quiet,
               facts={"threads": threads})
-    on_root(comm, lambda: write_diagnostics(path))
     return everywhere(comm, lambda: load_particle_run(path))

@@ -1,5 +1,5 @@
 """Peaks and basins of a field on a mesh's cell graph (below the solver: atom capture uses them,
-and the cluster analysis of :mod:`meanfield.studies.clusters` builds on them)."""
+and the cluster analysis of :mod:`meanfield.analysis.clusters` builds on them)."""
 
 from .basins import ascent_roots, cluster_labels, saddles, significant_owner, strict_rank
 from .graph import CellGraph, cell_graph

@@ -117,7 +117,7 @@ def _circle_density(data: RunData, vertices: np.ndarray, cells: np.ndarray, fram
 
 def _sphere_tokens(data: RunData, points: np.ndarray, w: _Writer, views: list[View], center: np.ndarray | None,
                    max_points: int) -> None:
-    from ..particles.diagnostics import subsample
+    from ..analysis.diagnostics import subsample
 
     for name, i in (("tokens_initial", 0), ("tokens_final", len(data.times) - 1)):
         w.figure(token_map(points[i], views=views, center=center, max_points=max_points, title=_title(data, i)), name)

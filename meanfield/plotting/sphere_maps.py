@@ -208,7 +208,7 @@ def token_map(points: np.ndarray, *, views: Sequence[View] = VIEWS, center: np.n
     At most ``max_points`` tokens are drawn (a fixed uniform subsample); the orthographic view
     looks at the densest token by default.
     """
-    from ..particles.diagnostics import subsample
+    from ..analysis.diagnostics import subsample
 
     shown = subsample(np.asarray(points, float), max_points)
     center = densest_point(shown) if center is None else center

@@ -1,6 +1,12 @@
-"""Studies built from runs: convergence (refinement ladders), mean-field validation
-(particles against the PDE) and, where present, cluster analysis.
+"""Studies: drivers that launch runs and put their results side by side.
 
-Each study runs or reads ordinary run directories and writes its own tables and plots;
-none of them is part of a run's time loop.
+* :mod:`.sweep`: one run per point of a grid of config values (``meanfield sweep``);
+* :mod:`.convergence`: refinement ladders and observed orders (``meanfield convergence``);
+* :mod:`.validation`: particle systems against the PDE as n grows (``meanfield validate``);
+* :mod:`.longtime`: the Lagrangian reference and hybrid runs, merge tables against beta
+  (``meanfield longtime``).
+
+Each study runs ordinary run directories (:func:`meanfield.run`, :func:`meanfield.run_particles`)
+and reads them back through the analyses of :mod:`meanfield.analysis`; none of them is part of a
+run's time loop.
 """

@@ -16,12 +16,12 @@ from pathlib import Path
 
 import numpy as np
 
+from meanfield.analysis.clusters.cells import AnalysisMesh
 from meanfield.atoms import Atoms
 from meanfield.mesh import RawMesh, circle, icosphere
 from meanfield.runner import layout
 from meanfield.runner.files import save_npz
 from meanfield.runner.writers import ObservablesWriter, OutputWriter, SnapshotWriter, pde_run_file
-from meanfield.studies.clusters.cells import AnalysisMesh
 
 KAPPA = 60.0
 

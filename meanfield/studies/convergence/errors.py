@@ -4,7 +4,7 @@ Density errors (cell averages, norms weighted by the cell measures; ``max`` over
 every output time, against
 
 ``exact``
-    the exact solution where the case has one (:mod:`meanfield.exact`); exact cell averages
+    the exact solution where the case has one (:mod:`meanfield.references.exact`); exact cell averages
     use the degree-4 rule of :mod:`meanfield.sphere` on the raw mesh;
 ``finest``
     the finest run of the ladder (self-convergence);
@@ -27,9 +27,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ...exact import ExactDensity, exact_solution
 from ...mesh import raw_mesh
 from ...problem import Problem
+from ...references.exact import ExactDensity, exact_solution
 from ...runner.results import RunResult, load_pde_run
 from ...sphere import cell_averages
 from .ladder import ConvergenceError, Ladder, level_of, mesh_width, resolution

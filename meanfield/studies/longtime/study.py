@@ -1,15 +1,15 @@
 """Long-time studies on S^1: reference and hybrid cluster histories, merge tables against beta.
 
-* :func:`reference_history`: the Lagrangian reference (:mod:`.tokens`) of a config, reduced to
-  clusters on the fly (:mod:`.events`), so n = 16384 tokens to t = 2000 never hold more than
-  one output in memory;
+* :func:`reference_history`: the Lagrangian reference (:mod:`meanfield.references.lagrangian_circle`)
+  of a config, reduced to clusters on the fly (:mod:`meanfield.analysis.longtime.events`), so
+  n = 16384 tokens to t = 2000 never hold more than one output in memory;
 * :func:`run_history`: the clusters of a hybrid PDE run on S^1 (its atoms, plus the cells whose
   mass exceeds ``cell_floor`` as points of that mass at the cell centroids);
 * :func:`beta_table`: merge and metastable times of the reference for several beta;
 * :func:`long_time_study` (``meanfield longtime``): all of it written as CSV + PNG.
 
 Output times (:func:`output_times`): every ``DT_EARLY`` up to ``T_EARLY`` (formation), then every
-``DT_LATE``; merge times are interpolated between outputs (:mod:`.events`), which is exact
+``DT_LATE``; merge times are interpolated between outputs (:mod:`meanfield.analysis.longtime.events`), which is exact
 for the exponential final approach, so a coarse late spacing costs no accuracy.
 """
 
@@ -22,12 +22,12 @@ from typing import Any
 
 import numpy as np
 
+from ...analysis.longtime.events import DELTA, MIN_MASS, ClusterHistory, cluster_history
 from ...atoms import Atoms
 from ...config import Config, load_config
+from ...references.lagrangian_circle import ATOL, RTOL, SERIES_TOL, iterate_tokens, quantile_tokens
 from ...runner.directory import check_output_folder
 from ...runner.results import load_pde_run, read_header
-from .events import DELTA, MIN_MASS, ClusterHistory, cluster_history
-from .tokens import ATOL, RTOL, SERIES_TOL, iterate_tokens, quantile_tokens
 
 T_EARLY, DT_EARLY, DT_LATE = 20.0, 0.1, 0.5
 #: Reference tokens of a study by default.
@@ -86,9 +86,9 @@ def reference_history(
     times
         Output times (default :func:`output_times` of t_final).
     rtol, atol, tol
-        Integrator and series tolerances (:mod:`.tokens`).
+        Integrator and series tolerances (:mod:`meanfield.references.lagrangian_circle`).
     delta, min_mass
-        The cluster rule (:mod:`.events`).
+        The cluster rule (:mod:`meanfield.analysis.longtime.events`).
     """
     cfg = _config(config)
     check_reference_config(cfg)
@@ -127,7 +127,7 @@ def run_frames(run: str | Path, cell_floor: float = CELL_FLOOR) -> Iterator[tupl
 
 def run_history(run: str | Path, *, delta: float = DELTA, min_mass: float = MIN_MASS,
                 cell_floor: float = CELL_FLOOR) -> ClusterHistory:
-    """Clusters of a hybrid S^1 run (:func:`run_frames`) with the rule of :mod:`.events`."""
+    """Clusters of a hybrid S^1 run (:func:`run_frames`) with the rule of :mod:`meanfield.analysis.longtime.events`."""
     return cluster_history(run_frames(run, cell_floor), delta=delta, min_mass=min_mass)
 
 
@@ -170,7 +170,7 @@ def check_study_inputs(cfg: Config, out: str | Path, betas: Sequence[float] | No
 
     Returns the output folder (not created); raises ValueError naming the option.
     """
-    from .files import owns
+    from ...analysis.longtime.files import owns
 
     check_reference_config(cfg)
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 2:
@@ -207,8 +207,8 @@ def long_time_study(
     (count against log t and trajectories: the config's beta, or the first, and the hybrid)
     and ``merge-table.png`` (merge and metastable times against beta).
     """
-    from .files import write_history, write_table
-    from .plots import history_figure, save, table_figure
+    from ...analysis.longtime.files import write_history, write_table
+    from ...analysis.longtime.plots import history_figure, save, table_figure
 
     cfg = _config(config)
     out = check_study_inputs(cfg, out, betas, n, t_final, run, delta)

@@ -1,6 +1,6 @@
 """Mean-field validation: particle systems against the PDE (``meanfield validate``).
 
-Metrics (:mod:`.metrics`), the comparison with a PDE run (:mod:`.compare`), the study driver
+Metrics (:mod:`meanfield.analysis.metrics`), the comparison with a PDE run (:mod:`.compare`), the study driver
 (:mod:`.study`) and its plots (:mod:`.plots`).  Points are located in mesh cells with
 :class:`meanfield.mesh.CellLocator`.  Importing this package does not import dolfinx;
 running the PDE does.

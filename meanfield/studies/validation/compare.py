@@ -14,7 +14,7 @@ at h/2 (``fine``) is available:
   distance between particles and the coarse run levels off).
 
 Distribution metrics always compare with the coarse run's measure: cell centroids with the
-cell masses ``rho_c |c|``.  See :mod:`.metrics` for the definitions.
+cell masses ``rho_c |c|``.  See :mod:`meanfield.analysis.metrics` for the definitions.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...analysis import metrics
 from ...mesh import CellLocator, raw_mesh
 from ...runner.results import RunResult
-from . import metrics
 
 #: Exact W_1 (``ot.emd2``) is computed only when the dense cost matrix has at most this many entries.
 W1_MAX_ENTRIES = 20_000_000

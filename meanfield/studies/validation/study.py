@@ -8,7 +8,7 @@ at every output time.  Files written (rank 0) under the study directory::
     pde/, pde-fine/          the PDE runs (unless given)
     particles/n<N>-s<S>/     the particle runs
     validation.csv           metric, time, n, seed, value (with the cluster-level metrics of
-                             meanfield.studies.clusters.compare.ClusterValidation)
+                             meanfield.analysis.clusters.compare.ClusterValidation)
     summary.csv              per metric at the final time: fitted log-log slopes vs n,
                              RMS over seeds at each n, and the PDE floor
     errors.png, density.png  error vs n (with the n^-1/2 line), PDE vs particle histogram
@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ...analysis.clusters.compare import ClusterValidation
 from ...collective import everywhere, on_root
 from ...config import Config, ConfigError, load_config
 from ...model import ModelError
@@ -31,7 +32,6 @@ from ...problem import Problem
 from ...runner.directory import is_run, prepare_study
 from ...runner.results import RunResult, load_pde_run
 from ...runner.session import check_size, resolve_config
-from ..clusters.compare import ClusterValidation
 from .compare import PDEReference
 
 log = logging.getLogger("meanfield")

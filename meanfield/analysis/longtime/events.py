@@ -1,8 +1,8 @@
 """Clusters, merges and metastable states of weighted point sets on S^1 over time.
 
-One rule for every point set: reference tokens (:mod:`.tokens`, ids = token indices) and the
-atoms of a hybrid run (``Atoms`` masses, angles and ids), given as a sequence of frames
-``(t, angles, masses, ids)``.
+One rule for every point set: reference tokens (:mod:`meanfield.references.lagrangian_circle`,
+ids = token indices) and the atoms of a hybrid run (``Atoms`` masses, angles and ids), given as
+a sequence of frames ``(t, angles, masses, ids)``.
 
 Grouping (one frame)
     A point of mass m is *dense* when ``m >= link_density * min(delta, spacing)``, its

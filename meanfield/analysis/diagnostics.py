@@ -3,7 +3,7 @@
 Cluster rules (``rule`` of :func:`write_diagnostics`)
 -----------------------------------------------------
 ``basins`` (S^1 and S^2)
-    The density-level definition of :mod:`meanfield.studies.clusters`, the same as for PDE
+    The density-level definition of :mod:`meanfield.analysis.clusters`, the same as for PDE
     runs: significant peaks of a kernel density estimate of the tokens on the run config's
     mesh, above the uniform density, with their watershed regions; a cluster's size is the
     mass of its region.  Two clusters separated by a dip count as two however close they are.
@@ -35,6 +35,9 @@ import numpy as np
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 from scipy.spatial import cKDTree
+
+from ..runner.results import load_particle_run
+from .clusters import analyse_run
 
 MAX_POINTS = 4000
 BINS = 50
@@ -88,18 +91,14 @@ def write_diagnostics(path: str | Path, rule: str = "auto", eps: float = 1e-3, m
     """Write diagnostics.csv (t, clusters, largest_cluster, rule) and inner_products.png for a run.
 
     ``eps`` and ``min_fraction`` are those of the ``links`` rule; the ``basins`` rule uses the
-    defaults of :func:`meanfield.studies.clusters.analyse_run`.  Returns the computed arrays
+    defaults of :func:`meanfield.analysis.clusters.analyse_run`.  Returns the computed arrays
     (times, clusters, largest, histograms (T, bins)).
     """
     from matplotlib.figure import Figure
 
-    from ..runner.results import load_particle_run
-
     run = load_particle_run(path)
     rule = resolve_rule(rule, run.points.shape[2])
     if rule == "basins":
-        from ..studies.clusters import analyse_run  # the analysis is a study; imported only here
-
         history = analyse_run(run)
         clusters = history.counts
         largest = np.array([f.masses.max(initial=0.0) for f in history.frames])

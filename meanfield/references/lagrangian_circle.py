@@ -47,7 +47,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import integrate, special
 
-from ...particles.sampling import quantile_circle
+from ..particles.sampling import quantile_circle
 
 ATTENTIONS = ("softmax", "unnormalized")
 #: Default truncation tolerance of the kernel series, relative to I_0(beta).

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...model import AttentionModel
+from ..model import AttentionModel
 
 MMD_TOL = 1e-13
 
@@ -45,7 +45,7 @@ def moment_errors(row: dict[str, float], ref: dict[str, float], d: int) -> dict[
 
 def kernel_sum(x: np.ndarray, a: np.ndarray, y: np.ndarray, b: np.ndarray, scale: float) -> float:
     """``sum_ij a_i b_j k(x_i, y_j)`` for the MMD kernel of width ``scale``."""
-    from ...nonlocal_field import make_evaluator
+    from ..nonlocal_field import make_evaluator
 
     beta = 1.0 / scale**2
     model = AttentionModel(d=x.shape[1], beta=beta)

@@ -20,10 +20,10 @@ from typing import Any
 import numpy as np
 
 from ...mesh import RawMesh, circle, icosphere, raw_mesh
+from ...references.spectral_circle import CircleSolution
 from ...runner.directory import check_output_folder
 from ...runner.results import load_run
 from ...sphere import sphere_area
-from ..reference import CircleSolution
 from .atoms import WithAtoms
 from .cells import AnalysisMesh
 from .fields import CellAverages, DG1Data, Field

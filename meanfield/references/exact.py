@@ -17,10 +17,10 @@ from collections.abc import Callable
 import numpy as np
 from scipy import special
 
-from .initial import real_harmonic
-from .layers import FeedForward, LayerSchedule
-from .problem import Problem
-from .sphere import normalize, sphere_area
+from ..initial import real_harmonic
+from ..layers import FeedForward, LayerSchedule
+from ..problem import Problem
+from ..sphere import normalize, sphere_area
 from .trajectories import integrate_each
 
 #: Relative and absolute tolerances of the characteristics' integration (DOP853, per trajectory).
@@ -51,7 +51,7 @@ def backward_characteristics(ffn: FeedForward, x: np.ndarray, duration: float) -
     """Follow the flow of ``F = ffn.velocity`` backward for ``duration`` from the points x.
 
     Solves ``y' = -F(y)``, ``y(0) = x`` together with ``L' = div_S F(y)``, ``L(0) = 0``, for
-    every point with its own DOP853 step (:func:`~meanfield.trajectories.integrate_each`, at
+    every point with its own DOP853 step (:func:`~meanfield.references.trajectories.integrate_each`, at
     tolerances :data:`ODE_RTOL`, :data:`ODE_ATOL`: a ReLU block's kinks cost each trajectory
     a few short steps, not all of them).  Returns ``y(duration)`` (the points the flow carries
     to x in that time) and ``L(duration)`` (the integral of the divergence along the way).

@@ -30,8 +30,8 @@ from ..runner.directory import effective_status, is_run
 from ..runner.files import write_text
 from ..runner.netcdf import observable_attributes
 from ..runner.results import observables_frame, read_observables
+from ..studies.sweep import sweep_points
 from ..version import __version__
-from .sweep import sweep_points
 
 if TYPE_CHECKING:
     import pandas

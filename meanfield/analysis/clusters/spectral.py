@@ -1,4 +1,4 @@
-"""The spectral S^1 reference (:mod:`meanfield.studies.reference`) as a cluster field.
+"""The spectral S^1 reference (:mod:`meanfield.references.spectral_circle`) as a cluster field.
 
 The analysis mesh has one cell per grid angle (the circle of N segments turned by half a
 segment, so that cell centroids are the grid angles and the watershed sees the grid values).
@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...mesh import RawMesh
-from ..reference import CircleSolution
+from ...references.spectral_circle import CircleSolution
 from .cells import AnalysisMesh
 from .fields import Field
 
