@@ -203,6 +203,11 @@ class Layer:
     attention: AttentionModel | None
     ffn: FeedForward | None
 
+    def lipschitz_bound(self) -> float:
+        """A crude bound of the layer's velocity's Lipschitz constant: attention's plus the block's."""
+        attention = 0.0 if self.attention is None else self.attention.lipschitz_bound()
+        return attention + (0.0 if self.ffn is None else self.ffn.lipschitz_bound())
+
     def to_dict(self) -> dict[str, Any]:
         """Plain-data form: ``{"attention": model dict or None, "ffn": block dict or None}``."""
         return {"attention": None if self.attention is None else self.attention.to_dict(),

@@ -156,6 +156,21 @@ class AttentionModel:
             np.array_equal(m, eye) for m in (self.heads[0].Q, self.heads[0].K, self.heads[0].V)
         ) and self.heads[0].weight == 1.0
 
+    def lipschitz_bound(self) -> float:
+        """A crude bound of the attention field's Lipschitz constant on the sphere.
+
+        ``sum_h |w_h| ||V_h|| (2 + 2 beta ||Q_h^T K_h||)`` for softmax (the projection contributes
+        ~2 ||V||, the softmax weights' gradient 2 beta ||A|| ||V||), multiplied by
+        ``exp(beta ||A||)`` for unnormalised attention, whose weights are not normalised
+        (spectral norms).
+        """
+        total = 0.0
+        for h in self.heads:
+            a = self.beta * np.linalg.norm(h.interaction, 2)
+            growth = 1.0 if self.softmax else float(np.exp(a))
+            total += abs(h.weight) * np.linalg.norm(h.V, 2) * (2.0 + 2.0 * a) * growth
+        return total
+
     def to_dict(self) -> dict:
         """Plain-data form (lists), as written in a resolved config."""
         out: dict = {"attention": self.attention, "beta": self.beta}

@@ -26,7 +26,6 @@ from .dynamics import LayerVelocity
 from .mesh import RawMesh, distribute
 from .nonlocal_field import NonlocalEvaluator
 from .nonlocal_field.base import PointGroup
-from .particles.system import layer_lipschitz_bound
 from .problem import Problem
 from .runner.results import RunResult, load_pde_run
 from .runner.session import check_new_target, check_size, configure_process, resolve_config, start_run
@@ -125,7 +124,7 @@ class PDESimulation(Simulation):
             share = 1.0 - self.atoms.mass
             self.state = self.state * share if share > 1e-12 else np.zeros_like(self.state)
             self.coupling.positions, self.coupling.masses = self.atoms.positions, self.atoms.masses
-            bounds = [layer_lipschitz_bound(layer) / spec.lipschitz_step for layer in self.schedule.layers]
+            bounds = [layer.lipschitz_bound() / spec.lipschitz_step for layer in self.schedule.layers]
             self.hybrid = HybridStepping(self.scheme, self.coupling, lambda: bounds[self.field.index])
             self.stepper = SSPRK3(self.hybrid, t.cfl, t.dt, t.dt_max)
             self.events = AtomEvents(self.scheme, spec.capture, spec.rule, spec.merge_distance, spec.absorb_mass,

@@ -22,6 +22,13 @@ def normalize(v: np.ndarray) -> np.ndarray:
     return v / np.linalg.norm(v, axis=-1, keepdims=True)
 
 
+def subsample(points: np.ndarray, max_points: int, seed: int = 0) -> np.ndarray:
+    """At most ``max_points`` of the points (rows), a uniform subsample of a fixed seed, in order."""
+    if len(points) <= max_points:
+        return points
+    return points[np.sort(np.random.default_rng(seed).choice(len(points), max_points, replace=False))]
+
+
 def sphere_area(d: int) -> float:
     """|S^{d-1}| = 2 pi^{d/2} / Gamma(d/2)."""
     return 2.0 * pi ** (d / 2) / gamma(d / 2)

@@ -16,7 +16,8 @@ import meanfield
 from meanfield.config import ConfigError
 from meanfield.runner import layout
 from meanfield.runner.controller import RunInterrupted
-from meanfield.studies.sweep import parse_grid, plan_points, split_values, sweep
+from meanfield.runner.grid import parse_grid, plan_points, split_values
+from meanfield.studies.sweep import sweep
 
 BASE = {"name": "sw", "mesh": {"sphere": "S1", "resolution": 16}, "model": {"beta": 2.0},
         "time": {"t_final": 0.2, "outputs": 2}, "particles": {"dt": 0.05}, "output": {"xdmf": False}}

@@ -1,7 +1,7 @@
 """Many runs in one table (``meanfield collect``): the observables with the parameters as columns.
 
 The runs are found in the paths given: a run directory is itself, a sweep directory gives
-its points in order (:mod:`meanfield.studies.sweep`), any other directory the runs anywhere
+its points in order (:mod:`meanfield.runner.grid`), any other directory the runs anywhere
 below it (a convergence or validation study, a folder of runs).  The table is in long
 format, one row per run and output time (``final``: one row per run, its last output)::
 
@@ -28,9 +28,9 @@ import numpy as np
 from ..config import ConfigError
 from ..runner.directory import effective_status, is_run
 from ..runner.files import write_text
+from ..runner.grid import sweep_points
 from ..runner.netcdf import observable_attributes
 from ..runner.results import observables_frame, read_observables
-from ..studies.sweep import sweep_points
 from ..version import __version__
 
 if TYPE_CHECKING:

@@ -37,18 +37,12 @@ from scipy.sparse.csgraph import connected_components
 from scipy.spatial import cKDTree
 
 from ..runner.results import load_particle_run
+from ..sphere import subsample
 from .clusters import analyse_run
 
 MAX_POINTS = 4000
 BINS = 50
 RULES = ("auto", "basins", "links")
-
-
-def subsample(points: np.ndarray, max_points: int = MAX_POINTS, seed: int = 0) -> np.ndarray:
-    """At most ``max_points`` of the points, a uniform subsample of a fixed seed."""
-    if len(points) <= max_points:
-        return points
-    return points[np.sort(np.random.default_rng(seed).choice(len(points), max_points, replace=False))]
 
 
 def cluster_sizes(points: np.ndarray, eps: float = 1e-3, max_points: int = MAX_POINTS) -> np.ndarray:

@@ -19,7 +19,7 @@ With atoms, the stepper's rate is ``max(r_rho, r_atoms)`` with the scheme's posi
 ``r_rho`` and ``r_atoms = max(max_i |X(x_i)| / h, L / atoms.lipschitz_step)``: ``h`` is the
 smallest cell size (cell measure^(1/(d-1))), so that an atom moves at most ``cfl`` cells per
 step, and ``L`` the Lipschitz bound of the active layer's field
-(:func:`meanfield.particles.system.layer_lipschitz_bound`), so that a step is at most
+(:meth:`meanfield.layers.Layer.lipschitz_bound`), so that a step is at most
 ``cfl * lipschitz_step / L`` (the default 0.25 is the particle solver's default step
 factor; SSP-RK3 is stable on the real axis up to 2.5 / L, so larger factors are stable and
 trade accuracy for speed once the density is gone).

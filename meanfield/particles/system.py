@@ -15,12 +15,11 @@ from collections.abc import Callable
 import numpy as np
 
 from ..layers import Layer
-from ..model import AttentionModel
 
 #: A velocity field of a discrete measure: (targets, source points, source weights) -> X.
 Field = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 
-#: The default step of a layer is ``DT_FACTOR / layer_lipschitz_bound(layer)``.
+#: The default step of a layer is ``DT_FACTOR / layer.lipschitz_bound()``.
 DT_FACTOR = 0.25
 
 
@@ -34,31 +33,9 @@ def token_block(n: int, rank: int, size: int) -> slice:
     return slice(start, start + base + (rank < extra))
 
 
-def lipschitz_bound(model: AttentionModel) -> float:
-    """A crude bound of the attention field's Lipschitz constant on the sphere.
-
-    ``sum_h |w_h| ||V_h|| (2 + 2 beta ||Q_h^T K_h||)`` for softmax (the projection contributes
-    ~2 ||V||, the softmax weights' gradient 2 beta ||A|| ||V||), multiplied by
-    ``exp(beta ||A||)`` for unnormalised attention, whose weights are not normalised
-    (spectral norms).
-    """
-    total = 0.0
-    for h in model.heads:
-        a = model.beta * np.linalg.norm(h.interaction, 2)
-        growth = 1.0 if model.softmax else float(np.exp(a))
-        total += abs(h.weight) * np.linalg.norm(h.V, 2) * (2.0 + 2.0 * a) * growth
-    return total
-
-
-def layer_lipschitz_bound(layer: Layer) -> float:
-    """:func:`lipschitz_bound` of the layer's attention (if any) plus its feed-forward block's."""
-    attention = 0.0 if layer.attention is None else lipschitz_bound(layer.attention)
-    return attention + (0.0 if layer.ffn is None else layer.ffn.lipschitz_bound())
-
-
 def default_dt(layer: Layer) -> float:
-    """The default RK4 step of a layer, ``DT_FACTOR / layer_lipschitz_bound(layer)``."""
-    return DT_FACTOR / max(layer_lipschitz_bound(layer), 1e-12)
+    """The default RK4 step of a layer, ``DT_FACTOR / layer.lipschitz_bound()``."""
+    return DT_FACTOR / max(layer.lipschitz_bound(), 1e-12)
 
 
 def attention_field(evaluator) -> Field:

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
+from ..sphere import subsample
 from .circle import CircleLines, circle_density, circle_segments, circle_spacetime, histogram_bins, token_histogram
 from .data import RunData, run_data
 from .movie import FPS, MAX_FRAMES, frame_indices, write_movie
@@ -117,8 +118,6 @@ def _circle_density(data: RunData, vertices: np.ndarray, cells: np.ndarray, fram
 
 def _sphere_tokens(data: RunData, points: np.ndarray, w: _Writer, views: list[View], center: np.ndarray | None,
                    max_points: int) -> None:
-    from ..analysis.diagnostics import subsample
-
     for name, i in (("tokens_initial", 0), ("tokens_final", len(data.times) - 1)):
         w.figure(token_map(points[i], views=views, center=center, max_points=max_points, title=_title(data, i)), name)
     center = densest_point(subsample(points[-1], max_points)) if center is None else center

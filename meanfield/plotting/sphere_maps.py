@@ -21,6 +21,7 @@ from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
 from matplotlib.tri import Triangulation
 
+from ..sphere import subsample
 from .data import corner_values
 from .projections import MapTriangles, Mollweide, Orthographic, Projection, graticule
 from .style import ATOM_STYLE, TOKEN_SIZE, TOKEN_STYLE, MarkerStyle, clip_to, color_norm, density_label, marker_sizes
@@ -208,8 +209,6 @@ def token_map(points: np.ndarray, *, views: Sequence[View] = VIEWS, center: np.n
     At most ``max_points`` tokens are drawn (a fixed uniform subsample); the orthographic view
     looks at the densest token by default.
     """
-    from ..analysis.diagnostics import subsample
-
     shown = subsample(np.asarray(points, float), max_points)
     center = densest_point(shown) if center is None else center
     maps = SphereMaps(make_projections(views, center, central_longitude), markers="tokens")

@@ -1,0 +1,141 @@
+"""A sweep's grid: its points, the names of their run directories, and reading them back.
+
+A grid maps config keys to values; its points are the Cartesian product (the first key
+slowest).  Point k's run directory is named by its index and ``key=value`` for each grid key
+(the last part of the key unless that is ambiguous), e.g. ``003-beta=4,seed=1``.  The sweep
+driver (:mod:`meanfield.studies.sweep`) plans and runs the points; the analyses
+(:mod:`meanfield.analysis.collect`) find them again from a sweep directory's study.json.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..config import ConfigError, parse_override
+from .directory import read_study_marker
+
+#: The ``kind`` of a sweep directory's study.json.
+KIND = "sweep"
+#: Longest value label in a point's directory name (the index keeps names unique anyway).
+LABEL_LENGTH = 40
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    """One point of a sweep.
+
+    Attributes
+    ----------
+    index
+        Its place in the sweep (0-based; ``--array-index``).
+    parameters
+        Grid key -> value at this point.
+    directory
+        Its run directory's name inside the sweep directory.
+    """
+
+    index: int
+    parameters: dict[str, Any]
+    directory: str
+
+    @property
+    def overrides(self) -> list[str]:
+        """``key=value`` overrides that make the point's config from the base config."""
+        return [f"{key}={toml_value(value)}" for key, value in self.parameters.items()]
+
+
+def toml_value(value: Any) -> str:
+    """A value as TOML text (what ``--set key=TEXT`` reads back as the same value)."""
+    import tomli_w
+
+    return tomli_w.dumps({"v": value})[len("v = "):].strip()
+
+
+def cell_value(value: Any) -> Any:
+    """A parameter as a table cell: scalars as they are, arrays and tables as JSON."""
+    return value if isinstance(value, (bool, int, float, str)) else json.dumps(value)
+
+
+def split_values(text: str) -> list[str]:
+    """``v1,v2,...`` split at the commas outside brackets, braces and quotes."""
+    parts, depth, quote, start = [], 0, "", 0
+    for i, char in enumerate(text):
+        if quote:
+            quote = "" if char == quote else quote
+        elif char in "\"'":
+            quote = char
+        elif char in "[{":
+            depth += 1
+        elif char in "]}":
+            depth -= 1
+        elif char == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    return [p.strip() for p in [*parts, text[start:]]]
+
+
+def parse_grid(specs: Sequence[str]) -> dict[str, list[Any]]:
+    """``["model.beta=1,4,9", ...]`` -> ``{"model.beta": [1, 4, 9], ...}`` (values read as TOML, else text).
+
+    Raises
+    ------
+    ConfigError
+        A spec without ``=``, an empty value, a key given twice.
+    """
+    grid: dict[str, list[Any]] = {}
+    for spec in specs:
+        if "=" not in spec:
+            raise ConfigError(f"--grid {spec!r}: expected section.key=v1,v2,...")
+        key, text = (s.strip() for s in spec.split("=", 1))
+        values = split_values(text)
+        if not key or any(v == "" for v in values):
+            raise ConfigError(f"--grid {spec!r}: expected section.key=v1,v2,... without empty values")
+        if key in grid:
+            raise ConfigError(f"--grid {key}: given twice")
+        grid[key] = [parse_override(f"{key}={v}")[1] for v in values]
+    return grid
+
+
+def _label(value: Any) -> str:
+    if isinstance(value, bool):
+        text = str(value).lower()
+    elif isinstance(value, float):
+        text = repr(value).removesuffix(".0")
+    elif isinstance(value, (int, str)):
+        text = str(value)
+    else:
+        text = json.dumps(value)
+    return re.sub(r"[^A-Za-z0-9._+-]+", "_", text).strip("_")[:LABEL_LENGTH] or "_"
+
+
+def _short_keys(keys: Sequence[str]) -> dict[str, str]:
+    """Each key's last part, or the whole key where two keys share their last part."""
+    last = [k.split(".")[-1] for k in keys]
+    return {k: (s if last.count(s) == 1 else k) for k, s in zip(keys, last)}
+
+
+def plan_points(grid: Mapping[str, Sequence[Any]]) -> list[SweepPoint]:
+    """The points of a grid, in order (first key slowest), with their directory names."""
+    keys = list(grid)
+    short = _short_keys(keys)
+    combos = list(itertools.product(*(grid[k] for k in keys)))
+    width = len(str(max(len(combos) - 1, 0)))
+    points = []
+    for index, values in enumerate(combos):
+        labels = ",".join(f"{short[k]}={_label(v)}" for k, v in zip(keys, values))
+        points.append(SweepPoint(index, dict(zip(keys, values)), f"{index:0{width}d}-{labels}"))
+    return points
+
+
+def sweep_points(path: Path | str) -> list[SweepPoint] | None:
+    """The points of the sweep in directory ``path`` (from its study.json); ``None`` if it is no sweep."""
+    marker = read_study_marker(path)
+    if marker is None or marker.get("kind") != KIND or not isinstance(marker.get("definition"), dict):
+        return None
+    return plan_points(marker["definition"]["grid"])
