@@ -4,7 +4,7 @@ The long-time case: softmax, Q = K = V = I, beta = 9, a small multi-mode perturb
 of the uniform density (``runs/examples/s1-clusters.toml``'s), 1024 cells, capture on.
 After formation the clusters are captured as atoms; ``atoms.absorb_mass`` sends the residual
 density to the atoms once it is below 1e-6, and the run goes on with atoms alone at the
-step ``cfl * lipschitz_step / L`` (:mod:`meanfield.atoms.dynamics`).  Prints the wall time,
+step ``cfl * lipschitz_step / L`` (:mod:`meanfield.atoms.coupling`).  Prints the wall time,
 its CPU time (the wall time of a free core), the number of steps and the atoms' history
 (count and masses at the outputs).  Run::
 

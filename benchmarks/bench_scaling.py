@@ -36,7 +36,7 @@ def worker(level: int, steps: int, tol: float, out: str | None) -> None:
 
     from meanfield.config import load_config
     from meanfield.discretisation.ordering import gather_rows as gather_global
-    from meanfield.solver import build_simulation
+    from meanfield.pde import build_simulation
 
     comm = MPI.COMM_WORLD
     config = load_config(None, [f"mesh.resolution={level}", 'nonlocal.method="fast"', f"nonlocal.tol={tol}"])

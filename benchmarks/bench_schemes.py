@@ -58,7 +58,7 @@ def main() -> None:
         rotation = cls(msh, rotation_velocity(1.0, [0.0, 0.0, 1.0], 3))
         state = rotation.initial_state(density)
         transport = _step_time(rotation, state, args.repeat)
-        cfl_dt = 1.0 / rotation.rate(state)[1]
+        cfl_dt = 1.0 / rotation.rhs_and_bound(state)[1]
         evaluator = make_evaluator(config.model(), comm, args.method, 1e-10)
         attention = cls(msh, attention_velocity(evaluator), rotation.geometry)
         field = _step_time(attention, attention.initial_state(density), args.repeat)

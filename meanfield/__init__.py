@@ -31,7 +31,7 @@ _LAZY = {
     "load_config": ("config", "load_config"),
     "Config": ("config", "Config"),
     "Problem": ("problem", "Problem"),
-    "run": ("solver", "run"),
+    "run": ("pde", "run"),
     "resume": ("continuation", "resume"),
     "run_particles": ("particles", "run_particles"),
     "load_run": ("runner.results", "load_run"),
@@ -49,10 +49,10 @@ if TYPE_CHECKING:
     from .continuation import resume
     from .model import AttentionModel
     from .particles import run_particles
+    from .pde import run
     from .problem import Problem
     from .runner.controller import RunInterrupted
     from .runner.results import ParticleRunResult, RunResult, load_run
-    from .solver import run
     from .studies.sweep import sweep
 
 

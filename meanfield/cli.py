@@ -59,7 +59,7 @@ def _error(text: str) -> None:
 
 # -- subcommands ----------------------------------------------------------------------------
 def _cmd_run(args: argparse.Namespace) -> None:
-    from .solver import run
+    from .pde import run
 
     result = run(args.config, out=args.out, overrides=args.set, quiet=args.quiet, overwrite=args.overwrite)
     _echo(f"results: {result.path}")

@@ -180,7 +180,7 @@ def resume(
         continue_run(ParticleSimulation(problem, comm), config, path, plan["checkpoint"], particle_writers(problem),
                      quiet=quiet, note=note, rebuild_metadata=plan["rebuild_metadata"])
     else:
-        from .solver import PDESimulation, pde_writers
+        from .pde import PDESimulation, pde_writers
 
         continue_run(PDESimulation(problem, comm), config, path, plan["checkpoint"], pde_writers(problem),
                      quiet=quiet, note=note, rebuild_metadata=plan["rebuild_metadata"])

@@ -127,7 +127,7 @@ class AtomSpec:
     absorb_mass
         Density mass at or below which the density goes to the atoms (0: never).
     lipschitz_step
-        Atoms step at most ``cfl * lipschitz_step / L`` (:mod:`meanfield.atoms.dynamics`).
+        Atoms step at most ``cfl * lipschitz_step / L`` (:mod:`meanfield.atoms.coupling`).
     initial
         (k, 1 + d) initial atoms: mass, then the point (normalised later).
     """

@@ -56,12 +56,12 @@ class StepStats:
 
 class SteppedScheme(Protocol):
     """What the stepper uses of a spatial scheme (:class:`~meanfield.discretisation.base.SpatialScheme`,
-    or :class:`~meanfield.atoms.dynamics.HybridStepping` with atoms)."""
+    or :class:`~meanfield.atoms.coupling.HybridStepping` with atoms)."""
 
     comm: Any
     geometry: MeshGeometry
 
-    def rate(self, state: np.ndarray) -> tuple[np.ndarray, float]: ...
+    def rhs_and_bound(self, state: np.ndarray) -> tuple[np.ndarray, float]: ...
 
     def postprocess(self, state: np.ndarray) -> np.ndarray: ...
 
@@ -92,9 +92,9 @@ class SSPRK3:
         self.dt_max = dt_max if dt_max is not None else np.inf
         self.stats = StepStats()
 
-    def _rate(self, state: np.ndarray) -> tuple[np.ndarray, float]:
+    def _rhs_and_bound(self, state: np.ndarray) -> tuple[np.ndarray, float]:
         self.stats.rate_evaluations += 1
-        return self.scheme.rate(state)
+        return self.scheme.rhs_and_bound(state)
 
     def _stage_bound_check(self, dt: float, rate: float, t: float, stage: int) -> bool:
         if dt * rate <= 1.0 + 1e-12:
@@ -108,20 +108,20 @@ class SSPRK3:
 
     def step(self, state: np.ndarray, t: float, dt_limit: float) -> tuple[np.ndarray, float]:
         """Advance one step of at most ``dt_limit``; returns (new state, dt taken)."""
-        L0, r0 = self._rate(state)
+        L0, r0 = self._rhs_and_bound(state)
         dt = self.fixed_dt if self.fixed_dt is not None else (self.cfl / r0 if r0 > 0 else dt_limit)
         dt = min(dt, dt_limit, self.dt_max)
         self._stage_bound_check(dt, r0, t, 0)
         post = self.scheme.postprocess
         for _ in range(MAX_RETRIES):
             u1 = post(state + dt * L0)
-            L1, r1 = self._rate(u1)
+            L1, r1 = self._rhs_and_bound(u1)
             if not self._stage_bound_check(dt, r1, t, 1):
                 dt = min(dt, self.cfl / r1)
                 self.stats.rejected += 1
                 continue
             u2 = post(0.75 * state + 0.25 * (u1 + dt * L1))
-            L2, r2 = self._rate(u2)
+            L2, r2 = self._rhs_and_bound(u2)
             if not self._stage_bound_check(dt, r2, t, 2):
                 dt = min(dt, self.cfl / r2)
                 self.stats.rejected += 1

@@ -25,12 +25,12 @@ from meanfield.atoms import Atoms
 from meanfield.atoms.capture import CaptureRule, find_captures
 from meanfield.atoms.merge import merge_close
 from meanfield.config import ConfigError, load_config
-from meanfield.dynamics import LayerVelocity
 from meanfield.nonlocal_field import make_evaluator
 from meanfield.particles.integrator import projected_ssprk3_step
 from meanfield.particles.system import ParticleSystem
+from meanfield.pde import build_simulation
 from meanfield.peaks import cell_graph
-from meanfield.solver import build_simulation
+from meanfield.velocity import LayerVelocity
 
 DATA = Path(__file__).parent / "data"
 COMM = MPI.COMM_WORLD
@@ -146,7 +146,7 @@ def test_all_atom_state_is_the_weighted_particle_system(sphere, resolution, beta
 def test_atoms_move_with_the_field_of_the_whole_measure(scheme):
     config = _with(CASES[f"S1-{scheme}"], atoms={"initial": [[0.2, 1.0, 0.3], [0.1, -0.2, -1.0]]})
     sim = build_simulation(config)
-    sim.hybrid.rate(sim.hybrid.join(sim.state, sim.atoms.positions))
+    sim.hybrid.rhs_and_bound(sim.hybrid.join(sim.state, sim.atoms.positions))
     points, weights = sim.scheme.measure(sim.state)
     points, weights = np.concatenate(COMM.allgather(points)), np.concatenate(COMM.allgather(weights))
     evaluator = make_evaluator(load_config(config).model(), None, "direct")

@@ -371,8 +371,8 @@ def test_resumed_hybrid_run_equals_the_uninterrupted_one(tmp_path, monkeypatch):
     import signal
 
     import meanfield
+    from meanfield.pde import PDESimulation
     from meanfield.runner.controller import RunInterrupted
-    from meanfield.solver import PDESimulation
 
     case = HYBRID_CASE.replace("resolution = 256", "resolution = 128").replace("t_final = 3.5", "t_final = 2.0")
     (tmp_path / "case.toml").write_text(case.replace("outputs = 7", "outputs = 4"))

@@ -22,7 +22,6 @@ from scipy.linalg import expm
 
 import meanfield
 from meanfield.config import ConfigError, load_config
-from meanfield.dynamics import LayerVelocity
 from meanfield.initial import make_initial_density
 from meanfield.layers import ACTIVATIONS, FeedForward, LayerSchedule
 from meanfield.mesh import icosphere
@@ -33,6 +32,7 @@ from meanfield.references.trajectories import integrate_each
 from meanfield.runner.results import load_run
 from meanfield.runner.session import start_run
 from meanfield.studies.convergence import convergence_study
+from meanfield.velocity import LayerVelocity
 
 # theta' = -sin(2 theta): F = P_x(M x), M = diag(1, -1), as a block with identity activation
 SADDLE = {"W": [[1.0, 0.0], [0.0, 1.0]], "A": [[1.0, 0.0], [0.0, -1.0]], "activation": "identity"}

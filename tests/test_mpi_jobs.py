@@ -148,7 +148,7 @@ def test_config_readable_on_rank_0_only(tmp_path):
 # -- one rank failing ends every rank ---------------------------------------------------------
 def test_one_rank_raising_mid_run_ends_the_job(tmp_path):
     cfg = _case(tmp_path, S1_CASE.replace("t_final = 0.4", "t_final = 50.0"))
-    patch = ("from mpi4py import MPI\nfrom meanfield.solver import PDESimulation\n"
+    patch = ("from mpi4py import MPI\nfrom meanfield.pde import PDESimulation\n"
              "if MPI.COMM_WORLD.rank == 1:\n"
              "    real = PDESimulation.step\n"
              "    def step(self, t_end):\n"

@@ -138,7 +138,7 @@ def test_particle_velocity_equals_pde_velocity():
     """Tokens at the cell centroids with the cell masses: same X as the PDE's field."""
     from mpi4py import MPI
 
-    from meanfield.solver import build_simulation
+    from meanfield.pde import build_simulation
 
     config = load_config({"mesh": {"sphere": "S2", "resolution": 2}, "model": {"beta": 3.0},
                           "output": {"xdmf": False}})
@@ -158,7 +158,7 @@ def _first_moment_slope(sphere: str, resolutions: tuple[int, int], ns: list[int]
     """Slope of the RMS (over seeds) first-moment error at t = 2 against the PDE's extrapolated moments."""
     from mpi4py import MPI
 
-    from meanfield.solver import run
+    from meanfield.pde import run
 
     centers = [[1, 0], [-0.5, 0.8]] if sphere == "S1" else [[0, 0, 1], [1, 0, 0]]
     base = {"name": "mf", "mesh": {"sphere": sphere},

@@ -210,7 +210,7 @@ def test_blow_up_is_reported_with_where_and_when(tmp_path, monkeypatch):
     from meanfield.discretisation.fv import FiniteVolumeScheme
     from meanfield.timestepping import BlowUpError
 
-    real = FiniteVolumeScheme.rate
+    real = FiniteVolumeScheme.rhs_and_bound
 
     def rate(self, state):
         dstate, r = real(self, state)
@@ -221,7 +221,7 @@ def test_blow_up_is_reported_with_where_and_when(tmp_path, monkeypatch):
                 dstate[7] = np.inf
         return dstate, r
 
-    monkeypatch.setattr(FiniteVolumeScheme, "rate", rate)
+    monkeypatch.setattr(FiniteVolumeScheme, "rhs_and_bound", rate)
     monkeypatch.setattr(FiniteVolumeScheme, "calls_after_output", 0, raising=False)
     with pytest.raises(BlowUpError, match=r"non-finite at t = .* first at cell \d+ at x = "):
         meanfield.run(SMALL, out=tmp_path / "o", comm=MPI.COMM_SELF, quiet=True)

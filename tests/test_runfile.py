@@ -119,7 +119,7 @@ def test_no_xdmf_files_when_output_xdmf_is_off(tmp_path):
 
 def _interrupted(tmp_path, monkeypatch, kind: str = "dg1"):
     """A DG1 run stopped by SIGTERM after its second output (checkpoint at t = 0.25)."""
-    from meanfield.solver import PDESimulation
+    from meanfield.pde import PDESimulation
 
     real = PDESimulation.step
 

@@ -96,7 +96,7 @@ def test_dry_run_lists_and_writes_nothing(tmp_path, comm):
 
 def _stop_at(monkeypatch, t_stop: float, beta: float):
     """SIGTERM to this process when the PDE with this beta reaches t_stop."""
-    from meanfield.solver import PDESimulation
+    from meanfield.pde import PDESimulation
 
     real = PDESimulation.step
 
@@ -180,7 +180,7 @@ def test_foreign_or_other_sweep_directory_is_refused(tmp_path, comm):
 
 def test_a_failing_point_is_recorded_and_the_sweep_goes_on(tmp_path, monkeypatch, capsys):
     from meanfield.cli import main
-    from meanfield.solver import PDESimulation
+    from meanfield.pde import PDESimulation
 
     real = PDESimulation.step
 

@@ -10,7 +10,7 @@ Order of the events after a step:
 1. ``atoms.absorb_mass > 0`` and the density's mass is at most ``absorb_mass`` (and there
    are atoms): every cell's mass goes to the atom nearest the cell
    (:func:`~.capture.absorb_all`) and the density is zero from then on, so the run goes on
-   with atoms alone (:mod:`.dynamics`), at the cost of the atoms' field on themselves.
+   with atoms alone (:mod:`.coupling`), at the cost of the atoms' field on themselves.
    The error is at most ``absorb_mass`` times the distance the absorbed mass had to go;
    this is the long-time remedy for runs whose CFL step would otherwise stay small because
    of a little residual density near fast-moving atoms.

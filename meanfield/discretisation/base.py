@@ -3,9 +3,9 @@
 A scheme owns the distributed mesh and its degrees of freedom; its *state* is the numpy
 array of this rank's owned degrees of freedom, cell by cell (``state.reshape(num_owned, -1)``
 has one row per owned cell, so it is gathered and scattered in global order by
-:mod:`.ordering`).  The time stepper only needs
-:meth:`SpatialScheme.rate` (the semi-discrete right-hand side and the stability bound) and
-:meth:`SpatialScheme.postprocess` (a limiter, or nothing); the run driver reads densities,
+:mod:`.ordering`).  The time stepper only needs :meth:`SpatialScheme.rhs_and_bound` (the
+semi-discrete right-hand side and the forward-Euler bound of the outflow rate, from one pass)
+and :meth:`SpatialScheme.postprocess` (a limiter, or nothing); the run driver reads densities,
 the discrete measure and the arrays it writes through the rest.
 """
 
@@ -73,7 +73,7 @@ class SpatialScheme(ABC):
         """
 
     @abstractmethod
-    def rate(self, state: np.ndarray) -> tuple[np.ndarray, float]:
+    def rhs_and_bound(self, state: np.ndarray) -> tuple[np.ndarray, float]:
         """Semi-discrete right-hand side and the forward-Euler stability bound.
 
         Returns

@@ -30,8 +30,8 @@ Positivity (Zhang & Shu 2010)
 
         dt * max_K max_q  W_q u_q^+ / (|T| alpha_q J_K(x_q))  <= 1,
 
-    the rate bound :meth:`DG1Scheme.rate` returns.  SSP-RK3 is a convex combination of such
-    steps, so with ``time.cfl <= 1`` every stage has non-negative cell masses.  After every
+    the bound :meth:`DG1Scheme.rhs_and_bound` returns.  SSP-RK3 is a convex combination of
+    such steps, so with ``time.cfl <= 1`` every stage has non-negative cell masses.  After every
     stage the limiter scales m towards its cell mean, ``m <- mean + theta (m - mean)`` with the
     largest theta in [0, 1] making m >= 0 at those points (mass unchanged); since m is linear
     and the points' convex hull (a hexagon) contains every other quadrature point used,
@@ -282,7 +282,7 @@ class DG1Scheme(SpatialScheme):
         Xf = X[: self._num_facet_targets].reshape(self._facet_normal.shape)
         return np.einsum("fqd,fqd->fq", Xf, self._facet_normal)
 
-    def rate(self, state: np.ndarray) -> tuple[np.ndarray, float]:
+    def rhs_and_bound(self, state: np.ndarray) -> tuple[np.ndarray, float]:
         from mpi4py import MPI
 
         g, nv = self.geometry, self._nv

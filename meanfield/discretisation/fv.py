@@ -65,7 +65,7 @@ class FiniteVolumeScheme(SpatialScheme):
         X = self.velocity(self._targets, self._sources, state * self._area)
         return np.einsum("ij,ij->i", X, self.geometry.facet_normal)
 
-    def rate(self, state: np.ndarray) -> tuple[np.ndarray, float]:
+    def rhs_and_bound(self, state: np.ndarray) -> tuple[np.ndarray, float]:
         g = self.geometry
         rho = self._with_ghosts(state)
         un = self.facet_velocity(state)

@@ -8,7 +8,7 @@ seen before renormalising is recorded, as a check that the step is small enough.
 
 ``particles.integrator = "ssprk3"`` takes the PDE's three-stage SSP-RK3 instead
 (:func:`projected_ssprk3_step`), renormalised after the step exactly as the hybrid PDE
-solver treats its atoms (:mod:`meanfield.atoms.dynamics`), so a state made only of atoms
+solver treats its atoms (:mod:`meanfield.atoms.coupling`), so a state made only of atoms
 and a weighted particle system take the same steps (third order).
 
 Each interval between two output times is cut into equal steps no longer than ``dt``

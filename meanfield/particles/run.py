@@ -23,7 +23,6 @@ import numpy as np
 
 from ..collective import on_root
 from ..config import MAX_STEPS, Config, ConfigError
-from ..dynamics import LayerVelocity
 from ..layers import LayerSchedule
 from ..nonlocal_field import NonlocalEvaluator
 from ..problem import Problem
@@ -31,6 +30,7 @@ from ..runner.results import ParticleRunResult, load_particle_run
 from ..runner.session import check_new_target, check_size, configure_process, resolve_config, start_run
 from ..runner.simulation import Simulation
 from ..runner.writers import ObservablesWriter, OutputWriter, SnapshotWriter, particle_run_file
+from ..velocity import LayerVelocity
 from .integrator import INTEGRATORS, EqualSteps
 from .sampling import resolve_sampler, sample_initial
 from .system import Field, ParticleSystem, default_dt, token_block

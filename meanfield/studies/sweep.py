@@ -201,7 +201,7 @@ def _run_point(plan: _Plan, point: SweepPoint, step: str, particles: bool, comm,
 
         run_particles(config, out=path, comm=comm, quiet=quiet, overwrite=step == "restart")
     else:
-        from ..solver import run
+        from ..pde import run
 
         run(config, out=path, comm=comm, quiet=quiet, overwrite=step == "restart")
 

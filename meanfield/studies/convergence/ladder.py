@@ -139,7 +139,7 @@ def ladder_configs(problem: Problem, levels: list[int], dt_ladder: bool = False)
 def run_ladder(problem: Problem, levels: list[int], out: Path, dt_ladder: bool = False, comm=None,
                quiet: bool = True, overwrite: bool = False) -> Ladder:
     """Run every level (each on all ranks of ``comm``) into ``out/level<L>`` and read the runs back."""
-    from ...solver import run
+    from ...pde import run
 
     runs = [run(config, out=Path(out) / f"level{level}", comm=comm, quiet=quiet, overwrite=overwrite)
             for level, config in zip(levels, ladder_configs(problem, levels, dt_ladder), strict=True)]

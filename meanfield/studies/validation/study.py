@@ -146,7 +146,7 @@ def check_pde_run(config: Config, run_dir: str | Path, option: str) -> None:
 
 def _pde_runs(config: Config, out: Path, pde, pde_fine, refine: bool, comm, quiet: bool,
               overwrite: bool) -> PDEReference:
-    from ...solver import run
+    from ...pde import run
 
     if pde is not None:
         coarse: RunResult = everywhere(comm, lambda: load_pde_run(pde))

@@ -15,14 +15,13 @@ from typing import Any
 import numpy as np
 
 from .atoms import Atoms
-from .atoms.dynamics import AtomCoupling, HybridStepping
+from .atoms.coupling import AtomCoupling, HybridStepping
 from .atoms.hybrid import AtomEvents
 from .config import MAX_STEPS, Config, ConfigError
 from .discretisation.base import SpatialScheme, VelocityField
 from .discretisation.dg1 import DG1Scheme
 from .discretisation.fv import FiniteVolumeScheme
 from .discretisation.ordering import gather_rows, scatter_rows
-from .dynamics import LayerVelocity
 from .mesh import RawMesh, distribute
 from .nonlocal_field import NonlocalEvaluator
 from .nonlocal_field.base import PointGroup
@@ -32,6 +31,7 @@ from .runner.session import check_new_target, check_size, configure_process, res
 from .runner.simulation import Simulation
 from .runner.writers import ObservablesWriter, OutputWriter, SnapshotWriter, pde_run_file
 from .timestepping import SSPRK3, StepStats
+from .velocity import LayerVelocity
 
 #: Relative tolerance in time for landing a step on its end time.
 LANDING_TOL = 1e-12
@@ -140,7 +140,7 @@ class PDESimulation(Simulation):
         layers = range(len(self.schedule.layers)) if self.problem.velocity.is_attention else range(1)
         for k in layers:
             self.field.enter(k)
-            _, rate = self.stepper.scheme.rate(self._stepped_state())
+            _, rate = self.stepper.scheme.rhs_and_bound(self._stepped_state())
             where = self.schedule.origins[k]
             if not np.isfinite(rate):
                 raise ConfigError(f"{where}: the initial velocity is not finite (outflow rate {rate!r});"

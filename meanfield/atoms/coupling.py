@@ -52,7 +52,7 @@ class AtomCoupling:
     Parameters
     ----------
     field
-        The velocity of the measure's point groups (:meth:`meanfield.dynamics.LayerVelocity.groups`).
+        The velocity of the measure's point groups (:meth:`meanfield.velocity.LayerVelocity.groups`).
     plain
         The same field as a plain :data:`VelocityField` (used while there are no atoms, so that
         a run without atoms makes exactly the calls of a plain run).
@@ -141,15 +141,15 @@ class HybridStepping:
         some = bool(np.any(density))
         return not (self.comm.allreduce(some, op=MPI.LOR) if self.comm.size > 1 else some)
 
-    def rate(self, state: np.ndarray) -> tuple[np.ndarray, float]:
+    def rhs_and_bound(self, state: np.ndarray) -> tuple[np.ndarray, float]:
         density, positions = self.split(state)
         self.coupling.positions = positions
         if not len(positions):
-            return self.scheme.rate(density)
+            return self.scheme.rhs_and_bound(density)
         if self.density_is_zero(density):
             drho, rate, X = np.zeros_like(density), 0.0, self.coupling.atoms_alone()
         else:
-            drho, rate = self.scheme.rate(density)
+            drho, rate = self.scheme.rhs_and_bound(density)
             X = self.coupling.atom_velocity
         speed = float(np.linalg.norm(X, axis=1).max(initial=0.0))
         return self.join(drho, X), max(rate, speed / self.h, self.atom_rate())
