@@ -13,14 +13,20 @@ with ``N_h(x) = int exp(beta <Q_h x, K_h y>) V_h y dmu(y)`` and
 from __future__ import annotations
 
 import difflib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, get_args
 
 import numpy as np
 
 AttentionKind = Literal["softmax", "unnormalized"]
-ATTENTION_KINDS: tuple[str, ...] = ("softmax", "unnormalized")
+#: The attention kinds: softmax (SA) and unnormalised (USA) attention.
+ATTENTION_KINDS: tuple[str, ...] = get_args(AttentionKind)
+
+#: A velocity field of a discrete measure: (targets (n, d), source points (m, d), source
+#: weights (m,)) -> X (n, d).  The attention field, the prescribed rotation, a layer's velocity
+#: and the field the schemes and the particle system call all have this type.
+VelocityField = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 
 
 class ModelError(ValueError):
@@ -32,6 +38,19 @@ def did_you_mean(word: str, choices: Sequence[str]) -> str:
     lowered = {choice.lower(): choice for choice in choices}
     close = difflib.get_close_matches(word.lower(), list(lowered), n=1)
     return f" (did you mean {lowered[close[0]]!r}?)" if close else ""
+
+
+def is_softmax(attention: str, name: str = "attention") -> bool:
+    """Whether ``attention`` names softmax (SA) rather than unnormalised (USA) attention.
+
+    Raises
+    ------
+    ModelError
+        ``attention`` is not one of :data:`ATTENTION_KINDS` (the message names ``name``).
+    """
+    if attention not in ATTENTION_KINDS:
+        raise ModelError(f"{name}: must be one of {ATTENTION_KINDS}, got {attention!r}")
+    return attention == "softmax"
 
 
 def _as_matrix(value: object, d: int, name: str) -> np.ndarray:
@@ -87,10 +106,7 @@ class AttentionModel:
             raise ModelError(f"model.d: must be an integer >= 2, got {self.d!r}")
         if not np.isfinite(self.beta) or self.beta <= 0:
             raise ModelError(f"model.beta: must be a finite number > 0, got {self.beta!r}")
-        if self.attention not in ATTENTION_KINDS:
-            raise ModelError(
-                f"model.attention: must be one of {ATTENTION_KINDS}, got {self.attention!r}"
-            )
+        is_softmax(self.attention, "model.attention")
         if not self.heads:
             eye = np.eye(self.d)
             object.__setattr__(self, "heads", (Head(eye, eye, eye, 1.0),))
@@ -116,8 +132,7 @@ class AttentionModel:
         if isinstance(beta, bool) or not isinstance(beta, (int, float, np.floating, np.integer)) \
                 or not np.isfinite(beta) or beta <= 0:
             raise ModelError(f"{prefix}.beta: must be a finite number > 0, got {beta!r}")
-        if attention not in ATTENTION_KINDS:
-            raise ModelError(f"{prefix}.attention: must be one of {ATTENTION_KINDS}, got {attention!r}")
+        is_softmax(attention, f"{prefix}.attention")
         eye = np.eye(d)
 
         def head_from(spec: dict, prefix: str) -> Head:
@@ -190,7 +205,7 @@ def project_tangent(x: np.ndarray, v: np.ndarray) -> np.ndarray:
     return v - np.einsum("ij,ij->i", x, v)[:, None] * x
 
 
-def rotation_velocity(rate: float, axis: Sequence[float], d: int):
+def rotation_velocity(rate: float, axis: Sequence[float], d: int) -> VelocityField:
     """Prescribed solid-body rotation, a velocity field that ignores the measure.
 
     ``X(x) = rate * axis x x`` on S^2, ``rate * (-y, x)`` on S^1; returned with the signature

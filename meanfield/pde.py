@@ -18,11 +18,12 @@ from .atoms import Atoms
 from .atoms.coupling import AtomCoupling, HybridStepping
 from .atoms.hybrid import AtomEvents
 from .config import MAX_STEPS, Config, ConfigError
-from .discretisation.base import SpatialScheme, VelocityField
+from .discretisation.base import SpatialScheme
 from .discretisation.dg1 import DG1Scheme
 from .discretisation.fv import FiniteVolumeScheme
 from .discretisation.ordering import gather_rows, scatter_rows
 from .mesh import RawMesh, distribute
+from .model import VelocityField
 from .nonlocal_field import NonlocalEvaluator
 from .nonlocal_field.base import PointGroup
 from .problem import Problem

@@ -8,7 +8,6 @@ could not see on its own.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,7 +18,7 @@ from .config import Config
 from .initial import InitialDensity
 from .layers import LayerSchedule
 from .mesh import SPHERES, RawMesh, raw_mesh
-from .model import rotation_velocity
+from .model import VelocityField, rotation_velocity
 
 
 @dataclass(frozen=True)
@@ -52,7 +51,7 @@ class VelocitySpec:
     def is_attention(self) -> bool:
         return self.kind == "attention"
 
-    def rotation(self, d: int) -> Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]:
+    def rotation(self, d: int) -> VelocityField:
         """The prescribed rotation field in dimension ``d`` (2 or 3)."""
         return rotation_velocity(self.rotation_rate, list(self.rotation_axis), d)
 

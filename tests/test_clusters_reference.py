@@ -16,7 +16,8 @@ from scipy.optimize import brentq
 from meanfield.analysis.clusters import analyse_run, compare_histories, crossing_differences, reference_history
 from meanfield.analysis.clusters.frame import analyse_field
 from meanfield.analysis.clusters.spectral import FourierField, grid_mesh
-from meanfield.references.spectral_circle import CircleSolution, growth_rate, solve_circle
+from meanfield.references.exact import growth_rate
+from meanfield.references.spectral_circle import CircleSolution, solve_circle
 
 
 def angle(x: np.ndarray) -> np.ndarray:
@@ -30,7 +31,7 @@ def angle(x: np.ndarray) -> np.ndarray:
 def test_linear_growth_rates(attention, k, courant, rtol):
     """A small Fourier mode about the uniform density grows at the exact rate gamma_k (beta = 9)."""
     eps = 1e-8
-    rate = growth_rate(k, 9.0, attention)
+    rate = growth_rate(2, k, 9.0, attention == "softmax")
     sol = solve_circle(lambda x: 1.0 / (2 * np.pi) + eps * np.cos(k * angle(x)), 9.0, [0.0, 1.0 / rate],
                        attention=attention, modes=128, courant=courant)
     amplitude = [abs(sol.coefficients(i)[k]) for i in (0, 1)]

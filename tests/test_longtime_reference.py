@@ -13,6 +13,7 @@ import pytest
 from meanfield.model import AttentionModel
 from meanfield.nonlocal_field.direct import DirectEvaluator
 from meanfield.particles.integrator import advance
+from meanfield.references.exact import growth_rate
 from meanfield.references.lagrangian_circle import (
     CircleField,
     direct_velocity,
@@ -20,7 +21,7 @@ from meanfield.references.lagrangian_circle import (
     quantile_tokens,
     solve_tokens,
 )
-from meanfield.references.spectral_circle import growth_rate, solve_circle
+from meanfield.references.spectral_circle import solve_circle
 
 EXPRESSION_MODES = ((3, 0.05, 0.0), (4, 0.05, 1.0), (7, 0.02, 0.0))
 
@@ -53,7 +54,7 @@ def test_series_truncation_follows_tolerance():
 def test_linear_growth_rate(attention, k):
     """Quantile tokens of a slightly perturbed uniform density: mode k grows at gamma_k."""
     eps, beta = 1e-7, 9.0 if attention == "softmax" else 2.0
-    rate = growth_rate(k, beta, attention)
+    rate = growth_rate(2, k, beta, attention == "softmax")
     theta, w = quantile_tokens(lambda x: 1.0 + eps * np.cos(k * np.arctan2(x[:, 1], x[:, 0])), 256)
     frames = list(iterate_tokens(theta, w, beta, [0.0, 1.0 / rate], attention=attention))
     amp = [abs(np.exp(1j * k * a) @ w) for _, a in frames]

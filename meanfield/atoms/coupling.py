@@ -39,7 +39,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ..discretisation.base import SpatialScheme, VelocityField
+from ..discretisation.base import SpatialScheme
+from ..model import VelocityField
 from ..nonlocal_field.base import PointGroup
 
 #: (targets, sources) groups -> the velocity at each target group (``LayerVelocity.groups``).

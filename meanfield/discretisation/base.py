@@ -17,11 +17,9 @@ from collections.abc import Callable
 import numpy as np
 
 from ..collective import CollectiveFailure
+from ..model import VelocityField
 from ..sphere import cell_averages, cell_quadrature_points
 from .geometry import MeshGeometry
-
-#: A velocity field of a discrete measure: (targets, source points, source weights) -> X.
-VelocityField = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 
 
 class InitialDataError(ValueError):

@@ -78,8 +78,9 @@ from dataclasses import replace
 import numpy as np
 
 from .._fem import dolfinx as _dolfinx
+from ..model import VelocityField
 from ..sphere import cell_rule, normalize
-from .base import SpatialScheme, VelocityField, check_density_values, normalised
+from .base import SpatialScheme, check_density_values, normalised
 from .curved import area_element, curved_mesh, reference_volume, surface_gradients
 from .geometry import MeshGeometry, mesh_geometry
 

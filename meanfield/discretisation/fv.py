@@ -23,7 +23,8 @@ from collections.abc import Callable
 import numpy as np
 
 from .._fem import dolfinx as _dolfinx
-from .base import SpatialScheme, VelocityField, normalised_cell_averages
+from ..model import VelocityField
+from .base import SpatialScheme, normalised_cell_averages
 from .geometry import MeshGeometry, mesh_geometry
 
 

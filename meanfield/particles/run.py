@@ -24,6 +24,7 @@ import numpy as np
 from ..collective import on_root
 from ..config import MAX_STEPS, Config, ConfigError
 from ..layers import LayerSchedule
+from ..model import VelocityField
 from ..nonlocal_field import NonlocalEvaluator
 from ..problem import Problem
 from ..runner.results import ParticleRunResult, load_particle_run
@@ -33,7 +34,7 @@ from ..runner.writers import ObservablesWriter, OutputWriter, SnapshotWriter, pa
 from ..velocity import LayerVelocity
 from .integrator import INTEGRATORS, EqualSteps
 from .sampling import resolve_sampler, sample_initial
-from .system import Field, ParticleSystem, default_dt, token_block
+from .system import ParticleSystem, default_dt, token_block
 
 
 def resolve_counts(problem: Problem, n: int | None, seed: int | None) -> tuple[int, int]:
@@ -86,7 +87,7 @@ class ParticleSimulation(Simulation):
         self.sampler = resolve_sampler(density.kind, p.sampler)
         self.schedule = problem.schedule(d)
         self.field = LayerVelocity(self.schedule, comm, problem.field.method, problem.field.tol)
-        field: Field = self.field
+        field: VelocityField = self.field
         if not problem.velocity.is_attention:
             if d not in (2, 3):
                 raise ConfigError(f"model.velocity: 'rotation' needs d = 2 or 3, got d = {d}")

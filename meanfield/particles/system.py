@@ -10,14 +10,10 @@ evaluator and call the PDE scheme uses for its cell-centroid measure.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 
 from ..layers import Layer
-
-#: A velocity field of a discrete measure: (targets, source points, source weights) -> X.
-Field = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
+from ..model import VelocityField
 
 #: The default step of a layer is ``DT_FACTOR / layer.lipschitz_bound()``.
 DT_FACTOR = 0.25
@@ -38,7 +34,7 @@ def default_dt(layer: Layer) -> float:
     return DT_FACTOR / max(layer.lipschitz_bound(), 1e-12)
 
 
-def attention_field(evaluator) -> Field:
+def attention_field(evaluator) -> VelocityField:
     """The attention velocity of a moving discrete measure, from a nonlocal evaluator."""
 
     def field(targets: np.ndarray, sources: np.ndarray, weights: np.ndarray) -> np.ndarray:
@@ -58,7 +54,7 @@ class ParticleSystem:
         This rank's token weights (1/n for n equal tokens).
     """
 
-    def __init__(self, field: Field, weights: np.ndarray) -> None:
+    def __init__(self, field: VelocityField, weights: np.ndarray) -> None:
         self.field = field
         self.weights = np.ascontiguousarray(weights, dtype=float)
 

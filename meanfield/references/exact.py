@@ -31,7 +31,20 @@ ExactDensity = Callable[[float, np.ndarray], np.ndarray]
 
 
 def growth_rate(d: int, degree: int, beta: float, softmax: bool) -> float:
-    """gamma_l of MODEL.md for the mode of ``degree`` (Q = K = V = I)."""
+    """The exact linear growth rate gamma_l of MODEL.md about the uniform density (Q = K = V = I).
+
+    Parameters
+    ----------
+    d
+        Ambient dimension: 2 (S^1, the Fourier mode ``degree``) or 3 (S^2, the spherical
+        harmonics of ``degree``).
+    degree
+        The mode's degree l >= 1.
+    beta
+        Inverse temperature.
+    softmax
+        Softmax (SA) rather than unnormalised (USA) attention.
+    """
     if d == 2:
         lam, lam0 = special.ive(degree, beta), special.ive(0, beta)  # common factor 2 pi e^beta cancels
         area_term = lam0 if softmax else np.exp(-beta)

@@ -47,9 +47,9 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import integrate, special
 
+from ..model import is_softmax
 from ..particles.sampling import quantile_circle
 
-ATTENTIONS = ("softmax", "unnormalized")
 #: Default truncation tolerance of the kernel series, relative to I_0(beta).
 SERIES_TOL = 1e-16
 #: Default DOP853 tolerances (angles in radians).
@@ -71,11 +71,10 @@ class CircleField:
     """
 
     def __init__(self, beta: float, attention: str = "softmax", tol: float = SERIES_TOL) -> None:
-        if attention not in ATTENTIONS:
-            raise ValueError(f"attention: must be one of {ATTENTIONS}, got {attention!r}")
+        softmax = is_softmax(attention)
         if not beta > 0:
             raise ValueError(f"beta: must be > 0, got {beta!r}")
-        self.beta, self.softmax = float(beta), attention == "softmax"
+        self.beta, self.softmax = float(beta), softmax
         k = np.arange(int(4 * beta) + 64)
         ratio = k * special.ive(k, self.beta) / special.ive(0, self.beta)
         self.modes = int(np.flatnonzero((ratio < tol) & (k > 0))[0])

@@ -45,7 +45,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
-ATTENTIONS = ("softmax", "unnormalized")
+from ..model import is_softmax
+from .exact import growth_rate
 
 
 @dataclass(frozen=True)
@@ -124,9 +125,7 @@ class _Rate:
     """The right-hand side ``-(rho v)_theta`` on the grid and the velocity."""
 
     def __init__(self, n: int, beta: float, attention: str) -> None:
-        if attention not in ATTENTIONS:
-            raise ValueError(f"attention: must be one of {ATTENTIONS}, got {attention!r}")
-        self.n, self.beta, self.softmax = n, float(beta), attention == "softmax"
+        self.n, self.beta, self.softmax = n, float(beta), is_softmax(attention)
         self.ik = 1j * _wavenumbers(n)
         self.kernel = 2.0 * np.pi * special.ive(np.arange(n // 2 + 1), self.beta)  # e^{-beta} 2 pi I_k
 
@@ -177,7 +176,7 @@ def solve_circle(
     rho = np.asarray(density(np.stack([np.cos(theta), np.sin(theta)], axis=1)), float)
     rho = rho / (rho.mean() * 2.0 * np.pi)
     rate = _Rate(modes, beta, attention)
-    dt_max = min(dt_max, courant / max(growth_rate(k, beta, attention) for k in range(1, modes // 2 + 1)))
+    dt_max = min(dt_max, courant / max(growth_rate(2, k, beta, rate.softmax) for k in range(1, modes // 2 + 1)))
     out, t, steps = [], 0.0, 0
     for t_out in output_times:
         while t < t_out:
@@ -191,9 +190,3 @@ def solve_circle(
             steps += 1
         out.append(rho.copy())
     return CircleSolution(output_times, np.array(out), float(beta), attention, steps)
-
-
-def growth_rate(k: int, beta: float, attention: str = "softmax") -> float:
-    """Exact linear growth rate of the Fourier mode k about the uniform density on S^1 (``MODEL.md``)."""
-    rate = k**2 * special.ive(k, beta) / beta  # k^2 I_k(beta) / beta, scaled by e^{-beta}
-    return float(rate / special.ive(0, beta) if attention == "softmax" else rate * np.exp(beta))
