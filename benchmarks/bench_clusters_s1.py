@@ -33,7 +33,7 @@ from common import perturbation
 from mpi4py import MPI
 
 import meanfield
-from meanfield.analysis.clusters import cluster_study, compare_histories, crossing_differences, reference_history
+from meanfield.analysis.clusters import analyse_spectral, cluster_study, crossing_differences, frame_comparisons
 from meanfield.config import load_config
 from meanfield.particles import run_particles
 from meanfield.references.spectral_circle import CircleSolution, solve_circle
@@ -81,13 +81,13 @@ def crossing_error(history, ref, comparisons) -> tuple[float, int]:
 def run_case(name: str, expression: str, out: Path, fv: bool) -> dict:
     tic = time.perf_counter()
     solution, t_final = reference(expression)
-    ref = reference_history(solution)
+    ref = analyse_spectral(solution)
     row = {"case": name, "t_final": t_final, "ref_tail": max(solution.tail(i) for i in range(len(solution.times))),
            "clusters": ref.counts.tolist()[::int(DT_OUT / DT_REF)], "reference_s": time.perf_counter() - tic}
     tic = time.perf_counter()
     meanfield.run(config(expression, t_final, 2048, "dg1"), out=out / name / "dg1", comm=MPI.COMM_SELF, quiet=True)
     pde = cluster_study(out / name / "dg1", quiet=True)
-    cmp = compare_histories(pde, ref)
+    cmp = frame_comparisons(pde, ref)
     row.update(dg1_position=worst(cmp, "position"), dg1_mass=worst(cmp, "mass"), dg1_height=worst(cmp, "height"),
                dg1_unmatched=sum(c.unmatched for c in cmp), dg1_s=time.perf_counter() - tic)
     row["dg1_crossing"], row["crossings"] = crossing_error(pde, ref, cmp)
@@ -95,15 +95,15 @@ def run_case(name: str, expression: str, out: Path, fv: bool) -> dict:
     run_particles(config(expression, t_final, 2048, "dg1"), out=out / name / "particles", comm=MPI.COMM_SELF,
                   quiet=True)
     particles = cluster_study(out / name / "particles", quiet=True)
-    pcmp = compare_histories(particles, pde)
+    pcmp = frame_comparisons(particles, pde)
     row.update(particles_position=worst(pcmp, "position"), particles_mass=worst(pcmp, "mass"),
                particles_unmatched=sum(c.unmatched for c in pcmp),
-               particles_vs_ref_position=worst(compare_histories(particles, ref), "position"),
+               particles_vs_ref_position=worst(frame_comparisons(particles, ref), "position"),
                particles_s=time.perf_counter() - tic)
     if fv:
         meanfield.run(config(expression, t_final, 8192, "fv"), out=out / name / "fv", comm=MPI.COMM_SELF, quiet=True)
         fv_history = cluster_study(out / name / "fv", quiet=True)
-        fcmp = compare_histories(fv_history, ref)
+        fcmp = frame_comparisons(fv_history, ref)
         row["fv8192_crossing"] = crossing_error(fv_history, ref, fcmp)[0]
         row["fv8192_position"] = worst(fcmp, "position")
     return row

@@ -49,7 +49,7 @@ import numpy as np
 from common import perturbation
 
 import meanfield
-from meanfield.analysis.longtime import ClusterHistory, compare_histories
+from meanfield.analysis.longtime import PointSetHistory, compare_histories
 from meanfield.config import load_config
 from meanfield.references.lagrangian_circle import solve_tokens
 from meanfield.references.spectral_circle import solve_circle
@@ -82,7 +82,7 @@ def config(case: str, cells: int = 64, scheme: str = "fv", t_final: float = T_FI
             "output": {"xdmf": False}}
 
 
-def summary(h: ClusterHistory) -> dict:
+def summary(h: PointSetHistory) -> dict:
     _, centres, masses = h.state_at(h.times[-1])
     return {"merges": [e.time for e in h.merges()], "centres": centres.tolist(), "masses": masses.tolist(),
             "unclustered": h.stray[-1]}

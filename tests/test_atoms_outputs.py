@@ -19,8 +19,9 @@ import xarray as xr
 from helpers.hybrid_runs import bumps, merging_atoms, mesh_of, on_circle, sphere_atoms, write_hybrid_run
 from matplotlib.collections import PathCollection
 
-from meanfield.analysis.clusters import Event, analyse_run
+from meanfield.analysis.clusters import analyse_run
 from meanfield.analysis.clusters.crossing import first_crossing
+from meanfield.analysis.events import Event
 from meanfield.atoms import Atoms
 from meanfield.runner import layout
 from meanfield.runner.netcdf import atoms_from_dataset

@@ -13,7 +13,7 @@ import pytest
 from scipy import integrate
 from scipy.optimize import brentq
 
-from meanfield.analysis.clusters import analyse_run, compare_histories, crossing_differences, reference_history
+from meanfield.analysis.clusters import analyse_run, analyse_spectral, crossing_differences, frame_comparisons
 from meanfield.analysis.clusters.frame import analyse_field
 from meanfield.analysis.clusters.spectral import FourierField, grid_mesh
 from meanfield.references.exact import growth_rate
@@ -101,11 +101,11 @@ def test_dg1_clusters_against_the_reference(tmp_path):
     config = load_config({"mesh": {"sphere": "S1", "resolution": 512}, "scheme": {"kind": "dg1"},
                           "model": {"beta": 9.0}, "initial": {"kind": "expression", "expression": expr},
                           "time": {"t_final": 6.0}})
-    ref = reference_history(solve_circle(config.initial_density(), 9.0, np.round(np.arange(0, 6.0001, 0.125), 10),
+    ref = analyse_spectral(solve_circle(config.initial_density(), 9.0, np.round(np.arange(0, 6.0001, 0.125), 10),
                                          modes=2048))
     pde = analyse_run(pde_result(config, np.arange(0, 6.0001, 0.25), tmp_path / "run"))
     assert pde.counts[0] == 3 and pde.counts[-1] == 5 and [e.kind for e in pde.events] == ["birth", "birth"]
-    comparisons = compare_histories(pde, ref)
+    comparisons = frame_comparisons(pde, ref)
     assert len(comparisons) == 25 and all(c.unmatched == 0 for c in comparisons)
     assert max(c.summary()["position"] for c in comparisons) < 3e-4
     assert max(c.summary()["mass"] for c in comparisons) < 5e-5

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from meanfield.analysis.longtime import cluster_history, group_points
+from meanfield.analysis.longtime import group_points, point_set_history
 from meanfield.analysis.longtime.events import circular_mean, separation
 
 
@@ -44,7 +44,7 @@ def approaching(times, s0=1.0, masses=(0.3, 0.2), absorb_below=None):
 @pytest.mark.parametrize("delta", [1e-2, 1e-3])
 def test_exponential_approach_merge_time_is_exact(delta):
     """s = e^{-t}: the separation reaches delta at t = log(1/delta), between coarse frames."""
-    h = cluster_history(approaching(np.arange(0.0, 12.0, 0.7)), delta=delta)
+    h = point_set_history(approaching(np.arange(0.0, 12.0, 0.7)), delta=delta)
     (merge,) = h.merges()
     assert merge.time == pytest.approx(np.log(1.0 / delta), rel=1e-12)
     assert merge.masses == pytest.approx((0.3, 0.2))
@@ -57,7 +57,7 @@ def test_exponential_approach_merge_time_is_exact(delta):
 def test_atom_absorbed_between_frames():
     """The solver merged the atoms (below 1e-3) before the frame after the delta crossing."""
     times = np.array([0.0, 4.0, 8.0, 9.0])
-    h = cluster_history(approaching(times, absorb_below=1e-3), delta=1e-2)
+    h = point_set_history(approaching(times, absorb_below=1e-3), delta=1e-2)
     (merge,) = h.merges()
     s0 = np.exp(-4.0)  # linear in s from s0 at t = 4 to 0 at t = 8
     assert merge.time == pytest.approx(4.0 + 4.0 * (s0 - 1e-2) / s0)
@@ -71,7 +71,7 @@ def test_states_and_metastable_times():
             s1, s2 = np.exp(-t), 2.0 * np.exp(-(t - 10.0)) if t > 10 else 2.0
             yield t, np.array([1.0, 1.0 + s1, 1.0 + s1 + s2]), np.array([0.5, 0.3, 0.2]), np.array([0, 1, 2])
 
-    h = cluster_history(frames(), delta=1e-2)
+    h = point_set_history(frames(), delta=1e-2)
     times = [e.time for e in h.merges()]
     assert times == pytest.approx([np.log(100.0), 10.0 + np.log(200.0)], rel=1e-9)
     states = h.states()
@@ -93,7 +93,7 @@ def test_tokens_split_strays_and_formation():
             angles = np.concatenate([2.0 - spread - half[::-1], 2.0 + spread + half, [5.0]])
             yield t, angles, w, ids
 
-    h = cluster_history(frames(), delta=0.05, link_density=0.0, min_mass=0.01)  # gaps alone
+    h = point_set_history(frames(), delta=0.05, link_density=0.0, min_mass=0.01)  # gaps alone
     assert [e.kind for e in h.events] == ["split"]
     assert h.events[0].time == 2.0  # gap 2 * 0.02 t first exceeds 0.05 at t = 2
     assert h.stray[-1] == pytest.approx(1.0 / (n + 1))
@@ -106,17 +106,17 @@ def test_links_need_ten_times_the_uniform_density():
     a light chain of tokens between two clusters does not bridge them."""
     n = 400
     uniform = np.linspace(0.0, 2 * np.pi, n, endpoint=False)
-    h = cluster_history([(0.0, uniform, np.full(n, 1 / n), np.arange(n))], delta=0.05)
+    h = point_set_history([(0.0, uniform, np.full(n, 1 / n), np.arange(n))], delta=0.05)
     assert h.counts.tolist() == [0] and h.stray[0] == pytest.approx(1.0)
     bumps = np.concatenate([1.0 + np.linspace(0, 0.01, 50), 1.01 + np.linspace(0.004, 0.086, 49),  # chain
                             1.1 + np.linspace(0, 0.01, 50)])
     w = np.concatenate([np.full(50, 0.4 / 50), np.full(49, 0.02 / 49), np.full(50, 0.4 / 50)])
-    h = cluster_history([(0.0, bumps, w, np.arange(149))], delta=0.05)
+    h = point_set_history([(0.0, bumps, w, np.arange(149))], delta=0.05)
     assert h.counts.tolist() == [2] and h.stray[0] == pytest.approx(0.02)  # the chain: 0.22 / rad
     atoms = np.array([1.0, 1.004, 1.008, 1.012, 1.0175])  # two atoms 0.0175 apart, light points between
-    h = cluster_history([(0.0, atoms, np.array([0.5, 1e-4, 1e-4, 1e-4, 0.4]), np.arange(5))], delta=0.01)
+    h = point_set_history([(0.0, atoms, np.array([0.5, 1e-4, 1e-4, 1e-4, 0.4]), np.arange(5))], delta=0.01)
     assert h.counts.tolist() == [2]
-    h = cluster_history([(0.0, atoms[[0, 1, 2]], np.array([0.5, 1e-4, 0.4]), np.arange(3))], delta=0.01)
+    h = point_set_history([(0.0, atoms[[0, 1, 2]], np.array([0.5, 1e-4, 0.4]), np.arange(3))], delta=0.01)
     assert h.counts.tolist() == [1] and h.masses[0][0] == pytest.approx(0.9)
 
 
@@ -124,8 +124,8 @@ def test_compare_pairs_merges_and_clusters():
     """A history with an extra early merge against one without: the late merges stay paired."""
     from meanfield.analysis.longtime import compare_histories
 
-    h1 = cluster_history(approaching(np.arange(0.0, 12.0, 0.7)), delta=1e-2)
-    h2 = cluster_history(approaching(np.arange(0.0, 12.0, 0.7), s0=1.1), delta=1e-2)
+    h1 = point_set_history(approaching(np.arange(0.0, 12.0, 0.7)), delta=1e-2)
+    h2 = point_set_history(approaching(np.arange(0.0, 12.0, 0.7), s0=1.1), delta=1e-2)
     c = compare_histories(h1, h2, 11.0)
     assert c.merges.shape == (1, 2) and c.merge_errors[0] == pytest.approx(np.log(110.0) / np.log(100.0) - 1)
     assert c.counts == (2, 2) and c.mass_error == pytest.approx(0.0, abs=1e-15)

@@ -53,7 +53,7 @@ def test_run_history_of_a_hybrid_run_matches_the_lagrangian_merge(tmp_path):
     """Two initial atoms (0.3 rad apart) over a light uniform density: the hybrid run's merge
     time (from its snapshots) against the same measure moved as weighted tokens."""
     import meanfield
-    from meanfield.analysis.longtime import cluster_history
+    from meanfield.analysis.longtime import point_set_history
     from meanfield.references.lagrangian_circle import iterate_tokens
     from meanfield.studies.longtime import run_history
     from meanfield.studies.longtime.study import output_times
@@ -71,7 +71,7 @@ def test_run_history_of_a_hybrid_run_matches_the_lagrangian_merge(tmp_path):
     angles = np.concatenate([2 * np.pi * (np.arange(n) + 0.5) / n, [0.0, gap]])
     weights = np.concatenate([np.full(n, rest / n), masses])
     frames = ((t, a, weights, np.arange(n + 2)) for t, a in iterate_tokens(angles, weights, beta, times))
-    reference = cluster_history(frames)
+    reference = point_set_history(frames)
     (merge,) = reference.merges()
     assert 1.0 < merge.time < 7.5
     (hybrid_merge,) = hybrid.merges()

@@ -1,7 +1,8 @@
 """Clusters at the density level: peaks, basins, tracking and crossing times.
 
 For PDE runs (FV cell averages or the DG1 state, S^1 and S^2) and particle runs (a kernel
-density estimate on a mesh), with one definition of a cluster (:mod:`meanfield.peaks.basins`).  Modules, one
+density estimate on a mesh), with one definition of a cluster, the basin of a significant peak
+(:mod:`meanfield.peaks.basins`; the other variants: :mod:`meanfield.analysis`).  Modules, one
 job each:
 
 * :mod:`meanfield.peaks`: cell adjacency of a mesh, watershed and persistence;
@@ -17,26 +18,24 @@ job each:
 Serial and pure numpy/scipy (no dolfinx).
 """
 
-from .api import PROMINENCE, analyse_fields, analyse_run, cluster_study, format_summary, reference_history
-from .compare import FrameComparison, compare_frames, compare_histories, crossing_differences
+from .api import PROMINENCE, analyse_fields, analyse_run, analyse_spectral, cluster_study, format_summary
+from .compare import FrameComparison, compare_frames, crossing_differences, frame_comparisons
 from .frame import Frame
-from .history import FACTORS, ClusterHistory, Crossing
-from .tracking import Event
+from .history import FACTORS, BasinHistory, Crossing
 
 __all__ = [
     "FACTORS",
     "PROMINENCE",
-    "ClusterHistory",
+    "BasinHistory",
     "Crossing",
-    "Event",
     "Frame",
     "FrameComparison",
     "analyse_fields",
     "analyse_run",
     "cluster_study",
     "compare_frames",
-    "compare_histories",
+    "frame_comparisons",
     "crossing_differences",
     "format_summary",
-    "reference_history",
+    "analyse_spectral",
 ]

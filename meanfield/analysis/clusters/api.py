@@ -29,7 +29,7 @@ from .cells import AnalysisMesh
 from .fields import CellAverages, DG1Data, Field
 from .files import FILES, PLOT_FILE, write_history
 from .frame import analyse_field
-from .history import FACTORS, ClusterHistory, build_history
+from .history import FACTORS, BasinHistory, build_history
 from .particles import TokenField
 from .plots import plot_history
 from .spectral import FourierField, grid_mesh
@@ -96,7 +96,7 @@ def check_options(*, threshold: float | None = None, prominence: float = PROMINE
 
 def analyse_fields(fields: Iterable[tuple[float, Field]], sphere: str, *, threshold: float | None = None,
                    prominence: float = PROMINENCE, factors: Sequence[float] = FACTORS,
-                   source: str = "") -> ClusterHistory:
+                   source: str = "") -> BasinHistory:
     """Clusters of densities at successive times (any :class:`~.fields.Field`), tracked."""
     check_options(threshold=threshold, prominence=prominence, factors=factors)
     uniform = 1.0 / sphere_area(2 if sphere == "S1" else 3)
@@ -107,7 +107,7 @@ def analyse_fields(fields: Iterable[tuple[float, Field]], sphere: str, *, thresh
 
 def analyse_run(run: Any, *, threshold: float | None = None, prominence: float = PROMINENCE,
                 factors: Sequence[float] = FACTORS, bandwidth: float | None = None, resolution: int | None = None,
-                out: str | Path | None = None, plots: bool = True) -> ClusterHistory:
+                out: str | Path | None = None, plots: bool = True) -> BasinHistory:
     """Peaks, basins, tracking and crossing times of a PDE or particle run.
 
     Parameters
@@ -148,8 +148,8 @@ def analyse_run(run: Any, *, threshold: float | None = None, prominence: float =
     return history
 
 
-def reference_history(solution: CircleSolution, *, threshold: float | None = None, prominence: float = PROMINENCE,
-                      factors: Sequence[float] = FACTORS) -> ClusterHistory:
+def analyse_spectral(solution: CircleSolution, *, threshold: float | None = None, prominence: float = PROMINENCE,
+                      factors: Sequence[float] = FACTORS) -> BasinHistory:
     """The cluster analysis of a spectral S^1 reference solution (:mod:`.spectral`)."""
     mesh = grid_mesh(solution.modes)
     fields = [(float(t), FourierField(mesh, solution, i)) for i, t in enumerate(solution.times)]
@@ -159,7 +159,7 @@ def reference_history(solution: CircleSolution, *, threshold: float | None = Non
     return history
 
 
-def format_summary(history: ClusterHistory) -> str:
+def format_summary(history: BasinHistory) -> str:
     """A short text report: clusters over time, events and the global maximum's crossing times."""
     scheme = history.info.get("scheme")
     head = (f"{history.source or 'run'}: {history.sphere}{f', {scheme}' if scheme else ''}, "
@@ -188,7 +188,7 @@ def format_summary(history: ClusterHistory) -> str:
 def cluster_study(run_dir: str | Path, *, out: str | Path | None = None, threshold: float | None = None,
                   prominence: float = PROMINENCE, factors: Sequence[float] = FACTORS,
                   bandwidth: float | None = None, resolution: int | None = None, plots: bool = True,
-                  quiet: bool = False) -> ClusterHistory:
+                  quiet: bool = False) -> BasinHistory:
     """What ``meanfield clusters RUN_DIR`` does: analyse, write into ``out`` (default RUN_DIR/clusters), report.
 
     Serial (call it on one rank).  Parameters as in :func:`analyse_run`.

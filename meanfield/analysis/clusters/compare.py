@@ -19,7 +19,7 @@ from scipy.optimize import linear_sum_assignment
 
 from .coords import geodesic
 from .frame import Frame
-from .history import ClusterHistory
+from .history import BasinHistory
 
 MAX_DISTANCE = 0.1
 
@@ -73,7 +73,7 @@ def compare_frames(a: Frame, b: Frame, max_distance: float = MAX_DISTANCE) -> Fr
     )
 
 
-def compare_histories(a: ClusterHistory, b: ClusterHistory, max_distance: float = MAX_DISTANCE,
+def frame_comparisons(a: BasinHistory, b: BasinHistory, max_distance: float = MAX_DISTANCE,
                       rtol: float = 1e-9) -> list[FrameComparison]:
     """:func:`compare_frames` at every time of a that b also has (to ``rtol``)."""
     out = []
@@ -84,7 +84,7 @@ def compare_histories(a: ClusterHistory, b: ClusterHistory, max_distance: float 
     return out
 
 
-def id_pairs(a: ClusterHistory, b: ClusterHistory, comparisons: list[FrameComparison]) -> dict[int, int]:
+def id_pairs(a: BasinHistory, b: BasinHistory, comparisons: list[FrameComparison]) -> dict[int, int]:
     """Each id of a mapped to the id of b it is most often matched with."""
     counts: dict[int, Counter] = {}
     for c in comparisons:
@@ -95,7 +95,7 @@ def id_pairs(a: ClusterHistory, b: ClusterHistory, comparisons: list[FrameCompar
     return {i: counter.most_common(1)[0][0] for i, counter in counts.items()}
 
 
-def crossing_differences(a: ClusterHistory, b: ClusterHistory, comparisons: list[FrameComparison]) -> list[dict]:
+def crossing_differences(a: BasinHistory, b: BasinHistory, comparisons: list[FrameComparison]) -> list[dict]:
     """Crossing times of both histories side by side: the global maximum and matched ids, per factor."""
     mapping = id_pairs(a, b, comparisons)
     rows = []
@@ -131,7 +131,7 @@ class ClusterValidation:
 
     def __init__(self, pde) -> None:
         self.pde = pde
-        self._history: ClusterHistory | None = None
+        self._history: BasinHistory | None = None
 
     def rows(self, particles) -> list[tuple[str, float, float]]:
         """(metric, time, value) of a particle run against the PDE at every common output time."""
@@ -140,7 +140,7 @@ class ClusterValidation:
         if self._history is None:
             self._history = analyse_run(self.pde)
         out: list[tuple[str, float, float]] = []
-        for c in compare_histories(analyse_run(particles), self._history):
+        for c in frame_comparisons(analyse_run(particles), self._history):
             worst = c.summary()
             values = (abs(c.count_a - c.count_b), worst["position"], worst["mass"])
             out.extend((metric, c.t, float(v)) for metric, v in zip(self.METRICS, values))

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from .coords import angle_columns
-from .history import ClusterHistory
+from .history import BasinHistory
 
 FILES = ("clusters.csv", "events.csv", "crossings.csv")
 #: The picture of a cluster history (:mod:`.plots`).
@@ -35,7 +35,7 @@ def _number(v: float) -> str:
     return "" if np.isnan(v) else repr(float(v))
 
 
-def cluster_rows(history: ClusterHistory) -> list[dict[str, float]]:
+def cluster_rows(history: BasinHistory) -> list[dict[str, float]]:
     """The rows of clusters.csv."""
     axes = "xyz"[: 2 if history.sphere == "S1" else 3]
     rows = []
@@ -52,7 +52,7 @@ def cluster_rows(history: ClusterHistory) -> list[dict[str, float]]:
     return rows
 
 
-def write_history(directory: str | Path, history: ClusterHistory) -> list[Path]:
+def write_history(directory: str | Path, history: BasinHistory) -> list[Path]:
     """Write clusters.csv, events.csv and crossings.csv into ``directory`` (created)."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)

@@ -8,9 +8,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...sphere import sphere_area
+from ..events import Event
 from .crossing import first_crossing
 from .frame import Frame
-from .tracking import Event, track
+from .tracking import track
 
 #: Default crossing factors: multiples of the uniform density.
 FACTORS: tuple[float, ...] = (2.0, 5.0, 10.0, 20.0, 50.0)
@@ -26,8 +27,8 @@ class Crossing:
 
 
 @dataclass
-class ClusterHistory:
-    """The cluster analysis of one run.
+class BasinHistory:
+    """The cluster analysis of one run: the basins of a density's peaks over time.
 
     Attributes
     ----------
@@ -38,7 +39,7 @@ class ClusterHistory:
     ids
         Stable ids of each frame's clusters.
     events
-        Births, merges and deaths (:mod:`.tracking`).
+        Births, merges and deaths (:class:`~meanfield.analysis.events.Event`, :mod:`.tracking`).
     crossings
         Crossing times of every cluster and of the global maximum, per factor.
     threshold, prominence
@@ -100,10 +101,10 @@ class ClusterHistory:
 
 
 def build_history(frames: list[Frame], sphere: str, threshold: float, prominence: float,
-                  factors: Sequence[float] = FACTORS, source: str = "") -> ClusterHistory:
+                  factors: Sequence[float] = FACTORS, source: str = "") -> BasinHistory:
     """Track the frames of a run and compute the crossing times (:mod:`.tracking`, :mod:`.crossing`)."""
     ids, events = track(frames)
-    history = ClusterHistory(sphere, frames, ids, events, [], threshold, prominence, source)
+    history = BasinHistory(sphere, frames, ids, events, [], threshold, prominence, source)
     u = history.uniform
     times = history.times
     for factor in factors:

@@ -13,7 +13,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator, NullFormatter
 
 from .coords import angle_columns
-from .history import ClusterHistory
+from .history import BasinHistory
 
 ATOM_DOT = 60.0  # marker area (points^2) of atoms of mass 1 on the trajectories
 
@@ -29,7 +29,7 @@ def _finite(values: np.ndarray) -> np.ndarray:
     return np.where(np.isfinite(values), values, np.nan)
 
 
-def history_figure(history: ClusterHistory) -> Figure:
+def history_figure(history: BasinHistory) -> Figure:
     """Three panels: cluster count against t (log axis), peak trajectories, peak heights.
 
     Hybrid runs: where a cluster holds atoms its trajectory carries dots of area proportional
@@ -76,7 +76,7 @@ def history_figure(history: ClusterHistory) -> Figure:
     return fig
 
 
-def plot_history(path: str | Path, history: ClusterHistory) -> Path:
+def plot_history(path: str | Path, history: BasinHistory) -> Path:
     """Save :func:`history_figure` as a PNG."""
     history_figure(history).savefig(path, dpi=100)
     return Path(path)

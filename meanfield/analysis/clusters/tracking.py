@@ -24,34 +24,12 @@ cluster's parent.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from itertools import pairwise
 
 import numpy as np
 
+from ..events import Event
 from .frame import Frame
-
-EVENT_KINDS = ("birth", "merge", "death")
-
-
-@dataclass(frozen=True)
-class Event:
-    """A change in the set of clusters.
-
-    Attributes
-    ----------
-    kind
-        One of :data:`EVENT_KINDS`.
-    time
-        First output time showing it.
-    ids
-        ``birth``: the new cluster, then its parent if it has one; ``death``: the cluster;
-        ``merge``: the survivor, then the absorbed clusters (by decreasing mass).
-    """
-
-    kind: str
-    time: float
-    ids: tuple[int, ...]
 
 
 def track(frames: list[Frame]) -> tuple[list[np.ndarray], list[Event]]:

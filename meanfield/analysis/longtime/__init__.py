@@ -9,17 +9,16 @@ Serial and pure numpy/scipy.
 """
 
 from .compare import HistoryComparison, compare_histories
-from .events import DELTA, LINK_DENSITY, MIN_MASS, ClusterHistory, Event, State, cluster_history, group_points
+from .events import DELTA, LINK_DENSITY, MIN_MASS, PointSetHistory, State, group_points, point_set_history
 
 __all__ = [
     "DELTA",
     "LINK_DENSITY",
     "MIN_MASS",
-    "ClusterHistory",
-    "Event",
+    "PointSetHistory",
     "HistoryComparison",
     "State",
-    "cluster_history",
+    "point_set_history",
     "compare_histories",
     "group_points",
 ]

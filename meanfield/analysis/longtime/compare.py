@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
-from .events import ClusterHistory, circular_distance
+from .events import PointSetHistory, circular_distance
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ class HistoryComparison:
         return float(np.abs(self.masses[:, 0] - self.masses[:, 1]).max(initial=0.0))
 
 
-def compare_histories(reference: ClusterHistory, other: ClusterHistory, time: float) -> HistoryComparison:
+def compare_histories(reference: PointSetHistory, other: PointSetHistory, time: float) -> HistoryComparison:
     """Merges and clusters at ``time`` (both paired by assignment) of ``other`` against ``reference``."""
     a = np.array([e.time for e in reference.merges()])
     b = np.array([e.time for e in other.merges()])

@@ -13,7 +13,7 @@ Grouping (one frame)
     linkage).  A group is a *cluster* when its mass is at least ``min_mass``; every other
     point -- tokens still spread out before formation, tokens left near the unstable point
     between two clusters, tiny atoms -- is *unclustered*, its mass counted in
-    :attr:`ClusterHistory.stray` and in no cluster.  Defaults: ``delta = 0.01`` rad,
+    :attr:`PointSetHistory.stray` and in no cluster.  Defaults: ``delta = 0.01`` rad,
     ``link_density = 10 / (2 pi)`` (ten times the uniform density of a unit mass),
     ``min_mass = 0.01``.  A cluster's centre is its mass-weighted circular mean
     ``arg sum_j m_j e^{i theta_j}``; its mass the sum of its members'.
@@ -23,9 +23,9 @@ Grouping (one frame)
     ``delta`` is a distance between cluster centres, as the hybrid's atom merge distance is;
     spread-out points (n tokens of mass 1/n, density cells of a run) count only where their
     density exceeds ten times the uniform one, whatever n or the cell size, so a cluster
-    appears in the formation phase when its peak region is that dense (:attr:`Event.kind`
-    ``"birth"`` or ``"split"``), and light points between clusters neither bridge nor
-    separate them.
+    appears in the formation phase when its peak region is that dense (an event of kind
+    ``"birth"`` or ``"split"``, :class:`~meanfield.analysis.events.Event`), and light points
+    between clusters neither bridge nor separate them.
 
 Tracking
     Members keep their ids between frames.  A cluster inherits the labels of the previous
@@ -61,6 +61,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from ..events import Event
 
 TWO_PI = 2.0 * np.pi
 #: Defaults: grouping / merge distance (rad), least link density, smallest mass of a cluster.
@@ -119,31 +121,6 @@ def separation(a: np.ndarray, b: np.ndarray) -> float:
 
 
 @dataclass(frozen=True)
-class Event:
-    """A change of the cluster set.
-
-    Attributes
-    ----------
-    kind
-        ``"merge"`` (``absorbed`` merged into ``kept``), ``"split"`` (``absorbed`` is the new
-        label that split off ``kept``) or ``"birth"`` (a group grew to ``min_mass``; ``kept``
-        is its label, ``absorbed`` -1).
-    time
-        Interpolated merge time (module docstring); for other kinds the frame's time.
-    kept, absorbed
-        Cluster labels.
-    masses
-        Masses of ``kept`` and ``absorbed`` just before a merge (the frame before).
-    """
-
-    kind: str
-    time: float
-    kept: int
-    absorbed: int
-    masses: tuple[float, float] = (0.0, 0.0)
-
-
-@dataclass(frozen=True)
 class State:
     """A metastable k-cluster state: ``[start, end)``, ``end`` None if it lasts past the last frame."""
 
@@ -163,7 +140,7 @@ class State:
 
 
 @dataclass
-class ClusterHistory:
+class PointSetHistory:
     """Clusters of a point set over time (module docstring).
 
     Attributes
@@ -247,12 +224,12 @@ class ClusterHistory:
         return out
 
 
-def cluster_history(
+def point_set_history(
     frames: Iterable[tuple[float, np.ndarray, np.ndarray, np.ndarray]],
     delta: float = DELTA,
     link_density: float = LINK_DENSITY,
     min_mass: float = MIN_MASS,
-) -> ClusterHistory:
+) -> PointSetHistory:
     """Group, track and time the clusters of a sequence of point-set frames (module docstring).
 
     Parameters
@@ -267,7 +244,7 @@ def cluster_history(
     min_mass
         Smallest mass of a cluster.
     """
-    history = ClusterHistory(float(delta), float(link_density), float(min_mass))
+    history = PointSetHistory(float(delta), float(link_density), float(min_mass))
     prev: _Frame | None = None
     pending: list[_Pending] = []
     next_label = 0
@@ -299,8 +276,8 @@ def cluster_history(
                 if not ps:
                     labels[c] = next_label
                     kind = "split" if parents[c] else "birth"
-                    history.events.append(Event(kind, float(t), next_label if kind == "birth" else parents[c][0],
-                                                next_label if kind == "split" else -1))
+                    born = (next_label,) if kind == "birth" else (parents[c][0], next_label)
+                    history.events.append(Event(kind, float(t), born, (0.0, 0.0)))
                     next_label += 1
                     continue
                 keep = max(ps, key=prev.mass_of)
@@ -322,7 +299,7 @@ def cluster_history(
         history.total.append(float(m.sum()))
         history.stray.append(float(m.sum() - mass.sum()))
         prev = _Frame(float(t), labels, centre, mass, members, theta, m, ident)
-    history.events += [Event("merge", m.t0, m.kept, m.absorbed, m.masses) for m in pending]  # never reached delta
+    history.events += [Event("merge", m.t0, (m.kept, m.absorbed), m.masses) for m in pending]  # never reached delta
     history.events.sort(key=lambda e: e.time)
     return history
 
@@ -359,7 +336,7 @@ class _Pending:
             time = t0 + (t1 - t0) * float(np.log(s0 / delta) / np.log(s0 / s1))
         else:
             time = t0 + (t1 - t0) * (s0 - delta) / s0
-        return Event("merge", time, self.kept, self.absorbed, self.masses)
+        return Event("merge", time, (self.kept, self.absorbed), self.masses)
 
 
 @dataclass

@@ -3,7 +3,7 @@
 ``<name>-clusters.csv``
     One row per cluster and output: ``t, label, theta, mass`` (centre in [0, 2 pi) rad).
 ``<name>-events.csv``
-    ``kind, time, kept, absorbed, kept_mass, absorbed_mass`` (:class:`~.events.Event`).
+    ``kind, time, kept, absorbed, kept_mass, absorbed_mass`` (:class:`~meanfield.analysis.events.Event`).
 ``<name>-states.csv``
     ``clusters, start, end, duration, lower_bound``: the metastable states (:class:`~.events.State`).
 ``merge-table.csv``
@@ -19,7 +19,7 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from .events import ClusterHistory
+from .events import PointSetHistory
 
 #: Names of the files a study writes (tables here, pictures in :mod:`.plots`).
 OWN_NAME = re.compile(r"(reference-beta[^/]+|hybrid)-(clusters|events|states)\.csv"
@@ -40,7 +40,7 @@ def _write(path: Path, header: Sequence[str], rows: Sequence[Sequence[object]]) 
     return path
 
 
-def write_history(history: ClusterHistory, out: Path, name: str) -> list[Path]:
+def write_history(history: PointSetHistory, out: Path, name: str) -> list[Path]:
     """``<name>-clusters.csv``, ``<name>-events.csv`` and ``<name>-states.csv`` under ``out``."""
     clusters = [(t, int(lab), float(c), float(m))
                 for t, labels, centres, masses in zip(history.times, history.labels, history.centres,

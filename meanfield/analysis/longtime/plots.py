@@ -12,10 +12,10 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from .events import ClusterHistory
+from .events import PointSetHistory
 
 
-def history_figure(histories: Mapping[str, ClusterHistory]) -> Figure:
+def history_figure(histories: Mapping[str, PointSetHistory]) -> Figure:
     """Cluster count against log t (one line per history) and the cluster trajectories of each.
 
     Trajectories: centre angle against log t, the marker area proportional to the mass; merges

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from ...analysis.longtime.events import DELTA, MIN_MASS, ClusterHistory, cluster_history
+from ...analysis.longtime.events import DELTA, MIN_MASS, PointSetHistory, point_set_history
 from ...atoms import Atoms
 from ...config import Config, load_config
 from ...references.lagrangian_circle import ATOL, RTOL, SERIES_TOL, iterate_tokens, quantile_tokens
@@ -72,7 +72,7 @@ def reference_history(
     tol: float = SERIES_TOL,
     delta: float = DELTA,
     min_mass: float = MIN_MASS,
-) -> ClusterHistory:
+) -> PointSetHistory:
     """Clusters of n quantile tokens of the config's initial density, moved by the exact field.
 
     Parameters
@@ -99,7 +99,7 @@ def reference_history(
                             output_times(end) if times is None else times,
                             attention=model.attention, rtol=rtol, atol=atol, tol=tol)
     ids = np.arange(n)
-    return cluster_history(((t, a, w, ids) for t, a in frames), delta=delta, min_mass=min_mass)
+    return point_set_history(((t, a, w, ids) for t, a in frames), delta=delta, min_mass=min_mass)
 
 
 def run_frames(run: str | Path, cell_floor: float = CELL_FLOOR) -> Iterator[tuple[float, np.ndarray, np.ndarray,
@@ -126,9 +126,9 @@ def run_frames(run: str | Path, cell_floor: float = CELL_FLOOR) -> Iterator[tupl
 
 
 def run_history(run: str | Path, *, delta: float = DELTA, min_mass: float = MIN_MASS,
-                cell_floor: float = CELL_FLOOR) -> ClusterHistory:
+                cell_floor: float = CELL_FLOOR) -> PointSetHistory:
     """Clusters of a hybrid S^1 run (:func:`run_frames`) with the rule of :mod:`meanfield.analysis.longtime.events`."""
-    return cluster_history(run_frames(run, cell_floor), delta=delta, min_mass=min_mass)
+    return point_set_history(run_frames(run, cell_floor), delta=delta, min_mass=min_mass)
 
 
 @dataclass(frozen=True)
@@ -147,11 +147,11 @@ class LongTimeStudy:
     """What :func:`long_time_study` computed and wrote."""
 
     rows: list[BetaRow]
-    histories: dict[float, ClusterHistory]
+    histories: dict[float, PointSetHistory]
     files: list[Path] = field(default_factory=list)
 
 
-def beta_row(beta: float, history: ClusterHistory) -> BetaRow:
+def beta_row(beta: float, history: PointSetHistory) -> BetaRow:
     """The table row of one reference history."""
     return BetaRow(float(beta), [e.time for e in history.merges()],
                    [(s.count, s.start, s.duration, s.lower_bound) for s in history.states()],
