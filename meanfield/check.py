@@ -22,6 +22,7 @@ import numpy as np
 
 from . import memory
 from .config import Config, load_config
+from .discretisation.registry import scheme_class
 from .memory import Estimate, MemoryEstimateError, cells_of, format_bytes, problem_estimate
 from .problem import Problem
 from .runner import layout
@@ -154,7 +155,7 @@ def _fields(problem: Problem, targets: int, sources: int) -> list[LayerField]:
 
 def _files(problem: Problem, cells: int, nv: int, outputs: int) -> dict[str, int | None]:
     """What a run writes (layout.py), with sizes of the large files (8-byte values, no overhead)."""
-    dg1 = problem.scheme.kind == "dg1"
+    dg1 = scheme_class(problem.scheme.kind).vertex_values
     per_output = 8 * cells * (1 + (nv if dg1 else 0))
     files: dict[str, int | None] = {name: None for name in (layout.CONFIG, layout.METADATA, layout.OBSERVABLES,
                                                             layout.LOG)}
@@ -214,14 +215,10 @@ def check_config(config: Config | dict | str | Path | None, overrides: list[str]
     ValueError
         Whatever ``meanfield run`` would refuse before starting (config, mesh file).
     """
-    from .discretisation.dg1 import DG1Scheme
-    from .discretisation.fv import FiniteVolumeScheme
-
     config = config if isinstance(config, Config) else load_config(config, overrides)
     problem = Problem(config)
     cells, vertices, nv = _mesh_size(problem)
-    scheme = DG1Scheme if problem.scheme.kind == "dg1" else FiniteVolumeScheme
-    targets, sources = scheme.field_points(cells, nv)
+    targets, sources = scheme_class(problem.scheme.kind).field_points(cells, nv)
     fields = _fields(problem, targets, sources)
     t = problem.time
     steps = math.ceil(t.t_final / t.dt - 1e-9) if t.dt is not None else None

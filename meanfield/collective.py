@@ -18,7 +18,7 @@ that may fail on some ranks only (I/O above all) runs inside one of these two fu
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Literal, TypeVar, overload
 
 T = TypeVar("T")
 
@@ -66,7 +66,18 @@ def _raise_remote(report: tuple[int, bool, str], error_type: type[Exception] | N
     raise (RemoteInputError if is_input else RemoteRunError)(text if rank == 0 else f"rank {rank}: {text}")
 
 
-def on_root(comm, work: Callable[[], T], error_type: type[Exception] | None = None) -> T:
+@overload
+def on_root(comm, work: Callable[[], T], error_type: type[Exception] | None = None, *,
+            broadcast: Literal[True] = True) -> T: ...
+
+
+@overload
+def on_root(comm, work: Callable[[], T], error_type: type[Exception] | None = None, *,
+            broadcast: Literal[False]) -> T | None: ...
+
+
+def on_root(comm, work: Callable[[], T], error_type: type[Exception] | None = None, *,
+            broadcast: bool = True) -> T | None:
     """Run ``work()`` on rank 0 and return its result on every rank (collective).
 
     Parameters
@@ -79,6 +90,9 @@ def on_root(comm, work: Callable[[], T], error_type: type[Exception] | None = No
         Exception class raised on the other ranks when rank 0 fails (default:
         :class:`RemoteInputError` for input errors, :class:`RemoteRunError` otherwise); used only
         when it is of the same kind (input or run time) as rank 0's error.
+    broadcast
+        ``False``: the result stays on rank 0 (an object that only rank 0 may hold, such as an
+        open run directory or a whole mesh), and the other ranks get ``None``.
     """
     if comm is None or comm.size == 1:
         try:
@@ -96,7 +110,7 @@ def on_root(comm, work: Callable[[], T], error_type: type[Exception] | None = No
         raise _mark(error)
     if report is not None:
         _raise_remote(report, error_type)
-    return comm.bcast(result, root=0)
+    return comm.bcast(result, root=0) if broadcast else result
 
 
 def everywhere(comm, work: Callable[[], T], error_type: type[Exception] | None = None) -> T:

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from .discretisation.registry import SCHEMES
 from .initial import InitialDensityError, make_initial_density
 from .layers import ATTENTION_SETTINGS, LayerSchedule
 from .mesh import SPHERES
@@ -130,8 +131,7 @@ SCHEMA: dict[str, dict[str, tuple[Any, Callable[[Any], bool], str]]] = {
                        "seconds > 0 after which the run checkpoints and stops (status 'interrupted')"),
     },
     "scheme": {
-        "kind": ("fv", _one_of("fv", "dg1"),
-                 "'fv' (first-order finite volumes) or 'dg1' (second-order DG on P2 cells)"),
+        "kind": ("fv", _one_of(*SCHEMES), " or ".join(f"'{k}' ({c.description})" for k, c in SCHEMES.items())),
         "limiter": (True, lambda v: isinstance(v, bool), "true or false (dg1: Zhang-Shu positivity limiter)"),
     },
     "nonlocal": {

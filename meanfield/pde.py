@@ -19,9 +19,8 @@ from .atoms.coupling import AtomCoupling, HybridStepping
 from .atoms.hybrid import AtomEvents
 from .config import MAX_STEPS, Config, ConfigError
 from .discretisation.base import SpatialScheme
-from .discretisation.dg1 import DG1Scheme
-from .discretisation.fv import FiniteVolumeScheme
 from .discretisation.ordering import gather_rows, scatter_rows
+from .discretisation.registry import scheme_class, scheme_options
 from .mesh import RawMesh, distribute
 from .model import VelocityField
 from .nonlocal_field import NonlocalEvaluator
@@ -89,18 +88,16 @@ class PDESimulation(Simulation):
         from .mesh import MeshError
 
         self.problem, self.comm, self.t = problem, comm, 0.0
-        built: list[RawMesh] = []
         here = ranks_on_node(comm)
 
-        def build() -> None:
+        def build() -> RawMesh:
             raw = problem.mesh.build()
             if problem.mesh.file is not None:  # its size is known now, before dolfinx builds anything
                 check_memory(pde_estimate(problem.sphere, problem.scheme.kind, len(raw.cells),
                                           f"mesh.file {problem.mesh.file}", comm.size), here)
-            built.append(raw)
+            return raw
 
-        on_root(comm, build, MeshError)
-        self.raw = built[0] if built else None
+        self.raw = on_root(comm, build, MeshError, broadcast=False)
         msh = distribute(comm, self.raw)
         self.schedule = problem.schedule()
         self.field = LayerVelocity(self.schedule, comm, problem.field.method, problem.field.tol, fixed_points=True)
@@ -109,8 +106,8 @@ class PDESimulation(Simulation):
         plain: VelocityField = self.field if v.is_attention else v.rotation(problem.d)
         self.coupling = AtomCoupling(self.field.groups, plain, comm, problem.d) if spec.enabled else None
         self.velocity = TimedVelocity(plain if self.coupling is None else self.coupling)
-        self.scheme: SpatialScheme = (DG1Scheme(msh, self.velocity, limiter=problem.scheme.limiter)
-                                      if problem.scheme.kind == "dg1" else FiniteVolumeScheme(msh, self.velocity))
+        kind = problem.scheme.kind
+        self.scheme: SpatialScheme = scheme_class(kind)(msh, self.velocity, **scheme_options(kind, problem.scheme))
         self.state = self.scheme.initial_state(problem.initial())
         self.num_cells = msh.topology.index_map(msh.topology.dim).size_global
         t = problem.time

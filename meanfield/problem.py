@@ -15,6 +15,7 @@ import numpy as np
 
 from .atoms.capture import CaptureRule
 from .config import Config
+from .discretisation.registry import scheme_class
 from .initial import InitialDensity
 from .layers import LayerSchedule
 from .mesh import SPHERES, RawMesh, raw_mesh
@@ -77,8 +78,8 @@ class SchemeSpec:
 
     @property
     def order(self) -> int:
-        """Formal spatial order (1 for FV, 2 for DG1)."""
-        return 2 if self.kind == "dg1" else 1
+        """Formal spatial order of the scheme (1 for FV, 2 for DG1)."""
+        return scheme_class(self.kind).order
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ import numpy as np
 from ..collective import CollectiveFailure
 from ..model import VelocityField
 from ..sphere import cell_averages, cell_quadrature_points
-from .geometry import MeshGeometry
+from .geometry import MeshGeometry, mesh_geometry
 
 
 class InitialDataError(ValueError):
@@ -39,17 +39,25 @@ class SpatialScheme(ABC):
         Distributed dolfinx mesh (see :func:`meanfield.mesh.distribute`).
     velocity
         The velocity field of the discrete measure.
+    geometry
+        The mesh geometry the scheme works with (default: ``msh``'s own, computed here).
     """
 
-    #: Name used in configs and metadata.
+    #: Name used in configs and metadata (``scheme.kind``).
     name: str = ""
+    #: What the scheme is, for the configuration reference.
+    description: str = ""
+    #: Formal spatial order.
+    order: int = 0
+    #: Whether the state holds the density at every vertex of a cell (not one value per cell).
+    vertex_values: bool = False
     #: Keys of the ``[scheme]`` config section passed to the constructor as keywords.
     options: tuple[str, ...] = ()
 
-    def __init__(self, msh, geometry: MeshGeometry, velocity: VelocityField) -> None:
+    def __init__(self, msh, velocity: VelocityField, geometry: MeshGeometry | None = None) -> None:
         self.msh = msh
         self.comm = msh.comm
-        self.geometry = geometry
+        self.geometry = geometry or mesh_geometry(msh)
         self.velocity = velocity
 
     @property

@@ -159,6 +159,9 @@ class DG1Scheme(SpatialScheme):
     """
 
     name = "dg1"
+    description = "second-order DG on P2 cells"
+    order = 2
+    vertex_values = True
     options = ("limiter",)
 
     def __init__(self, msh, velocity: VelocityField, geometry: MeshGeometry | None = None,
@@ -172,7 +175,7 @@ class DG1Scheme(SpatialScheme):
         self._ref = reference_volume(self._k)
         bary, weights = cell_rule(geometry.d)
         area = cells.measure(bary, weights)
-        super().__init__(msh, replace(geometry, measure=area), velocity)
+        super().__init__(msh, velocity, replace(geometry, measure=area))
         self.limiter = limiter
         self.space = dolfinx.fem.functionspace(self.curved_msh, ("DG", 1))
         self._ghosts = dolfinx.fem.Function(self.space)  # ghost exchange

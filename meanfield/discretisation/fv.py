@@ -25,16 +25,18 @@ import numpy as np
 from .._fem import dolfinx as _dolfinx
 from ..model import VelocityField
 from .base import SpatialScheme, normalised_cell_averages
-from .geometry import MeshGeometry, mesh_geometry
+from .geometry import MeshGeometry
 
 
 class FiniteVolumeScheme(SpatialScheme):
     """First-order upwind finite volumes; state = owned cell averages."""
 
     name = "fv"
+    description = "first-order finite volumes"
+    order = 1
 
     def __init__(self, msh, velocity: VelocityField, geometry: MeshGeometry | None = None) -> None:
-        super().__init__(msh, geometry or mesh_geometry(msh), velocity)
+        super().__init__(msh, velocity, geometry)
         dolfinx = _dolfinx()
         self.space = dolfinx.fem.functionspace(msh, ("DG", 0))
         self.function = dolfinx.fem.Function(self.space, name="density")  # ghost exchange

@@ -57,6 +57,5 @@ def distribute(comm, mesh: RawMesh | None):
 
 def load_distributed(comm, sphere: str, resolution: int | None = None, file: str | Path | None = None):
     """Build or read a mesh on rank 0 and distribute it; errors are raised on every rank."""
-    built: list[RawMesh] = []  # filled on rank 0 only; distribute() reads it there
-    on_root(comm, lambda: built.append(raw_mesh(sphere, resolution, file)), MeshError)
-    return distribute(comm, built[0] if built else None)
+    raw = on_root(comm, lambda: raw_mesh(sphere, resolution, file), MeshError, broadcast=False)
+    return distribute(comm, raw)

@@ -98,9 +98,7 @@ def start_run(sim: Simulation, config: Config, path: Path, writers: WriterFactor
     environment = run_environment(comm)
     static = sim.static_arrays()
     facts = {**(facts or {}), **sim.facts(), "blas": blas_libraries()}  # the threads each BLAS really uses
-    holder: list[tuple[RunDirectory, list[OutputWriter]]] = []
-
-    def prepare() -> None:
+    def prepare() -> tuple[RunDirectory, list[OutputWriter]]:
         rundir = RunDirectory.create(path, overwrite=overwrite)
         try:
             write_text(path / layout.CONFIG, config.to_toml())
@@ -116,10 +114,9 @@ def start_run(sim: Simulation, config: Config, path: Path, writers: WriterFactor
             rundir.rollback()
             rundir.close()
             raise
-        holder.append((rundir, outputs))
+        return rundir, outputs
 
-    on_root(comm, prepare)
-    _drive(sim, config, path, holder, 0, quiet, clock)
+    _drive(sim, config, path, on_root(comm, prepare, broadcast=False), 0, quiet, clock)
 
 
 def continue_run(sim: Simulation, config: Config, path: Path, checkpoint_header: dict[str, Any],
@@ -143,17 +140,13 @@ def continue_run(sim: Simulation, config: Config, path: Path, checkpoint_header:
     """
     comm = sim.comm
     environment = run_environment(comm)
-    holder: list[tuple[RunDirectory, list[OutputWriter]]] = []
-    state: list[Checkpoint] = []
-
-    def reopen() -> tuple[dict[str, Any], str | None]:
+    def reopen() -> tuple[RunDirectory, list[OutputWriter], Checkpoint, str | None]:
         rundir = RunDirectory.open_existing(path, kind=sim.kind if rebuild_metadata else None)
         try:
             point = resume_point(path, sim.kind, config.output_times())
             checkpoint = point.checkpoint
             if (checkpoint.t, checkpoint.next_output) != (checkpoint_header["t"], checkpoint_header["next_output"]):
                 raise CheckpointError(f"{path}: its checkpoint changed since the resume was planned; resume again")
-            state.append(checkpoint)
             recovery = point.note(path)
             if recovery is not None:
                 recovery += set_aside_damaged(path)
@@ -171,17 +164,24 @@ def continue_run(sim: Simulation, config: Config, path: Path, checkpoint_header:
         except BaseException:
             rundir.close()
             raise
-        holder.append((rundir, outputs))
-        return checkpoint.info, recovery
+        return rundir, outputs, checkpoint, recovery
 
-    info, recovery = on_root(comm, reopen)
-    sim.restore(float(checkpoint_header["t"]), state[0].state if state else None, info)
-    _drive(sim, config, path, holder, int(checkpoint_header["next_output"]), quiet, clock, recovery)
+    opened = on_root(comm, reopen, broadcast=False)  # rank 0's directory, writers, checkpoint, recovery note
+
+    def shared() -> tuple[dict[str, Any], str | None]:
+        assert opened is not None  # rank 0, where reopen() returned
+        return opened[2].info, opened[3]
+
+    info, recovery = on_root(comm, shared)
+    sim.restore(float(checkpoint_header["t"]), opened[2].state if opened is not None else None, info)
+    _drive(sim, config, path, opened[:2] if opened is not None else None, int(checkpoint_header["next_output"]),
+           quiet, clock, recovery)
 
 
-def _drive(sim: Simulation, config: Config, path: Path, holder: list, next_output: int, quiet: bool,
-           clock: Clock, warning: str | None = None) -> None:
-    rundir, writers = holder[0] if holder else (None, [])
+def _drive(sim: Simulation, config: Config, path: Path, opened: tuple[RunDirectory, list[OutputWriter]] | None,
+           next_output: int, quiet: bool, clock: Clock, warning: str | None = None) -> None:
+    """The controller's run (collective); ``opened``: rank 0's run directory and writers (None elsewhere)."""
+    rundir, writers = opened if opened is not None else (None, [])
     problem_time = config.output_times()
     options = ControllerOptions(config.section("time")["wall_limit"],
                                 float(config.section("output")["checkpoint_every"]), quiet, clock)

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...analysis import metrics
+from ...discretisation.registry import scheme_class
 from ...mesh import CellLocator, raw_mesh
 from ...runner.results import RunResult
 
@@ -41,9 +42,6 @@ def _time_index(times: np.ndarray, t: float) -> int:
         raise ValueError(f"time.outputs: the PDE run has no output at t = {t:g}")
     return i
 
-
-#: Spatial order of each scheme (for the Richardson-extrapolated reference).
-SCHEME_ORDER: dict[str, int] = {"fv": 1, "dg1": 2}
 
 @dataclass
 class PDEReference:
@@ -81,7 +79,7 @@ class PDEReference:
         if self.fine is None:
             return coarse
         fine = _row(self.fine.observables, _time_index(self.fine.observables["t"], t))
-        order = SCHEME_ORDER[self.coarse.config.get("scheme", {}).get("kind", "fv")]
+        order = scheme_class(self.coarse.config.get("scheme", {}).get("kind", "fv")).order
         return {k: fine[k] + (fine[k] - coarse[k]) / (2.0**order - 1.0) for k in coarse}
 
     def distances(self, x: np.ndarray, a: np.ndarray, t: float) -> dict[str, float]:
