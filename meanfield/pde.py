@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 
 from .atoms import Atoms
-from .atoms.coupling import AtomCoupling, HybridStepping
+from .atoms.component import AtomsComponent, HybridAtoms, NoAtoms
+from .atoms.coupling import AtomCoupling
 from .atoms.hybrid import AtomEvents
 from .config import MAX_STEPS, Config, ConfigError
 from .discretisation.base import SpatialScheme
@@ -24,7 +25,6 @@ from .discretisation.registry import scheme_class, scheme_options
 from .mesh import RawMesh, distribute
 from .model import VelocityField
 from .nonlocal_field import NonlocalEvaluator
-from .nonlocal_field.base import PointGroup
 from .problem import Problem
 from .runner.results import RunResult, load_pde_run
 from .runner.session import check_new_target, check_size, configure_process, resolve_config, start_run
@@ -73,11 +73,15 @@ class PDESimulation(Simulation):
         switched at layer boundaries, which the steps land on (:meth:`next_landing`).
     raw
         The serial mesh on rank 0 (``None`` elsewhere).
+    atoms_component
+        The atoms as a component (:mod:`meanfield.atoms.component`): :class:`NoAtoms` for a
+        plain run, :class:`HybridAtoms` for a hybrid run (``[atoms]`` with ``capture`` or
+        ``initial``; see :mod:`meanfield.atoms`).  Every step, output and checkpoint goes
+        through it, so the plain run has no atom branches.
     atoms
-        The atoms (replicated on every rank) of a hybrid run (``[atoms]`` with ``capture`` or
-        ``initial``; see :mod:`meanfield.atoms`), ``None`` for a plain run.  The density then
-        carries the mass the initial atoms leave (total mass 1); when they leave less than
-        1e-12 (masses summing to 1 up to round-off) it is zero and the run is all atoms.
+        The atoms (replicated on every rank) of a hybrid run, ``None`` for a plain run.  The
+        density then carries the mass the initial atoms leave (total mass 1); when they leave
+        less than 1e-12 (masses summing to 1 up to round-off) it is zero and the run is all atoms.
     """
 
     kind = "pde"
@@ -102,32 +106,30 @@ class PDESimulation(Simulation):
         self.schedule = problem.schedule()
         self.field = LayerVelocity(self.schedule, comm, problem.field.method, problem.field.tol, fixed_points=True)
         v = problem.velocity
-        spec = problem.atoms
         plain: VelocityField = self.field if v.is_attention else v.rotation(problem.d)
-        self.coupling = AtomCoupling(self.field.groups, plain, comm, problem.d) if spec.enabled else None
-        self.velocity = TimedVelocity(plain if self.coupling is None else self.coupling)
+        coupling = AtomCoupling(self.field.groups, plain, comm, problem.d) if problem.atoms.enabled else None
+        self.velocity = TimedVelocity(plain if coupling is None else coupling)
         kind = problem.scheme.kind
         self.scheme: SpatialScheme = scheme_class(kind)(msh, self.velocity, **scheme_options(kind, problem.scheme))
-        self.state = self.scheme.initial_state(problem.initial())
         self.num_cells = msh.topology.index_map(msh.topology.dim).size_global
+        self.atoms_component: AtomsComponent = NoAtoms(self.scheme) if coupling is None else self._hybrid(coupling)
+        self.state = self.atoms_component.share(self.scheme.initial_state(problem.initial()))
         t = problem.time
-        self.atoms: Atoms | None = None
-        self.hybrid: HybridStepping | None = None
-        if self.coupling is None:
-            self.stepper = SSPRK3(self.scheme, t.cfl, t.dt, t.dt_max)
-        else:
-            masses, points = spec.initial[:, 0], spec.initial[:, 1:]
-            self.atoms = Atoms(masses, points / np.linalg.norm(points, axis=1, keepdims=True))
-            self.next_id = self.atoms.count
-            share = 1.0 - self.atoms.mass
-            self.state = self.state * share if share > 1e-12 else np.zeros_like(self.state)
-            self.coupling.positions, self.coupling.masses = self.atoms.positions, self.atoms.masses
-            bounds = [layer.lipschitz_bound() / spec.lipschitz_step for layer in self.schedule.layers]
-            self.hybrid = HybridStepping(self.scheme, self.coupling, lambda: bounds[self.field.index])
-            self.stepper = SSPRK3(self.hybrid, t.cfl, t.dt, t.dt_max)
-            self.events = AtomEvents(self.scheme, spec.capture, spec.rule, spec.merge_distance, spec.absorb_mass,
-                                     self._gather, None if self.raw is None else self.raw.cells)
+        self.stepper = SSPRK3(self.atoms_component.stepping, t.cfl, t.dt, t.dt_max)
         self._check_initial_rate()
+
+    def _hybrid(self, coupling: AtomCoupling) -> HybridAtoms:
+        """The atoms of a hybrid run (``[atoms]``), coupled to the scheme through ``coupling``."""
+        spec = self.problem.atoms
+        bounds = [layer.lipschitz_bound() / spec.lipschitz_step for layer in self.schedule.layers]
+        events = AtomEvents(self.scheme, spec.capture, spec.rule, spec.merge_distance, spec.absorb_mass,
+                            self._gather, None if self.raw is None else self.raw.cells)
+        return HybridAtoms(self.scheme, coupling, spec.initial, lambda: bounds[self.field.index], events)
+
+    @property
+    def atoms(self) -> Atoms | None:
+        """The atoms of a hybrid run (see the class docstring), ``None`` for a plain run."""
+        return self.atoms_component.atoms
 
     def _check_initial_rate(self) -> None:
         """Refuse a model whose velocity on the initial density is not finite or would need more
@@ -138,7 +140,7 @@ class PDESimulation(Simulation):
         layers = range(len(self.schedule.layers)) if self.problem.velocity.is_attention else range(1)
         for k in layers:
             self.field.enter(k)
-            _, rate = self.stepper.scheme.rhs_and_bound(self._stepped_state())
+            _, rate = self.stepper.scheme.rhs_and_bound(self.atoms_component.stepped_state(self.state))
             where = self.schedule.origins[k]
             if not np.isfinite(rate):
                 raise ConfigError(f"{where}: the initial velocity is not finite (outflow rate {rate!r});"
@@ -159,23 +161,10 @@ class PDESimulation(Simulation):
     def next_landing(self, t: float) -> float | None:
         return self.schedule.next_boundary(t)
 
-    def _stepped_state(self) -> np.ndarray:
-        """What the stepper steps: the scheme's state, followed by the atoms' positions in a hybrid run."""
-        if self.hybrid is None or self.atoms is None:
-            return self.state
-        assert self.coupling is not None
-        self.coupling.positions, self.coupling.masses = self.atoms.positions, self.atoms.masses
-        return self.hybrid.join(self.state, self.atoms.positions)
-
     def step(self, t_end: float) -> float:
         self.field.enter(self.schedule.index_from(self.t))
-        state, dt = self.stepper.step(self._stepped_state(), self.t, t_end - self.t)
-        if self.hybrid is None or self.atoms is None:
-            self.state = state
-        else:
-            self.state, positions = self.hybrid.split(state)
-            atoms = Atoms(self.atoms.masses, self.hybrid.renormalise(positions), self.atoms.ids)
-            self.state, self.atoms, self.next_id = self.events.update(self.state, atoms, self.next_id)
+        state, dt = self.stepper.step(self.atoms_component.stepped_state(self.state), self.t, t_end - self.t)
+        self.state = self.atoms_component.after_step(state)
         close = t_end - (self.t + dt) <= LANDING_TOL * max(1.0, abs(t_end))
         self.t = t_end if close else self.t + dt
         return dt
@@ -190,14 +179,8 @@ class PDESimulation(Simulation):
         rho = self.scheme.cell_averages(self.state)
         points, weights = self.scheme.measure(self.state)
         self.field.enter(self.schedule.index_until(self.t))
-        atoms = self.atoms
-        extra = None
-        if atoms is not None:
-            mine = slice(None) if self.comm.rank == 0 else slice(0)
-            extra = PointGroup(atoms.positions[mine], atoms.masses[mine])
-        row = self.field.observables(points, weights, fixed_sources=True, extra=extra)
-        if atoms is not None:
-            row.update(atom_count=float(atoms.count), atom_mass=atoms.mass)
+        row = self.field.observables(points, weights, fixed_sources=True, extra=self.atoms_component.extra_sources())
+        row.update(self.atoms_component.observables())
         row["rho_min"] = self.comm.allreduce(float(rho.min(initial=np.inf)), op=MPI.MIN)
         row["rho_max"] = self.comm.allreduce(float(rho.max(initial=-np.inf)), op=MPI.MAX)
         row["dt"] = self.stepper.stats.last_dt
@@ -211,8 +194,7 @@ class PDESimulation(Simulation):
         vertex = self.scheme.vertex_density(self.state)
         if vertex is not None:
             arrays["vertex_density"] = self._gather(vertex)
-        if self.atoms is not None:
-            arrays.update(self.atoms.arrays())
+        arrays.update(self.atoms_component.arrays())
         return {k: v for k, v in arrays.items() if v is not None} if self.comm.rank == 0 else None
 
     def static_arrays(self) -> dict[str, np.ndarray] | None:
@@ -236,10 +218,7 @@ class PDESimulation(Simulation):
         state = self._gather(rows)
         if state is None:
             return None
-        out = {"state": state}
-        if self.atoms is not None:
-            out.update(self.atoms.arrays(), atom_next_id=np.array(self.next_id))
-        return out
+        return {"state": state, **self.atoms_component.checkpoint_arrays()}
 
     def restore(self, t: float, state: dict[str, np.ndarray] | None, info: dict[str, Any]) -> None:
         from .collective import on_root
@@ -258,10 +237,7 @@ class PDESimulation(Simulation):
         rows = scatter_rows(self.comm, state["state"].reshape(self.num_cells, -1) if state is not None else None,
                             g.original_index)
         self.state = np.ascontiguousarray(rows.reshape(self.state.shape))
-        if self.atoms is not None:
-            saved = None if state is None else (Atoms.from_arrays(state, self.problem.d),
-                                                 int(state.get("atom_next_id", 0)))
-            self.atoms, self.next_id = self.comm.bcast(saved, root=0)
+        self.atoms_component.restore(state, self.problem.d)
         self.t = t
         self.field.enter(self.schedule.index_until(t))
         self.stepper.stats = StepStats.from_dict(info.get("step", {}))

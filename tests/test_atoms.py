@@ -23,6 +23,7 @@ from mpi4py import MPI
 
 from meanfield.atoms import Atoms
 from meanfield.atoms.capture import CaptureRule, find_captures
+from meanfield.atoms.component import HybridAtoms, NoAtoms
 from meanfield.atoms.merge import merge_close
 from meanfield.config import ConfigError, load_config
 from meanfield.nonlocal_field import make_evaluator
@@ -62,8 +63,9 @@ def test_capture_off_is_the_plain_solver_bit_for_bit(name):
     plain = _steps(CASES[name], STEPS)
     off = _steps(_with(CASES[name], atoms={"capture": False}), STEPS)
     idle = _steps(_with(CASES[name], atoms={"capture": True, "min_height": 1e300}), STEPS)
-    assert plain.hybrid is None and off.hybrid is None and off.atoms is None
-    assert idle.hybrid is not None and idle.atoms is not None and idle.atoms.count == 0
+    assert isinstance(plain.atoms_component, NoAtoms) and isinstance(off.atoms_component, NoAtoms)
+    assert off.atoms is None
+    assert isinstance(idle.atoms_component, HybridAtoms) and idle.atoms is not None and idle.atoms.count == 0
     for sim in (off, idle):
         assert np.array_equal(sim.state, plain.state) and sim.t == plain.t
 
@@ -146,13 +148,13 @@ def test_all_atom_state_is_the_weighted_particle_system(sphere, resolution, beta
 def test_atoms_move_with_the_field_of_the_whole_measure(scheme):
     config = _with(CASES[f"S1-{scheme}"], atoms={"initial": [[0.2, 1.0, 0.3], [0.1, -0.2, -1.0]]})
     sim = build_simulation(config)
-    sim.hybrid.rhs_and_bound(sim.hybrid.join(sim.state, sim.atoms.positions))
+    sim.atoms_component.hybrid.rhs_and_bound(sim.atoms_component.hybrid.join(sim.state, sim.atoms.positions))
     points, weights = sim.scheme.measure(sim.state)
     points, weights = np.concatenate(COMM.allgather(points)), np.concatenate(COMM.allgather(weights))
     evaluator = make_evaluator(load_config(config).model(), None, "direct")
     x = sim.atoms.positions
     exact = evaluator.velocity(x, np.concatenate([points, x]), np.concatenate([weights, sim.atoms.masses]))
-    assert np.abs(sim.coupling.atom_velocity - exact).max() <= 1e-13 * max(1.0, np.abs(exact).max())
+    assert np.abs(sim.atoms_component.coupling.atom_velocity - exact).max() <= 1e-13 * max(1.0, np.abs(exact).max())
     assert abs(weights.sum() - 0.7) < 1e-13  # the density carries what the atoms leave
 
 
@@ -262,7 +264,7 @@ def test_resume_from_a_checkpoint_equals_the_uninterrupted_run():
     assert np.array_equal(resumed.state, reference.state) and resumed.t == reference.t
     for key, value in reference.atoms.arrays().items():
         assert np.array_equal(resumed.atoms.arrays()[key], value)
-    assert resumed.next_id == reference.next_id
+    assert resumed.atoms_component.next_id == reference.atoms_component.next_id
 
 
 @pytest.mark.mpi
