@@ -36,6 +36,7 @@ import meanfield
 from meanfield.analysis.clusters import analyse_spectral, cluster_study, crossing_differences, frame_comparisons
 from meanfield.config import load_config
 from meanfield.particles import run_particles
+from meanfield.problem import Problem
 from meanfield.references.spectral_circle import CircleSolution, solve_circle
 
 BETA = 9.0
@@ -62,7 +63,7 @@ def config(expression: str, t_final: float, cells: int, scheme: str) -> dict:
 
 def reference(expression: str) -> tuple[CircleSolution, float]:
     """The reference up to the first output time (multiple of DT_OUT) past STOP_FACTOR x uniform."""
-    density = load_config(config(expression, 1.0, 64, "fv")).initial_density()
+    density = Problem(load_config(config(expression, 1.0, 64, "fv"))).initial()
     probe = solve_circle(density, BETA, np.arange(0.0, T_CAP + 1e-9, DT_OUT), modes=MODES)
     above = np.flatnonzero(probe.values.max(axis=1) * 2 * np.pi > STOP_FACTOR)
     t_final = float(probe.times[above[0]] if len(above) else T_CAP)

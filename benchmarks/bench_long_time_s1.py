@@ -51,6 +51,7 @@ from common import perturbation
 import meanfield
 from meanfield.analysis.longtime import PointSetHistory, compare_histories
 from meanfield.config import load_config
+from meanfield.problem import Problem
 from meanfield.references.lagrangian_circle import solve_tokens
 from meanfield.references.spectral_circle import solve_circle
 from meanfield.runner.files import read_csv_columns
@@ -91,7 +92,7 @@ def summary(h: PointSetHistory) -> dict:
 def formation_check(case: str, n: int) -> float:
     """Largest |moment_k(tokens) - moment_k(solve_circle)|, k = 1..8, t in [0, 5]."""
     beta, _ = CASES[case]
-    density = load_config(config(case)).initial_density()
+    density = Problem(load_config(config(case))).initial()
     times = np.linspace(0.0, 5.0, 11)
     ref = solve_circle(density, beta, times, modes=8192)
     sol = solve_tokens(density, beta, times, n)

@@ -35,11 +35,11 @@ def main() -> None:
     from mpi4py import MPI
 
     from meanfield.config import load_config
-    from meanfield.discretisation.dg1 import DG1Scheme
-    from meanfield.discretisation.fv import FiniteVolumeScheme
+    from meanfield.discretisation.registry import SCHEMES
     from meanfield.mesh import distribute, icosphere
     from meanfield.model import rotation_velocity
     from meanfield.nonlocal_field import make_evaluator
+    from meanfield.problem import Problem
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--level", type=int, default=5)
@@ -49,17 +49,18 @@ def main() -> None:
     comm = MPI.COMM_WORLD
     config = load_config({"mesh": {"sphere": "S2"}, "model": {"attention": "softmax", "beta": 4.0}})
     msh = distribute(comm, icosphere(args.level) if comm.rank == 0 else None)
-    density = config.initial_density()
+    problem = Problem(config)
+    density = problem.initial()
     rows = []
     def attention_velocity(evaluator):
         return lambda x, y, w: evaluator.velocity(x, y, w, fixed_sources=True, fixed_targets=True)
 
-    for name, cls in (("fv", FiniteVolumeScheme), ("dg1", DG1Scheme)):
+    for name, cls in SCHEMES.items():
         rotation = cls(msh, rotation_velocity(1.0, [0.0, 0.0, 1.0], 3))
         state = rotation.initial_state(density)
         transport = _step_time(rotation, state, args.repeat)
         cfl_dt = 1.0 / rotation.rhs_and_bound(state)[1]
-        evaluator = make_evaluator(config.model(), comm, args.method, 1e-10)
+        evaluator = make_evaluator(problem.model(), comm, args.method, 1e-10)
         attention = cls(msh, attention_velocity(evaluator), rotation.geometry)
         field = _step_time(attention, attention.initial_state(density), args.repeat)
         targets = comm.allreduce(len(attention._targets))

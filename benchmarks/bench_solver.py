@@ -51,7 +51,7 @@ def worker(level: int, impl: str, args) -> None:
     if impl == "old":
         from baseline import load_baseline
 
-        sim.field.evaluator = load_baseline().FastEvaluator(config.model(), MPI.COMM_SELF, tol)
+        sim.field.evaluator = load_baseline().FastEvaluator(sim.problem.model(), MPI.COMM_SELF, tol)
     state, t = sim.state, 0.0
     tic = time.perf_counter()
     state, dt = sim.stepper.step(state, t, 10.0)

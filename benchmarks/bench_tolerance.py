@@ -67,7 +67,7 @@ def quadrature_error(scheme: str, level: int) -> float:
     coarse = simulation(scheme, level, 1e-12)
     fine = simulation("fv", level + 2, 1e-12)
     targets = coarse.scheme._targets
-    ev = make_evaluator(coarse.config.model(), None, "fast", 1e-12)
+    ev = make_evaluator(coarse.problem.model(), None, "fast", 1e-12)
     x, w = coarse.scheme.measure(coarse.state)
     y, v = fine.scheme.measure(fine.state)
     X = ev.velocity(targets, x, w)

@@ -28,7 +28,7 @@ from .discretisation.registry import SCHEMES
 from .initial import InitialDensityError, make_initial_density
 from .layers import ATTENTION_SETTINGS, LayerSchedule
 from .mesh import SPHERES
-from .model import AttentionModel, ModelError, did_you_mean
+from .model import ModelError, did_you_mean
 from .nonlocal_field.select import DEFAULT_TOL, METHODS
 
 
@@ -203,7 +203,9 @@ DEFAULT_NAME = "run"
 
 @dataclass
 class Config:
-    """A validated, fully resolved run configuration.
+    """A validated, fully resolved run configuration: the data, and its TOML.
+
+    What the configuration asks for, as typed objects, is :class:`meanfield.Problem`'s to say.
 
     Attributes
     ----------
@@ -217,50 +219,6 @@ class Config:
     data: dict
     source: str = "<dict>"
 
-    @property
-    def name(self) -> str:
-        return self.data["name"]
-
-    @property
-    def d(self) -> int:
-        return SPHERES[self.data["mesh"]["sphere"]]
-
-    @property
-    def particle_d(self) -> int:
-        """Ambient dimension of the particle system: ``particles.d``, else the mesh's."""
-        return self.data["particles"]["d"] or self.d
-
-    def section(self, name: str) -> dict:
-        return self.data[name]
-
-    def schedule(self, d: int | None = None) -> LayerSchedule:
-        """The layer schedule of the ``[model]`` section, in dimension ``d`` (default: the mesh's)."""
-        return LayerSchedule.build(d or self.d, self.data["model"])
-
-    def model(self, d: int | None = None) -> AttentionModel:
-        """The attention model in force at t = 0, in dimension ``d`` (default: the mesh's).
-
-        Raises :class:`ConfigError` when the first layer has no attention (``attention = "none"``).
-        """
-        model = self.schedule(d).layers[0].attention
-        if model is None:
-            raise ConfigError("model.attention: 'none' at t = 0: there is no attention model")
-        return model
-
-    def initial_density(self, d: int | None = None):
-        """The :class:`~meanfield.initial.InitialDensity` of the ``[initial]`` section (default d: the mesh's)."""
-        return make_initial_density(self.data["initial"], d or self.d)
-
-    def output_times(self) -> np.ndarray:
-        """Sorted output times, always including 0 and t_final."""
-        t = self.data["time"]
-        out = t["outputs"]
-        times = np.linspace(0.0, t["t_final"], out + 1) if isinstance(out, int) else np.asarray(out, float)
-        return np.unique(np.concatenate([[0.0], times, [t["t_final"]]]))
-
-    def output_dir(self) -> Path:
-        return Path(self.data["output"]["dir"] or Path("runs") / self.name)
-
     def to_toml(self) -> str:
         """The config as TOML; unset keys (no value, their defaults apply) are listed in a comment."""
         import tomli_w
@@ -270,6 +228,16 @@ class Config:
         if unset:
             head += "# unset (defaults apply): " + ", ".join(unset) + "\n"
         return head + tomli_w.dumps(_drop_none(self.data))
+
+
+def mesh_dimension(data: Mapping) -> int:
+    """Ambient dimension of the mesh of validated config data (2 for S^1, 3 for S^2)."""
+    return SPHERES[data["mesh"]["sphere"]]
+
+
+def particle_dimension(data: Mapping) -> int:
+    """Ambient dimension of the particle system of validated config data: ``particles.d``, else the mesh's."""
+    return data["particles"]["d"] or mesh_dimension(data)
 
 
 def _flat_none(data: dict) -> list[tuple[str, str]]:
@@ -393,15 +361,16 @@ def check_schedule_end(data: dict) -> None:
 
 def _check_models(config: Config) -> None:
     """Build the layer schedule and initial density to check them, and bound the kernel concentration."""
-    m = config.section("model")
+    m = config.data["model"]
     if m["velocity"] == "rotation":
         for key in ("ffn", "layers"):
             if m[key] is not None:
                 raise ConfigError(f"model.{key}: needs model.velocity = 'attention' (a prescribed rotation has no "
                                   "layers or feed-forward block)")
     try:
-        schedule = config.schedule(config.particle_d)  # the PDE's d, unless particles.d says otherwise
-        config.initial_density(config.particle_d)
+        d = particle_dimension(config.data)  # the PDE's d, unless particles.d says otherwise
+        schedule = LayerSchedule.build(d, m)
+        make_initial_density(config.data["initial"], d)
     except (ModelError, InitialDensityError) as exc:
         raise ConfigError(str(exc)) from None
     for layer, origin in zip(schedule.layers, schedule.origins):
@@ -412,16 +381,16 @@ def _check_models(config: Config) -> None:
                               "kernel is a Dirac mass in double precision")
     check_schedule_end(config.data)
     _check_atoms(config)
-    if m["velocity"] == "rotation" and config.d == 2 and m["rotation_axis"] != [0.0, 0.0, 1.0]:
+    if m["velocity"] == "rotation" and mesh_dimension(config.data) == 2 and m["rotation_axis"] != [0.0, 0.0, 1.0]:
         raise ConfigError("model.rotation_axis: on S1 the rotation is about the z axis")
 
 
 def _check_atoms(config: Config) -> None:
     """Initial atoms in the mesh's dimension with masses that leave the density a share >= 0."""
-    atoms = config.section("atoms")
+    atoms, d = config.data["atoms"], mesh_dimension(config.data)
     for i, a in enumerate(atoms["initial"]):
-        if len(a) != 1 + config.d:
-            raise ConfigError(f"atoms.initial[{i}]: must be [mass, x_1, ..., x_{config.d}] on "
+        if len(a) != 1 + d:
+            raise ConfigError(f"atoms.initial[{i}]: must be [mass, x_1, ..., x_{d}] on "
                               f"{config.data['mesh']['sphere']}, got {a!r}")
     total = sum(a[0] for a in atoms["initial"])
     if total > 1.0 + 1e-12:

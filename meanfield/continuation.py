@@ -116,7 +116,7 @@ def plan_resume(path: Path, t_final: float | None = None, overrides: list[str] |
     config = load_config(path / layout.CONFIG, overrides)
     kind = meta.get("kind") or kind_from_files(path)
     try:
-        checkpoint = resume_point(path, kind, config.output_times()).checkpoint
+        checkpoint = resume_point(path, kind, Problem(config).time.output_times).checkpoint
     except CheckpointError as exc:
         raise RunDirectoryError(f"{exc}; to start it again: `meanfield run --overwrite` (replaces its outputs)") \
             from None

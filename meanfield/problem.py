@@ -14,12 +14,12 @@ from pathlib import Path
 import numpy as np
 
 from .atoms.capture import CaptureRule
-from .config import Config
+from .config import Config, ConfigError, particle_dimension
 from .discretisation.registry import scheme_class
-from .initial import InitialDensity
+from .initial import InitialDensity, make_initial_density
 from .layers import LayerSchedule
 from .mesh import SPHERES, RawMesh, raw_mesh
-from .model import VelocityField, rotation_velocity
+from .model import AttentionModel, VelocityField, rotation_velocity
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,7 @@ class VelocitySpec:
 
 @dataclass(frozen=True)
 class TimeSpec:
-    """The ``[time]`` section with the output times resolved."""
+    """The ``[time]`` section with the output times resolved (sorted, always with 0 and t_final)."""
 
     t_final: float
     output_times: np.ndarray = field(repr=False)
@@ -157,22 +157,24 @@ class Problem:
     def __init__(self, config: Config) -> None:
         data = config.data
         self.config = config
-        self.name: str = config.name
+        self.name: str = data["name"]
         m, t, p, o = data["model"], data["time"], data["particles"], data["output"]
         self.mesh = MeshSpec(data["mesh"]["sphere"], data["mesh"]["resolution"], data["mesh"]["file"])
         self.velocity = VelocitySpec(m["velocity"], float(m["rotation_rate"]), tuple(map(float, m["rotation_axis"])))
-        self.time = TimeSpec(float(t["t_final"]), config.output_times(), float(t["cfl"]), t["dt"], t["dt_max"],
+        self.time = TimeSpec(float(t["t_final"]), _output_times(t), float(t["cfl"]), t["dt"], t["dt_max"],
                              t["wall_limit"])
         self.scheme = SchemeSpec(data["scheme"]["kind"], bool(data["scheme"]["limiter"]))
         nl = data["nonlocal"]
         self.field = FieldSpec(nl["method"], float(nl["tol"]), nl["threads"])
-        self.particles = ParticleSpec(p["n"], int(p["seed"]), config.particle_d, p["dt"], p["sampler"], p["integrator"])
+        self.particles = ParticleSpec(p["n"], int(p["seed"]), particle_dimension(data), p["dt"], p["sampler"],
+                                      p["integrator"])
         a = data["atoms"]
         self.atoms = AtomSpec(bool(a["capture"]), CaptureRule(float(a["core_level"]), int(a["core_cells"]),
                                                              float(a["min_height"]), float(a["core_fraction"])),
                               float(a["merge_distance"]), float(a["absorb_mass"]), float(a["lipschitz_step"]),
                               np.array(a["initial"], dtype=float).reshape(len(a["initial"]), 1 + self.mesh.d))
-        self.output = OutputSpec(config.output_dir(), bool(o["xdmf"]), float(o["checkpoint_every"]))
+        self.output = OutputSpec(Path(o["dir"] or Path("runs") / self.name), bool(o["xdmf"]),
+                                 float(o["checkpoint_every"]))
         self._schedules: dict[int, LayerSchedule] = {}
         self._initials: dict[int, InitialDensity] = {}
 
@@ -190,12 +192,30 @@ class Problem:
         (default: the mesh's); built once per d."""
         d = d or self.d
         if d not in self._schedules:
-            self._schedules[d] = self.config.schedule(d)
+            self._schedules[d] = LayerSchedule.build(d, self.config.data["model"])
         return self._schedules[d]
 
     def initial(self, d: int | None = None) -> InitialDensity:
         """The initial density in dimension ``d`` (default: the mesh's); built once per d."""
         d = d or self.d
         if d not in self._initials:
-            self._initials[d] = self.config.initial_density(d)
+            self._initials[d] = make_initial_density(self.config.data["initial"], d)
         return self._initials[d]
+
+    def model(self, d: int | None = None) -> AttentionModel:
+        """The attention model in force at t = 0, in dimension ``d`` (default: the mesh's).
+
+        Raises :class:`~meanfield.config.ConfigError` when the first layer has no attention
+        (``attention = "none"``).
+        """
+        model = self.schedule(d).layers[0].attention
+        if model is None:
+            raise ConfigError("model.attention: 'none' at t = 0: there is no attention model")
+        return model
+
+
+def _output_times(time: dict) -> np.ndarray:
+    """Sorted output times of the ``[time]`` section, always including 0 and t_final."""
+    out = time["outputs"]
+    times = np.linspace(0.0, time["t_final"], out + 1) if isinstance(out, int) else np.asarray(out, float)
+    return np.unique(np.concatenate([[0.0], times, [time["t_final"]]]))

@@ -31,6 +31,7 @@ from meanfield.particles.integrator import projected_ssprk3_step
 from meanfield.particles.system import ParticleSystem
 from meanfield.pde import build_simulation
 from meanfield.peaks import cell_graph
+from meanfield.problem import Problem
 from meanfield.velocity import LayerVelocity
 
 DATA = Path(__file__).parent / "data"
@@ -130,7 +131,7 @@ def test_all_atom_state_is_the_weighted_particle_system(sphere, resolution, beta
     sim = _steps(config, steps)
     assert sim.scheme.mass(sim.state) == 0.0 and abs(sim.t - steps * dt) < 1e-12
     # the particle solver: the same model, tokens weighted by the masses, SSP-RK3 with the same step
-    problem = load_config(config)
+    problem = Problem(load_config(config))
     field = LayerVelocity(problem.schedule(), COMM, method, 1e-12)
     a = np.array(initial)
     mine = slice(None) if COMM.rank == 0 else slice(0)  # tokens on rank 0 (the field gathers them)
@@ -151,7 +152,7 @@ def test_atoms_move_with_the_field_of_the_whole_measure(scheme):
     sim.atoms_component.hybrid.rhs_and_bound(sim.atoms_component.hybrid.join(sim.state, sim.atoms.positions))
     points, weights = sim.scheme.measure(sim.state)
     points, weights = np.concatenate(COMM.allgather(points)), np.concatenate(COMM.allgather(weights))
-    evaluator = make_evaluator(load_config(config).model(), None, "direct")
+    evaluator = make_evaluator(Problem(load_config(config)).model(), None, "direct")
     x = sim.atoms.positions
     exact = evaluator.velocity(x, np.concatenate([points, x]), np.concatenate([weights, sim.atoms.masses]))
     assert np.abs(sim.atoms_component.coupling.atom_velocity - exact).max() <= 1e-13 * max(1.0, np.abs(exact).max())
@@ -300,7 +301,7 @@ def test_ssprk3_tokens_are_third_order():
             x, _ = projected_ssprk3_step(lambda y: a - (y @ a)[:, None] * y, x, 2.0 / n)
         errors.append(np.abs(np.arctan2(x[:, 1], x[:, 0]) - exact).max())
     assert 7.0 < errors[0] / errors[1] < 9.0
-    assert load_config({"particles": {"integrator": "ssprk3"}}).section("particles")["integrator"] == "ssprk3"
+    assert Problem(load_config({"particles": {"integrator": "ssprk3"}})).particles.integrator == "ssprk3"
 
 
 def test_core_cells_default_fits_the_sphere():

@@ -16,6 +16,7 @@ from scipy.optimize import brentq
 from meanfield.analysis.clusters import analyse_run, analyse_spectral, crossing_differences, frame_comparisons
 from meanfield.analysis.clusters.frame import analyse_field
 from meanfield.analysis.clusters.spectral import FourierField, grid_mesh
+from meanfield.problem import Problem
 from meanfield.references.exact import growth_rate
 from meanfield.references.spectral_circle import CircleSolution, solve_circle
 
@@ -101,7 +102,7 @@ def test_dg1_clusters_against_the_reference(tmp_path):
     config = load_config({"mesh": {"sphere": "S1", "resolution": 512}, "scheme": {"kind": "dg1"},
                           "model": {"beta": 9.0}, "initial": {"kind": "expression", "expression": expr},
                           "time": {"t_final": 6.0}})
-    ref = analyse_spectral(solve_circle(config.initial_density(), 9.0, np.round(np.arange(0, 6.0001, 0.125), 10),
+    ref = analyse_spectral(solve_circle(Problem(config).initial(), 9.0, np.round(np.arange(0, 6.0001, 0.125), 10),
                                          modes=2048))
     pde = analyse_run(pde_result(config, np.arange(0, 6.0001, 0.25), tmp_path / "run"))
     assert pde.counts[0] == 3 and pde.counts[-1] == 5 and [e.kind for e in pde.events] == ["birth", "birth"]

@@ -27,6 +27,7 @@ from meanfield.layers import ACTIVATIONS, FeedForward, LayerSchedule
 from meanfield.mesh import icosphere
 from meanfield.model import ModelError
 from meanfield.particles import build_particles
+from meanfield.problem import Problem
 from meanfield.references.exact import backward_characteristics, feed_forward_solution, rotation_matrix
 from meanfield.references.trajectories import integrate_each
 from meanfield.runner.results import load_run
@@ -188,10 +189,10 @@ def test_cli_refuses_bad_layers(tmp_path, capsys, text, field):
 
 def test_set_starts_an_unset_block():
     cfg = load_config(case(), ["model.ffn.W=[[1.0], [0.0]]", "model.ffn.A=[[0.0, 1.0]]", 'model.ffn.activation="tanh"'])
-    ffn = cfg.schedule().layers[0].ffn
+    ffn = Problem(cfg).schedule().layers[0].ffn
     assert ffn is not None and ffn.activation == "tanh" and np.array_equal(ffn.A, [[0.0, 1.0]])
     with pytest.raises(ConfigError, match="model.attention: 'none' at t = 0"):
-        load_config(case(model={"attention": "none"})).model()
+        Problem(load_config(case(model={"attention": "none"}))).model()
 
 
 # -- exact push-forward -------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from meanfield.particles import (
     token_block,
 )
 from meanfield.particles.sampling import mesh_sampler, vmf
+from meanfield.problem import Problem
 from meanfield.studies.validation import PDEReference, fit_slope
 
 ALPHA = 1e-3  # significance of the goodness-of-fit tests (fixed seeds)
@@ -145,8 +146,9 @@ def test_particle_velocity_equals_pde_velocity():
     sim = build_simulation(config, MPI.COMM_SELF)
     points, weights = sim.scheme.measure(sim.state)
     X_pde = sim.scheme.velocity(points, points, weights)
-    nl = config.section("nonlocal")
-    evaluator = make_evaluator(config.model(config.particle_d), MPI.COMM_SELF, nl["method"], nl["tol"])
+    problem = Problem(config)
+    evaluator = make_evaluator(problem.model(problem.particles.d), MPI.COMM_SELF, problem.field.method,
+                               problem.field.tol)
     X_particles = ParticleSystem(attention_field(evaluator), weights).velocity(points)
     assert np.abs(X_pde).max() > 1e-2
     assert np.abs(X_particles - X_pde).max() < 1e-12

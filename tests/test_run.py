@@ -13,6 +13,7 @@ from mpi4py import MPI
 import meanfield
 from meanfield.cli import main
 from meanfield.config import DEFAULT_CONFIG, load_config
+from meanfield.problem import Problem
 
 SMALL = {
     "name": "small",
@@ -94,8 +95,8 @@ def test_mesh_off_the_sphere_is_refused_before_writing(tmp_path, capsys):
 
 def test_set_overrides(tmp_path):
     cfg = load_config(SMALL, ["model.beta=9", "time.outputs=[0.1, 0.2]", "name=renamed"])
-    assert cfg.data["model"]["beta"] == 9 and cfg.name == "renamed"
-    assert np.allclose(cfg.output_times(), [0, 0.1, 0.2, 0.5])
+    assert cfg.data["model"]["beta"] == 9 and Problem(cfg).name == "renamed"
+    assert np.allclose(Problem(cfg).time.output_times, [0, 0.1, 0.2, 0.5])
     with pytest.raises(ValueError, match="model.gamma: unknown key"):
         load_config(SMALL, ["model.gamma=1"])
 
@@ -201,7 +202,7 @@ def test_on_root_and_everywhere_raise_on_every_rank():
                          ids=lambda p: p.stem)
 def test_example_configs_are_valid(example):
     cfg = load_config(example)
-    assert cfg.name == example.stem
+    assert Problem(cfg).name == example.stem
 
 
 def test_blow_up_is_reported_with_where_and_when(tmp_path, monkeypatch):

@@ -14,6 +14,7 @@ from mpi4py import MPI
 import meanfield
 from meanfield.cli import main
 from meanfield.config import ConfigError, load_config
+from meanfield.problem import Problem
 from meanfield.runner import layout
 from meanfield.runner.directory import (
     RunDirectory,
@@ -148,9 +149,10 @@ def test_default_directory_follows_the_config_file_name(tmp_path):
     cfg = tmp_path / "my-case.toml"
     cfg.write_text('[mesh]\nsphere = "S1"\n')
     config = load_config(cfg)
-    assert config.name == "my-case" and config.output_dir() == Path("runs") / "my-case"
+    problem = Problem(config)
+    assert problem.name == "my-case" and problem.output.directory == Path("runs") / "my-case"
     assert config.data["initial"]["centers"][0] == [1.0, 0.0]  # a default that fits S^1
-    assert load_config(TINY | {"name": None}).name == "run"
+    assert Problem(load_config(TINY | {"name": None})).name == "run"
 
 
 @pytest.mark.parametrize("command", [

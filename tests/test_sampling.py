@@ -9,6 +9,7 @@ from meanfield.config import ConfigError, load_config
 from meanfield.initial import vmf_density
 from meanfield.particles import sampling
 from meanfield.particles.sampling import SamplingError, fibonacci_sphere, quantile_circle, sample_initial
+from meanfield.problem import Problem
 from meanfield.sphere import normalize
 
 
@@ -54,11 +55,11 @@ def test_fibonacci_integrates_smooth_functions_far_better_than_random_draws():
 def test_samplers_through_the_config_ignore_the_seed_and_check_the_sphere():
     rng = np.random.default_rng
     s1 = load_config({"mesh": {"sphere": "S1"}, "initial": {"kind": "harmonic", "degree": 2, "amplitude": 0.1}})
-    a = sample_initial(s1.initial_density(), 64, rng(1), "quantile")
-    assert np.array_equal(a, sample_initial(s1.initial_density(), 64, rng(2), "quantile"))
+    a = sample_initial(Problem(s1).initial(), 64, rng(1), "quantile")
+    assert np.array_equal(a, sample_initial(Problem(s1).initial(), 64, rng(2), "quantile"))
     with pytest.raises(SamplingError, match="S\\^2"):
-        sample_initial(s1.initial_density(), 64, rng(1), "fibonacci")
+        sample_initial(Problem(s1).initial(), 64, rng(1), "fibonacci")
     s2 = load_config(None)
     with pytest.raises(SamplingError, match="S\\^1"):
-        sample_initial(s2.initial_density(), 64, rng(1), "quantile")
-    assert sample_initial(s2.initial_density(), 64, rng(1), "fibonacci").shape == (64, 3)
+        sample_initial(Problem(s2).initial(), 64, rng(1), "quantile")
+    assert sample_initial(Problem(s2).initial(), 64, rng(1), "fibonacci").shape == (64, 3)

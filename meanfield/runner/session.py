@@ -16,6 +16,7 @@ from typing import Any
 
 from ..collective import on_root
 from ..config import Config, load_config
+from ..problem import Problem
 from ..threads import blas_libraries
 from . import layout
 from .checkpoint import Checkpoint, CheckpointError
@@ -95,6 +96,7 @@ def start_run(sim: Simulation, config: Config, path: Path, writers: WriterFactor
         The controller's wall clock (:class:`~meanfield.runner.controller.ControllerOptions`).
     """
     comm = sim.comm
+    problem = Problem(config)
     environment = run_environment(comm)
     static = sim.static_arrays()
     facts = {**(facts or {}), **sim.facts(), "blas": blas_libraries()}  # the threads each BLAS really uses
@@ -107,7 +109,7 @@ def start_run(sim: Simulation, config: Config, path: Path, writers: WriterFactor
             outputs = writers(path, static)
             for writer in outputs:
                 writer.start(0)
-            rundir.update_metadata(kind=sim.kind, name=config.name, status="running", error=None,
+            rundir.update_metadata(kind=sim.kind, name=problem.name, status="running", error=None,
                                    config_source=config.source, **environment, **facts,
                                    segments=[_segment("run", 0.0, environment)])
         except BaseException:
@@ -116,7 +118,7 @@ def start_run(sim: Simulation, config: Config, path: Path, writers: WriterFactor
             raise
         return rundir, outputs
 
-    _drive(sim, config, path, on_root(comm, prepare, broadcast=False), 0, quiet, clock)
+    _drive(sim, problem, path, on_root(comm, prepare, broadcast=False), 0, quiet, clock)
 
 
 def continue_run(sim: Simulation, config: Config, path: Path, checkpoint_header: dict[str, Any],
@@ -139,11 +141,12 @@ def continue_run(sim: Simulation, config: Config, path: Path, checkpoint_header:
         The controller's wall clock (:class:`~meanfield.runner.controller.ControllerOptions`).
     """
     comm = sim.comm
+    problem = Problem(config)
     environment = run_environment(comm)
     def reopen() -> tuple[RunDirectory, list[OutputWriter], Checkpoint, str | None]:
         rundir = RunDirectory.open_existing(path, kind=sim.kind if rebuild_metadata else None)
         try:
-            point = resume_point(path, sim.kind, config.output_times())
+            point = resume_point(path, sim.kind, problem.time.output_times)
             checkpoint = point.checkpoint
             if (checkpoint.t, checkpoint.next_output) != (checkpoint_header["t"], checkpoint_header["next_output"]):
                 raise CheckpointError(f"{path}: its checkpoint changed since the resume was planned; resume again")
@@ -159,7 +162,7 @@ def continue_run(sim: Simulation, config: Config, path: Path, checkpoint_header:
             if recovery is not None:
                 segment.update(resumed_from=point.source, recovery=recovery)
             segments = list(rundir.metadata.get("segments", [])) + [segment]
-            rundir.update_metadata(name=config.name, status="running", error=None, interrupted_by=None,
+            rundir.update_metadata(name=problem.name, status="running", error=None, interrupted_by=None,
                                    segments=segments, **{k: v for k, v in environment.items() if k != "started"})
         except BaseException:
             rundir.close()
@@ -174,20 +177,19 @@ def continue_run(sim: Simulation, config: Config, path: Path, checkpoint_header:
 
     info, recovery = on_root(comm, shared)
     sim.restore(float(checkpoint_header["t"]), opened[2].state if opened is not None else None, info)
-    _drive(sim, config, path, opened[:2] if opened is not None else None, int(checkpoint_header["next_output"]),
+    _drive(sim, problem, path, opened[:2] if opened is not None else None, int(checkpoint_header["next_output"]),
            quiet, clock, recovery)
 
 
-def _drive(sim: Simulation, config: Config, path: Path, opened: tuple[RunDirectory, list[OutputWriter]] | None,
+def _drive(sim: Simulation, problem: Problem, path: Path, opened: tuple[RunDirectory, list[OutputWriter]] | None,
            next_output: int, quiet: bool, clock: Clock, warning: str | None = None) -> None:
     """The controller's run (collective); ``opened``: rank 0's run directory and writers (None elsewhere)."""
     rundir, writers = opened if opened is not None else (None, [])
-    problem_time = config.output_times()
-    options = ControllerOptions(config.section("time")["wall_limit"],
-                                float(config.section("output")["checkpoint_every"]), quiet, clock)
+    problem_time = problem.time.output_times
+    options = ControllerOptions(problem.time.wall_limit, problem.output.checkpoint_every, quiet, clock)
     try:
         with run_logging(sim.comm, quiet, path / layout.LOG if sim.comm.rank == 0 else None):
-            log.info("%s: %s; %d rank(s); t = %.6g -> %.6g", config.name, sim.describe(), sim.comm.size, sim.t,
+            log.info("%s: %s; %d rank(s); t = %.6g -> %.6g", problem.name, sim.describe(), sim.comm.size, sim.t,
                      problem_time[-1])
             if warning is not None:
                 log.warning("%s", warning)

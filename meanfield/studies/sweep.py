@@ -30,6 +30,7 @@ from typing import Any
 
 from ..collective import is_collective, on_root
 from ..config import Config, ConfigError, load_config
+from ..problem import Problem
 from ..runner.checkpoint import CheckpointError
 from ..runner.controller import RunInterrupted
 from ..runner.directory import (
@@ -100,6 +101,7 @@ def _plan(config: Config | Mapping | str | Path | None, grid: Mapping[str, Seque
     """Check everything a sweep needs and resolve every point's config (rank 0; nothing written)."""
     source = config.data if isinstance(config, Config) else config
     base = load_config(source, overrides)
+    problem = Problem(base)
     grid = {k: list(v) for k, v in grid.items()}
     if seeds is not None:
         if not particles:
@@ -108,7 +110,7 @@ def _plan(config: Config | Mapping | str | Path | None, grid: Mapping[str, Seque
             raise ConfigError(f"--seeds: must be a positive integer, got {seeds!r}")
         if SEED_KEY in grid:
             raise ConfigError(f"--seeds: the grid already varies {SEED_KEY}")
-        first = base.section("particles")["seed"]
+        first = problem.particles.seed
         grid[SEED_KEY] = list(range(first, first + seeds))
     if not grid:
         raise ConfigError("--grid: a sweep needs at least one --grid KEY=V1,V2,... (or --seeds N)")
@@ -120,7 +122,7 @@ def _plan(config: Config | Mapping | str | Path | None, grid: Mapping[str, Seque
         raise ConfigError(f"--array-index: {array_index} is not a point of this sweep (0 to {len(points) - 1})")
     chosen = points if array_index is None else [points[array_index]]
     configs = {point.index: _point_config(source, overrides, point, particles) for point in chosen}
-    path = Path(out) if out is not None else base.output_dir().with_name(base.name + "-sweep")
+    path = Path(out) if out is not None else problem.output.directory.with_name(problem.name + "-sweep")
     definition = _definition(base, grid, particles)
     check_study(path, KIND, definition=definition)
     for point in chosen:
@@ -135,7 +137,6 @@ def _point_config(source: Any, overrides: list[str], point: SweepPoint, particle
         config = load_config(source, overrides + point.overrides)
         if particles:
             from ..particles.run import resolve_counts
-            from ..problem import Problem
 
             resolve_counts(Problem(config), None, None)
     except ConfigError as exc:
@@ -157,7 +158,7 @@ def point_status(path: Path) -> str:
 def _resumable(path: Path) -> bool:
     try:
         kind = (read_metadata(path) or {}).get("kind", "pde")
-        resume_point(path, kind, load_config(path / "config.toml").output_times())
+        resume_point(path, kind, Problem(load_config(path / "config.toml")).time.output_times)
     except (CheckpointError, ValueError, OSError):
         return False
     return True
@@ -264,7 +265,6 @@ def sweep(
     plan = on_root(comm, lambda: _plan(config, specs, seeds, particles, out, list(overrides or []), array_index))
     if dry_run:
         return SweepResult(plan.path, plan.points, on_root(comm, lambda: _statuses(plan)))
-    from ..problem import Problem
 
     for point_config in plan.configs.values():  # a point bigger than the machine, before anything is written
         problem = Problem(point_config)

@@ -127,7 +127,7 @@ def level_config(problem: Problem, level: int, dt_ladder: bool) -> Config:
         override = f"mesh.resolution={resolution(problem.sphere, level)}"
     data = copy.deepcopy(config.data)
     data["mesh"]["file"] = data["mesh"]["file"] if dt_ladder else None
-    data["name"] = f"{config.name}-level{level}"
+    data["name"] = f"{config.data['name']}-level{level}"
     return load_config(data, [override])
 
 

@@ -25,6 +25,7 @@ import numpy as np
 from ...analysis.longtime.events import DELTA, MIN_MASS, PointSetHistory, point_set_history
 from ...atoms import Atoms
 from ...config import Config, load_config
+from ...problem import Problem
 from ...references.lagrangian_circle import ATOL, RTOL, SERIES_TOL, iterate_tokens, quantile_tokens
 from ...runner.directory import check_output_folder
 from ...runner.results import load_pde_run, read_header
@@ -52,11 +53,12 @@ def _config(config: Config | str | Path | dict) -> Config:
 
 def check_reference_config(cfg: Config) -> None:
     """The reference needs S^1 and one attention head with Q = K = V = I; raises ValueError naming the field."""
-    if cfg.d != 2:
-        raise ValueError(f"mesh.sphere: the long-time reference is on S1, got {cfg.data['mesh']['sphere']!r}")
-    if len(cfg.schedule().layers) != 1:
+    problem = Problem(cfg)
+    if problem.d != 2:
+        raise ValueError(f"mesh.sphere: the long-time reference is on S1, got {problem.sphere!r}")
+    if len(problem.schedule().layers) != 1:
         raise ValueError("model.layers: the long-time reference needs a single layer")
-    if not cfg.model().is_identity:
+    if not problem.model().is_identity:
         raise ValueError("model: the long-time reference needs Q = K = V = I (one head)")
 
 
@@ -92,9 +94,10 @@ def reference_history(
     """
     cfg = _config(config)
     check_reference_config(cfg)
-    model = cfg.model()
-    theta, w = quantile_tokens(cfg.initial_density(), n)
-    end = float(cfg.data["time"]["t_final"] if t_final is None else t_final)
+    problem = Problem(cfg)
+    model = problem.model()
+    theta, w = quantile_tokens(problem.initial(), n)
+    end = problem.time.t_final if t_final is None else float(t_final)
     frames = iterate_tokens(theta, w, model.beta if beta is None else beta,
                             output_times(end) if times is None else times,
                             attention=model.attention, rtol=rtol, atol=atol, tol=tol)
@@ -212,7 +215,7 @@ def long_time_study(
 
     cfg = _config(config)
     out = check_study_inputs(cfg, out, betas, n, t_final, run, delta)
-    chosen = [cfg.model().beta] if betas is None else [float(b) for b in betas]
+    chosen = [Problem(cfg).model().beta] if betas is None else [float(b) for b in betas]
     study = beta_table(cfg, chosen, n=n, t_final=t_final, delta=delta, min_mass=min_mass)
     for b, h in study.histories.items():
         study.files += write_history(h, out, f"reference-beta{b:g}")

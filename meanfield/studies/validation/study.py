@@ -133,7 +133,7 @@ def check_pde_run(config: Config, run_dir: str | Path, option: str) -> None:
         differences.append(f"mesh.sphere {theirs_p.sphere} (config: {ours_p.sphere})")
     elif theirs_p.velocity != ours_p.velocity or _schedule(theirs_p, option, path) != _schedule(ours_p, option, path):
         differences.append("the model (model.*)")
-    if theirs.section("initial") != config.section("initial"):
+    if theirs.data["initial"] != config.data["initial"]:
         differences.append("the initial density (initial.*)")
     missing = [t for t in ours_p.time.output_times if not np.isclose(theirs_p.time.output_times, t, rtol=0,
                                                                        atol=1e-9 * max(1.0, t)).any()]
@@ -218,7 +218,7 @@ def validate(
     refined = refined_overrides(problem)
     if refine and pde is None and pde_fine is None and refined is not None:
         check_size(Problem(load_config(config.data, refined)), comm)
-    path = Path(out) if out is not None else config.output_dir().with_name(config.name + "-validation")
+    path = Path(out) if out is not None else problem.output.directory.with_name(problem.name + "-validation")
 
     def check_given_runs() -> None:
         for option, given in (("--pde", pde), ("--pde-fine", pde_fine)):
@@ -229,7 +229,7 @@ def validate(
     on_root(comm, lambda: prepare_study(path, "validation", overwrite=overwrite))
     reference = _pde_runs(config, path, pde, pde_fine, refine, comm, quiet, overwrite)
     clusters = ClusterValidation(reference.coarse)  # cluster-level agreement
-    base = config.section("particles")["seed"]
+    base = problem.particles.seed
     rows: list[dict] = []
     finals: dict[tuple[int, int], np.ndarray] = {}
     for n in ns:
