@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from . import __version__
 
@@ -65,14 +66,14 @@ def _cmd_run(args: argparse.Namespace) -> None:
     _echo(f"results: {result.path}")
 
 
-def _write_diagnostics(path) -> None:
+def _write_diagnostics(path: Path) -> None:
     """diagnostics.csv and inner_products.png of a particle run, written on rank 0 once it has ended."""
     from mpi4py import MPI
 
     from .analysis.diagnostics import write_diagnostics
     from .collective import on_root
 
-    on_root(MPI.COMM_WORLD, lambda: write_diagnostics(path) and None)
+    on_root(MPI.COMM_WORLD, lambda: write_diagnostics(path), broadcast=False)
 
 
 def _cmd_resume(args: argparse.Namespace) -> None:
@@ -199,7 +200,7 @@ def _cmd_clusters(args: argparse.Namespace) -> None:
     given = {k: getattr(args, k) for k in ("threshold", "prominence", "factors", "bandwidth", "resolution")}
     options = {k: v for k, v in given.items() if v is not None}  # the API's defaults otherwise
     on_root(MPI.COMM_WORLD, lambda: cluster_study(args.run_dir, out=args.out, plots=not args.no_plots,
-                                                  quiet=args.quiet, **options) and None)
+                                                  quiet=args.quiet, **options), broadcast=False)
 
 
 def _cmd_longtime(args: argparse.Namespace) -> None:
