@@ -11,6 +11,11 @@ varied fastest), and writes into its directory::
     003-beta=4,seed=1/              point 3's run directory (its index, then key=value for each
                                     grid key: the last part of the key unless that is ambiguous)
 
+A sweep is extended by running it again with more values of its grid keys (the same keys,
+every earlier value still there): its points keep their numbers and directories, completed
+ones included, and the new combinations are numbered on after them, pending.  study.json then
+lists the grid of every extension (``grids``) besides the whole grid.
+
 Every point is an ordinary run directory (:mod:`meanfield.runner.layout`).  Running a sweep
 again skips its completed points, resumes the interrupted, killed or failed ones from their
 checkpoints (:func:`meanfield.resume`) and starts the others; a point whose run is in progress
@@ -200,12 +205,44 @@ def _definition(base: Config, grid: Mapping[str, Sequence[Any]], particles: bool
             "runs": "particles" if particles else "pde"}
 
 
+def definition_points(definition: Mapping[str, Any]) -> list[SweepPoint]:
+    """The points of a sweep definition: those of its first grid, then each extension's new
+    combinations numbered on (module docstring)."""
+    grids = definition.get("grids") or [definition["grid"]]
+    points = plan_points(grids[0])
+    for grid in grids[1:]:
+        known = {json.dumps(p.parameters, sort_keys=True) for p in points}
+        new = [p for p in plan_points(grid) if json.dumps(p.parameters, sort_keys=True) not in known]
+        width = len(str(len(points) + len(new) - 1))
+        for p in new:
+            labels = p.directory.split("-", 1)[1]
+            points.append(SweepPoint(len(points), p.parameters, f"{len(points):0{width}d}-{labels}"))
+    return points
+
+
+def extended_definition(stored: Mapping[str, Any], definition: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The stored sweep definition extended by the grid values of ``definition`` (the same
+    config, runs and grid keys, every stored value among the new ones), or ``None`` when
+    ``definition`` is another sweep.  Unchanged when it brings no new value."""
+    new = json.loads(json.dumps(definition))
+    rest = {k: v for k, v in new.items() if k != "grid"}
+    if {k: v for k, v in stored.items() if k not in ("grid", "grids")} != rest or \
+            list(stored["grid"]) != list(new["grid"]):
+        return None
+    if any(v not in new["grid"][k] for k, values in stored["grid"].items() for v in values):
+        return None
+    grid = {k: values + [v for v in new["grid"][k] if v not in values] for k, values in stored["grid"].items()}
+    if grid == stored["grid"]:
+        return dict(stored)
+    return {**stored, "grid": grid, "grids": [*(stored.get("grids") or [stored["grid"]]), grid]}
+
+
 def sweep_points(path: Path | str) -> list[SweepPoint] | None:
     """The points of the sweep in directory ``path`` (from its study.json); ``None`` if it is no sweep."""
     marker = read_study_marker(path)
     if marker is None or marker.get("kind") != KIND or not isinstance(marker.get("definition"), dict):
         return None
-    return plan_points(marker["definition"]["grid"])
+    return definition_points(marker["definition"])
 
 
 @dataclass(frozen=True)
@@ -214,11 +251,15 @@ class _Plan:
     points: list[SweepPoint]
     configs: dict[int, Config]
     definition: dict[str, Any]
+    #: The stored definition this call extends with new grid values (study.json is rewritten).
+    extends: dict[str, Any] | None = None
 
 
 def _plan(config: Config | Mapping | str | Path | None, grid: Mapping[str, Sequence[Any]], seeds: int | None,
           particles: bool, out: str | Path | None, overrides: list[str], array_index: int | None) -> _Plan:
     """Check everything a sweep needs and resolve every point's config (rank 0; nothing written)."""
+    from ..runner.names import derived_directory
+
     source = config.data if isinstance(config, Config) else config
     base = load_config(source, overrides)
     grid = {k: list(v) for k, v in grid.items()}
@@ -236,19 +277,25 @@ def _plan(config: Config | Mapping | str | Path | None, grid: Mapping[str, Seque
     for key, values in grid.items():
         if not values:
             raise ConfigError(f"--grid {key}: no values")
-    points = plan_points(grid)
+    path = Path(out) if out is not None else derived_directory(base, "sweep")
+    definition = _definition(base, grid, particles)
+    marker = read_study_marker(path)
+    stored = marker.get("definition") if marker is not None and marker.get("kind") == KIND else None
+    extended = extended_definition(stored, definition) if isinstance(stored, dict) else None
+    extends = stored if extended is not None and extended != stored else None
+    if extended is not None:
+        definition = extended
+    points = definition_points(definition) if extended is not None else plan_points(grid)
     if array_index is not None and not 0 <= array_index < len(points):
         raise ConfigError(f"--array-index: {array_index} is not a point of this sweep (0 to {len(points) - 1})")
     chosen = points if array_index is None else [points[array_index]]
     configs = {point.index: _point_config(source, overrides, point, particles) for point in chosen}
-    path = Path(out) if out is not None else base.output_dir().with_name(base.name + "-sweep")
-    definition = _definition(base, grid, particles)
-    check_study(path, KIND, definition=definition)
+    check_study(path, KIND, definition=extends or definition)
     for point in chosen:
         if point_status(path / point.directory) == "foreign":
             raise RunDirectoryError(f"{path / point.directory}: the sweep point's directory holds something else "
                                     "than a meanfield run; move it away (nothing was written)")
-    return _Plan(path, points, configs, definition)
+    return _Plan(path, points, configs, definition, extends)
 
 
 def _point_config(source: Any, overrides: list[str], point: SweepPoint, particles: bool) -> Config:
@@ -284,13 +331,18 @@ def _resumable(path: Path) -> bool:
     return True
 
 
-def _next_step(path: Path) -> str:
-    """What to do with a point: ``skip``, ``resume``, ``restart`` (a run without checkpoint) or ``start``."""
+def _next_step(path: Path, overwrite: bool = False) -> str:
+    """What to do with a point: ``skip``, ``resume``, ``restart`` (a run without checkpoint, or
+    any run when ``overwrite``) or ``start``."""
     status = point_status(path)
-    if status in ("completed", "running"):
+    if status == "running":
         return "skip"
     if status == "pending":
         return "start"
+    if overwrite:
+        return "restart"
+    if status == "completed":
+        return "skip"
     return "resume" if _resumable(path) else "restart"
 
 
@@ -339,6 +391,7 @@ def sweep(
     overrides: list[str] | None = None,
     comm=None,
     quiet: bool = False,
+    overwrite: bool = False,
 ) -> SweepResult:
     """Run the points of a sweep that are not done yet (see the module docstring); collective.
 
@@ -364,6 +417,9 @@ def sweep(
         MPI communicator (default COMM_WORLD); each point runs on all its ranks.
     quiet
         No progress or log of the runs on the terminal.
+    overwrite
+        Run every point again from t = 0, completed ones too (each earlier run is kept until its
+        replacement's first checkpoint); points running elsewhere are still left alone.
 
     Returns
     -------
@@ -390,11 +446,15 @@ def sweep(
     for point_config in plan.configs.values():  # a point bigger than the machine, before anything is written
         problem = Problem(point_config)
         check_size(problem, comm, problem.particles.n if particles else None)
+    if plan.extends is not None:
+        from ..runner.directory import extend_study
+
+        on_root(comm, lambda: extend_study(plan.path, plan.definition))
     on_root(comm, lambda: prepare_study(plan.path, KIND, definition=plan.definition))
     ran: list[int] = []
     errors: dict[int, str] = {}
     for point in plan.points if array_index is None else [plan.points[array_index]]:
-        step = on_root(comm, functools.partial(_next_step, plan.path / point.directory))
+        step = on_root(comm, functools.partial(_next_step, plan.path / point.directory, overwrite))
         if step == "skip":
             continue
         ran.append(point.index)
