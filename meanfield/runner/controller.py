@@ -165,7 +165,7 @@ class Controller:
                 while k < len(self.times):
                     target = float(self.times[k])
                     while target - sim.t > self._tol(target):
-                        self._step(self._step_target(target), progress, target)
+                        self._step(self._step_target(target), progress)
                         stop, due = self._events(signals)
                         if due or stop:
                             self._checkpoint(k)
@@ -195,6 +195,11 @@ class Controller:
     def _tol(self, t: float) -> float:
         return TIME_TOL * max(1.0, abs(t))
 
+    def _at_output(self, t: float) -> bool:
+        """Whether ``t`` is one of the output times (up to :data:`TIME_TOL`)."""
+        k = int(np.searchsorted(self.times, t))
+        return any(abs(self.times[i] - t) <= self._tol(t) for i in (k - 1, k) if 0 <= i < len(self.times))
+
     # -- steps -------------------------------------------------------------------------------
     def _step_target(self, output: float) -> float:
         """Where the next step must end at the latest: the next output time, or an earlier landing
@@ -215,7 +220,7 @@ class Controller:
             self.comm.Abort(1)
             raise  # not reached
 
-    def _step(self, target: float, progress: Progress, output: float) -> None:
+    def _step(self, target: float, progress: Progress) -> None:
         sim = self.sim
         tic = self.clock()
         dt = self._collective(lambda: sim.step(target))
@@ -227,7 +232,7 @@ class Controller:
             raise StepCollapseError(f"the time step collapsed to dt = {dt:.3g} at t = {sim.t:.6g}: "
                                     f"{remaining / dt:.3g} more steps would be needed (at most {MAX_STEPS:.0e}); "
                                     "the velocity is too large or the solution is blowing up")
-        progress.update(sim.t, dt, report=output - sim.t > self._tol(output))  # else the output's line reports
+        progress.update(sim.t, dt, report=not self._at_output(sim.t))  # else the output's own line reports
 
     def _events(self, signals: SignalWatch) -> tuple[str | None, bool]:
         """(stop reason or None, checkpoint due) agreed by all ranks."""
