@@ -27,6 +27,7 @@ from .memory import Estimate, MemoryEstimateError, cells_of, format_bytes, probl
 from .problem import Problem
 from .runner import layout
 from .runner.directory import RunDirectoryError, check_target
+from .wording import counted
 
 #: Field evaluations per time step (SSP-RK3: one per stage).
 EVALUATIONS_PER_STEP = 3
@@ -70,6 +71,8 @@ class CheckReport:
         or why a run would be refused).
     files
         File name -> estimated size in bytes (``None`` where small) of what a run would write.
+    ranks
+        The ranks the memory and wall-time estimates are for.
     """
 
     config: Config
@@ -85,27 +88,49 @@ class CheckReport:
     memory: Estimate
     memory_state: str
     files: dict[str, int | None] = field(default_factory=dict)
+    ranks: int = 1
 
     def format(self) -> str:
-        """The report as text for the terminal."""
+        """The report as text for the terminal: the summary, the details, then the resolved config."""
         p = Problem(self.config)
-        lines = [f"# config (resolved from {self.config.source}; what the run directory's config.toml would hold)",
-                 self.config.to_toml().rstrip(), ""]
         mesh = f"file {p.mesh.file}" if p.mesh.file else f"resolution {p.mesh.resolution}"
-        lines.append(f"mesh:        {p.sphere} ({mesh}): {self.cells} cells, {self.vertices} vertices")
-        lines.append(f"scheme:      {p.scheme.kind}")
-        lines.append(f"field:       {self._field()}")
         times = self.output_times
         shown = ", ".join(f"{t:g}" for t in times) if len(times) <= 8 else \
             f"{times[0]:g}, {times[1]:g}, ..., {times[-1]:g}"
         step = f"{self.steps} steps of dt = {p.time.dt:g}" if self.steps is not None else \
-            f"adaptive steps (cfl {p.time.cfl:g})"
-        lines.append(f"time:        0 -> {p.time.t_final:g}, {step}; {len(times)} outputs at t = {shown}")
-        lines.append(f"memory:      {self.memory.format()}: {self.memory_state}")
-        lines.append(f"run dir:     {self.directory} ({self.directory_state})")
-        lines.append("would write: " + ", ".join(name for name, size in self.files.items() if size is None))
-        lines += [f"             {name:<24} ~{_size(size)}" for name, size in self.files.items() if size is not None]
+            f"adaptive steps (cfl {p.time.cfl:g}): their number is known only as the run goes"
+        on_disk = sum(size for size in self.files.values() if size is not None)
+        lines = ["# summary (nothing was run or written)",
+                 f"mesh:        {p.sphere} ({mesh}): {self.cells} cells, {self.vertices} vertices; "
+                 f"scheme {p.scheme.kind}",
+                 f"ranks:       {self.ranks} (the estimates below are for {counted(self.ranks, 'rank')}; "
+                 "--ranks N for another count)",
+                 f"time:        0 -> {p.time.t_final:g}, {step}",
+                 f"wall time:   {self.wall_time()}",
+                 f"memory:      {self.memory.format()}: {self.memory_state}",
+                 f"outputs:     {counted(len(times), 'output')} at t = {shown}; ~{format_bytes(on_disk)} on disk",
+                 f"run dir:     {self.directory} ({self.directory_state})",
+                 "", "# details",
+                 f"field:       {self._field()}",
+                 "would write: " + ", ".join(name for name, size in self.files.items() if size is None)]
+        lines += [f"             {name:<24} ~{format_bytes(size)}" for name, size in self.files.items()
+                  if size is not None]
+        lines += ["", f"# config (resolved from {self.config.source}; what the run directory's config.toml would "
+                  "hold)", self.config.to_toml().rstrip()]
         return "\n".join(lines)
+
+    def wall_time(self) -> str:
+        """The modelled wall time of the run's nonlocal field on :attr:`ranks` ranks, as text."""
+        if not self.fields:
+            return "not modelled (no nonlocal field: the run is cheap per step)"
+        if self.steps is None:
+            return "unknown before the run (adaptive steps); the modelled cost per step is under field below"
+        t_final = Problem(self.config).time.t_final
+        ends = [f.start for f in self.fields[1:]] + [t_final]
+        seconds = sum(EVALUATIONS_PER_STEP * f.costs[f.evaluator] * self.steps * (min(end, t_final) - f.start)
+                      / t_final for f, end in zip(self.fields, ends))
+        return (f"~{_seconds(seconds / self.ranks)} (the nonlocal field's modelled cost, {_seconds(seconds)} on one "
+                f"core, shared by {counted(self.ranks, 'rank')})")
 
     def _field(self) -> str:
         if not self.fields:
@@ -127,11 +152,6 @@ def _seconds(s: float) -> str:
     if s < 1e-3:
         return f"{s * 1e6:.3g} us"
     return f"{s * 1e3:.3g} ms" if s < 1 else f"{s:.3g} s"
-
-
-def _size(n: int) -> str:
-    power = min(int(math.log10(max(n, 1)) // 3), 4)
-    return f"{n / 1000 ** power:.3g} {('B', 'kB', 'MB', 'GB', 'TB')[power]}"
 
 
 def _fields(problem: Problem, targets: int, sources: int) -> list[LayerField]:
@@ -229,5 +249,5 @@ def check_config(config: Config | dict | str | Path | None, overrides: list[str]
         state = f"a run would be refused: {exc}"
     estimate, memory_state = _memory(problem, cells, ranks)
     return CheckReport(config, cells, vertices, fields, targets, sources, steps, t.output_times, directory, state,
-                       estimate, memory_state, _files(problem, cells, nv, len(t.output_times)))
+                       estimate, memory_state, _files(problem, cells, nv, len(t.output_times)), ranks)
 

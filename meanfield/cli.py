@@ -3,17 +3,25 @@
     meanfield run [CONFIG] [--out DIR] [--overwrite] [--set section.key=value ...] [--quiet]
     meanfield resume RUN_DIR [--t-final T] [--set section.key=value ...] [--quiet]
     meanfield particles CONFIG --n N [--seed S] [--out DIR] [--overwrite] [--set ...] [--quiet]
-    meanfield validate CONFIG --n 1000,4000 [--seeds 4] [--out DIR] [--pde RUN_DIR [--force]] [--quiet]
+    meanfield validate CONFIG --n 1000,4000 [--seeds 4] [--out DIR] [--pde RUN_DIR [--force]] [--overwrite] [--quiet]
     meanfield convergence CONFIG --levels 3:6 [--dt-ladder] [--reference exact|finest|RUN_DIR] [--out DIR]
+                          [--overwrite] [--quiet]
     meanfield clusters RUN_DIR [--out DIR] [--threshold RHO] [--prominence P] [--factors 2,5,...] [--no-plots]
-    meanfield longtime CONFIG [--betas 4,6,9] [--n N] [--t-final T] [--run RUN_DIR] [--delta D] [--out DIR] [--no-plots]
+                       [--overwrite] [--quiet]
+    meanfield longtime CONFIG [--betas 4,6,9] [--n N] [--t-final T] [--run RUN_DIR] [--delta D] [--out DIR]
+                       [--no-plots] [--overwrite] [--quiet]
     meanfield sweep CONFIG --grid section.key=v1,v2,... [--grid ...] [--seeds N] [--particles [--n N]]
-                    [--out DIR] [--array-index I] [--dry-run] [--set ...] [--quiet]
-    meanfield collect DIR... -o TABLE.csv|TABLE.nc [--final] [--overwrite]
-    meanfield check [CONFIG] [--out DIR] [--set section.key=value ...]
-    meanfield plot RUN_DIR [--out DIR] [--format png|pdf|svg] [--no-movie] [--log|--linear]
-    meanfield mesh S2 --level L -o FILE [--overwrite]  |  meanfield mesh S1 --cells N -o FILE [--overwrite]
-    meanfield info [RUN_DIR]
+                    [--out DIR] [--array-index I] [--dry-run] [--set ...] [--overwrite] [--quiet]
+    meanfield collect DIR... -o TABLE.csv|TABLE.nc [--final] [--overwrite] [--quiet]
+    meanfield check [CONFIG] [--out DIR] [--ranks N] [--set section.key=value ...]
+    meanfield plot RUN_DIR [--out DIR] [--format png|pdf|svg] [--no-movie] [--log|--linear] [--overwrite] [--quiet]
+    meanfield mesh S2 --level L -o FILE  |  meanfield mesh S1 --cells N -o FILE  [--overwrite] [--quiet]
+    meanfield info [RUN_DIR] [--json]
+
+Every command that writes takes ``--overwrite`` (replace its own earlier results; without it
+they are refused) and ``--quiet`` (no progress, log or summary on the terminal), except
+``resume``, which continues its run and replaces nothing.  Default output folders are named
+after the config (:mod:`meanfield.runner.names`).
 
 run, resume, particles, validate, convergence, sweep and mesh estimate the memory per rank
 before building anything and refuse a job that does not fit in the memory available
@@ -33,6 +41,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from . import __version__
+from .wording import counted
 
 
 def _rank() -> int:
@@ -56,6 +65,11 @@ def _echo(*args) -> None:
 def _error(text: str) -> None:
     if _rank() == 0:
         print(text, file=sys.stderr, flush=True)
+
+
+#: What sets the size of a mesh of each sphere (``meanfield mesh``), and its default.
+MESH_SIZES = {"S2": "the icosphere refinement level", "S1": "the number of segments"}
+MESH_DEFAULTS = {"S2": 3, "S1": 256}
 
 
 # -- subcommands ----------------------------------------------------------------------------
@@ -108,13 +122,19 @@ def _cmd_validate(args: argparse.Namespace) -> None:
 
 
 def _cmd_convergence(args: argparse.Namespace) -> None:
+    from mpi4py import MPI
+
+    from .runner.names import derived_directory
+    from .runner.session import resolve_config
     from .studies.convergence import convergence_study, format_table, parse_levels
 
-    out = args.out or "runs/convergence"
+    config = resolve_config(args.config, args.set, MPI.COMM_WORLD)
+    out = args.out or derived_directory(config, "convergence")
     reference = args.reference or ("finest" if args.dt_ladder else "exact")
-    rows = convergence_study(args.config, parse_levels(args.levels), out, reference=reference,
-                             dt_ladder=args.dt_ladder, overrides=args.set, quiet=args.quiet, overwrite=args.overwrite)
-    _echo(format_table(rows))
+    rows = convergence_study(config, parse_levels(args.levels), out, reference=reference, dt_ladder=args.dt_ladder,
+                             quiet=args.quiet, overwrite=args.overwrite)
+    if not args.quiet:
+        _echo(format_table(rows))
     _echo(f"results: {out}/convergence.csv, {out}/convergence.png")
 
 
@@ -143,8 +163,10 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         raise ConfigError("--n: the number of tokens of particle sweeps (--particles)")
     overrides = args.set + ([f"particles.n={args.n}"] if args.n is not None else [])
     result = sweep(args.config, args.grid, seeds=args.seeds, particles=args.particles, out=args.out,
-                   array_index=_array_index(args), dry_run=args.dry_run, overrides=overrides, quiet=args.quiet)
-    _echo(f"sweep {result.path}: {len(result.points)} points (job array: sbatch --array=0-{len(result.points) - 1})")
+                   array_index=_array_index(args), dry_run=args.dry_run, overrides=overrides, quiet=args.quiet,
+                   overwrite=args.overwrite)
+    _echo(f"sweep {result.path}: {counted(len(result.points), 'point')} (job array: sbatch "
+          f"--array=0-{len(result.points) - 1})")
     for row, status in zip(result.table(), result.status):
         _echo(f"{row['index']:>6}  {status:<11}  {result.points[row['index']].directory}")
     for index, error in result.errors.items():
@@ -162,7 +184,7 @@ def _cmd_collect(args: argparse.Namespace) -> None:
         check_table_output(args.output, overwrite=args.overwrite)  # before reading the runs
         table = collect(args.dirs, final=args.final)
         path = write_table(table, args.output, final=args.final, overwrite=args.overwrite)
-        return f"wrote {path}: {table['run'].nunique()} runs, {len(table)} rows"
+        return f"wrote {path}: {counted(table['run'].nunique(), 'run')}, {counted(len(table), 'row')}"
 
     _echo(on_root(MPI.COMM_WORLD, work))
 
@@ -172,9 +194,12 @@ def _cmd_check(args: argparse.Namespace) -> None:
 
     from .check import check_config
     from .collective import on_root
+    from .config import ConfigError
 
-    _echo(on_root(MPI.COMM_WORLD, lambda: check_config(args.config, args.set, out=args.out,
-                                                       ranks=MPI.COMM_WORLD.size).format()))
+    ranks = args.ranks if args.ranks is not None else MPI.COMM_WORLD.size
+    if ranks < 1:
+        raise ConfigError(f"--ranks: must be a positive integer, got {ranks}")
+    _echo(on_root(MPI.COMM_WORLD, lambda: check_config(args.config, args.set, out=args.out, ranks=ranks).format()))
 
 
 def _cmd_plot(args: argparse.Namespace) -> None:
@@ -184,11 +209,14 @@ def _cmd_plot(args: argparse.Namespace) -> None:
     from .plotting import plot_run_directory
 
     def draw() -> list[str]:
-        return [str(p) for p in plot_run_directory(args.run_dir, args.out, movie=not args.no_movie, fmt=args.format,
-                                                   log=args.log)]
+        return [str(p) for p in plot_run_directory(args.run_dir, args.out, overwrite=args.overwrite,
+                                                   movie=not args.no_movie, fmt=args.format, log=args.log)]
 
-    for path in on_root(MPI.COMM_WORLD, draw):
+    paths = on_root(MPI.COMM_WORLD, draw)
+    for path in paths if not args.quiet else []:
         _echo(f"wrote {path}")
+    if args.quiet and paths:
+        _echo(f"results: {Path(paths[0]).parent}")
 
 
 def _cmd_clusters(args: argparse.Namespace) -> None:
@@ -200,24 +228,29 @@ def _cmd_clusters(args: argparse.Namespace) -> None:
     given = {k: getattr(args, k) for k in ("threshold", "prominence", "factors", "bandwidth", "resolution")}
     options = {k: v for k, v in given.items() if v is not None}  # the API's defaults otherwise
     on_root(MPI.COMM_WORLD, lambda: cluster_study(args.run_dir, out=args.out, plots=not args.no_plots,
-                                                  quiet=args.quiet, **options), broadcast=False)
+                                                  quiet=args.quiet, overwrite=args.overwrite, **options),
+           broadcast=False)
 
 
 def _cmd_longtime(args: argparse.Namespace) -> None:
     from mpi4py import MPI
 
     from .collective import on_root
+    from .config import load_config
+    from .runner.names import derived_directory
     from .studies.longtime import long_time_study
 
     given = {k: getattr(args, k) for k in ("betas", "n", "t_final", "run", "delta")}
     options = {k: v for k, v in given.items() if v is not None}  # the API's defaults otherwise
 
     def work() -> None:
-        study = long_time_study(args.config, args.out, plots=not args.no_plots, **options)
-        for row in study.rows:
+        config = load_config(args.config)
+        out = args.out or derived_directory(config, "longtime")
+        study = long_time_study(config, out, plots=not args.no_plots, overwrite=args.overwrite, **options)
+        for row in study.rows if not args.quiet else []:
             _echo(f"beta {row.beta:g}: merges at {', '.join(f'{t:.6g}' for t in row.merges) or 'none'}; "
                   f"final masses {', '.join(f'{m:.4f}' for m in row.final_masses)}")
-        _echo(f"results: {args.out}")
+        _echo(f"results: {out}")
 
     on_root(MPI.COMM_WORLD, work)
 
@@ -226,10 +259,16 @@ def _cmd_mesh(args: argparse.Namespace) -> None:
     from mpi4py import MPI
 
     from .collective import on_root
+    from .config import ConfigError
     from .mesh import make_mesh_file
 
+    given, other = ("level", "cells") if args.sphere == "S2" else ("cells", "level")
+    if getattr(args, other) is not None:
+        raise ConfigError(f"--{other}: {args.sphere} meshes take --{given} ({MESH_SIZES[args.sphere]})")
+    size = getattr(args, given)
+
     def write() -> str:
-        mesh = make_mesh_file(args.sphere, args.level if args.sphere == "S2" else args.cells, args.output,
+        mesh = make_mesh_file(args.sphere, size if size is not None else MESH_DEFAULTS[args.sphere], args.output,
                               overwrite=args.overwrite)
         return f"wrote {args.output}: {args.sphere}, {len(mesh.cells)} cells, {len(mesh.points)} vertices"
 
@@ -243,10 +282,12 @@ def _cmd_info(args: argparse.Namespace) -> None:
 
     from .collective import on_root
     from .runner.environment import stack_report
+    from .runner.info import format_description
     from .runner.results import describe
 
     if args.run_dir:
-        _echo(json.dumps(on_root(MPI.COMM_WORLD, lambda: describe(args.run_dir)), indent=2))
+        facts = on_root(MPI.COMM_WORLD, lambda: describe(args.run_dir))
+        _echo(json.dumps(facts, indent=2) if args.json else format_description(facts))
         return
     _echo(json.dumps(stack_report(MPI.COMM_WORLD), indent=2))
 
@@ -269,11 +310,18 @@ def _number_list(kind: type, what: str):
 
 def _add_common(p: argparse.ArgumentParser, out_help: str = "output directory (default: under runs/)") -> None:
     p.add_argument("--out", help=out_help)
-    p.add_argument("--overwrite", action="store_true",
-                   help="replace an earlier run in --out (kept until the new run's first checkpoint)")
+    _add_overwrite(p, "replace an earlier run in --out (kept until the new run's first checkpoint)")
     _add_set(p)
-    p.add_argument("--quiet", action="store_true", help="no progress or log on the terminal")
+    _add_quiet(p)
     _add_memory_check(p)
+
+
+def _add_overwrite(p: argparse.ArgumentParser, text: str) -> None:
+    p.add_argument("--overwrite", action="store_true", help=text)
+
+
+def _add_quiet(p: argparse.ArgumentParser, text: str = "no progress or log on the terminal") -> None:
+    p.add_argument("--quiet", action="store_true", help=text)
 
 
 def _add_memory_check(p: argparse.ArgumentParser) -> None:
@@ -299,7 +347,7 @@ def _add_resume(sub) -> None:
     p.add_argument("run_dir", help="the run directory")
     p.add_argument("--t-final", type=float, default=None, help="a new end time (extends a completed run)")
     _add_set(p)
-    p.add_argument("--quiet", action="store_true", help="no progress or log on the terminal")
+    _add_quiet(p)
     _add_memory_check(p)
     p.set_defaults(handler=_cmd_resume)
 
@@ -309,7 +357,7 @@ def _add_particles(sub) -> None:
     p.add_argument("config", help="TOML config")
     p.add_argument("--n", type=int, default=None, help="number of tokens (default: particles.n)")
     p.add_argument("--seed", type=int, default=None, help="random seed (default: particles.seed)")
-    _add_common(p, "run directory (default: runs/<name>-particles)")
+    _add_common(p, "run directory (default: runs/<name>-particles-n<n>-s<seed>)")
     p.set_defaults(handler=_cmd_particles)
 
 
@@ -335,7 +383,7 @@ def _add_convergence(sub) -> None:
     p.add_argument("--dt-ladder", action="store_true", help="halve the fixed time step at the config's mesh")
     p.add_argument("--reference", default=None,
                    help="'exact', 'finest' or a finer run directory (default: exact; finest with --dt-ladder)")
-    _add_common(p, "study directory (default: runs/convergence)")
+    _add_common(p, "study directory (default: runs/<name>-convergence)")
     p.set_defaults(handler=_cmd_convergence)
 
 
@@ -348,6 +396,8 @@ def _add_plot(sub) -> None:
     scale = p.add_mutually_exclusive_group()
     scale.add_argument("--log", action="store_true", default=None, help="log colour scale")
     scale.add_argument("--linear", action="store_false", dest="log", help="linear colour scale")
+    _add_overwrite(p, "replace the pictures of an earlier `meanfield plot` in the folder")
+    _add_quiet(p, "no list of the files written")
     p.set_defaults(handler=_cmd_plot)
 
 
@@ -366,7 +416,8 @@ def _add_clusters(sub) -> None:
     p.add_argument("--resolution", type=int, default=None,
                    help="particle runs: analysis mesh resolution (default: the config's mesh)")
     p.add_argument("--no-plots", action="store_true", help="tables only")
-    p.add_argument("--quiet", action="store_true", help="no summary on the terminal")
+    _add_overwrite(p, "replace the tables and plot of an earlier analysis in the folder")
+    _add_quiet(p, "no summary on the terminal")
     p.set_defaults(handler=_cmd_clusters)
 
 
@@ -374,7 +425,7 @@ def _add_longtime(sub) -> None:
     p = sub.add_parser("longtime", help="S^1 long-time reference (quantile tokens): merges, metastable times, "
                                         "cluster tracks; optionally a hybrid run's")
     p.add_argument("config", help="an S1 config (Q = K = V = I): initial density, attention, beta, time.t_final")
-    p.add_argument("--out", required=True, help="folder for the tables and plots")
+    p.add_argument("--out", help="folder for the tables and plots (default: runs/<name>-longtime)")
     p.add_argument("--betas", type=_number_list(float, "number"), default=None,
                    help="comma-separated betas (default: the config's)")
     p.add_argument("--n", type=int, default=None, help="reference tokens (default 8192)")
@@ -382,6 +433,8 @@ def _add_longtime(sub) -> None:
     p.add_argument("--run", default=None, help="a hybrid S1 run directory to analyse beside the reference")
     p.add_argument("--delta", type=float, default=None, help="cluster gap and merge distance in radians (default 0.01)")
     p.add_argument("--no-plots", action="store_true", help="tables only")
+    _add_overwrite(p, "replace the tables and plots of an earlier study in the folder")
+    _add_quiet(p, "no table of merges on the terminal")
     p.set_defaults(handler=_cmd_longtime)
 
 
@@ -399,8 +452,9 @@ def _add_sweep(sub) -> None:
     p.add_argument("--array-index", type=int, default=None,
                    help="run only this point (default: $SLURM_ARRAY_TASK_ID when set, else every point)")
     p.add_argument("--dry-run", action="store_true", help="list the points and their status; run nothing")
+    _add_overwrite(p, "run every point again, completed ones too (default: only those not completed)")
     _add_set(p)
-    p.add_argument("--quiet", action="store_true", help="no progress or log on the terminal")
+    _add_quiet(p)
     _add_memory_check(p)
     p.set_defaults(handler=_cmd_sweep)
 
@@ -410,15 +464,20 @@ def _add_collect(sub) -> None:
     p.add_argument("dirs", nargs="+", metavar="DIR", help="run directories, sweep directories or folders of runs")
     p.add_argument("-o", "--output", required=True, help="table.csv (long format) or table.nc (xarray Dataset)")
     p.add_argument("--final", action="store_true", help="only the last output of each run (one row per run)")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing output file")
+    _add_overwrite(p, "replace an existing output file")
+    _add_quiet(p, "(accepted for symmetry: collect prints only the line naming the table)")
     p.set_defaults(handler=_cmd_collect)
 
 
 def _add_check(sub) -> None:
-    p = sub.add_parser("check", help="what a run of a config would do (mesh size, evaluator and its cost, "
-                       "outputs, files); runs and writes nothing")
+    p = sub.add_parser("check", help="what a run of a config would do: a summary (cells, ranks, steps, wall time "
+                       "and memory per rank, outputs and their size on disk), the details, the resolved config; "
+                       "runs and writes nothing")
     p.add_argument("config", nargs="?", default=None, help="TOML config (default: the embedded S2 clustering case)")
     p.add_argument("--out", help="the run directory a run would use (default: output.dir or runs/<name>)")
+    p.add_argument("--ranks", type=int, default=None,
+                   help="the MPI ranks of the run to size: memory and wall time per rank (default: the ranks of this "
+                        "command, 1 without mpirun)")
     _add_set(p)
     p.set_defaults(handler=_cmd_check)
 
@@ -426,17 +485,22 @@ def _add_check(sub) -> None:
 def _add_mesh(sub) -> None:
     p = sub.add_parser("mesh", help="write a sphere mesh file (any format meshio writes)")
     p.add_argument("sphere", choices=["S1", "S2"])
-    p.add_argument("--level", type=int, default=3, help="S2: icosphere refinement level")
-    p.add_argument("--cells", type=int, default=256, help="S1: number of segments")
+    p.add_argument("--level", type=int, default=None, help=f"S2 only: {MESH_SIZES['S2']} (default "
+                   f"{MESH_DEFAULTS['S2']})")
+    p.add_argument("--cells", type=int, default=None, help=f"S1 only: {MESH_SIZES['S1']} (default "
+                   f"{MESH_DEFAULTS['S1']})")
     p.add_argument("-o", "--output", required=True, help="output file, e.g. sphere.msh or sphere.vtu")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing output file")
+    _add_overwrite(p, "replace an existing output file")
+    _add_quiet(p, "(accepted for symmetry: mesh prints only the line naming the file)")
     _add_memory_check(p)
     p.set_defaults(handler=_cmd_mesh)
 
 
 def _add_info(sub) -> None:
     p = sub.add_parser("info", help="versions of meanfield and its stack, or the status of a run directory")
-    p.add_argument("run_dir", nargs="?", default=None, help="a run directory to describe (status, time reached)")
+    p.add_argument("run_dir", nargs="?", default=None,
+                   help="a run directory to describe: status, t reached, progress, wall time, segments, files")
+    p.add_argument("--json", action="store_true", help="RUN_DIR's facts as JSON (the stack report is always JSON)")
     p.set_defaults(handler=_cmd_info)
 
 
@@ -445,10 +509,27 @@ COMMANDS: list[Callable] = [_add_run, _add_resume, _add_particles, _add_validate
                             _add_longtime, _add_sweep, _add_collect, _add_check, _add_plot, _add_mesh, _add_info]
 
 
+#: The top-level ``meanfield --help``: what the tool is for, three commands to start from, the docs.
+DESCRIPTION = """\
+Solve the mean-field PDE of self-attention dynamics (tokens on the sphere S^1 or S^2 moving under
+softmax attention) on a meshed sphere, serially or under mpirun, simulate the n-token particle
+system of the same model, and compare the two.  A run is described by a TOML config file; every
+key has a default."""
+EPILOG = """\
+examples:
+  meanfield check case.toml            what a run would do: cells, steps, time, memory, files
+  mpirun -n 4 meanfield run case.toml  run it into runs/<name>; `meanfield info runs/<name>` watches it
+  meanfield plot runs/<name>           maps, time series and a movie into runs/<name>/plots
+
+`meanfield COMMAND --help` lists a command's options.  Documentation: `make docs` builds it into
+docs/_build/html/index.html from the docs/ folder of the source tree (README.md to start)."""
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="meanfield", description=(__doc__ or "").split("\n")[0])
+    parser = argparse.ArgumentParser(prog="meanfield", description=DESCRIPTION, epilog=EPILOG,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"meanfield {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", title="commands")
     for add in COMMANDS:
         add(sub)
     return parser

@@ -77,6 +77,11 @@ def _plain_name(v: Any) -> bool:
     return isinstance(v, str) and NAME_PATTERN.fullmatch(v) is not None
 
 
+def _log_every(v: Any) -> bool:
+    """A number of seconds > 0, or ``"N steps"`` with N a positive integer."""
+    return _positive(v) or (isinstance(v, str) and re.fullmatch(r"\s*[1-9][0-9]*\s+steps?\s*", v) is not None)
+
+
 def _axis(v: Any) -> bool:
     return isinstance(v, list) and len(v) == 3 and all(map(_is_number, v)) and any(x != 0 for x in v)
 
@@ -177,6 +182,9 @@ SCHEMA: dict[str, dict[str, tuple[Any, Callable[[Any], bool], str]]] = {
         "xdmf": (True, lambda v: isinstance(v, bool),
                  "true or false (ParaView files density.xdmf over run.nc)"),
         "checkpoint_every": (600.0, _positive, "seconds of wall time > 0 between checkpoints (besides every output)"),
+        "log_every": (None, _optional(_log_every),
+                      "seconds of wall time > 0 between progress lines in the log, or \"N steps\" (default: at every "
+                      "tenth of the model time and every 60 s between)"),
     },
 }
 
@@ -220,14 +228,15 @@ class Config:
     source: str = "<dict>"
 
     def to_toml(self) -> str:
-        """The config as TOML; unset keys (no value, their defaults apply) are listed in a comment."""
-        import tomli_w
+        """The config as TOML (:mod:`meanfield.toml_text`: arrays on one line, inline tables);
+        unset keys (no value, their defaults apply) are listed in a comment."""
+        from .toml_text import config_toml
 
         unset = [f"{s}.{k}" if s else k for s, k in _flat_none(self.data)]
         head = f"# meanfield run config (resolved from {self.source})\n"
         if unset:
             head += "# unset (defaults apply): " + ", ".join(unset) + "\n"
-        return head + tomli_w.dumps(_drop_none(self.data))
+        return config_toml(_drop_none(self.data), head)
 
 
 def mesh_dimension(data: Mapping) -> int:
@@ -305,20 +314,27 @@ def _apply_overrides(data: dict, overrides: list[str]) -> None:
         table[keys[-1]] = value
 
 
+def _belongs(key: str, here: str | None) -> str:
+    """``; `key` belongs in [section]`` when another section of the schema has this key, else ``""``."""
+    homes = [s or "the top level" for s, keys in SCHEMA.items() if s != here and key in keys]
+    return f"; `{key}` belongs in " + " or ".join(h if h == "the top level" else f"[{h}]" for h in homes) \
+        if homes else ""
+
+
 def _check(data: dict) -> None:
     sections = [k for k in SCHEMA if k]
     for key in data:
         if key not in SCHEMA[""] and key not in SCHEMA:
-            raise ConfigError(f"{key}: unknown key or section{did_you_mean(key, sections + list(SCHEMA['']))}; "
-                              f"sections are {sections}")
+            hint = _belongs(key, "") or f"{did_you_mean(key, sections + list(SCHEMA['']))}; sections are {sections}"
+            raise ConfigError(f"{key}: unknown key or section{hint}")
     for section, keys in SCHEMA.items():
         table = data if section == "" else data.get(section)
         if not isinstance(table, dict):
             raise ConfigError(f"{section}: must be a table")
         for key in list(table) if section and section != "initial" else []:
             if key not in keys:
-                raise ConfigError(f"{section}.{key}: unknown key{did_you_mean(key, list(keys))}; "
-                                  f"allowed: {sorted(keys)}")
+                hint = _belongs(key, section) or f"{did_you_mean(key, list(keys))}; allowed: {sorted(keys)}"
+                raise ConfigError(f"{section}.{key}: unknown key{hint}")
         for key, (_, check, what) in keys.items():
             if key in table and not check(table[key]):
                 name = f"{section}.{key}" if section else key

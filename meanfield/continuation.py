@@ -48,7 +48,7 @@ RESUMABLE: dict[str, frozenset[str] | None] = {
     "model": None,
     "nonlocal": None,
     "time": frozenset({"cfl", "dt", "dt_max", "wall_limit"}),
-    "output": frozenset({"checkpoint_every"}),
+    "output": frozenset({"checkpoint_every", "log_every"}),
     "particles": frozenset({"dt"}),
 }
 TIME_TOL = 1e-12

@@ -115,12 +115,18 @@ def _numbers(value: object, n: int, name: str, default: float | None = None) -> 
     try:
         a = np.atleast_1d(np.asarray(value, dtype=float))
     except (TypeError, ValueError):
-        raise InitialDensityError(f"{name}: must be a number or a list of {n} numbers") from None
+        raise InitialDensityError(f"{name}: must be {_numbers_wanted(n)}") from None
     if a.size == 1:
         a = np.full(n, float(a[0]))
     if a.shape != (n,) or not np.all(np.isfinite(a)) or np.any(a < 0):
-        raise InitialDensityError(f"{name}: must be {n} finite numbers >= 0, got {value!r}")
+        raise InitialDensityError(f"{name}: must be {_numbers_wanted(n, 'finite ', ' >= 0')}, got {value!r}")
     return a
+
+
+def _numbers_wanted(n: int, kind: str = "", bound: str = "") -> str:
+    """``a finite number >= 0`` for one value, ``a finite number >= 0 or a list of 3 of them`` for more."""
+    one = f"a {kind}number{bound}"
+    return one if n == 1 else f"{one} or a list of {n} of them"
 
 
 def make_initial_density(spec: dict, d: int) -> InitialDensity:

@@ -110,6 +110,7 @@ class OutputSpec:
     directory: Path
     paraview: bool
     checkpoint_every: float
+    log_every: float | str | None
 
 
 @dataclass(frozen=True)
@@ -174,7 +175,7 @@ class Problem:
                               float(a["merge_distance"]), float(a["absorb_mass"]), float(a["lipschitz_step"]),
                               np.array(a["initial"], dtype=float).reshape(len(a["initial"]), 1 + self.mesh.d))
         self.output = OutputSpec(Path(o["dir"] or Path("runs") / self.name), bool(o["xdmf"]),
-                                 float(o["checkpoint_every"]))
+                                 float(o["checkpoint_every"]), o["log_every"])
         self._schedules: dict[int, LayerSchedule] = {}
         self._initials: dict[int, InitialDensity] = {}
 

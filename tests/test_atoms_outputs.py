@@ -354,7 +354,7 @@ def test_hybrid_run_under_mpirun(tmp_path):
     jobs = [("run", str(tmp_path / "case.toml"), "--out", str(tmp_path / "run"), "--quiet"),
             ("clusters", str(tmp_path / "run"), "--out", str(tmp_path / "c")),
             ("plot", str(tmp_path / "run"), "--out", str(tmp_path / "p")),
-            ("info", str(tmp_path / "run"))]
+            ("info", str(tmp_path / "run"), "--json")]
     for args in jobs:
         proc = meanfield_job(*args, timeout=300)
         assert proc.returncode == 0, (args, proc.stdout, proc.stderr)

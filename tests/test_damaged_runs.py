@@ -152,5 +152,5 @@ def test_garbage_metadata_is_named_with_the_way_back(tmp_path, runs):
     assert done.returncode == 0, done.stderr
     meta = json.loads((run / "metadata.json").read_text())
     assert meta["status"] == "completed" and meta["kind"] == "pde" and "metadata_rebuilt" in meta
-    assert json.loads(cli(["info", "run"], tmp_path).stdout)["t_reached"] == pytest.approx(0.8)
+    assert json.loads(cli(["info", "run", "--json"], tmp_path).stdout)["t_reached"] == pytest.approx(0.8)
     same_run(run, long)

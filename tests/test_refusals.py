@@ -13,17 +13,12 @@ one line from rank 0, nothing written.
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from helpers.mpi import mpirun
+from helpers.cli import cli
 
-REPO = Path(__file__).resolve().parents[1]
-TIMEOUT = 120
 S1 = 'name = "x"\n[mesh]\nsphere = "S1"\nresolution = 32\n[time]\nt_final = 0.2\noutputs = 2\n[output]\nxdmf = false\n'
 S2 = S1.replace('sphere = "S1"\nresolution = 32', 'sphere = "S2"\nresolution = 1')
 CONFIGS = {
@@ -32,16 +27,6 @@ CONFIGS = {
     "big.toml": S2.replace("resolution = 1", "resolution = 12"),  # 335,544,320 cells
     "deep.toml": S2 + '[initial]\nkind = "expression"\nexpression = "1 + ' + " + ".join(["x"] * 30000) + '"\n',
 }
-
-
-def cli(args: list[str], cwd: Path, ranks: int = 1) -> subprocess.CompletedProcess:
-    """``meanfield ARGS`` in a fresh process in ``cwd`` (under ``mpirun -n ranks`` when ranks > 1), importing
-    this checkout."""
-    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    environment.pop("MEANFIELD_MEMORY_CHECK", None)
-    launcher = [str(mpirun()), "-n", str(ranks)] if ranks > 1 else []
-    return subprocess.run([*launcher, sys.executable, "-m", "meanfield.cli", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=TIMEOUT, env=environment)
 
 
 @pytest.fixture(scope="module")
@@ -68,6 +53,11 @@ def listing(path: Path) -> dict[str, tuple[int, int]] | None:
 CASES = [
     ("run-unknown-key", ["run", "s1.toml", "--out", "OUT", "--set", "model.betta=2"], "model.betta", "OUT"),
     ("run-too-big", ["run", "big.toml", "--out", "OUT"], "mesh.resolution = 12: needs an estimated", "OUT"),
+    ("run-key-in-wrong-section", ["run", "s1.toml", "--out", "OUT", "--set", "time.checkpoint_every=5"],
+     "time.checkpoint_every: unknown key; `checkpoint_every` belongs in [output]", "OUT"),
+    ("run-one-number", ["run", "s1.toml", "--out", "OUT", "--set", "initial.kind='vmf'", "--set",
+                        "initial.centers=[[1, 0]]", "--set", "initial.kappas=[-1]"],
+     "initial.kappas: must be a finite number >= 0, got [-1]", "OUT"),
     ("run-deep-expression", ["run", "deep.toml", "--out", "OUT"], "initial.expression: nests too deeply", "OUT"),
     ("resume-mesh-change", ["resume", "RUN", "--set", "mesh.resolution=64"], "--set mesh.resolution", "RUN"),
     ("resume-t-final-before", ["resume", "RUN", "--t-final", "0.05"], "--t-final", "RUN"),
@@ -102,6 +92,8 @@ CASES = [
     ("mesh-too-big", ["mesh", "S2", "--level", "99", "-o", "OUT.msh"], "--level 99: needs an estimated", "OUT.msh"),
     ("mesh-format", ["mesh", "S2", "--level", "1", "-o", "OUT.xyz"], "-o OUT.xyz", "OUT.xyz"),
     ("mesh-cells", ["mesh", "S1", "--cells", "2", "-o", "OUT.msh"], "--cells", "OUT.msh"),
+    ("mesh-s2-cells", ["mesh", "S2", "--cells", "64", "-o", "OUT.msh"], "--cells: S2 meshes take --level", "OUT.msh"),
+    ("mesh-s1-level", ["mesh", "S1", "--level", "2", "-o", "OUT.msh"], "--level: S1 meshes take --cells", "OUT.msh"),
     ("check-unknown-key", ["check", "s1.toml", "--out", "OUT", "--set", "model.betta=2"], "model.betta", "OUT"),
     ("info-not-a-run", ["info", "OUT"], "OUT: no such directory", "OUT"),
 ]

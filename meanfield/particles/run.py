@@ -215,10 +215,11 @@ def build_particles(config: Config | Mapping | str | Path | None, n: int | None 
     return ParticleSimulation(Problem(with_counts(config, n, seed)), comm)
 
 
-def default_directory(problem: Problem) -> Path:
-    """``runs/<name>-particles`` (or ``output.dir`` + ``-particles``)."""
-    d = problem.output.directory
-    return d.with_name(d.name + "-particles")
+def default_directory(config: Config, n: int, seed: int) -> Path:
+    """``runs/<name>-particles-n<n>-s<seed>`` (:func:`~meanfield.runner.names.derived_directory`)."""
+    from ..runner.names import derived_directory
+
+    return derived_directory(config, "particles", f"n{n}", f"s{seed}")
 
 
 def run_particles(
@@ -241,7 +242,7 @@ def run_particles(
     n, seed
         Token count and seed (default: ``particles.n`` and ``particles.seed``).
     out
-        Run directory (default: ``output.dir`` or ``runs/<name>``, suffixed ``-particles``).
+        Run directory (default: ``runs/<name>-particles-n<n>-s<seed>``, beside the PDE run's).
     overrides
         ``section.key=value`` strings (only when ``config`` is not already a Config).
     comm
@@ -260,7 +261,7 @@ def run_particles(
     n, seed = resolve_counts(Problem(config), n, seed)
     config = with_counts(config, n, seed)
     problem = Problem(config)
-    path = Path(out) if out is not None else default_directory(problem)
+    path = Path(out) if out is not None else default_directory(config, n, seed)
     check_new_target(path, overwrite, comm)
     check_size(problem, comm, n)
     threads = configure_process(problem.field.threads)

@@ -204,7 +204,8 @@ PLOT_STEMS = ("observables", "density", "density_initial", "density_final", "spa
               "tokens_final")
 
 
-def plot_run_directory(run_dir: str | Path, out: str | Path | None = None, **options: Any) -> list[Path]:
+def plot_run_directory(run_dir: str | Path, out: str | Path | None = None, *, overwrite: bool = False,
+                       **options: Any) -> list[Path]:
     """Read a run directory and write its pictures (``meanfield plot RUN``).
 
     Parameters
@@ -213,7 +214,10 @@ def plot_run_directory(run_dir: str | Path, out: str | Path | None = None, **opt
         A PDE or particle run directory.
     out
         Folder for the pictures (default ``RUN/plots``).  It must be missing, empty, or hold
-        only pictures this function writes: nothing else is ever overwritten.
+        only pictures this function writes: nothing else is ever overwritten, and those only
+        with ``overwrite``.
+    overwrite
+        Replace the pictures of an earlier call.
     **options
         Passed to :func:`plot_run`.
     """
@@ -222,5 +226,5 @@ def plot_run_directory(run_dir: str | Path, out: str | Path | None = None, **opt
 
     check_format(options.get("fmt", "png"))
     folder = check_output_folder(Path(out) if out is not None else Path(run_dir) / "plots",
-                                 lambda name: Path(name).stem in PLOT_STEMS, "meanfield plots")
+                                 lambda name: Path(name).stem in PLOT_STEMS, "meanfield plots", overwrite=overwrite)
     return plot_run(load_run(run_dir), folder, **options)

@@ -41,7 +41,8 @@ from ..collective import CollectiveFailure, is_collective, on_root
 from ..config import MAX_STEPS
 from .checkpoint import Checkpoint
 from .directory import RunDirectory, record_failure
-from .progress import FILE_ONLY, Progress, log
+from .names import run_name
+from .progress import FILE_ONLY, Cadence, Progress, log
 from .signals import SignalWatch, signal_name
 from .simulation import Simulation
 from .writers import OutputWriter
@@ -96,12 +97,15 @@ class ControllerOptions:
     clock
         Seconds of wall time from some fixed moment (``time.perf_counter``); what the wall
         limit, the checkpoint interval and the timings are measured with.
+    cadence
+        When progress lines are logged (``[output] log_every``).
     """
 
     wall_limit: float | None = None
     checkpoint_every: float = 600.0
     quiet: bool = False
     clock: Callable[[], float] = field(default=time.perf_counter)
+    cadence: Cadence = field(default_factory=Cadence)
 
 
 class Controller:
@@ -135,6 +139,7 @@ class Controller:
         self._slowest_step = 0.0
         self._checkpoint_cost = 0.0
         self._committed = False
+        self._progress: Progress | None = None
 
     # -- the loop ----------------------------------------------------------------------------
     def run(self, next_output: int = 0) -> None:
@@ -148,7 +153,8 @@ class Controller:
             Whatever failed, after recording status ``failed`` and the error.
         """
         sim, k = self.sim, next_output
-        progress = Progress(self.comm, sim.t, float(self.times[-1]), self.options.quiet)
+        progress = self._progress = Progress(self.comm, sim.t, float(self.times[-1]), self.options.quiet,
+                                             self.options.cadence)
         status, error, interrupted, finish = "failed", None, None, True
         try:
             with SignalWatch() as signals:
@@ -189,6 +195,11 @@ class Controller:
     def _tol(self, t: float) -> float:
         return TIME_TOL * max(1.0, abs(t))
 
+    def _at_output(self, t: float) -> bool:
+        """Whether ``t`` is one of the output times (up to :data:`TIME_TOL`)."""
+        k = int(np.searchsorted(self.times, t))
+        return any(abs(self.times[i] - t) <= self._tol(t) for i in (k - 1, k) if 0 <= i < len(self.times))
+
     # -- steps -------------------------------------------------------------------------------
     def _step_target(self, output: float) -> float:
         """Where the next step must end at the latest: the next output time, or an earlier landing
@@ -221,7 +232,7 @@ class Controller:
             raise StepCollapseError(f"the time step collapsed to dt = {dt:.3g} at t = {sim.t:.6g}: "
                                     f"{remaining / dt:.3g} more steps would be needed (at most {MAX_STEPS:.0e}); "
                                     "the velocity is too large or the solution is blowing up")
-        progress.update(sim.t, dt)
+        progress.update(sim.t, dt, report=not self._at_output(sim.t))  # else the output's own line reports
 
     def _events(self, signals: SignalWatch) -> tuple[str | None, bool]:
         """(stop reason or None, checkpoint due) agreed by all ranks."""
@@ -259,7 +270,7 @@ class Controller:
 
         on_root(self.comm, write)
         self.timings["output"] += self.clock() - tic
-        log.info("t = %-10.6g %s", t, _summary(row))
+        log.info("t = %-10.6g %s  %s", t, self._progress.line() if self._progress else "", _summary(row))
 
     def _checkpoint(self, next_output: int) -> None:
         sim = self.sim
@@ -275,13 +286,23 @@ class Controller:
                 self.rundir.commit()
             self.rundir.update_metadata(status="running", t_reached=t, outputs_written=next_output,
                                         checkpoint={"t": t, "next_output": next_output},
-                                        timings=self._timings(), steps=sim.step_info())
+                                        timings=self._timings(), steps=sim.step_info(), **self._progress_entry())
 
         on_root(self.comm, save)
         self._committed = True
         self._last_checkpoint = self.clock()
         self._checkpoint_cost = self._last_checkpoint - tic
         self.timings["checkpoint"] += self._checkpoint_cost
+
+    def _progress_entry(self) -> dict[str, Any]:
+        """``progress`` for metadata.json (where the segment stands: :meth:`Progress.state`), and
+        the segment's end time and wall seconds so far in its entry of ``segments`` (rank 0)."""
+        if self._progress is None or self.rundir is None:
+            return {}
+        segments = [dict(s) for s in self.rundir.metadata.get("segments", [])]
+        if segments:
+            segments[-1].update(t_end=self.sim.t, wall_s=round(self.clock() - self._wall0, 3))
+        return {"progress": self._progress.state(), "segments": segments}
 
     def _timings(self) -> dict[str, float]:
         return {**self.timings, **self.sim.timings(), "total": self.clock() - self._wall0}
@@ -297,7 +318,7 @@ class Controller:
                 self.rundir.rollback()  # the old run's results come back; nothing of this one stays
                 return
             entries: dict[str, Any] = {"status": status, "error": error, "timings": self._timings(),
-                                       "steps": self.sim.step_info(), **facts}
+                                       "steps": self.sim.step_info(), **self._progress_entry(), **facts}
             if interrupted is not None:
                 entries.update(interrupted_by=interrupted.reason, t_reached=interrupted.t)
             try:
@@ -309,7 +330,7 @@ class Controller:
             on_root(self.comm, record)
         except Exception as exc:  # noqa: BLE001 - the run's own error is the one to report
             log.error("could not finish the run directory: %s", exc)
-        log.info("%s %s at t = %.6g in %.1f s; results in %s", self.path.name, status, self.sim.t,
+        log.info("%s %s at t = %.6g in %.1f s; results in %s", run_name(self.path), status, self.sim.t,
                  self.clock() - self._wall0, self.path)
 
     def _collective_facts(self) -> dict[str, Any]:

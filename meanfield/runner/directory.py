@@ -417,12 +417,25 @@ def prepare_study(path: Path | str, kind: str, *, overwrite: bool = False,
     return path
 
 
-def check_output_folder(folder: Path | str, owns: Callable[[str], bool], what: str) -> Path:
-    """Refuse a folder for derived outputs (pictures, tables) that holds anything else.
+def extend_study(path: Path | str, definition: dict[str, Any]) -> None:
+    """Replace the definition in a study's study.json by a larger one (a sweep with new grid
+    values: see :mod:`meanfield.studies.sweep`), recording when; the caller has checked that
+    it extends the stored one."""
+    marker = read_study_marker(path)
+    assert marker is not None
+    write_json(Path(path) / STUDY_MARKER, {**marker, "definition": definition,
+                                           "extended": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+
+
+def check_output_folder(folder: Path | str, owns: Callable[[str], bool], what: str, *,
+                        overwrite: bool = False) -> Path:
+    """Refuse a folder for derived outputs (pictures, tables) that holds anything else, or
+    holds such outputs already when not ``overwrite``.
 
     ``owns(name)`` says whether a file name is one the caller writes; the folder must be missing,
     empty, or hold only such files, so rewriting it never overwrites a file the program did not
-    write.  Returns the folder as a Path (not created).
+    write; files it owns are replaced only with ``overwrite``.  Returns the folder as a Path
+    (not created).
     """
     folder = Path(folder)
     if folder.exists() and not folder.is_dir():
@@ -432,4 +445,6 @@ def check_output_folder(folder: Path | str, owns: Callable[[str], bool], what: s
         if foreign:
             raise RunDirectoryError(f"--out {folder}: holds files that are not {what} ({', '.join(foreign[:3])}); "
                                     "choose another folder")
+        if not overwrite and any(folder.iterdir()):
+            raise RunDirectoryError(f"--out {folder}: holds {what} already; pass --overwrite to replace them")
     return folder

@@ -133,9 +133,41 @@ def plan_points(grid: Mapping[str, Sequence[Any]]) -> list[SweepPoint]:
     return points
 
 
+def definition_points(definition: Mapping[str, Any]) -> list[SweepPoint]:
+    """The points of a sweep definition: those of its first grid, then each extension's new
+    combinations numbered on (module docstring)."""
+    grids = definition.get("grids") or [definition["grid"]]
+    points = plan_points(grids[0])
+    for grid in grids[1:]:
+        known = {json.dumps(p.parameters, sort_keys=True) for p in points}
+        new = [p for p in plan_points(grid) if json.dumps(p.parameters, sort_keys=True) not in known]
+        width = len(str(len(points) + len(new) - 1))
+        for p in new:
+            labels = p.directory.split("-", 1)[1]
+            points.append(SweepPoint(len(points), p.parameters, f"{len(points):0{width}d}-{labels}"))
+    return points
+
+
+def extended_definition(stored: Mapping[str, Any], definition: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The stored sweep definition extended by the grid values of ``definition`` (the same
+    config, runs and grid keys, every stored value among the new ones), or ``None`` when
+    ``definition`` is another sweep.  Unchanged when it brings no new value."""
+    new = json.loads(json.dumps(definition))
+    rest = {k: v for k, v in new.items() if k != "grid"}
+    if {k: v for k, v in stored.items() if k not in ("grid", "grids")} != rest or \
+            list(stored["grid"]) != list(new["grid"]):
+        return None
+    if any(v not in new["grid"][k] for k, values in stored["grid"].items() for v in values):
+        return None
+    grid = {k: values + [v for v in new["grid"][k] if v not in values] for k, values in stored["grid"].items()}
+    if grid == stored["grid"]:
+        return dict(stored)
+    return {**stored, "grid": grid, "grids": [*(stored.get("grids") or [stored["grid"]]), grid]}
+
+
 def sweep_points(path: Path | str) -> list[SweepPoint] | None:
     """The points of the sweep in directory ``path`` (from its study.json); ``None`` if it is no sweep."""
     marker = read_study_marker(path)
     if marker is None or marker.get("kind") != KIND or not isinstance(marker.get("definition"), dict):
         return None
-    return plan_points(marker["definition"]["grid"])
+    return definition_points(marker["definition"])

@@ -2,9 +2,10 @@
 
 Rank 0 logs to stderr (unless quiet) and to the run's ``run.log``; other ranks log nothing.
 On a terminal a progress bar advances in model time, and log lines are printed above it
-(through ``tqdm.write``) so the two never overwrite each other.  Off a terminal (a batch
-job's output file) there is no bar; instead a progress line with the step count, t, dt and
-an ETA is logged every :data:`REPORT_EVERY` seconds.
+(through ``tqdm.write``) so the two never overwrite each other.  Progress lines (step, t, dt,
+wall time, ETA) go to run.log, and to the terminal when there is no bar (a batch job's output
+file), at the cadence of ``[output] log_every`` (:class:`Cadence`): by default at every tenth
+of the run's model time and every :data:`REPORT_EVERY` seconds between.
 """
 
 from __future__ import annotations
@@ -14,12 +15,15 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 log = logging.getLogger("meanfield")
 
-#: Seconds between progress lines when stderr is not a terminal.
+#: Seconds between progress lines by default (besides one at every tenth of the model time).
 REPORT_EVERY = 60.0
+#: The share of the model time between two progress lines by default.
+REPORT_SHARE = 0.1
 #: ``extra=FILE_ONLY`` keeps a record out of the terminal (the caller reports it there itself).
 FILE_ONLY = {"file_only": True}
 
@@ -65,8 +69,38 @@ def run_logging(comm, quiet: bool, logfile: Path | None) -> Iterator[logging.Log
             h.close()
 
 
+@dataclass(frozen=True)
+class Cadence:
+    """When progress lines are logged: every ``seconds`` of wall time, every ``steps`` steps,
+    and at every ``share`` of the segment's model time (``None``: not by that measure).
+
+    :meth:`parse` reads ``[output] log_every``: a number of seconds, ``"N steps"``, or unset
+    (every tenth of the model time and every :data:`REPORT_EVERY` seconds).
+    """
+
+    seconds: float | None = REPORT_EVERY
+    steps: int | None = None
+    share: float | None = REPORT_SHARE
+
+    @classmethod
+    def parse(cls, value: float | str | None) -> Cadence:
+        """The cadence of a ``log_every`` value (already checked by the config)."""
+        if value is None:
+            return cls()
+        if isinstance(value, str):
+            return cls(seconds=None, steps=int(value.split()[0]), share=None)
+        return cls(seconds=float(value), share=None)
+
+    def due(self, seconds: float, steps: int, share: float) -> bool:
+        """Whether a line is due ``seconds``, ``steps`` and ``share`` of the model time after the last one."""
+        return (self.seconds is not None and seconds >= self.seconds) or \
+            (self.steps is not None and steps >= self.steps) or \
+            (self.share is not None and share >= self.share * (1 - 1e-9))  # a tenth reached up to round-off
+
+
 class Progress:
-    """Progress in model time from ``t0`` to ``t_end``: a bar on a terminal, periodic lines elsewhere.
+    """Progress in model time from ``t0`` to ``t_end``: a bar on a terminal, and progress lines
+    at the ``cadence`` (module docstring).
 
     Parameters
     ----------
@@ -75,15 +109,19 @@ class Progress:
     t0, t_end
         The span of model time this run segment covers.
     quiet
-        Show nothing (the log file still gets the periodic lines).
+        Show nothing on the terminal (run.log still gets the progress lines).
+    cadence
+        When progress lines are logged.
     """
 
-    def __init__(self, comm, t0: float, t_end: float, quiet: bool) -> None:
+    def __init__(self, comm, t0: float, t_end: float, quiet: bool, cadence: Cadence | None = None) -> None:
         self.t0, self.t_end = t0, t_end
         self.active = comm.rank == 0
         self.steps = 0
+        self.t, self.dt = t0, float("nan")
+        self.cadence = cadence or Cadence()
         self._start = time.perf_counter()
-        self._last_report = self._start
+        self._last = (self._start, 0, t0)  # wall time, steps and model time at the last line
         self._bar = None
         if self.active and not quiet and sys.stderr.isatty():
             from tqdm import tqdm
@@ -92,29 +130,60 @@ class Progress:
                              bar_format="{l_bar}{bar}| t={postfix[0]:.4g}/{postfix[1]:.4g} "
                                         "[{elapsed}<{remaining}]", postfix=[t0, t_end])
 
-    def update(self, t: float, dt: float) -> None:
-        """One step was taken; the model time is now ``t``."""
+    def update(self, t: float, dt: float, report: bool = True) -> None:
+        """One step was taken; the model time is now ``t``.  ``report``: a progress line may be
+        logged (not when the step lands on an output, whose own line follows)."""
         self.steps += 1
+        self.t, self.dt = t, dt
         if not self.active:
             return
         if self._bar is not None:
             self._bar.postfix[0] = t
             self._bar.update(t - self.t0 - self._bar.n)
-            return
         now = time.perf_counter()
-        if now - self._last_report >= REPORT_EVERY:
-            self._last_report = now
-            done = (t - self.t0) / max(self.t_end - self.t0, 1e-300)
-            eta = (now - self._start) * (1.0 - done) / done if done > 0 else float("inf")
-            log.info("step %d  t = %.6g (%.1f%%)  dt = %.3g  ETA %s", self.steps, t, 100.0 * done, dt,
-                     _duration(eta))
+        wall, steps, t_last = self._last
+        if report and self.cadence.due(now - wall, self.steps - steps, (t - t_last) / self._span):
+            self._last = (now, self.steps, t)
+            done, eta = self._done(now)
+            log.info("step %d  t = %.6g (%.1f%%)  dt = %.3g  wall %s  ETA %s", self.steps, t, 100.0 * done, dt,
+                     format_duration(now - self._start), format_duration(eta),
+                     extra=FILE_ONLY if self._bar is not None else None)
+
+    @property
+    def _span(self) -> float:
+        return max(self.t_end - self.t0, 1e-300)
+
+    def _done(self, now: float) -> tuple[float, float]:
+        """The share of the segment's model time done, and the seconds still to go at the pace so far."""
+        done = (self.t - self.t0) / self._span
+        return done, (now - self._start) * (1.0 - done) / done if done > 0 else float("inf")
+
+    def state(self) -> dict[str, float | int | str | None]:
+        """Where the segment stands, for metadata.json: t, steps, last dt, wall seconds, ETA."""
+        now = time.perf_counter()
+        done, eta = self._done(now)
+        finite = eta != float("inf")
+        return {"t": self.t, "t_end": self.t_end, "done": round(done, 6), "step": self.steps,
+                "dt": self.dt if self.steps else None, "wall_s": round(now - self._start, 3),
+                "eta_s": round(eta, 3) if finite else None,
+                "eta": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(time.time() + eta)) if finite else None,
+                "updated": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+
+    def line(self) -> str:
+        """``step 120  dt = 0.0041  wall 1m02s``: for the log line of an output, which counts as a
+        progress line (the next one is due a cadence later)."""
+        now = time.perf_counter()
+        self._last = (now, self.steps, self.t)
+        dt = f"  dt = {self.dt:.3g}" if self.steps else ""
+        return f"step {self.steps}{dt}  wall {format_duration(now - self._start)}"
 
     def close(self) -> None:
         if self._bar is not None:
             self._bar.close()
 
 
-def _duration(seconds: float) -> str:
+def format_duration(seconds: float) -> str:
+    """``4m05s``, ``2h03m10s``; ``unknown`` for an infinite time."""
     if seconds == float("inf"):
         return "unknown"
     seconds = int(seconds)

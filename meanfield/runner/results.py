@@ -331,4 +331,9 @@ def describe(path: str | Path) -> dict[str, Any]:
     observables, _ = read_csv_columns(path / layout.OBSERVABLES)
     if len(observables.get("atom_count", ())):
         facts["atoms"] = {"count": int(observables["atom_count"][-1]), "mass": float(observables["atom_mass"][-1])}
+    segments = [{k: s.get(k) for k in ("command", "started", "ranks", "t_start", "t_end", "wall_s")}
+                for s in meta.get("segments", []) if isinstance(s, dict)]
+    walls = [s["wall_s"] for s in segments if isinstance(s["wall_s"], (int, float))]
+    facts.update(progress=meta.get("progress"), segments=segments, wall_s=sum(walls) if walls else None,
+                 files={str(p.relative_to(path)): p.stat().st_size for p in layout.own_entries(path)})
     return facts

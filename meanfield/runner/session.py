@@ -18,13 +18,15 @@ from ..collective import on_root
 from ..config import Config, load_config
 from ..problem import Problem
 from ..threads import blas_libraries
+from ..wording import counted
 from . import layout
 from .checkpoint import Checkpoint, CheckpointError
 from .controller import Controller, ControllerOptions
 from .directory import RunDirectory, check_target
 from .environment import run_environment
 from .files import load_npz, save_npz, write_text
-from .progress import log, run_logging
+from .names import run_name
+from .progress import Cadence, log, run_logging
 from .recovery import resume_point, set_aside_damaged
 from .simulation import Simulation
 from .writers import OutputWriter
@@ -109,7 +111,7 @@ def start_run(sim: Simulation, config: Config, path: Path, writers: WriterFactor
             outputs = writers(path, static)
             for writer in outputs:
                 writer.start(0)
-            rundir.update_metadata(kind=sim.kind, name=problem.name, status="running", error=None,
+            rundir.update_metadata(kind=sim.kind, name=run_name(path), status="running", error=None,
                                    config_source=config.source, **environment, **facts,
                                    segments=[_segment("run", 0.0, environment)])
         except BaseException:
@@ -162,7 +164,7 @@ def continue_run(sim: Simulation, config: Config, path: Path, checkpoint_header:
             if recovery is not None:
                 segment.update(resumed_from=point.source, recovery=recovery)
             segments = list(rundir.metadata.get("segments", [])) + [segment]
-            rundir.update_metadata(name=problem.name, status="running", error=None, interrupted_by=None,
+            rundir.update_metadata(name=run_name(path), status="running", error=None, interrupted_by=None,
                                    segments=segments, **{k: v for k, v in environment.items() if k != "started"})
         except BaseException:
             rundir.close()
@@ -186,11 +188,12 @@ def _drive(sim: Simulation, problem: Problem, path: Path, opened: tuple[RunDirec
     """The controller's run (collective); ``opened``: rank 0's run directory and writers (None elsewhere)."""
     rundir, writers = opened if opened is not None else (None, [])
     problem_time = problem.time.output_times
-    options = ControllerOptions(problem.time.wall_limit, problem.output.checkpoint_every, quiet, clock)
+    options = ControllerOptions(problem.time.wall_limit, problem.output.checkpoint_every, quiet, clock,
+                                Cadence.parse(problem.output.log_every))
     try:
         with run_logging(sim.comm, quiet, path / layout.LOG if sim.comm.rank == 0 else None):
-            log.info("%s: %s; %d rank(s); t = %.6g -> %.6g", problem.name, sim.describe(), sim.comm.size, sim.t,
-                     problem_time[-1])
+            log.info("%s: %s; %s; t = %.6g -> %.6g", run_name(path), sim.describe(), counted(sim.comm.size, "rank"),
+                     sim.t, problem_time[-1])
             if warning is not None:
                 log.warning("%s", warning)
             Controller(sim, path, rundir, writers, problem_time, options).run(next_output)

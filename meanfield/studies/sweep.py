@@ -11,6 +11,11 @@ varied fastest), and writes into its directory::
     003-beta=4,seed=1/              point 3's run directory (its index, then key=value for each
                                     grid key: the last part of the key unless that is ambiguous)
 
+A sweep is extended by running it again with more values of its grid keys (the same keys,
+every earlier value still there): its points keep their numbers and directories, completed
+ones included, and the new combinations are numbered on after them, pending.  study.json then
+lists the grid of every extension (``grids``) besides the whole grid.
+
 Every point is an ordinary run directory (:mod:`meanfield.runner.layout`); the grid, its points
 and their names are :mod:`meanfield.runner.grid`.  Running a sweep again skips its completed
 points, resumes the interrupted, killed or failed ones from their checkpoints
@@ -40,9 +45,10 @@ from ..runner.directory import (
     effective_status,
     prepare_study,
     read_metadata,
+    read_study_marker,
 )
 from ..runner.files import exclusive_lock, write_text
-from ..runner.grid import KIND, SweepPoint, cell_value, parse_grid, plan_points
+from ..runner.grid import KIND, SweepPoint, cell_value, definition_points, extended_definition, parse_grid, plan_points
 from ..runner.recovery import resume_point
 from ..runner.session import check_size
 
@@ -94,11 +100,15 @@ class _Plan:
     points: list[SweepPoint]
     configs: dict[int, Config]
     definition: dict[str, Any]
+    #: The stored definition this call extends with new grid values (study.json is rewritten).
+    extends: dict[str, Any] | None = None
 
 
 def _plan(config: Config | Mapping | str | Path | None, grid: Mapping[str, Sequence[Any]], seeds: int | None,
           particles: bool, out: str | Path | None, overrides: list[str], array_index: int | None) -> _Plan:
     """Check everything a sweep needs and resolve every point's config (rank 0; nothing written)."""
+    from ..runner.names import derived_directory
+
     source = config.data if isinstance(config, Config) else config
     base = load_config(source, overrides)
     problem = Problem(base)
@@ -117,19 +127,25 @@ def _plan(config: Config | Mapping | str | Path | None, grid: Mapping[str, Seque
     for key, values in grid.items():
         if not values:
             raise ConfigError(f"--grid {key}: no values")
-    points = plan_points(grid)
+    path = Path(out) if out is not None else derived_directory(base, "sweep")
+    definition = _definition(base, grid, particles)
+    marker = read_study_marker(path)
+    stored = marker.get("definition") if marker is not None and marker.get("kind") == KIND else None
+    extended = extended_definition(stored, definition) if isinstance(stored, dict) else None
+    extends = stored if extended is not None and extended != stored else None
+    if extended is not None:
+        definition = extended
+    points = definition_points(definition) if extended is not None else plan_points(grid)
     if array_index is not None and not 0 <= array_index < len(points):
         raise ConfigError(f"--array-index: {array_index} is not a point of this sweep (0 to {len(points) - 1})")
     chosen = points if array_index is None else [points[array_index]]
     configs = {point.index: _point_config(source, overrides, point, particles) for point in chosen}
-    path = Path(out) if out is not None else problem.output.directory.with_name(problem.name + "-sweep")
-    definition = _definition(base, grid, particles)
-    check_study(path, KIND, definition=definition)
+    check_study(path, KIND, definition=extends or definition)
     for point in chosen:
         if point_status(path / point.directory) == "foreign":
             raise RunDirectoryError(f"{path / point.directory}: the sweep point's directory holds something else "
                                     "than a meanfield run; move it away (nothing was written)")
-    return _Plan(path, points, configs, definition)
+    return _Plan(path, points, configs, definition, extends)
 
 
 def _point_config(source: Any, overrides: list[str], point: SweepPoint, particles: bool) -> Config:
@@ -164,13 +180,18 @@ def _resumable(path: Path) -> bool:
     return True
 
 
-def _next_step(path: Path) -> str:
-    """What to do with a point: ``skip``, ``resume``, ``restart`` (a run without checkpoint) or ``start``."""
+def _next_step(path: Path, overwrite: bool = False) -> str:
+    """What to do with a point: ``skip``, ``resume``, ``restart`` (a run without checkpoint, or
+    any run when ``overwrite``) or ``start``."""
     status = point_status(path)
-    if status in ("completed", "running"):
+    if status == "running":
         return "skip"
     if status == "pending":
         return "start"
+    if overwrite:
+        return "restart"
+    if status == "completed":
+        return "skip"
     return "resume" if _resumable(path) else "restart"
 
 
@@ -219,6 +240,7 @@ def sweep(
     overrides: list[str] | None = None,
     comm=None,
     quiet: bool = False,
+    overwrite: bool = False,
 ) -> SweepResult:
     """Run the points of a sweep that are not done yet (see the module docstring); collective.
 
@@ -244,6 +266,9 @@ def sweep(
         MPI communicator (default COMM_WORLD); each point runs on all its ranks.
     quiet
         No progress or log of the runs on the terminal.
+    overwrite
+        Run every point again from t = 0, completed ones too (each earlier run is kept until its
+        replacement's first checkpoint); points running elsewhere are still left alone.
 
     Returns
     -------
@@ -269,11 +294,15 @@ def sweep(
     for point_config in plan.configs.values():  # a point bigger than the machine, before anything is written
         problem = Problem(point_config)
         check_size(problem, comm, problem.particles.n if particles else None)
+    if plan.extends is not None:
+        from ..runner.directory import extend_study
+
+        on_root(comm, lambda: extend_study(plan.path, plan.definition))
     on_root(comm, lambda: prepare_study(plan.path, KIND, definition=plan.definition))
     ran: list[int] = []
     errors: dict[int, str] = {}
     for point in plan.points if array_index is None else [plan.points[array_index]]:
-        step = on_root(comm, functools.partial(_next_step, plan.path / point.directory))
+        step = on_root(comm, functools.partial(_next_step, plan.path / point.directory, overwrite))
         if step == "skip":
             continue
         ran.append(point.index)

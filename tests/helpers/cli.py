@@ -1,10 +1,19 @@
-"""The CLI in-process: small cases and the check that bad input is refused."""
+"""The CLI in-process and as a fresh process: small cases and the check that bad input is refused."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 from meanfield.cli import main
+
+from .mpi import mpirun
+
+REPO = Path(__file__).resolve().parents[2]
+#: Seconds a command of :func:`cli` may take.
+TIMEOUT = 120
 
 S2 = 'name = "x"\n[mesh]\nsphere = "S2"\nresolution = 1\n[time]\nt_final = 0.2\noutputs = 1\n'
 S1 = 'name = "x"\n[mesh]\nsphere = "S1"\nresolution = 32\n[time]\nt_final = 0.2\noutputs = 1\n'
@@ -22,3 +31,13 @@ def refused(tmp_path: Path, capsys, text: str, field: str, *extra: str, command:
     lines = captured.err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and field in lines[0], captured.err
     assert captured.out == "" and not out.exists()
+
+
+def cli(args: list[str], cwd: Path, ranks: int = 1) -> subprocess.CompletedProcess:
+    """``meanfield ARGS`` in a fresh process in ``cwd`` (under ``mpirun -n ranks`` when ranks > 1), importing
+    this checkout, with the memory check on."""
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    environment.pop("MEANFIELD_MEMORY_CHECK", None)
+    launcher = [str(mpirun()), "-n", str(ranks)] if ranks > 1 else []
+    return subprocess.run([*launcher, sys.executable, "-m", "meanfield.cli", *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=TIMEOUT, env=environment)

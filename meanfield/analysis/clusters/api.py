@@ -188,15 +188,16 @@ def format_summary(history: BasinHistory) -> str:
 def cluster_study(run_dir: str | Path, *, out: str | Path | None = None, threshold: float | None = None,
                   prominence: float = PROMINENCE, factors: Sequence[float] = FACTORS,
                   bandwidth: float | None = None, resolution: int | None = None, plots: bool = True,
-                  quiet: bool = False) -> BasinHistory:
+                  quiet: bool = False, overwrite: bool = False) -> BasinHistory:
     """What ``meanfield clusters RUN_DIR`` does: analyse, write into ``out`` (default RUN_DIR/clusters), report.
 
-    Serial (call it on one rank).  Parameters as in :func:`analyse_run`.
+    Serial (call it on one rank).  Parameters as in :func:`analyse_run`; an ``out`` holding an
+    earlier analysis is refused unless ``overwrite``.
     """
     check_options(threshold=threshold, prominence=prominence, factors=factors, bandwidth=bandwidth,
                   resolution=resolution)
     out = check_output_folder(Path(run_dir) / "clusters" if out is None else Path(out),
-                              lambda name: name in (*FILES, PLOT_FILE), "cluster tables")
+                              lambda name: name in (*FILES, PLOT_FILE), "cluster tables", overwrite=overwrite)
     history = analyse_run(run_dir, threshold=threshold, prominence=prominence, factors=factors,
                           bandwidth=bandwidth, resolution=resolution, out=out, plots=plots)
     if not quiet:

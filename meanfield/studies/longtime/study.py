@@ -168,10 +168,11 @@ def beta_table(config: Config | str | Path | dict, betas: Sequence[float], **kwa
 
 
 def check_study_inputs(cfg: Config, out: str | Path, betas: Sequence[float] | None, n: int, t_final: float | None,
-                       run: str | Path | None, delta: float) -> Path:
+                       run: str | Path | None, delta: float, overwrite: bool = False) -> Path:
     """Everything :func:`long_time_study` would refuse, before it computes or writes anything.
 
-    Returns the output folder (not created); raises ValueError naming the option.
+    Returns the output folder (not created); raises ValueError naming the option.  A folder
+    holding an earlier study is refused unless ``overwrite``.
     """
     from ...analysis.longtime.files import owns
 
@@ -188,7 +189,7 @@ def check_study_inputs(cfg: Config, out: str | Path, betas: Sequence[float] | No
         if meta.get("kind") != "pde" or config.get("mesh", {}).get("sphere") != "S1":
             raise ValueError(f"--run {run}: needs a PDE run on S1, got a {meta.get('kind')} run on "
                              f"{config.get('mesh', {}).get('sphere')}")
-    return check_output_folder(out, owns, "long-time study files")
+    return check_output_folder(out, owns, "long-time study files", overwrite=overwrite)
 
 
 def long_time_study(
@@ -202,19 +203,21 @@ def long_time_study(
     delta: float = DELTA,
     min_mass: float = MIN_MASS,
     plots: bool = True,
+    overwrite: bool = False,
 ) -> LongTimeStudy:
     """The reference for each beta (default: the config's), optionally a hybrid run, written under ``out``.
 
     Writes (:mod:`.files`) ``reference-beta<B>-{clusters,events,states}.csv`` per beta,
     ``hybrid-*.csv`` for ``run``, ``merge-table.csv``; with ``plots``, ``clusters.png``
     (count against log t and trajectories: the config's beta, or the first, and the hybrid)
-    and ``merge-table.png`` (merge and metastable times against beta).
+    and ``merge-table.png`` (merge and metastable times against beta).  A folder holding an
+    earlier study is refused unless ``overwrite`` (its files are then replaced).
     """
     from ...analysis.longtime.files import write_history, write_table
     from ...analysis.longtime.plots import history_figure, save, table_figure
 
     cfg = _config(config)
-    out = check_study_inputs(cfg, out, betas, n, t_final, run, delta)
+    out = check_study_inputs(cfg, out, betas, n, t_final, run, delta, overwrite)
     chosen = [Problem(cfg).model().beta] if betas is None else [float(b) for b in betas]
     study = beta_table(cfg, chosen, n=n, t_final=t_final, delta=delta, min_mass=min_mass)
     for b, h in study.histories.items():

@@ -209,6 +209,7 @@ def validate(
     from mpi4py import MPI
 
     from ...particles import run_particles
+    from ...runner.names import derived_directory
 
     comm = comm or MPI.COMM_WORLD
     config = resolve_config(config, overrides, comm)
@@ -218,7 +219,7 @@ def validate(
     refined = refined_overrides(problem)
     if refine and pde is None and pde_fine is None and refined is not None:
         check_size(Problem(load_config(config.data, refined)), comm)
-    path = Path(out) if out is not None else problem.output.directory.with_name(problem.name + "-validation")
+    path = Path(out) if out is not None else derived_directory(config, "validation")
 
     def check_given_runs() -> None:
         for option, given in (("--pde", pde), ("--pde-fine", pde_fine)):
