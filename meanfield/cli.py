@@ -408,11 +408,13 @@ def _add_clusters(sub) -> None:
     p.add_argument("--threshold", type=float, default=None,
                    help="least peak height, density units (default: the uniform density 1/|S|)")
     p.add_argument("--prominence", type=float, default=None,
-                   help="least relative dip between two clusters (default 0.01)")
+                   help="least relative dip between two clusters (default 0.01; particle runs: "
+                        "no less than 3 standard deviations of the estimate's sampling noise)")
     p.add_argument("--factors", type=_number_list(float, "number"), default=None,
                    help="crossing times of these multiples of the uniform density (default 2,5,10,20,50)")
     p.add_argument("--bandwidth", type=float, default=None,
-                   help="particle runs: kernel width in radians (default: one cell of the analysis mesh)")
+                   help="particle runs: kernel width in radians (default: n^(-1/(d+3)) for n tokens, "
+                        "at least one cell of the analysis mesh)")
     p.add_argument("--resolution", type=int, default=None,
                    help="particle runs: analysis mesh resolution (default: the config's mesh)")
     p.add_argument("--no-plots", action="store_true", help="tables only")

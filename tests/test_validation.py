@@ -92,7 +92,7 @@ def test_validate_end_to_end(tmp_path):
               "time": {"t_final": 0.5, "outputs": 1}, "particles": {"dt": 0.25},
               "nonlocal": {"method": "fast"}, "output": {"xdmf": False}}
     result = validate(config, ns=[100, 400], seeds=2, out=tmp_path / "v", comm=MPI.COMM_SELF, quiet=True)
-    for name in ("validation.csv", "summary.csv", "errors.png", "density.png", "pde", "pde-fine",
+    for name in ("validation.csv", "summary.csv", "clusters.csv", "errors.png", "density.png", "pde", "pde-fine",
                  "particles/n400-s1"):
         assert (result.path / name).exists(), name
     with open(result.path / "validation.csv") as fh:
@@ -104,6 +104,14 @@ def test_validate_end_to_end(tmp_path):
     summary = {s["metric"]: s for s in result.summary}
     assert summary["hist_l1_noise"]["slope_rms"] == pytest.approx(-0.5)
     assert 0 < summary["mean_error"]["pde_floor"] < 1e-2
+    # the cluster agreement is a table of its own, not slopes beside the error rates
+    assert not {"cluster_count_error", "cluster_position_error", "cluster_mass_error"} & set(summary)
+    clusters = {(c["metric"], c["n"]): c for c in result.clusters}
+    assert set(clusters) == {(m, n) for m in ("cluster_count_error", "cluster_position_error", "cluster_mass_error")
+                             for n in (100, 400)}
+    assert all("slope_rms" not in c for c in result.clusters)
+    # one bump, resolved by PDE and tokens alike
+    assert clusters[("cluster_count_error", 400)]["worst"] == 0
 
 
 def test_validate_refuses_bad_input(tmp_path):

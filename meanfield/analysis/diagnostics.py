@@ -6,7 +6,10 @@ Cluster rules (``rule`` of :func:`write_diagnostics`)
     The density-level definition of :mod:`meanfield.analysis.clusters`, the same as for PDE
     runs: significant peaks of a kernel density estimate of the tokens on the run config's
     mesh, above the uniform density, with their watershed regions; a cluster's size is the
-    mass of its region.  Two clusters separated by a dip count as two however close they are.
+    mass of its region.  Two clusters separated by a dip count as two however close they are,
+    if the dip is deeper than the estimate's sampling noise: the bandwidth and the prominence
+    scale with the number of tokens (:mod:`meanfield.analysis.clusters.noise`), so sampling
+    wiggles are not counted as basins.
 ``links`` (any d)
     Two tokens are *linked* when ``<x_i, x_j> > 1 - eps`` (chord distance below
 ``sqrt(2 eps)``); clusters are the connected components of this graph, and a component
@@ -113,7 +116,8 @@ def write_diagnostics(path: str | Path, rule: str = "auto", eps: float = 1e-3, m
     fig.colorbar(image, ax=ax, label="log10 fraction of pairs")
     ax.set(xlabel="<x_i, x_j>", ylabel="t", title="pairwise inner products")
     ax2.step(run.times, clusters, where="post")
-    label = "density basins" if rule == "basins" else f"links, eps={eps:g}, >= {min_fraction:g} of tokens"
+    label = (f"density basins, bandwidth {history.info['bandwidth']:.3g}, prominence {history.prominence:.3g}"
+             if rule == "basins" else f"links, eps={eps:g}, >= {min_fraction:g} of tokens")
     ax2.set(xlabel="t", ylabel="clusters", title=f"clusters ({label})")
     fig.savefig(run.path / "inner_products.png", dpi=100)
     return {"times": run.times, "clusters": clusters, "largest": largest, "histograms": hist}

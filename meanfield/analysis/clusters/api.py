@@ -30,6 +30,7 @@ from .fields import CellAverages, DG1Data, Field
 from .files import FILES, PLOT_FILE, write_history
 from .frame import analyse_field
 from .history import FACTORS, BasinHistory, build_history
+from .noise import token_bandwidth, token_prominence
 from .particles import TokenField
 from .plots import plot_history
 from .spectral import FourierField, grid_mesh
@@ -70,19 +71,24 @@ def pde_fields(result: Any) -> tuple[AnalysisMesh, list[tuple[float, Field]]]:
 
 def particle_fields(result: Any, bandwidth: float | None = None,
                     resolution: int | None = None) -> tuple[AnalysisMesh, list[tuple[float, Field]]]:
-    """The analysis mesh and the token density estimate at every output time of a particle run."""
+    """The analysis mesh and the token density estimate at every output time of a particle run.
+
+    ``bandwidth`` defaults to :func:`.noise.token_bandwidth` of the run's token count.
+    """
     mesh = AnalysisMesh(_config_mesh(result.config, resolution))
     if result.points.shape[2] != mesh.d:
         raise ValueError(f"particles live on S^{result.points.shape[2] - 1}; cluster analysis needs S^1 or S^2 "
                          f"matching the config's mesh ({mesh.sphere})")
+    if bandwidth is None:
+        bandwidth = token_bandwidth(result.points.shape[1], mesh.d, mesh.cell_size)
     return mesh, [(float(t), TokenField(mesh, x, bandwidth=bandwidth)) for t, x in zip(result.times, result.points)]
 
 
-def check_options(*, threshold: float | None = None, prominence: float = PROMINENCE,
+def check_options(*, threshold: float | None = None, prominence: float | None = PROMINENCE,
                   factors: Sequence[float] = FACTORS, bandwidth: float | None = None,
                   resolution: int | None = None) -> None:
     """Refuse analysis options out of range (ValueError naming the option), before any run is read."""
-    if not 0 <= prominence < 1:
+    if prominence is not None and not 0 <= prominence < 1:
         raise ValueError(f"prominence: must be in [0, 1), got {prominence!r}")
     if threshold is not None and not threshold > 0:
         raise ValueError(f"threshold: must be > 0 (density units), got {threshold!r}")
@@ -105,7 +111,7 @@ def analyse_fields(fields: Iterable[tuple[float, Field]], sphere: str, *, thresh
     return build_history(frames, sphere, threshold, prominence, factors, source)
 
 
-def analyse_run(run: Any, *, threshold: float | None = None, prominence: float = PROMINENCE,
+def analyse_run(run: Any, *, threshold: float | None = None, prominence: float | None = None,
                 factors: Sequence[float] = FACTORS, bandwidth: float | None = None, resolution: int | None = None,
                 out: str | Path | None = None, plots: bool = True) -> BasinHistory:
     """Peaks, basins, tracking and crossing times of a PDE or particle run.
@@ -119,11 +125,14 @@ def analyse_run(run: Any, *, threshold: float | None = None, prominence: float =
     threshold
         Least density (density units) at a cluster's top cell; default the uniform ``1/|S|``.
     prominence
-        Least relative depth of the dip separating a cluster from a taller one (:mod:`.basins`).
+        Least relative depth of the dip separating a cluster from a taller one (:mod:`.basins`);
+        default :data:`PROMINENCE`, and for particle runs no less than the sampling noise of
+        the estimate (:func:`.noise.token_prominence`).
     factors
         Crossing times are computed for ``factor`` x uniform.
     bandwidth, resolution
-        Particle runs: kernel bandwidth in radians (default one cell) and analysis mesh
+        Particle runs: kernel bandwidth in radians (default :func:`.noise.token_bandwidth`:
+        ``n^(-1/(d+3))``, at least one cell) and analysis mesh
         (S^1: cells, S^2: icosphere level; default the run config's mesh).
     out
         Write clusters.csv, events.csv, crossings.csv (and clusters.png) there.
@@ -133,13 +142,18 @@ def analyse_run(run: Any, *, threshold: float | None = None, prominence: float =
     result = load_run(run) if isinstance(run, (str, Path)) else run
     particles = hasattr(result, "points")
     mesh, fields = particle_fields(result, bandwidth, resolution) if particles else pde_fields(result)
+    token_field = fields[0][1] if particles and fields else None
+    if prominence is None:
+        prominence = PROMINENCE
+        if token_field is not None:
+            assert isinstance(token_field, TokenField)  # particle_fields builds TokenFields
+            least = 1.0 / sphere_area(mesh.d) if threshold is None else threshold
+            prominence = token_prominence(len(token_field.points), mesh.d, token_field.bandwidth, least, PROMINENCE)
     history = analyse_fields(fields, mesh.sphere, threshold=threshold, prominence=prominence, factors=factors,
                              source=str(getattr(result, "path", "")))
     history.info.update(data=fields[0][1].kind if fields else "none", cells=mesh.num_cells,
                         scheme=getattr(result, "metadata", {}).get("scheme"))
-    if particles and fields:
-        token_field = fields[0][1]
-        assert isinstance(token_field, TokenField)  # particle_fields builds TokenFields
+    if isinstance(token_field, TokenField):
         history.info["bandwidth"] = token_field.bandwidth
     if out is not None:
         write_history(out, history)
@@ -186,7 +200,7 @@ def format_summary(history: BasinHistory) -> str:
 
 
 def cluster_study(run_dir: str | Path, *, out: str | Path | None = None, threshold: float | None = None,
-                  prominence: float = PROMINENCE, factors: Sequence[float] = FACTORS,
+                  prominence: float | None = None, factors: Sequence[float] = FACTORS,
                   bandwidth: float | None = None, resolution: int | None = None, plots: bool = True,
                   quiet: bool = False, overwrite: bool = False) -> BasinHistory:
     """What ``meanfield clusters RUN_DIR`` does: analyse, write into ``out`` (default RUN_DIR/clusters), report.

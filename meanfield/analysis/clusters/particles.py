@@ -38,8 +38,8 @@ NEWTON_STEPS = 50
 #: the step (which stalls at 1e-13 with some BLAS kernels), far below any use of the position
 #: (Newton converges quadratically: the error after such a step is ~1e-20).
 NEWTON_TOL = 1e-10
-#: Tokens per block when evaluating f at the centroids (bounds the memory of the kernel pairs).
-BLOCK = 20_000
+#: Kernel pairs (centroid, token) per block when evaluating f at the centroids (bounds their memory).
+PAIRS = 4_000_000
 
 
 def kernel_constant(d: int, kappa: float) -> float:
@@ -83,8 +83,11 @@ class TokenField(Field):
         """f at every cell centroid, summing the kernel over the tokens within reach, block by block."""
         centroids = cKDTree(self.mesh.centroids)
         values = np.zeros(self.mesh.num_cells)
-        for lo in range(0, len(self.points), BLOCK):
-            block = cKDTree(self.points[lo : lo + BLOCK])
+        # fraction of the sphere within chord distance r: r^2/4 on S^2, at most r/2 on S^1
+        reached = self.mesh.num_cells * min(1.0, (self.reach / 2.0) ** (self.mesh.d - 1))
+        step = max(1, int(PAIRS / max(reached, 1.0)))
+        for lo in range(0, len(self.points), step):
+            block = cKDTree(self.points[lo : lo + step])
             pairs = centroids.sparse_distance_matrix(block, self.reach, output_type="ndarray")
             kernel = np.exp(-0.5 * self.kappa * pairs["v"] ** 2)  # <x, y> - 1 = -|x - y|^2 / 2
             values += np.bincount(pairs["i"], kernel * self.weights[lo + pairs["j"]], self.mesh.num_cells)

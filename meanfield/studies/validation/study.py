@@ -9,8 +9,11 @@ at every output time.  Files written (rank 0) under the study directory::
     particles/n<N>-s<S>/     the particle runs
     validation.csv           metric, time, n, seed, value (with the cluster-level metrics of
                              meanfield.analysis.clusters.compare.ClusterValidation)
-    summary.csv              per metric at the final time: fitted log-log slopes vs n,
+    summary.csv              per error metric at the final time: fitted log-log slopes vs n,
                              RMS over seeds at each n, and the PDE floor
+    clusters.csv             cluster agreement at the final time (metric, n, mean and worst
+                             over seeds): a separate table, without slopes, since the count
+                             error is an integer that is 0 once the clusters are resolved
     errors.png, density.png  error vs n (with the n^-1/2 line), PDE vs particle histogram
 """
 
@@ -39,11 +42,12 @@ log = logging.getLogger("meanfield")
 
 @dataclass
 class ValidationResult:
-    """What a study produced: its directory, the rows of validation.csv and the summary."""
+    """What a study produced: its directory, the rows of validation.csv, the summary and the cluster table."""
 
     path: Path
     rows: list[dict]
     summary: list[dict]
+    clusters: list[dict]
 
 
 def refined_overrides(problem: Problem) -> list[str] | None:
@@ -64,9 +68,10 @@ def fit_slope(ns: Sequence[int], values: Sequence[float]) -> float:
 
 
 def summarise(rows: list[dict], t: float, floor: dict[str, float]) -> list[dict]:
-    """Per metric at time t: per-seed slopes (mean, std), slope of the RMS over seeds, RMS at each n."""
+    """Per error metric at time t (not the cluster agreement): per-seed slopes (mean, std),
+    slope of the RMS over seeds, RMS at each n."""
     out = []
-    metrics = sorted({r["metric"] for r in rows if r["time"] == t})
+    metrics = sorted({r["metric"] for r in rows if r["time"] == t} - set(ClusterValidation.METRICS))
     for metric in metrics:
         sel = [r for r in rows if r["metric"] == metric and r["time"] == t]
         ns = sorted({r["n"] for r in sel})
@@ -77,6 +82,20 @@ def summarise(rows: list[dict], t: float, floor: dict[str, float]) -> list[dict]
         out.append({"metric": metric, "time": t, "slope_mean": float(np.mean(slopes)) if slopes else np.nan,
                     "slope_std": float(np.std(slopes)) if slopes else np.nan, "slope_rms": fit_slope(ns, rms),
                     "pde_floor": floor.get(metric, np.nan), **{f"rms_n{n}": v for n, v in zip(ns, rms)}})
+    return out
+
+
+def summarise_clusters(rows: list[dict], t: float) -> list[dict]:
+    """Cluster agreement at time t per metric and n: mean and worst value over seeds (nan: no match)."""
+    out = []
+    for metric in ClusterValidation.METRICS:
+        sel = [r for r in rows if r["metric"] == metric and r["time"] == t]
+        for n in sorted({r["n"] for r in sel}):
+            values = np.array([r["value"] for r in sel if r["n"] == n], float)
+            finite = values[np.isfinite(values)]
+            out.append({"metric": metric, "time": t, "n": n,
+                        "mean": float(finite.mean()) if len(finite) else np.nan,
+                        "worst": float(finite.max()) if len(finite) else np.nan})
     return out
 
 
@@ -252,19 +271,23 @@ def validate(
 
             on_root(comm, compare)
 
-    def report() -> list[dict]:
+    def report() -> tuple[list[dict], list[dict]]:
         t_final = float(reference.coarse.times[-1])
         summary = summarise(rows, t_final, reference.floor(t_final))
+        cluster_table = summarise_clusters(rows, t_final)
         _write_csv(path / "validation.csv", rows)
         _write_csv(path / "summary.csv", summary)
+        _write_csv(path / "clusters.csv", cluster_table)
         from .plots import plot_density, plot_errors
 
         plot_errors(path / "errors.png", rows, summary, t_final)
         plot_density(path / "density.png", reference, finals[(max(ns), base)], t_final)
         if not quiet:
             print(f"mean-field validation at t = {t_final:g} (slopes of log error vs log n; "
-                  f"pde_floor: metric between the PDE at h and h/2)\n{format_summary(summary)}", flush=True)
-        return summary
+                  f"pde_floor: metric between the PDE at h and h/2)\n{format_summary(summary)}\n"
+                  f"cluster agreement at t = {t_final:g} (no rate: count error 0 when the clusters match; "
+                  f"mean and worst over seeds)\n{format_summary(cluster_table)}", flush=True)
+        return summary, cluster_table
 
-    summary = on_root(comm, report)
-    return ValidationResult(path, rows, summary)
+    summary, cluster_table = on_root(comm, report)
+    return ValidationResult(path, rows, summary, cluster_table)
