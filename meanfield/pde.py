@@ -255,6 +255,12 @@ class PDESimulation(Simulation):
     def timings(self) -> dict[str, float]:
         return {"velocity": self.velocity.seconds}
 
+    def status(self) -> str:
+        return self.atoms_component.status()
+
+    def event_lines(self) -> list[str]:
+        return self.atoms_component.event_lines()
+
 
 def pde_writers(problem: Problem) -> Any:
     """The output writers of a PDE run (observables, snapshots, run.nc with ParaView files if asked)."""

@@ -19,6 +19,7 @@ from ..nonlocal_field.base import PointGroup
 from ..timestepping import SteppedScheme
 from .coupling import AtomCoupling, HybridStepping
 from .hybrid import AtomEvents
+from .journal import Journal
 from .state import Atoms
 
 
@@ -57,6 +58,12 @@ class AtomsComponent(Protocol):
     def restore(self, state: dict[str, np.ndarray] | None, d: int) -> None:
         """Take the atoms back from a checkpoint read on rank 0 (collective)."""
 
+    def status(self) -> str:
+        """The atoms on a periodic log line (empty without atoms)."""
+
+    def event_lines(self) -> list[str]:
+        """Log lines of the captures and merges since the last call (rank 0; empty elsewhere)."""
+
 
 class NoAtoms:
     """The component of a plain run: the scheme alone."""
@@ -89,6 +96,12 @@ class NoAtoms:
     def restore(self, state: dict[str, np.ndarray] | None, d: int) -> None:
         return None
 
+    def status(self) -> str:
+        return ""
+
+    def event_lines(self) -> list[str]:
+        return []
+
 
 class HybridAtoms:
     """The component of a hybrid run: atoms beside the density (:mod:`meanfield.atoms`).
@@ -118,6 +131,7 @@ class HybridAtoms:
         self.hybrid = HybridStepping(scheme, coupling, atom_rate)
         self.stepping: SteppedScheme = self.hybrid
         self.comm = scheme.comm
+        self.journal = Journal()
 
     def share(self, density: np.ndarray) -> np.ndarray:
         """The density carries the mass the initial atoms leave; zero (an all-atom run) when
@@ -133,6 +147,9 @@ class HybridAtoms:
         density, positions = self.hybrid.split(state)
         moved = Atoms(self.atoms.masses, self.hybrid.renormalise(positions), self.atoms.ids)
         density, self.atoms, self.next_id = self.events.update(density, moved, self.next_id)
+        self.journal.record(moved, self.atoms)
+        if self.events.emptied:
+            self.journal.absorbed_all(self.events.emptied)
         return density
 
     def extra_sources(self) -> PointGroup | None:
@@ -151,3 +168,10 @@ class HybridAtoms:
     def restore(self, state: dict[str, np.ndarray] | None, d: int) -> None:
         saved = None if state is None else (Atoms.from_arrays(state, d), int(state.get("atom_next_id", 0)))
         self.atoms, self.next_id = self.comm.bcast(saved, root=0)
+
+    def status(self) -> str:
+        return self.journal.status(self.atoms)
+
+    def event_lines(self) -> list[str]:
+        lines = self.journal.drain()
+        return lines if self.comm.rank == 0 else []

@@ -63,6 +63,8 @@ class AtomEvents:
         self.centroids = gather(g.centroid[: g.num_owned])
         self.graph = cell_graph(cells) if cells is not None else None
         self.captured = 0
+        #: rank 0: the density mass the last update gave to the atoms all at once (0: none)
+        self.emptied = 0.0
 
     def cell_moments(self, state: np.ndarray) -> np.ndarray:
         """(num_owned, 1 + d) each owned cell's mass and mass-weighted point sum."""
@@ -76,6 +78,7 @@ class AtomEvents:
         """The density state, the atoms and the next free id after this step's events (collective)."""
         from mpi4py import MPI
 
+        self.emptied = 0.0
         some = bool(np.any(state))
         if not self.capture and not self.absorb_mass or not self.comm.allreduce(some, op=MPI.LOR):
             return state, merge_close(atoms, self.merge_distance), next_id
@@ -99,6 +102,7 @@ class AtomEvents:
         if atoms.count and 0 < mass.sum() <= self.absorb_mass:
             cells = np.flatnonzero(mass > 0)
             atoms = absorb_all(atoms, mass, moment)
+            self.emptied = float(mass.sum())
         elif self.capture:
             atom_cells = np.argmax(self.centroids @ atoms.positions.T, axis=0) if atoms.count else np.zeros(0, int)
             captures = find_captures(mass, self.area, self.graph, self.rule, atom_cells, atoms.masses)

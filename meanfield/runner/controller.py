@@ -232,7 +232,9 @@ class Controller:
             raise StepCollapseError(f"the time step collapsed to dt = {dt:.3g} at t = {sim.t:.6g}: "
                                     f"{remaining / dt:.3g} more steps would be needed (at most {MAX_STEPS:.0e}); "
                                     "the velocity is too large or the solution is blowing up")
-        progress.update(sim.t, dt, report=not self._at_output(sim.t))  # else the output's own line reports
+        for line in sim.event_lines():
+            log.info("t = %.6g  %s", sim.t, line)
+        progress.update(sim.t, dt, report=not self._at_output(sim.t), note=sim.status())  # else the output's line
 
     def _events(self, signals: SignalWatch) -> tuple[str | None, bool]:
         """(stop reason or None, checkpoint due) agreed by all ranks."""
@@ -342,7 +344,11 @@ class Controller:
 
 def _summary(row: dict[str, float]) -> str:
     parts = [f"mass = {row['mass']:.15f}"]
-    if np.isfinite(row.get("rho_max", np.nan)):
-        parts.append(f"rho in [{row['rho_min']:.3e}, {row['rho_max']:.3e}]")
+    if "atom_count" in row:
+        parts.append(f"atoms {int(row['atom_count'])} holding {row['atom_mass']:.6g}")
+    if "atom_count" in row and row.get("rho_max") == 0.0:
+        parts.append("no density left (all mass in atoms)")
+    elif np.isfinite(row.get("rho_max", np.nan)):
+        parts.append(f"{'density ' if 'atom_count' in row else ''}rho in [{row['rho_min']:.3e}, {row['rho_max']:.3e}]")
     parts += [f"E = {row['energy']:.10g}", f"|mean| = {row['order']:.4f}"]
     return "  ".join(parts)

@@ -130,9 +130,10 @@ class Progress:
                              bar_format="{l_bar}{bar}| t={postfix[0]:.4g}/{postfix[1]:.4g} "
                                         "[{elapsed}<{remaining}]", postfix=[t0, t_end])
 
-    def update(self, t: float, dt: float, report: bool = True) -> None:
+    def update(self, t: float, dt: float, report: bool = True, note: str = "") -> None:
         """One step was taken; the model time is now ``t``.  ``report``: a progress line may be
-        logged (not when the step lands on an output, whose own line follows)."""
+        logged (not when the step lands on an output, whose own line follows); ``note`` ends
+        the line (a hybrid run's atoms)."""
         self.steps += 1
         self.t, self.dt = t, dt
         if not self.active:
@@ -145,8 +146,8 @@ class Progress:
         if report and self.cadence.due(now - wall, self.steps - steps, (t - t_last) / self._span):
             self._last = (now, self.steps, t)
             done, eta = self._done(now)
-            log.info("step %d  t = %.6g (%.1f%%)  dt = %.3g  wall %s  ETA %s", self.steps, t, 100.0 * done, dt,
-                     format_duration(now - self._start), format_duration(eta),
+            log.info("step %d  t = %.6g (%.1f%%)  dt = %.3g  wall %s  ETA %s%s", self.steps, t, 100.0 * done, dt,
+                     format_duration(now - self._start), format_duration(eta), f"  {note}" if note else "",
                      extra=FILE_ONLY if self._bar is not None else None)
 
     @property

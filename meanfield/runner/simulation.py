@@ -74,3 +74,12 @@ class Simulation(ABC):
     def timings(self) -> dict[str, float]:
         """Seconds spent in parts of the step (e.g. the nonlocal field), this process."""
         return {}
+
+    def status(self) -> str:
+        """A short note for the periodic log lines (a hybrid run: its atoms); empty by default."""
+        return ""
+
+    def event_lines(self) -> list[str]:
+        """Log lines of what happened since the last call (a hybrid run: captures, merges), on
+        rank 0; none by default."""
+        return []
