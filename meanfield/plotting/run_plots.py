@@ -14,7 +14,9 @@ every run                 ``observables.FMT`` (time series)
 ========================  ==========================================================
 
 Movies use one colour scale (or density axis) for all frames; the orthographic view looks at
-the densest point of the last frame throughout (unless ``center`` is given).  The atoms of a
+the heaviest cluster (density or atom) of the last frame throughout, each still picture at its
+own (unless ``center`` is given); a hybrid run's residual density below a floor does not set
+the colour scale (:mod:`.focus`).  The atoms of a
 hybrid run (point masses) are open red circles of area proportional to mass, on
 every density picture: on the maps, on the theta axis of the S^1 lines (in each line's colour
 on the several-times figure), and at their (theta, t) on the space-time image.
@@ -23,6 +25,7 @@ on the several-times figure), and at their (theta, t) on the space-time image.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -32,13 +35,13 @@ from matplotlib.figure import Figure
 from ..sphere import subsample
 from .circle import CircleLines, circle_density, circle_segments, circle_spacetime, histogram_bins, token_histogram
 from .data import RunData, run_data
+from .focus import colour_limits, heaviest_direction
 from .movie import FPS, MAX_FRAMES, frame_indices, write_movie
 from .series import time_series
 from .sphere_maps import (
     VIEWS,
     SphereMaps,
     View,
-    densest_direction,
     densest_point,
     make_projections,
     sphere_map,
@@ -78,19 +81,33 @@ def _title(data: RunData, i: int) -> str:
     return f"{data.name}   t = {data.times[i]:.4g}"
 
 
+def _atoms_at(data: RunData, i: int) -> tuple[np.ndarray | None, np.ndarray | None]:
+    point_masses = data.point_masses()
+    return (None, None) if point_masses is None else point_masses[i]
+
+
+def density_movie_maps(data: RunData, vertices: np.ndarray, cells: np.ndarray, *, log: bool,
+                       views: list[View], center: np.ndarray | None = None) -> SphereMaps:
+    """The maps of an S^2 density movie: the orthographic view looks at the heaviest cluster of
+    the last frame (density or atom) unless ``center`` is given, and a hybrid run's colour
+    scale ignores residual density (:func:`~.focus.colour_limits`)."""
+    if center is None:
+        center = heaviest_direction(vertices, cells, data.frame(-1), *_atoms_at(data, -1))
+    limits = colour_limits() if data.point_masses() is not None else {}
+    return SphereMaps(make_projections(views, center), mesh=(vertices, cells),
+                      norm=color_norm(data.frames(), log=log, **limits))
+
+
 def _sphere_density(data: RunData, v: np.ndarray, c: np.ndarray, w: _Writer, log: bool, views: list[View],
                     center: np.ndarray | None) -> None:
-    point_masses = data.point_masses()
-
-    def atoms(i: int) -> tuple[np.ndarray | None, np.ndarray | None]:
-        return (None, None) if point_masses is None else point_masses[i]
-
+    atoms = partial(_atoms_at, data)
+    limits = colour_limits() if data.point_masses() is not None else None
     for name, i in (("density_initial", 0), ("density_final", len(data.times) - 1)):
         points, masses = atoms(i)
-        w.figure(sphere_map(v, c, data.frame(i), views=views, center=center, log=log, title=_title(data, i),
-                            points=points, masses=masses), name)
-    center = densest_direction(v, c, data.frame(-1)) if center is None else center
-    maps = SphereMaps(make_projections(views, center), mesh=(v, c), norm=color_norm(data.frames(), log=log))
+        look = heaviest_direction(v, c, data.frame(i), points, masses) if center is None else center
+        w.figure(sphere_map(v, c, data.frame(i), views=views, center=look, log=log, title=_title(data, i),
+                            points=points, masses=masses, limits=limits), name)
+    maps = density_movie_maps(data, v, c, log=log, views=views, center=center)
 
     def update(i: int) -> None:
         points, masses = atoms(i)

@@ -1,4 +1,5 @@
-"""Observables of a run against time: order parameter, energy, extreme densities, cluster and atom counts."""
+"""Observables of a run against time: order parameter, energy, extreme densities, cluster and atom
+counts, and the mass held by atoms."""
 
 from __future__ import annotations
 
@@ -15,7 +16,10 @@ PANELS = {
     "rho_max": "extreme densities (log)",
     "clusters": "clusters (log t)",
     "atom_count": "atoms (log t)",
+    "atom_mass": "mass held by atoms (log t)",
 }
+#: y-axis labels of the panels that have one.
+LABELS = {"atom_count": "atom count", "atom_mass": "atom mass"}
 #: Counts, drawn as steps against log t.
 COUNTS = ("clusters", "atom_count")
 
@@ -31,8 +35,8 @@ def time_series(observables: Mapping[str, np.ndarray], *, title: str | None = No
     ----------
     observables
         Column name -> (rows,) array; needs "t", uses "order", "energy", "rho_max" (with
-        "rho_min" where positive, log scale), "clusters" and "atom_count" (hybrid runs)
-        (against log t, t > 0).
+        "rho_min" where positive, log scale), "clusters", "atom_count" and "atom_mass"
+        (hybrid runs; against log t, t > 0; the atom mass on [0, total mass]).
     title
         Figure title.
     """
@@ -56,9 +60,15 @@ def time_series(observables: Mapping[str, np.ndarray], *, title: str | None = No
                 low = np.asarray(observables["rho_min"], float)
                 ax.semilogy(t[low > 0], low[low > 0], "--", label="\N{GREEK SMALL LETTER RHO} min")
                 ax.legend(fontsize=8)
+        elif key == "atom_mass":
+            later = t > 0
+            ax.plot(t[later], y[later])
+            ax.set_xscale("log")
+            total = np.asarray(observables.get("mass", [1.0]), float)
+            ax.set_ylim(0.0, 1.02 * max(float(np.nanmax(total)), float(np.nanmax(y))))
         else:
             ax.plot(t, y)
-        ax.set(title=PANELS[key], xlabel="t")
+        ax.set(title=PANELS[key], xlabel="t", ylabel=LABELS.get(key, ""))
         ax.grid(alpha=0.3)
     if title:
         fig.suptitle(title)

@@ -170,7 +170,7 @@ def sphere_map(vertices: np.ndarray, cells: np.ndarray, values: np.ndarray, *, v
                center: np.ndarray | None = None, central_longitude: float = 0.0, log: bool = False,
                vmin: float | None = None, vmax: float | None = None, cmap: str = "viridis",
                shading: str | None = None, points: np.ndarray | None = None, masses: np.ndarray | None = None,
-               title: str | None = None) -> Figure:
+               title: str | None = None, limits: dict[str, float] | None = None) -> Figure:
     """A density on S^2 as a Mollweide map and an orthographic view (tripcolor on the mesh triangles).
 
     Parameters
@@ -193,10 +193,13 @@ def sphere_map(vertices: np.ndarray, cells: np.ndarray, values: np.ndarray, *, v
         Optional point masses (m, 3) drawn as circles of area proportional to mass.
     title
         Figure title.
+    limits
+        ``floor`` and ``least_top`` of the colour scale (:func:`meanfield.plotting.style.color_norm`;
+        a hybrid run's :func:`meanfield.plotting.focus.colour_limits`).
     """
     center = densest_direction(vertices, cells, values) if center is None else center
     maps = SphereMaps(make_projections(views, center, central_longitude), mesh=(vertices, cells),
-                      norm=color_norm(corner_values(cells, values), log=log, vmin=vmin, vmax=vmax),
+                      norm=color_norm(corner_values(cells, values), log=log, vmin=vmin, vmax=vmax, **(limits or {})),
                       cmap=cmap, shading=shading)
     maps.update(values, points, masses, title)
     return maps.figure

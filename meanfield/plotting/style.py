@@ -32,23 +32,25 @@ def density_label(sphere: str) -> str:
 
 
 def color_norm(values: np.ndarray, *, log: bool = False, vmin: float | None = None,
-               vmax: float | None = None) -> Normalize:
+               vmax: float | None = None, floor: float = 0.0, least_top: float = 0.0) -> Normalize:
     """One colour scale covering ``values`` (any shape, e.g. every frame of a movie).
 
     Linear: from min(0, smallest value) to the largest.  Log: from the smallest positive
     value, but at most :data:`LOG_DECADES` decades below the largest; values below (a DG1
     undershoot, say) take the lowest colour (see :func:`clip_to`); with no positive value at
-    all (a hybrid run whose density went to the atoms) the scale ends at 1.  ``vmin``/``vmax``
+    all (a hybrid run whose density went to the atoms) the scale ends at 1.  A hybrid run's
+    residual density (:mod:`meanfield.plotting.focus`) does not set the scale: a log scale
+    starts no lower than ``floor`` and the top is at least ``least_top``.  ``vmin``/``vmax``
     override.
     """
     finite = np.asarray(values, float)
     finite = finite[np.isfinite(finite)]
-    hi = float(vmax) if vmax is not None else (float(finite.max()) if finite.size else 1.0)
+    hi = float(vmax) if vmax is not None else max(float(finite.max()) if finite.size else 1.0, least_top)
     if log:
         hi = hi if hi > 0 else 1.0
-        positive = finite[finite > 0]
-        floor = hi * 10.0**-LOG_DECADES
-        lo = float(vmin) if vmin is not None else max(float(positive.min()) if positive.size else floor, floor)
+        positive = finite[finite > max(floor, 0.0)]
+        lowest = max(hi * 10.0**-LOG_DECADES, floor)
+        lo = float(vmin) if vmin is not None else max(float(positive.min()) if positive.size else lowest, lowest)
         return LogNorm(lo, max(hi, lo * (1 + 1e-9)))
     lo = float(vmin) if vmin is not None else min(float(finite.min()) if finite.size else 0.0, 0.0)
     return Normalize(lo, max(hi, lo + 1e-300))
