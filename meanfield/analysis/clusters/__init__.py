@@ -9,7 +9,8 @@ job each:
   :mod:`.coords`: geodesics, normal coordinates, angles;
 * :mod:`.cells`: the analysis mesh (flat and curved cell quadrature);
 * :mod:`.fields`: PDE data (peaks by :mod:`.reconstruction`, basin moments);
-  :mod:`.particles`: token densities; :mod:`.spectral`: the spectral S^1 reference;
+  :mod:`.particles`: token densities (:mod:`.noise`: their bandwidth and prominence for n
+  tokens); :mod:`.spectral`: the spectral S^1 reference;
 * :mod:`.atoms`: atoms of hybrid runs as clusters; :mod:`.frame`: the clusters at one time;
 * :mod:`.tracking`: ids and events; :mod:`.crossing`: crossing times; :mod:`.history`;
 * :mod:`.compare`: cluster-by-cluster agreement; :mod:`.files`, :mod:`.plots`;
