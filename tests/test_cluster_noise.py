@@ -82,3 +82,18 @@ def test_resolved_bumps_agree_with_pde(n):
     spec = dict(CONFIG["initial"], kappas=[10.0] * 3)
     assert pde_count(spec) == 3
     assert [token_count(spec, n, seed) for seed in (0, 1)] == [3, 3]
+
+
+def test_particle_diagnostics_count_no_noise_basins(tmp_path):
+    """The symptom end to end: diagnostics.csv of 10k tokens of s2-clustering at t = 0."""
+    from mpi4py import MPI
+
+    from meanfield.analysis.diagnostics import write_diagnostics
+    from meanfield.config import load_config
+    from meanfield.particles import run_particles
+
+    config = load_config(EXAMPLE, ["time.t_final=0.5", "time.outputs=1"])
+    run = run_particles(config, n=10_000, seed=0, out=tmp_path / "p", comm=MPI.COMM_SELF, quiet=True)
+    result = write_diagnostics(run.path)
+    assert list(result["clusters"]) == [1, 1]
+    assert (run.path / "diagnostics.csv").read_text().splitlines()[1].split(",")[1] == "1"
