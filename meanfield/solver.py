@@ -107,7 +107,8 @@ class PDESimulation(Simulation):
         v = problem.velocity
         spec = problem.atoms
         plain: VelocityField = self.field if v.is_attention else v.rotation(problem.d)
-        self.coupling = AtomCoupling(self.field.groups, plain, comm, problem.d) if spec.enabled else None
+        self.coupling = (AtomCoupling(self.field.groups, plain, comm, problem.d, self.field.direct_groups)
+                         if spec.enabled else None)
         self.velocity = TimedVelocity(plain if self.coupling is None else self.coupling)
         self.scheme: SpatialScheme = (DG1Scheme(msh, self.velocity, limiter=problem.scheme.limiter)
                                       if problem.scheme.kind == "dg1" else FiniteVolumeScheme(msh, self.velocity))
