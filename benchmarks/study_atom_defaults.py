@@ -38,14 +38,15 @@ import numpy as np
 from common import perturbation, table
 
 import meanfield
-from meanfield.config import SCHEMA, load_config
+from meanfield.config import load_config
 from meanfield.studies.longtime import run_history
 from meanfield.studies.longtime.study import output_times
 
 EXAMPLE = "runs/examples/s1-long-time.toml"
 #: name -> (initial expression, or None for the example's; t_final)
 CASES: dict[str, tuple[str | None, float]] = {"example": (None, 60.0), "late": (perturbation(1), 200.0)}
-#: Keys varied by default: the atom phase's cost and accuracy controls.
+#: Keys varied by default: the atom phase's cost and accuracy controls (the capture rule,
+#: ``core_level,core_cells,min_height,core_fraction``, with ``--keys``).
 KEYS = ("absorb_mass", "lipschitz_step", "merge_distance")
 #: Largest accepted relative change of a merge time when a key is halved or doubled.
 ACCEPT = 5e-3
@@ -82,7 +83,8 @@ def change(row: dict, base: dict) -> float:
 
 
 def study(case: str, keys: list[str], out: Path) -> dict:
-    defaults = {key: SCHEMA["atoms"][key][0] for key in keys}
+    resolved = load_config(config(case, {})).data["atoms"]  # core_cells: its value on S^1
+    defaults = {key: resolved[key] for key in keys}
     rows = {"default": one_run(case, {}, out / f"{case}-default")}
     base = rows["default"]
     print(f"case {case}: defaults {defaults}: merges {np.round(base['merges'], 4).tolist()}, "
@@ -90,6 +92,10 @@ def study(case: str, keys: list[str], out: Path) -> dict:
     for key in keys:
         for factor in (0.5, 2.0):
             value = defaults[key] * factor
+            if isinstance(defaults[key], int):  # core_cells 3 -> 2, 6
+                value = max(1, round(value))
+            if key == "core_fraction":  # a share: 0.9 -> 0.45, 1
+                value = min(value, 1.0)
             name = f"{key}={value:g}"
             rows[name] = one_run(case, {key: value}, out / f"{case}-{key}-{factor:g}")
             rows[name]["change"] = change(rows[name], base)

@@ -164,7 +164,7 @@ SCHEMA: dict[str, dict[str, tuple[Any, Callable[[Any], bool], str]]] = {
                           "a number in (0, 1] (least share of its basin's mass a captured core holds)"),
         "merge_distance": (1e-3, lambda v: _is_number(v) and v >= 0,
                            "an angle >= 0 in radians (atoms closer than this merge)"),
-        "absorb_mass": (1e-9, lambda v: _is_number(v) and 0 <= v < 1,
+        "absorb_mass": (1e-6, lambda v: _is_number(v) and 0 <= v < 1,
                         "a number in [0, 1) (when the density's mass is at most this, it all goes to the "
                         "atoms and the run continues with atoms alone, free of the density's CFL step; "
                         "0: never)"),
