@@ -79,10 +79,14 @@ def test_point_merges_counts_heavy_pairs_once_apart_and_vanished_points():
     frames = [
         frame(0.0, [0.0, 0.05, 1.0, 2.0], [0.3, 0.3, 0.005, 0.395], [0, 1, 2, 3]),  # 0, 1: close from the start
         frame(1.0, [0.0, 0.005, 0.5, 2.0], [0.3, 0.3, 0.005, 0.395], [0, 1, 2, 3]),  # light 2 near 0: no cluster
-        frame(2.0, [0.0, 0.001, 0.0049, 0.2], [0.3, 0.3, 0.005, 0.395], [0, 1, 2, 3]),
+        frame(2.0, [0.0, 0.001, 0.0049, 0.05], [0.3, 0.3, 0.005, 0.395], [0, 1, 2, 3]),
         frame(3.0, [0.0, 0.0], [0.6, 0.4], [0, 1]),  # 3 merged by the solver between frames 2 and 3
     ]
     merges = point_merges(frames, apart=0.1)
     assert len(merges) == 1 and merges[0].masses in ((0.3, 0.395), (0.395, 0.3))
     assert 2.0 < merges[0].time < 3.0
-    assert abs(merges[0].time - (2.0 + (0.199 - DELTA) / 0.199)) < 1e-12  # with 1, the nearer
+    assert abs(merges[0].time - (2.0 + (0.049 - DELTA) / 0.049)) < 1e-12  # with 1, the nearer
+    # a point gone while the nearest heavy point was still >= apart away joined a group that was
+    # not heavy yet: no merge
+    far = frames[:2] + [frame(2.0, [0.0, 0.001, 0.0049, 0.5], [0.3, 0.3, 0.005, 0.395], [0, 1, 2, 3]), frames[3]]
+    assert point_merges(far, apart=0.1) == []

@@ -27,8 +27,9 @@ Merges (:func:`point_merges`)
     counted only for pairs that were once at least ``apart`` apart while both heavy (so a
     cluster captured in pieces a cell apart, or coalescing in pieces, is not a merge).  A heavy
     point that is gone in the next frame (merged by a solver between two frames) merged with
-    the heavy point nearest to it in its last frame, at the time its distance, interpolated
-    linearly to 0, crossed ``delta``.
+    the heavy point nearest to it in its last frame, if that one was closer than ``apart``
+    (else it joined a group that was not heavy yet: not a merge of clusters), at the time
+    their distance, interpolated linearly to 0, crossed ``delta``.
 """
 
 from __future__ import annotations
@@ -190,7 +191,7 @@ def point_merges(frames: Iterable[tuple[float, np.ndarray, np.ndarray, np.ndarra
             if pairs:
                 key = min(pairs, key=lambda p: last[p][1])
                 t0, s0, before = last[key]
-                if key in far and key not in done:
+                if key in far and key not in done and s0 < apart:
                     out.append(PointMerge(_crossing(t0, s0, float(t), 0.0, delta), before))
                     done.add(key)
         last = {key: (float(t), s, pm) for key, (s, pm) in seen.items()}
