@@ -22,9 +22,11 @@ Run::
     OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/study_atom_defaults.py [--cases example,late]
         [--keys absorb_mass,lipschitz_step,merge_distance] [--out runs/study-atom-defaults]
 
-Prints one table per case (key, value, merge times, their largest relative change against
-the defaults, cluster masses at the end, steps, wall and CPU seconds of the run) and writes
-``summary.json`` under ``--out``.
+Prints one table per case (key, value, merge times, the largest relative change of a merge
+time against the defaults' -- merges paired by
+:func:`~meanfield.studies.longtime.compare_histories`, so a merge that only one run resolves, two
+pieces of one cluster captured apart, is listed as unpaired --, cluster masses at the end,
+steps, wall and CPU seconds of the run) and writes ``summary.json`` under ``--out``.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from common import perturbation, table
 
 import meanfield
 from meanfield.config import load_config
-from meanfield.studies.longtime import run_history
+from meanfield.studies.longtime import ClusterHistory, compare_histories, run_history
 from meanfield.studies.longtime.study import output_times
 
 EXAMPLE = "runs/examples/s1-long-time.toml"
@@ -64,29 +66,29 @@ def config(case: str, atoms: dict) -> dict:
             "atoms": {"capture": True, **atoms}, "output": {"xdmf": False}}
 
 
-def one_run(case: str, atoms: dict, out: Path) -> dict:
-    """Run the case, return its merge times, final cluster masses, steps and times."""
+def one_run(case: str, atoms: dict, out: Path) -> tuple[dict, ClusterHistory]:
+    """Run the case; its merge times, final cluster masses, steps and times, and its history."""
     tic, cpu = time.perf_counter(), time.process_time()
     run = meanfield.run(config(case, atoms), out=out, quiet=True, overwrite=True)
     wall, cpu = time.perf_counter() - tic, time.process_time() - cpu
     h = run_history(out)
     return {"atoms": atoms, "merges": [e.time for e in h.merges()], "masses": h.masses[-1].tolist(),
-            "steps": run.metadata["steps"]["steps"], "wall_s": wall, "cpu_s": cpu}
+            "steps": run.metadata["steps"]["steps"], "wall_s": wall, "cpu_s": cpu}, h
 
 
-def change(row: dict, base: dict) -> float:
-    """Largest relative change of the merge times against the defaults' (inf if they differ in number)."""
-    a, b = np.array(row["merges"]), np.array(base["merges"])
-    if a.shape != b.shape:
-        return float("inf")
-    return float(np.max(np.abs(a - b) / b, initial=0.0))
+def change(history: ClusterHistory, base: ClusterHistory) -> tuple[float, int]:
+    """Largest relative change of the merges paired with the defaults'
+    (:func:`~meanfield.studies.longtime.compare_histories`), and the number of unpaired merges."""
+    errors = compare_histories(base, history, history.times[-1]).merge_errors
+    paired = errors[np.isfinite(errors)]
+    return float(paired.max(initial=0.0)), int(np.sum(~np.isfinite(errors)))
 
 
 def study(case: str, keys: list[str], out: Path) -> dict:
     resolved = load_config(config(case, {})).data["atoms"]  # core_cells: its value on S^1
     defaults = {key: resolved[key] for key in keys}
-    rows = {"default": one_run(case, {}, out / f"{case}-default")}
-    base = rows["default"]
+    base, base_history = one_run(case, {}, out / f"{case}-default")
+    rows = {"default": base}
     print(f"case {case}: defaults {defaults}: merges {np.round(base['merges'], 4).tolist()}, "
           f"{base['steps']} steps, {base['wall_s']:.0f} s wall, {base['cpu_s']:.0f} s CPU", flush=True)
     for key in keys:
@@ -97,14 +99,16 @@ def study(case: str, keys: list[str], out: Path) -> dict:
             if key == "core_fraction":  # a share: 0.9 -> 0.45, 1
                 value = min(value, 1.0)
             name = f"{key}={value:g}"
-            rows[name] = one_run(case, {key: value}, out / f"{case}-{key}-{factor:g}")
-            rows[name]["change"] = change(rows[name], base)
+            rows[name], history = one_run(case, {key: value}, out / f"{case}-{key}-{factor:g}")
+            rows[name]["change"], rows[name]["unpaired"] = change(history, base_history)
             print(f"  {name}: merges {np.round(rows[name]['merges'], 4).tolist()}, change "
-                  f"{rows[name]['change']:.1e}, {rows[name]['cpu_s']:.0f} s CPU", flush=True)
-    header = ["key = value", "merge times", "largest change", "masses at the end", "steps", "wall s", "CPU s"]
-    body = [[name, " ".join(f"{t:.4f}" for t in r["merges"]),
-             "-" if name == "default" else f"{r['change']:.1e}", " ".join(f"{m:.5f}" for m in sorted(r["masses"])),
-             r["steps"], r["wall_s"], r["cpu_s"]] for name, r in rows.items()]
+                  f"{rows[name]['change']:.1e} ({rows[name]['unpaired']} unpaired), {rows[name]['cpu_s']:.0f} s CPU",
+                  flush=True)
+    header = ["key = value", "merge times", "largest change", "unpaired", "masses at the end", "steps", "wall s",
+              "CPU s"]
+    body = [[name, " ".join(f"{t:.4f}" for t in r["merges"]), "-" if name == "default" else f"{r['change']:.1e}",
+             r.get("unpaired", 0), " ".join(f"{m:.5f}" for m in sorted(r["masses"])), r["steps"], r["wall_s"],
+             r["cpu_s"]] for name, r in rows.items()]
     print(table(header, body))
     worst = max(r["change"] for name, r in rows.items() if name != "default")
     print(f"case {case}: largest change of a merge time {worst:.1e} "

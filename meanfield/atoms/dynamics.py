@@ -22,7 +22,7 @@ step, and ``L`` the Lipschitz bound of the active layer's field
 (:func:`meanfield.particles.system.layer_lipschitz_bound`), so that a step is at most
 ``cfl * lipschitz_step / L``.  SSP-RK3 is stable on the real axis up to 2.5 / L; the default
 factor 1 (four times the particle solver's default step) is where halving or doubling it
-moves the merge times of the S^1 long-time cases by less than 1e-4 (relative,
+moves the merge times of the S^1 long-time cases by at most 3e-7 (relative,
 ``benchmarks/study_atom_defaults.py``, docs/long-time.rst).
 
 All-atom stepping
