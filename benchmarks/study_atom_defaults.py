@@ -96,8 +96,8 @@ def study(case: str, keys: list[str], out: Path) -> dict:
             value = defaults[key] * factor
             if isinstance(defaults[key], int):  # core_cells 3 -> 2, 6
                 value = max(1, round(value))
-            if key == "core_fraction":  # a share: 0.9 -> 0.45, 1
-                value = min(value, 1.0)
+            if key == "core_fraction":  # a share up to 1: its complement is halved and doubled (0.95, 0.8)
+                value = 1.0 - (1.0 - defaults[key]) * factor
             name = f"{key}={value:g}"
             rows[name], history = one_run(case, {key: value}, out / f"{case}-{key}-{factor:g}")
             rows[name]["change"], rows[name]["unpaired"] = change(history, base_history)
