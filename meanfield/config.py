@@ -169,11 +169,12 @@ SCHEMA: dict[str, dict[str, tuple[Any, Callable[[Any], bool], str]]] = {
                           "a number in (0, 1] (least share of its basin's mass a captured core holds)"),
         "merge_distance": (1e-3, lambda v: _is_number(v) and v >= 0,
                            "an angle >= 0 in radians (atoms closer than this merge)"),
-        "absorb_mass": (0.0, lambda v: _is_number(v) and 0 <= v < 1,
+        "absorb_mass": (1e-6, lambda v: _is_number(v) and 0 <= v < 1,
                         "a number in [0, 1) (when the density's mass is at most this, it all goes to the "
-                        "atoms and the run continues with atoms alone; 0: never)"),
-        "lipschitz_step": (0.25, _positive, "a number > 0 (atoms step at most cfl * lipschitz_step / L, L the "
-                                            "field's Lipschitz bound; 0.25 is the particle solver's default)"),
+                        "atoms and the run continues with atoms alone, free of the density's CFL step; "
+                        "0: never)"),
+        "lipschitz_step": (1.0, _positive, "a number > 0 (atoms step at most cfl * lipschitz_step / L, L the "
+                                           "field's Lipschitz bound; SSP-RK3 is stable up to 2.5)"),
         "initial": ([], _atom_list, "a list of [mass, x_1, ..., x_d] lists (initial atoms: mass > 0, a "
                                     "non-zero point, normalised onto the sphere)"),
     },

@@ -10,7 +10,8 @@ checkpoint, else a snapshot that is a full state), and the run log and metadata.
 spacing up to the new end time.
 
 Overrides on resume may change how the rest of the run is computed (the model, the
-nonlocal field, the time-step controls, the checkpoint interval, the particle step) but not
+nonlocal field, the time-step controls, the checkpoint interval, the particle step, the
+atom phase's capture rule, merge distance, absorption threshold and step factor) but not
 what is being computed (mesh, scheme, initial data, tokens, outputs); each resume is recorded
 as a segment in metadata.json, with its overrides.
 """
@@ -50,6 +51,9 @@ RESUMABLE: dict[str, frozenset[str] | None] = {
     "time": frozenset({"cfl", "dt", "dt_max", "wall_limit"}),
     "output": frozenset({"checkpoint_every", "log_every"}),
     "particles": frozenset({"dt"}),
+    # the atom phase's accuracy and cost controls (not ``capture``, not the ``initial`` atoms)
+    "atoms": frozenset({"absorb_mass", "lipschitz_step", "merge_distance", "core_level", "core_cells", "min_height",
+                        "core_fraction"}),
 }
 TIME_TOL = 1e-12
 

@@ -107,7 +107,8 @@ class PDESimulation(Simulation):
         self.field = LayerVelocity(self.schedule, comm, problem.field.method, problem.field.tol, fixed_points=True)
         v = problem.velocity
         plain: VelocityField = self.field if v.is_attention else v.rotation(problem.d)
-        coupling = AtomCoupling(self.field.groups, plain, comm, problem.d) if problem.atoms.enabled else None
+        coupling = (AtomCoupling(self.field.groups, plain, comm, problem.d, self.field.direct_groups)
+                    if problem.atoms.enabled else None)
         self.velocity = TimedVelocity(plain if coupling is None else coupling)
         kind = problem.scheme.kind
         self.scheme: SpatialScheme = scheme_class(kind)(msh, self.velocity, **scheme_options(kind, problem.scheme))

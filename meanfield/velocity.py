@@ -54,6 +54,7 @@ class LayerVelocity:
         self.fixed_points = fixed_points
         self.index = -1
         self.evaluator: NonlocalEvaluator | None = None
+        self._direct: NonlocalEvaluator | None = None
         self.enter(0)
 
     @property
@@ -86,11 +87,22 @@ class LayerVelocity:
     def groups(self, targets: Sequence[PointGroup], sources: Sequence[PointGroup]) -> list[np.ndarray]:
         """The active layer's velocity at each group of targets, of the measure made of all the
         ``sources`` groups (mesh points and atoms, say); collective."""
-        if self.evaluator is None:
+        return self._groups(self.evaluator, targets, sources)
+
+    def direct_groups(self, targets: Sequence[PointGroup], sources: Sequence[PointGroup]) -> list[np.ndarray]:
+        """:meth:`groups` by direct sums whatever ``method`` is: exact and ``O(m n)``, without the
+        fixed cost of a fast evaluation, for a few points (atoms alone); collective."""
+        if self.evaluator is not None and (self._direct is None or self._direct.model is not self.evaluator.model):
+            self._direct = make_evaluator(self.evaluator.model, self.comm, "direct")
+        return self._groups(None if self.evaluator is None else self._direct, targets, sources)
+
+    def _groups(self, evaluator: NonlocalEvaluator | None, targets: Sequence[PointGroup],
+                sources: Sequence[PointGroup]) -> list[np.ndarray]:
+        if evaluator is None:
             out = [np.zeros_like(t.points) for t in targets]
         else:
-            values = self.evaluator.evaluate_groups(targets, sources)
-            out = [v.velocity(self.evaluator.model, t.points) for v, t in zip(values, targets, strict=True)]
+            values = evaluator.evaluate_groups(targets, sources)
+            out = [v.velocity(evaluator.model, t.points) for v, t in zip(values, targets, strict=True)]
         ffn = self.layer.ffn
         return out if ffn is None else [X + ffn.velocity(t.points) for X, t in zip(out, targets, strict=True)]
 

@@ -22,8 +22,10 @@ from helpers.plain_cases import CASES, STEPS
 from mpi4py import MPI
 
 from meanfield.atoms import Atoms
+from meanfield.atoms import coupling as atom_coupling
 from meanfield.atoms.capture import CaptureRule, find_captures
 from meanfield.atoms.component import HybridAtoms, NoAtoms
+from meanfield.atoms.coupling import DIRECT_ATOMS
 from meanfield.atoms.merge import merge_close
 from meanfield.config import ConfigError, load_config
 from meanfield.nonlocal_field import make_evaluator
@@ -120,8 +122,11 @@ def _random_atoms(d: int, k: int, seed: int) -> list[list[float]]:
 
 @pytest.mark.mpi
 @pytest.mark.parametrize("sphere,resolution,beta", [("S1", 32, 9.0), ("S2", 1, 4.0)])
-@pytest.mark.parametrize("method", ["direct", "fast"])
-def test_all_atom_state_is_the_weighted_particle_system(sphere, resolution, beta, method):
+@pytest.mark.parametrize("method,direct_atoms", [("direct", DIRECT_ATOMS), ("fast", DIRECT_ATOMS), ("fast", 0)])
+def test_all_atom_state_is_the_weighted_particle_system(sphere, resolution, beta, method, direct_atoms, monkeypatch):
+    """Up to ``DIRECT_ATOMS`` atoms alone are moved by the exact (direct) field whatever
+    ``nonlocal.method`` is; above it by the configured field (``direct_atoms = 0``)."""
+    monkeypatch.setattr(atom_coupling, "DIRECT_ATOMS", direct_atoms)
     d = 2 if sphere == "S1" else 3
     initial = _random_atoms(d, 6, seed=3)
     dt, steps = 0.005, 200
@@ -132,7 +137,7 @@ def test_all_atom_state_is_the_weighted_particle_system(sphere, resolution, beta
     assert sim.scheme.mass(sim.state) == 0.0 and abs(sim.t - steps * dt) < 1e-12
     # the particle solver: the same model, tokens weighted by the masses, SSP-RK3 with the same step
     problem = Problem(load_config(config))
-    field = LayerVelocity(problem.schedule(), COMM, method, 1e-12)
+    field = LayerVelocity(problem.schedule(), COMM, method if direct_atoms < len(initial) else "direct", 1e-12)
     a = np.array(initial)
     mine = slice(None) if COMM.rank == 0 else slice(0)  # tokens on rank 0 (the field gathers them)
     system = ParticleSystem(field, a[mine, 0])

@@ -57,7 +57,8 @@ kappas = [3.0, 3.0]
 [output]
 xdmf = false
 """
-# two clusters that collapse onto a few cells and are captured as atoms by t = 0.5
+# two clusters that collapse onto a few cells and are captured as atoms by t = 0.5; the density
+# stays (absorb_mass = 0) and keeps the step small, so that step 80 falls between two outputs
 CAPTURE = """name = "case"
 [mesh]
 sphere = "S1"
@@ -73,6 +74,8 @@ capture = true
 min_height = 5.0
 core_fraction = 0.5
 core_level = 0.3
+absorb_mass = 0.0
+lipschitz_step = 0.25
 [output]
 xdmf = false
 """

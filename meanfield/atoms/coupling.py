@@ -20,9 +20,10 @@ With atoms, the stepper's rate is ``max(r_rho, r_atoms)`` with the scheme's posi
 smallest cell size (cell measure^(1/(d-1))), so that an atom moves at most ``cfl`` cells per
 step, and ``L`` the Lipschitz bound of the active layer's field
 (:meth:`meanfield.layers.Layer.lipschitz_bound`), so that a step is at most
-``cfl * lipschitz_step / L`` (the default 0.25 is the particle solver's default step
-factor; SSP-RK3 is stable on the real axis up to 2.5 / L, so larger factors are stable and
-trade accuracy for speed once the density is gone).
+``cfl * lipschitz_step / L``.  SSP-RK3 is stable on the real axis up to 2.5 / L; the default
+factor 1 (four times the particle solver's default step) is where halving or doubling it
+moves the merge times of the S^1 long-time cases by at most 3e-7 (relative,
+``benchmarks/study_atom_defaults.py``, docs/long-time.rst).
 
 All-atom stepping
 -----------------
@@ -30,7 +31,10 @@ A density that is exactly zero everywhere stays zero (every flux is a velocity t
 upwind density), so when it is, the scheme is not evaluated at all: its rate is zero and
 its bound is void, and only the atoms' field on themselves is computed -- the particle
 system with weights.  This is exact, not an approximation (see ``atoms.absorb_mass`` in
-:mod:`.hybrid` for the switchable step that gets there).
+:mod:`.hybrid` for the step that gets there).  Up to :data:`DIRECT_ATOMS` atoms, that field is
+the direct sum over the atoms (exact, ``O(k^2)``: microseconds for a few atoms) whatever
+``nonlocal.method`` is, since a fast evaluation costs a fixed ~0.5-3 ms (transforms sized for the
+mesh), which over the 10^4 - 10^5 steps of a long atom phase would be most of the run.
 """
 
 from __future__ import annotations
@@ -45,6 +49,9 @@ from ..nonlocal_field.base import PointGroup
 
 #: (targets, sources) groups -> the velocity at each target group (``LayerVelocity.groups``).
 GroupField = Callable[[Sequence[PointGroup], Sequence[PointGroup]], list[np.ndarray]]
+#: Atoms alone are summed directly (``alone`` of :class:`AtomCoupling`) up to this many atoms:
+#: ~9e-9 k^2 s, below the fixed cost of a fast evaluation (:mod:`meanfield.nonlocal_field.auto`).
+DIRECT_ATOMS = 200
 
 
 class AtomCoupling:
@@ -61,10 +68,14 @@ class AtomCoupling:
         MPI communicator.
     d
         Ambient dimension.
+    alone
+        The same field by direct sums (:meth:`meanfield.velocity.LayerVelocity.direct_groups`),
+        used for the atoms alone when there are at most :data:`DIRECT_ATOMS` of them (module
+        docstring); ``None``: always ``field``.
     """
 
-    def __init__(self, field: GroupField, plain: VelocityField, comm, d: int) -> None:
-        self.field, self.plain, self.comm = field, plain, comm
+    def __init__(self, field: GroupField, plain: VelocityField, comm, d: int, alone: GroupField | None = None) -> None:
+        self.field, self.plain, self.comm, self.alone = field, plain, comm, alone
         self.positions, self.masses = np.zeros((0, d)), np.zeros(0)
         self.atom_velocity = np.zeros((0, d))
 
@@ -94,7 +105,8 @@ class AtomCoupling:
     def atoms_alone(self) -> np.ndarray:
         """The atoms' velocity when the density is zero: their field on themselves (collective)."""
         x, m = self._mine()
-        (atoms,) = self.field([PointGroup(x)], [PointGroup(x, m)])
+        field = self.alone if self.alone is not None and len(self.masses) <= DIRECT_ATOMS else self.field
+        (atoms,) = field([PointGroup(x)], [PointGroup(x, m)])
         self.atom_velocity = self._share(atoms)
         return self.atom_velocity
 
@@ -157,6 +169,8 @@ class HybridStepping:
 
     def postprocess(self, state: np.ndarray) -> np.ndarray:
         density, positions = self.split(state)
+        if len(positions) and not np.any(density):  # the limiter keeps zero cells zero (cell by cell)
+            return state
         return self.join(self.scheme.postprocess(density), positions)
 
     @staticmethod

@@ -1,7 +1,9 @@
-"""Clusters of weighted point sets on S^1 over long times: events, comparison, files, plots.
+"""Clusters of weighted point sets over long times: events, comparison, files, plots.
 
 * :mod:`.events`: clusters of weighted point sets (tokens or atoms) over time, their merges
   and metastable states;
+* :mod:`.merges`: merges of weighted point sets on any sphere by the distance of heavy points
+  (the S^2 reference's tokens, a hybrid run's atoms);
 * :mod:`.compare`: a history (hybrid run) against a reference: merge times, late clusters;
 * :mod:`.files`, :mod:`.plots`: the CSV files and pictures of histories and merge tables.
 
