@@ -185,6 +185,9 @@ class PDESimulation(Simulation):
         row["rho_min"] = self.comm.allreduce(float(rho.min(initial=np.inf)), op=MPI.MIN)
         row["rho_max"] = self.comm.allreduce(float(rho.max(initial=-np.inf)), op=MPI.MAX)
         row["dt"] = self.stepper.stats.last_dt
+        g = self.scheme.geometry
+        row.update(self.problem.output.trackers.evaluate(self.t, rho, g.centroid[: g.num_owned],
+                                                         g.measure[: g.num_owned], self.comm))
         return row
 
     def _gather(self, rows: np.ndarray) -> np.ndarray | None:
