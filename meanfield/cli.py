@@ -13,6 +13,7 @@
     meanfield sweep CONFIG --grid section.key=v1,v2,... [--grid ...] [--seeds N] [--particles [--n N]]
                     [--out DIR] [--array-index I] [--dry-run] [--set ...] [--overwrite] [--quiet]
     meanfield collect DIR... -o TABLE.csv|TABLE.nc [--final] [--overwrite] [--quiet]
+    meanfield compare RUN_A RUN_B [-o TABLE.csv] [--overwrite] [--quiet]
     meanfield check [CONFIG] [--out DIR] [--ranks N] [--set section.key=value ...]
     meanfield plot RUN_DIR [--out DIR] [--format png|pdf|svg] [--no-movie] [--log|--linear] [--overwrite] [--quiet]
     meanfield mesh S2 --level L -o FILE  |  meanfield mesh S1 --cells N -o FILE  [--overwrite] [--quiet]
@@ -187,6 +188,26 @@ def _cmd_collect(args: argparse.Namespace) -> None:
         return f"wrote {path}: {counted(table['run'].nunique(), 'run')}, {counted(len(table), 'row')}"
 
     _echo(on_root(MPI.COMM_WORLD, work))
+
+
+def _cmd_compare(args: argparse.Namespace) -> None:
+    from mpi4py import MPI
+
+    from .analysis.compare import check_csv_output, compare
+    from .collective import on_root
+
+    def work() -> str:
+        if args.output is not None:
+            check_csv_output(args.output, overwrite=args.overwrite)  # before reading the runs
+        comparison = compare(args.run_a, args.run_b)
+        lines = [] if args.quiet else [comparison.format()]
+        if args.output is not None:
+            lines.append(f"wrote {comparison.write_csv(args.output, overwrite=args.overwrite)}")
+        return "\n".join(lines)
+
+    text = on_root(MPI.COMM_WORLD, work)
+    if text:
+        _echo(text)
 
 
 def _cmd_check(args: argparse.Namespace) -> None:
@@ -469,6 +490,18 @@ def _add_collect(sub) -> None:
     p.set_defaults(handler=_cmd_collect)
 
 
+def _add_compare(sub) -> None:
+    p = sub.add_parser("compare", help="two PDE runs at their common output times (any meshes and schemes): the "
+                       "finer density transferred to the coarser mesh, L1 and W1 distances, observables side by side")
+    p.add_argument("run_a", metavar="RUN_A", help="a PDE run directory")
+    p.add_argument("run_b", metavar="RUN_B", help="another PDE run directory")
+    p.add_argument("-o", "--output", default=None, help="also write the table as CSV (t, l1, w1, a_<observable>, "
+                   "b_<observable>)")
+    _add_overwrite(p, "replace an existing output file")
+    _add_quiet(p, "no table on the terminal (only the line naming the CSV)")
+    p.set_defaults(handler=_cmd_compare)
+
+
 def _add_check(sub) -> None:
     p = sub.add_parser("check", help="what a run of a config would do: a summary (cells, ranks, steps, wall time "
                        "and memory per rank, outputs and their size on disk), the details, the resolved config; "
@@ -506,7 +539,8 @@ def _add_info(sub) -> None:
 
 #: Each registers one subcommand; add new commands here.
 COMMANDS: list[Callable] = [_add_run, _add_resume, _add_particles, _add_validate, _add_convergence, _add_clusters,
-                            _add_longtime, _add_sweep, _add_collect, _add_check, _add_plot, _add_mesh, _add_info]
+                            _add_longtime, _add_sweep, _add_collect, _add_compare, _add_check, _add_plot, _add_mesh,
+                            _add_info]
 
 
 #: The top-level ``meanfield --help``: what the tool is for, three commands to start from, the docs.
