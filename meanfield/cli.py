@@ -12,7 +12,7 @@
                        [--no-plots] [--overwrite] [--quiet]
     meanfield sweep CONFIG --grid section.key=v1,v2,... [--grid ...] [--seeds N] [--particles [--n N]]
                     [--out DIR] [--array-index I] [--dry-run] [--set ...] [--overwrite] [--quiet]
-    meanfield collect DIR... -o TABLE.csv|TABLE.nc [--final] [--overwrite] [--quiet]
+    meanfield collect DIR... -o TABLE.csv|TABLE.nc [--final] [--densities] [--overwrite] [--quiet]
     meanfield compare RUN_A RUN_B [-o TABLE.csv] [--overwrite] [--quiet]
     meanfield check [CONFIG] [--out DIR] [--ranks N] [--set section.key=value ...]
     meanfield plot RUN_DIR [--out DIR] [--format png|pdf|svg] [--no-movie] [--log|--linear] [--overwrite] [--quiet]
@@ -178,13 +178,16 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 def _cmd_collect(args: argparse.Namespace) -> None:
     from mpi4py import MPI
 
-    from .analysis.collect import check_table_output, collect, write_table
+    from .analysis.collect import check_densities_output, check_table_output, collect, write_table
     from .collective import on_root
 
     def work() -> str:
         check_table_output(args.output, overwrite=args.overwrite)  # before reading the runs
-        table = collect(args.dirs, final=args.final)
-        path = write_table(table, args.output, final=args.final, overwrite=args.overwrite)
+        if args.densities:
+            check_densities_output(args.output)
+        final = args.final or args.densities
+        table = collect(args.dirs, final=final)
+        path = write_table(table, args.output, final=final, overwrite=args.overwrite, densities=args.densities)
         return f"wrote {path}: {counted(table['run'].nunique(), 'run')}, {counted(len(table), 'row')}"
 
     _echo(on_root(MPI.COMM_WORLD, work))
@@ -485,6 +488,8 @@ def _add_collect(sub) -> None:
     p.add_argument("dirs", nargs="+", metavar="DIR", help="run directories, sweep directories or folders of runs")
     p.add_argument("-o", "--output", required=True, help="table.csv (long format) or table.nc (xarray Dataset)")
     p.add_argument("--final", action="store_true", help="only the last output of each run (one row per run)")
+    p.add_argument("--densities", action="store_true", help="with -o TABLE.nc: also every run's final density, "
+                   "density(run, cell), with the cells' centroids and areas (PDE runs on one mesh; implies --final)")
     _add_overwrite(p, "replace an existing output file")
     _add_quiet(p, "(accepted for symmetry: collect prints only the line naming the table)")
     p.set_defaults(handler=_cmd_collect)
