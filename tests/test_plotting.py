@@ -507,3 +507,25 @@ def test_plot_controls_refused(tmp_path, args, message):
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 2 and len(lines) == 1 and message in lines[0], done.stderr
     assert done.stdout == "" and not (tmp_path / "run" / "plots").exists()
+
+
+def test_mass_drift_panel_and_layer_ends():
+    """The mass panel shows m(t) - m(0); each layer end is a vertical line on every panel."""
+    t = np.linspace(0, 2, 9)
+    obs = {"t": t, "order": t / 2, "mass": 1 + 1e-13 * t}
+    fig = time_series(obs, layer_ends=[0.5, 1.5])
+    assert [ax.get_title() for ax in fig.axes] == ["order parameter |mean|", "mass drift m(t) - m(0)"]
+    drift = fig.axes[1].get_lines()[0].get_ydata()
+    np.testing.assert_allclose(drift, 1e-13 * t, rtol=1e-2, atol=1e-17)
+    for ax in fig.axes:
+        assert [line.get_xdata()[0] for line in ax.get_lines()[1:]] == [0.5, 1.5]
+
+
+def test_run_data_layer_ends():
+    from meanfield.plotting.data import run_data
+
+    run = _pde_s2(False)
+    run.config = {"model": {"layers": [{"t_end": 0.5}, {"t_end": 1.0, "beta": 2.0}, {"t_end": 3.0}]}}
+    assert run_data(run).layer_ends == (0.5, 1.0)
+    run.config = {"model": {"layers": None}}
+    assert run_data(run).layer_ends == ()

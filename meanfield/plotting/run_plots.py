@@ -231,7 +231,7 @@ def plot_run(result: Any, out_dir: str | Path, *, movie: bool = True, fmt: str =
     out.mkdir(parents=True, exist_ok=True)
     w = _Writer(out, fmt, dpi, movie, max_frames, fps, frames)
     if "t" in data.observables:
-        w.figure(time_series(data.observables, title=data.name), "observables")
+        w.figure(time_series(data.observables, title=data.name, layer_ends=data.layer_ends), "observables")
     if data.kind == "pde":
         vertices, cells, densities = data.vertices, data.cells, data.densities
         assert vertices is not None and cells is not None and densities is not None  # run_data requires them

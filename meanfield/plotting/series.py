@@ -1,8 +1,9 @@
-"""Observables of a run against time: order parameter, energy, extreme densities, cluster and atom counts."""
+"""Observables of a run against time: order parameter, energy, extreme densities, mass drift,
+cluster and atom counts; the ends of the layers of a layered model as dotted lines."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 from matplotlib.figure import Figure
@@ -15,6 +16,7 @@ PANELS = {
     "rho_max": "extreme densities (log)",
     "clusters": "clusters (log t)",
     "atom_count": "atoms (log t)",
+    "mass": "mass drift m(t) - m(0)",
 }
 #: Counts, drawn as steps against log t.
 COUNTS = ("clusters", "atom_count")
@@ -24,7 +26,8 @@ def _finite(observables: Mapping[str, np.ndarray], key: str) -> bool:
     return key in observables and bool(np.isfinite(np.asarray(observables[key], float)).any())
 
 
-def time_series(observables: Mapping[str, np.ndarray], *, title: str | None = None) -> Figure:
+def time_series(observables: Mapping[str, np.ndarray], *, title: str | None = None,
+                layer_ends: Sequence[float] = ()) -> Figure:
     """One panel per available observable against t.
 
     Parameters
@@ -32,9 +35,12 @@ def time_series(observables: Mapping[str, np.ndarray], *, title: str | None = No
     observables
         Column name -> (rows,) array; needs "t", uses "order", "energy", "rho_max" (with
         "rho_min" where positive, log scale), "clusters" and "atom_count" (hybrid runs)
-        (against log t, t > 0).
+        (against log t, t > 0), "mass" (its drift from the first output).
     title
         Figure title.
+    layer_ends
+        Times where a layer of the model ends and the next begins: a grey dotted line on
+        every panel.
     """
     if "t" not in observables:
         raise ValueError("observables have no column 't'")
@@ -56,8 +62,13 @@ def time_series(observables: Mapping[str, np.ndarray], *, title: str | None = No
                 low = np.asarray(observables["rho_min"], float)
                 ax.semilogy(t[low > 0], low[low > 0], "--", label="\N{GREEK SMALL LETTER RHO} min")
                 ax.legend(fontsize=8)
+        elif key == "mass":
+            ax.plot(t, y - y[0])
+            ax.ticklabel_format(axis="y", useOffset=False)
         else:
             ax.plot(t, y)
+        for end in layer_ends:
+            ax.axvline(end, color="0.5", ls=":", lw=1.0)
         ax.set(title=PANELS[key], xlabel="t")
         ax.grid(alpha=0.3)
     if title:
