@@ -75,3 +75,19 @@ def test_pde_run_with_callbacks(tmp_path):
     np.testing.assert_allclose(result.times, [0.0, 0.25])
     np.testing.assert_allclose(masses, 1.0, atol=1e-12)
     assert result.metadata["stopped_early"]["t"] == 0.25 and result.metadata["status"] == "completed"
+
+
+@pytest.mark.mpi
+def test_callback_stops_every_rank(comm, tmp_path):
+    """The callback runs on rank 0; its answer ends the run on every rank at the same output."""
+    calls: list[float] = []
+
+    def first_two(state: OutputState) -> bool:
+        calls.append(state.t)
+        return state.index < 1
+
+    case = {"name": "cbm", "mesh": {"sphere": "S2", "resolution": 2}, "time": {"t_final": 1.0, "outputs": 4}}
+    result = meanfield.run(case, out=tmp_path / "run", comm=comm, quiet=True, callbacks=[first_two])
+    assert calls == ([0.0, 0.25] if comm.rank == 0 else [])
+    np.testing.assert_allclose(result.times, [0.0, 0.25])
+    assert result.metadata["stopped_early"] == {"t": 0.25, "reason": "first_two returned False"}
