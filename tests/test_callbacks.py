@@ -91,3 +91,15 @@ def test_callback_stops_every_rank(comm, tmp_path):
     assert calls == ([0.0, 0.25] if comm.rank == 0 else [])
     np.testing.assert_allclose(result.times, [0.0, 0.25])
     assert result.metadata["stopped_early"] == {"t": 0.25, "reason": "first_two returned False"}
+
+
+def test_a_run_stopped_early_resumes_to_its_end(tmp_path):
+    from meanfield.runner.checkpoint import Checkpoint
+    from meanfield.runner.session import continue_run
+
+    start_run(Decay(), config(), tmp_path / "a", writers, quiet=True, callbacks=[lambda s: s.t < 0.5])
+    ckpt = Checkpoint.load(tmp_path / "a")
+    continue_run(Decay(), config(), tmp_path / "a", {"t": ckpt.t, "next_output": ckpt.next_output}, writers,
+                 quiet=True)
+    meta = _metadata(tmp_path / "a")
+    assert meta["status"] == "completed" and meta["stopped_early"] is None and meta["outputs_written"] == 5

@@ -6,8 +6,9 @@ output's files are written, with an :class:`OutputState`: for live plots, progre
 own, or early stopping.  As with py-pde's trackers (``FinishedSimulation``) and Dedalus'
 ``solver.proceed``, a callback ends the run early by returning ``False`` or raising
 :class:`StopRun`: the output just written is kept, a checkpoint is written, and the run ends
-with status ``completed`` and ``stopped_early`` (time, reason) in metadata.json.  Any other
-exception a callback raises fails the run like any other error (status ``failed``).
+with status ``completed`` and ``stopped_early`` (time, reason) in metadata.json;
+``meanfield resume`` continues it to its end time.  Any other exception a callback raises fails
+the run like any other error (status ``failed``).
 """
 
 from __future__ import annotations

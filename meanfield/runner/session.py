@@ -171,7 +171,8 @@ def continue_run(sim: Simulation, config: Config, path: Path, checkpoint_header:
                 segment.update(resumed_from=point.source, recovery=recovery)
             segments = list(rundir.metadata.get("segments", [])) + [segment]
             rundir.update_metadata(name=run_name(path), status="running", error=None, interrupted_by=None,
-                                   segments=segments, **{k: v for k, v in environment.items() if k != "started"})
+                                   stopped_early=None, segments=segments,
+                                   **{k: v for k, v in environment.items() if k != "started"})
         except BaseException:
             rundir.close()
             raise
