@@ -25,7 +25,7 @@ from .version import __version__ as __version__
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 __all__ = ["load_config", "run", "resume", "load_run", "run_particles", "sweep", "collect", "AttentionModel", "Config",
-           "Problem", "RunResult", "ParticleRunResult", "RunInterrupted"]
+           "Problem", "RunResult", "ParticleRunResult", "RunInterrupted", "StopRun", "OutputState"]
 
 _LAZY = {
     "load_config": ("config", "load_config"),
@@ -40,6 +40,8 @@ _LAZY = {
     "RunResult": ("runner.results", "RunResult"),
     "ParticleRunResult": ("runner.results", "ParticleRunResult"),
     "RunInterrupted": ("runner.controller", "RunInterrupted"),
+    "StopRun": ("runner.callbacks", "StopRun"),
+    "OutputState": ("runner.callbacks", "OutputState"),
     "AttentionModel": ("model", "AttentionModel"),
 }
 
@@ -51,6 +53,7 @@ if TYPE_CHECKING:
     from .particles import run_particles
     from .pde import run
     from .problem import Problem
+    from .runner.callbacks import OutputState, StopRun
     from .runner.controller import RunInterrupted
     from .runner.results import ParticleRunResult, RunResult, load_run
     from .studies.sweep import sweep

@@ -12,9 +12,11 @@
                        [--no-plots] [--overwrite] [--quiet]
     meanfield sweep CONFIG --grid section.key=v1,v2,... [--grid ...] [--seeds N] [--particles [--n N]]
                     [--out DIR] [--array-index I] [--dry-run] [--set ...] [--overwrite] [--quiet]
-    meanfield collect DIR... -o TABLE.csv|TABLE.nc [--final] [--overwrite] [--quiet]
+    meanfield collect DIR... -o TABLE.csv|TABLE.nc [--final] [--densities] [--overwrite] [--quiet]
+    meanfield compare RUN_A RUN_B [-o TABLE.csv] [--overwrite] [--quiet]
     meanfield check [CONFIG] [--out DIR] [--ranks N] [--set section.key=value ...]
-    meanfield plot RUN_DIR [--out DIR] [--format png|pdf|svg] [--no-movie] [--log|--linear] [--overwrite] [--quiet]
+    meanfield plot RUN_DIR [--out DIR] [--format png|pdf|svg] [--no-movie] [--log|--linear] [--times T1,T2,...]
+                   [--vmin V] [--vmax V] [--centre LON,LAT] [--fps F] [--frames] [--overwrite] [--quiet]
     meanfield mesh S2 --level L -o FILE  |  meanfield mesh S1 --cells N -o FILE  [--overwrite] [--quiet]
     meanfield info [RUN_DIR] [--json]
 
@@ -177,16 +179,39 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 def _cmd_collect(args: argparse.Namespace) -> None:
     from mpi4py import MPI
 
-    from .analysis.collect import check_table_output, collect, write_table
+    from .analysis.collect import check_densities_output, check_table_output, collect, write_table
     from .collective import on_root
 
     def work() -> str:
         check_table_output(args.output, overwrite=args.overwrite)  # before reading the runs
-        table = collect(args.dirs, final=args.final)
-        path = write_table(table, args.output, final=args.final, overwrite=args.overwrite)
+        if args.densities:
+            check_densities_output(args.output)
+        final = args.final or args.densities
+        table = collect(args.dirs, final=final)
+        path = write_table(table, args.output, final=final, overwrite=args.overwrite, densities=args.densities)
         return f"wrote {path}: {counted(table['run'].nunique(), 'run')}, {counted(len(table), 'row')}"
 
     _echo(on_root(MPI.COMM_WORLD, work))
+
+
+def _cmd_compare(args: argparse.Namespace) -> None:
+    from mpi4py import MPI
+
+    from .analysis.compare import check_csv_output, compare
+    from .collective import on_root
+
+    def work() -> str:
+        if args.output is not None:
+            check_csv_output(args.output, overwrite=args.overwrite)  # before reading the runs
+        comparison = compare(args.run_a, args.run_b)
+        lines = [] if args.quiet else [comparison.format()]
+        if args.output is not None:
+            lines.append(f"wrote {comparison.write_csv(args.output, overwrite=args.overwrite)}")
+        return "\n".join(lines)
+
+    text = on_root(MPI.COMM_WORLD, work)
+    if text:
+        _echo(text)
 
 
 def _cmd_check(args: argparse.Namespace) -> None:
@@ -208,9 +233,14 @@ def _cmd_plot(args: argparse.Namespace) -> None:
     from .collective import on_root
     from .plotting import plot_run_directory
 
+    times = None if args.times is None else _numbers(args.times, "--times")
+    centre = None if args.centre is None else _direction(args.centre)
+
     def draw() -> list[str]:
         return [str(p) for p in plot_run_directory(args.run_dir, args.out, overwrite=args.overwrite,
-                                                   movie=not args.no_movie, fmt=args.format, log=args.log)]
+                                                   movie=not args.no_movie, fmt=args.format, log=args.log,
+                                                   times=times, vmin=args.vmin, vmax=args.vmax, center=centre,
+                                                   fps=args.fps, frames=args.frames)]
 
     paths = on_root(MPI.COMM_WORLD, draw)
     for path in paths if not args.quiet else []:
@@ -293,6 +323,28 @@ def _cmd_info(args: argparse.Namespace) -> None:
 
 
 # -- parsers --------------------------------------------------------------------------------
+def _numbers(text: str, option: str) -> list[float]:
+    """Comma-separated numbers of an option (ValueError naming it)."""
+    try:
+        values = [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise ValueError(f"{option} {text}: expected comma-separated numbers") from None
+    if not values:
+        raise ValueError(f"{option} {text}: expected at least one number")
+    return values
+
+
+def _direction(text: str):
+    """``--centre LON,LAT`` (degrees) as a unit vector of R^3 (ValueError naming the option)."""
+    import numpy as np
+
+    values = _numbers(text, "--centre")
+    if len(values) != 2 or not -90 <= values[1] <= 90 or not np.isfinite(values[0]):
+        raise ValueError(f"--centre {text}: expected LON,LAT in degrees, latitude in [-90, 90]")
+    lon, lat = np.radians(values)
+    return np.array([np.cos(lat) * np.cos(lon), np.cos(lat) * np.sin(lon), np.sin(lat)])
+
+
 def _number_list(kind: type, what: str):
     """An argparse type: comma-separated values of ``kind`` (``what`` names them in errors)."""
 
@@ -392,10 +444,19 @@ def _add_plot(sub) -> None:
     p.add_argument("run_dir", help="a PDE or particle run directory")
     p.add_argument("--out", help="folder for the pictures (default RUN_DIR/plots)")
     p.add_argument("--format", default="png", help="format of the still pictures (png, pdf, svg)")
-    p.add_argument("--no-movie", action="store_true", help="no movie (GIF, and MP4 when ffmpeg is found)")
+    p.add_argument("--no-movie", action="store_true", help="no movie (GIF, and MP4 through ffmpeg: the system's or "
+                   "imageio-ffmpeg's)")
     scale = p.add_mutually_exclusive_group()
     scale.add_argument("--log", action="store_true", default=None, help="log colour scale")
     scale.add_argument("--linear", action="store_false", dest="log", help="linear colour scale")
+    p.add_argument("--times", metavar="T1,T2,...", help="the stills at the outputs nearest to these times (S2: one "
+                   "map density_tT per time instead of the initial and final ones; S1: their lines in density)")
+    p.add_argument("--vmin", type=float, default=None, help="lower end of the colour scale (density axis)")
+    p.add_argument("--vmax", type=float, default=None, help="upper end of the colour scale (density axis)")
+    p.add_argument("--centre", metavar="LON,LAT", help="S2: the point (degrees) the orthographic view looks at "
+                   "(default: the densest point)")
+    p.add_argument("--fps", type=float, default=8.0, help="frames per second of the movie (default 8)")
+    p.add_argument("--frames", action="store_true", help="also every movie frame as a PNG (density_frameNNNN.png)")
     _add_overwrite(p, "replace the pictures of an earlier `meanfield plot` in the folder")
     _add_quiet(p, "no list of the files written")
     p.set_defaults(handler=_cmd_plot)
@@ -466,9 +527,23 @@ def _add_collect(sub) -> None:
     p.add_argument("dirs", nargs="+", metavar="DIR", help="run directories, sweep directories or folders of runs")
     p.add_argument("-o", "--output", required=True, help="table.csv (long format) or table.nc (xarray Dataset)")
     p.add_argument("--final", action="store_true", help="only the last output of each run (one row per run)")
+    p.add_argument("--densities", action="store_true", help="with -o TABLE.nc: also every run's final density, "
+                   "density(run, cell), with the cells' centroids and areas (PDE runs on one mesh; implies --final)")
     _add_overwrite(p, "replace an existing output file")
     _add_quiet(p, "(accepted for symmetry: collect prints only the line naming the table)")
     p.set_defaults(handler=_cmd_collect)
+
+
+def _add_compare(sub) -> None:
+    p = sub.add_parser("compare", help="two PDE runs at their common output times (any meshes and schemes): the "
+                       "finer density transferred to the coarser mesh, L1 and W1 distances, observables side by side")
+    p.add_argument("run_a", metavar="RUN_A", help="a PDE run directory")
+    p.add_argument("run_b", metavar="RUN_B", help="another PDE run directory")
+    p.add_argument("-o", "--output", default=None, help="also write the table as CSV (t, l1, w1, a_<observable>, "
+                   "b_<observable>)")
+    _add_overwrite(p, "replace an existing output file")
+    _add_quiet(p, "no table on the terminal (only the line naming the CSV)")
+    p.set_defaults(handler=_cmd_compare)
 
 
 def _add_check(sub) -> None:
@@ -508,7 +583,8 @@ def _add_info(sub) -> None:
 
 #: Each registers one subcommand; add new commands here.
 COMMANDS: list[Callable] = [_add_run, _add_resume, _add_particles, _add_validate, _add_convergence, _add_clusters,
-                            _add_longtime, _add_sweep, _add_collect, _add_check, _add_plot, _add_mesh, _add_info]
+                            _add_longtime, _add_sweep, _add_collect, _add_compare, _add_check, _add_plot, _add_mesh,
+                            _add_info]
 
 
 #: The top-level ``meanfield --help``: what the tool is for, three commands to start from, the docs.

@@ -25,11 +25,13 @@ from typing import Any
 import numpy as np
 
 from .discretisation.registry import SCHEMES
+from .expression import ExpressionError
 from .initial import InitialDensityError, make_initial_density
 from .layers import ATTENTION_SETTINGS, LayerSchedule
 from .mesh import SPHERES
 from .model import ModelError, did_you_mean
 from .nonlocal_field.select import DEFAULT_TOL, METHODS
+from .trackers import Trackers
 
 
 class ConfigError(ValueError):
@@ -186,6 +188,10 @@ SCHEMA: dict[str, dict[str, tuple[Any, Callable[[Any], bool], str]]] = {
         "log_every": (None, _optional(_log_every),
                       "seconds of wall time > 0 between progress lines in the log, or \"N steps\" (default: at every "
                       "tenth of the model time and every 60 s between)"),
+        "observables": ([], lambda v: isinstance(v, list) and all(isinstance(x, dict) for x in v),
+                        "a list of tables with name, expression and optionally every ([[output.observables]]: "
+                        "observables of one's own, e.g. expression = 'integral(rho * z)', written as columns of "
+                        "observables.csv and variables of run.nc; PDE runs)"),
     },
 }
 
@@ -368,6 +374,21 @@ def _resolve(data: dict, base_dir: Path | None, default_name: str) -> None:
                               f"t_final = {time['t_final']:g} (at most {MAX_STEPS:.0e})")
 
 
+def output_times(time: Mapping[str, Any]) -> np.ndarray:
+    """Sorted output times of a validated ``[time]`` section, always including 0 and t_final."""
+    out = time["outputs"]
+    times = np.linspace(0.0, time["t_final"], out + 1) if isinstance(out, int) else np.asarray(out, float)
+    return np.unique(np.concatenate([[0.0], times, [time["t_final"]]]))
+
+
+def trackers(data: Mapping[str, Any]) -> Trackers:
+    """The compiled ``[[output.observables]]`` of validated config data (:mod:`meanfield.trackers`)."""
+    try:
+        return Trackers.from_config(data["output"]["observables"], output_times(data["time"]))
+    except ExpressionError as exc:
+        raise ConfigError(str(exc)) from None
+
+
 def check_schedule_end(data: dict) -> None:
     """Refuse ``[[model.layers]]`` that end before ``time.t_final`` (also after a resume changes t_final)."""
     layers, t_final = data["model"]["layers"], data["time"]["t_final"]
@@ -477,6 +498,7 @@ def load_config(
     _apply_overrides(data, overrides or [])
     _check(data)
     _resolve(data, base_dir, default_name)
+    trackers(data)
     config = Config(data, label)
     if validate_models:
         _check_models(config)

@@ -19,6 +19,7 @@ as a segment in metadata.json, with its overrides.
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from .collective import everywhere, on_root
 from .config import Config, ConfigError, check_schedule_end, load_config, parse_override
 from .problem import Problem
 from .runner import layout
+from .runner.callbacks import Callback
 from .runner.checkpoint import CheckpointError
 from .runner.directory import (
     RunDirectoryError,
@@ -147,6 +149,7 @@ def resume(
     overrides: list[str] | None = None,
     comm=None,
     quiet: bool = False,
+    callbacks: Sequence[Callback] = (),
 ) -> RunResult | ParticleRunResult:
     """Continue a run in place from its last checkpoint (collective, any rank count).
 
@@ -162,6 +165,8 @@ def resume(
         MPI communicator (default COMM_WORLD).
     quiet
         No log on the terminal and no progress bar.
+    callbacks
+        Called on rank 0 at every output (see :func:`meanfield.run`).
 
     Returns
     -------
@@ -182,10 +187,10 @@ def resume(
         from .particles.run import ParticleSimulation, particle_writers
 
         continue_run(ParticleSimulation(problem, comm), config, path, plan["checkpoint"], particle_writers(problem),
-                     quiet=quiet, note=note, rebuild_metadata=plan["rebuild_metadata"])
+                     quiet=quiet, note=note, rebuild_metadata=plan["rebuild_metadata"], callbacks=callbacks)
     else:
         from .pde import PDESimulation, pde_writers
 
         continue_run(PDESimulation(problem, comm), config, path, plan["checkpoint"], pde_writers(problem),
-                     quiet=quiet, note=note, rebuild_metadata=plan["rebuild_metadata"])
+                     quiet=quiet, note=note, rebuild_metadata=plan["rebuild_metadata"], callbacks=callbacks)
     return everywhere(comm, lambda: load_run(path))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ast
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
@@ -31,6 +31,8 @@ _COMPARE: dict[type, Callable] = {ast.Lt: operator.lt, ast.LtE: operator.le, ast
 #: Deepest syntax tree an expression may have (a sum of k terms nests about k levels deep): the
 #: checker and the evaluator recurse once per level, well within Python's default limit of 1000.
 MAX_DEPTH = 200
+#: A compiled expression: values of its names (arrays broadcast together, or numbers) -> values.
+Function = Callable[[Mapping[str, "np.ndarray | float"]], np.ndarray]
 
 
 class ExpressionError(ValueError):
@@ -57,6 +59,21 @@ def compile_expression(text: str, field: str = "initial.expression") -> Callable
 
     Raises :class:`ExpressionError` naming ``field`` for anything outside the allowed grammar.
     """
+    function = compile_function(text, field, VARIABLES)
+
+    def density(points: np.ndarray) -> np.ndarray:
+        env = {v: points[:, i] if i < points.shape[1] else np.zeros(len(points)) for i, v in enumerate(VARIABLES)}
+        return np.broadcast_to(function(env), (len(points),)).copy()
+
+    return density
+
+
+def compile_function(text: str, field: str, names: tuple[str, ...]) -> Function:
+    """Turn ``text`` into a function of named arrays (``names``, broadcast together) -> float64 values.
+
+    Raises :class:`ExpressionError` naming ``field`` for anything outside the allowed grammar
+    (numbers, ``names``, ``pi``, ``e``, the operators and :data:`FUNCTIONS`).
+    """
     try:
         tree = ast.parse(text, mode="eval")
     except SyntaxError as exc:
@@ -76,8 +93,8 @@ def compile_expression(text: str, field: str = "initial.expression") -> Callable
             if not isinstance(node.value, (int, float)) or isinstance(node.value, bool):
                 raise ExpressionError(f"{field}: only numbers are allowed as constants, got {node.value!r}")
         elif isinstance(node, ast.Name):
-            if node.id not in VARIABLES and node.id not in CONSTANTS:
-                raise ExpressionError(f"{field}: unknown name {node.id!r}; allowed: x, y, z, pi, e")
+            if node.id not in names and node.id not in CONSTANTS:
+                raise ExpressionError(f"{field}: unknown name {node.id!r}; allowed: {', '.join(names)}, pi, e")
         elif isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
             check(node.left)
             check(node.right)
@@ -96,13 +113,13 @@ def compile_expression(text: str, field: str = "initial.expression") -> Callable
                 check(a)
         else:
             raise ExpressionError(
-                f"{field}: {ast.unparse(node)!r} is not allowed; use numbers, x, y, z, pi, e, "
+                f"{field}: {ast.unparse(node)!r} is not allowed; use numbers, {', '.join(names)}, pi, e, "
                 f"+ - * / **, comparisons and {sorted(FUNCTIONS)}"
             )
 
     check(tree)
 
-    def evaluate(node: ast.AST, env: dict) -> np.ndarray | float:
+    def evaluate(node: ast.AST, env: Mapping) -> np.ndarray | float:
         if isinstance(node, ast.Expression):
             return evaluate(node.body, env)
         if isinstance(node, ast.Constant):
@@ -120,13 +137,12 @@ def compile_expression(text: str, field: str = "initial.expression") -> Callable
         function: Callable = FUNCTIONS[node.func.id]
         return function(*(evaluate(a, env) for a in node.args))
 
-    def density(points: np.ndarray) -> np.ndarray:
-        env = {v: points[:, i] if i < points.shape[1] else np.zeros(len(points)) for i, v in enumerate(VARIABLES)}
+    def function(env: Mapping[str, np.ndarray | float]) -> np.ndarray:
         try:
             with np.errstate(all="ignore"):
                 values = evaluate(tree, env)
         except (ArithmeticError, TypeError, ValueError) as exc:
             raise ExpressionError(f"{field}: cannot evaluate {_shown(text)}: {exc}") from None
-        return np.broadcast_to(np.asarray(values, dtype=float), (len(points),)).copy()
+        return np.asarray(values, dtype=float)
 
-    return density
+    return function

@@ -8,7 +8,7 @@ written, so bad input leaves nothing behind.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ from .mesh import RawMesh, distribute
 from .model import VelocityField
 from .nonlocal_field import NonlocalEvaluator
 from .problem import Problem
+from .runner.callbacks import Callback
 from .runner.results import RunResult, load_pde_run
 from .runner.session import check_new_target, check_size, configure_process, resolve_config, start_run
 from .runner.simulation import Simulation
@@ -185,6 +186,9 @@ class PDESimulation(Simulation):
         row["rho_min"] = self.comm.allreduce(float(rho.min(initial=np.inf)), op=MPI.MIN)
         row["rho_max"] = self.comm.allreduce(float(rho.max(initial=-np.inf)), op=MPI.MAX)
         row["dt"] = self.stepper.stats.last_dt
+        g = self.scheme.geometry
+        row.update(self.problem.output.trackers.evaluate(self.t, rho, g.centroid[: g.num_owned],
+                                                         g.measure[: g.num_owned], self.comm))
         return row
 
     def _gather(self, rows: np.ndarray) -> np.ndarray | None:
@@ -291,6 +295,7 @@ def run(
     comm=None,
     quiet: bool = False,
     overwrite: bool = False,
+    callbacks: Sequence[Callback] = (),
 ) -> RunResult:
     """Run the PDE described by a config and return the run read back from its directory.
 
@@ -310,6 +315,11 @@ def run(
     overwrite
         Replace an earlier run in ``out``; its files are kept until the new run has written
         its first checkpoint, and restored if the new run fails before that.
+    callbacks
+        Functions called on rank 0 at every output with a
+        :class:`~meanfield.runner.callbacks.OutputState` (live plots, early stopping); one that
+        returns ``False`` or raises :class:`meanfield.StopRun` ends the run after that output,
+        with status ``completed`` and ``stopped_early`` in metadata.json.
 
     Raises
     ------
@@ -332,5 +342,6 @@ def run(
     check_size(problem, comm)
     threads = configure_process(problem.field.threads)
     sim = PDESimulation(problem, comm)
-    start_run(sim, config, path, pde_writers(problem), overwrite=overwrite, quiet=quiet, facts={"threads": threads})
+    start_run(sim, config, path, pde_writers(problem), overwrite=overwrite, quiet=quiet, facts={"threads": threads},
+              callbacks=callbacks)
     return everywhere(comm, lambda: load_pde_run(path))

@@ -14,12 +14,13 @@ from pathlib import Path
 import numpy as np
 
 from .atoms.capture import CaptureRule
-from .config import Config, ConfigError, particle_dimension
+from .config import Config, ConfigError, output_times, particle_dimension, trackers
 from .discretisation.registry import scheme_class
 from .initial import InitialDensity, make_initial_density
 from .layers import LayerSchedule
 from .mesh import SPHERES, RawMesh, raw_mesh
 from .model import AttentionModel, VelocityField, rotation_velocity
+from .trackers import Trackers
 
 
 @dataclass(frozen=True)
@@ -111,6 +112,7 @@ class OutputSpec:
     paraview: bool
     checkpoint_every: float
     log_every: float | str | None
+    trackers: Trackers
 
 
 @dataclass(frozen=True)
@@ -162,7 +164,7 @@ class Problem:
         m, t, p, o = data["model"], data["time"], data["particles"], data["output"]
         self.mesh = MeshSpec(data["mesh"]["sphere"], data["mesh"]["resolution"], data["mesh"]["file"])
         self.velocity = VelocitySpec(m["velocity"], float(m["rotation_rate"]), tuple(map(float, m["rotation_axis"])))
-        self.time = TimeSpec(float(t["t_final"]), _output_times(t), float(t["cfl"]), t["dt"], t["dt_max"],
+        self.time = TimeSpec(float(t["t_final"]), output_times(t), float(t["cfl"]), t["dt"], t["dt_max"],
                              t["wall_limit"])
         self.scheme = SchemeSpec(data["scheme"]["kind"], bool(data["scheme"]["limiter"]))
         nl = data["nonlocal"]
@@ -175,7 +177,7 @@ class Problem:
                               float(a["merge_distance"]), float(a["absorb_mass"]), float(a["lipschitz_step"]),
                               np.array(a["initial"], dtype=float).reshape(len(a["initial"]), 1 + self.mesh.d))
         self.output = OutputSpec(Path(o["dir"] or Path("runs") / self.name), bool(o["xdmf"]),
-                                 float(o["checkpoint_every"]), o["log_every"])
+                                 float(o["checkpoint_every"]), o["log_every"], trackers(data))
         self._schedules: dict[int, LayerSchedule] = {}
         self._initials: dict[int, InitialDensity] = {}
 
@@ -215,8 +217,3 @@ class Problem:
         return model
 
 
-def _output_times(time: dict) -> np.ndarray:
-    """Sorted output times of the ``[time]`` section, always including 0 and t_final."""
-    out = time["outputs"]
-    times = np.linspace(0.0, time["t_final"], out + 1) if isinstance(out, int) else np.asarray(out, float)
-    return np.unique(np.concatenate([[0.0], times, [time["t_final"]]]))

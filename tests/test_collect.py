@@ -90,3 +90,33 @@ def test_cli(swept, tmp_path, capsys):
     assert main(["collect", str(swept), "-o", str(tmp_path / "t.csv")]) == 2
     assert main(["collect", str(swept), "-o", str(tmp_path / "t.csv"), "--final", "--overwrite"]) == 0
     assert len(pd.read_csv(tmp_path / "t.csv")) == 4
+
+
+def test_final_densities_of_a_sweep(tmp_path):
+    """``collect --densities``: density(run, cell) equal to each run's last snapshot, the mesh as coordinates."""
+    from helpers.cli import cli
+
+    sweep(BASE, ["model.beta=1,4,9"], out=tmp_path / "b", quiet=True)
+    done = cli(["collect", "b", "-o", "final.nc", "--densities"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    with xr.open_dataset(tmp_path / "final.nc") as ds:
+        assert ds.density.dims == ("run", "cell") and ds.sizes == {"run": 3, "cell": 16}
+        assert list(ds["model.beta"].values) == [1, 4, 9] and list(ds.t.values) == [0.2] * 3
+        for i, path in enumerate(ds.run.values):
+            run = meanfield.load_run(tmp_path / path)
+            assert np.array_equal(ds.density.values[i], run.densities[-1])
+            assert np.array_equal(ds.cell_x.values, run.centroids[:, 0])
+            assert np.array_equal(ds.cell_area.values, run.areas)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["-o", "final.csv", "--densities"], "--densities: needs -o TABLE.nc"),
+    (["-o", "final.nc", "--densities"], "--densities: "),  # two meshes (16 and 32 cells)
+])
+def test_densities_refused(swept, tmp_path, args, message):
+    from helpers.cli import cli
+
+    done = cli(["collect", str(swept), *args], tmp_path)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1 and message in lines[0], done.stderr
+    assert done.stdout == "" and list(tmp_path.iterdir()) == []

@@ -86,7 +86,7 @@ def test_plots_and_clusters_are_replaced_only_with_overwrite(tmp_path, command):
 
 #: The subcommands that write files (info and check write nothing).
 WRITERS = ["run", "resume", "particles", "validate", "convergence", "clusters", "longtime", "sweep", "collect",
-           "plot", "mesh"]
+           "compare", "plot", "mesh"]
 
 
 def test_every_writing_subcommand_takes_quiet_and_overwrite():

@@ -132,3 +132,18 @@ def test_cli_under_mpi_matches_one_rank(parallel_comm, tmp_path) -> None:
     for a, b in zip(world, alone):
         assert (a.level, a.norm, a.time) == (b.level, b.norm, b.time)
         assert np.isclose(a.error, b.error, rtol=1e-9, atol=1e-15), (a, b)
+
+
+def test_plot_title_names_case_scheme_and_reference(tmp_path) -> None:
+    from meanfield.studies.convergence.errors import OBSERVABLE_NORMS, Row
+    from meanfield.studies.convergence.plots import plot, study_title
+
+    rows = [Row(level, 2**level, 2 * np.pi / 2**level, 0.01, norm, 1.0, 0.5**level, np.nan)
+            for level in (4, 5, 6) for norm in ("L1", OBSERVABLE_NORMS[0])]
+    title = study_title("rot", "dg1", "finest")
+    fig = plot(rows, tmp_path / "c.png", title=title)
+    assert fig.get_suptitle() == "rot: scheme dg1, errors against the finest level (mesh ladder)"
+    assert study_title("rot", "fv", "exact", dt_ladder=True) == \
+        "rot: scheme fv, errors against the exact solution (time step ladder)"
+    assert study_title("rot", "fv", tmp_path / "ref").endswith(f"against the run {tmp_path / 'ref'} (mesh ladder)")
+    assert [ax.get_xlabel() for ax in fig.axes] == ["h", "h"]

@@ -76,3 +76,17 @@ def test_run_history_of_a_hybrid_run_matches_the_lagrangian_merge(tmp_path):
     assert 1.0 < merge.time < 7.5
     (hybrid_merge,) = hybrid.merges()
     assert hybrid_merge.time == pytest.approx(merge.time, rel=5e-3)  # measured 4e-4 (256 cells, FV)
+
+
+def test_clusters_figure_has_a_panel_per_history_in_rows():
+    """clusters.png of a study of four betas: the count panel with one line per beta, and the
+    trajectories of each beta, three panels a row."""
+    from meanfield.analysis.longtime.plots import history_figure
+
+    h = reference_history({**CONFIG, "time": {"t_final": 20.0, "outputs": 4}}, n=64)
+    fig = history_figure({f"reference beta={b:g}": h for b in (4, 5, 6, 7)})
+    assert len(fig.axes) == 5
+    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == [f"reference beta={b}" for b in (4, 5, 6, 7)]
+    assert [ax.get_title() for ax in fig.axes[1:]] == [f"reference beta={b}: clusters" for b in (4, 5, 6, 7)]
+    rows = sorted({round(ax.get_position().y0, 3) for ax in fig.axes})
+    assert len(rows) == 2

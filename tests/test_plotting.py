@@ -196,6 +196,14 @@ def test_movie_frames_share_one_colour_scale(tmp_path, monkeypatch):
         assert np.abs(pixel - expected).max() <= 1.0, (k, pixel, expected)
 
 
+def _no_ffmpeg(monkeypatch, tmp_path: Path) -> None:
+    """No ffmpeg on PATH and none from imageio-ffmpeg."""
+    import imageio_ffmpeg
+
+    monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
+    monkeypatch.setattr(imageio_ffmpeg, "get_ffmpeg_exe", lambda: (_ for _ in ()).throw(RuntimeError("none")))
+
+
 def _fake_ffmpeg(folder: Path) -> Path:
     """An 'ffmpeg' that stores the raw frames it is given (checks what write_movie pipes)."""
     script = folder / "ffmpeg"
@@ -222,14 +230,14 @@ def test_mp4_goes_through_ffmpeg_or_is_skipped(tmp_path, monkeypatch, caplog):
     assert [p.name for p in paths] == ["a.gif", "a.mp4"]
     w, h = (round(s * 40) for s in lines.figure.get_size_inches())
     assert paths[1].stat().st_size == 3 * w * h * 3  # three RGB frames
-    monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
+    _no_ffmpeg(monkeypatch, tmp_path)
     with caplog.at_level(logging.WARNING, logger="meanfield.plotting"):
         paths = write_movie(lines.figure, lambda i: lines.update(frames[i]), range(3), tmp_path / "b", dpi=40)
     assert [p.name for p in paths] == ["b.gif"] and "no ffmpeg" in caplog.text
 
 
-@pytest.mark.skipif(not __import__("shutil").which("ffmpeg"), reason="no ffmpeg on PATH")
 def test_real_ffmpeg_writes_an_mp4(tmp_path):
+    """ffmpeg on PATH, else imageio-ffmpeg's (a dependency): a real MP4 either way."""
     from meanfield.plotting.circle import CircleLines
     from meanfield.plotting.movie import write_movie
 
@@ -318,7 +326,7 @@ def _gif_frames(path: Path) -> int:
 
 @pytest.mark.parametrize("dg1", [False, True])
 def test_plot_run_pde_s2(tmp_path, dg1, monkeypatch):
-    monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))  # no ffmpeg: GIF only
+    _no_ffmpeg(monkeypatch, tmp_path)  # GIF only
     paths = plot_run_checked(_pde_s2(dg1), tmp_path, max_frames=4, dpi=50)
     assert sorted(p.name for p in paths) == ["density.gif", "density_final.png", "density_initial.png",
                                              "observables.png"]
@@ -341,7 +349,7 @@ def test_plot_run_pde_s1_dg1_and_log(tmp_path):
 
 @pytest.mark.parametrize("d", [2, 3, 4])
 def test_plot_run_particles(tmp_path, d, monkeypatch):
-    monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))  # no ffmpeg: GIF only
+    _no_ffmpeg(monkeypatch, tmp_path)  # GIF only
     run = _particles(d)
     (tmp_path / "diagnostics.csv").write_text("t,clusters,largest_cluster\n" + "".join(
         f"{float(t)!r},{c},0.5\n" for t, c in zip(run.times, [5, 3, 3, 2])))
@@ -433,3 +441,91 @@ def test_plot_command_on_real_runs_and_a_foreign_folder(tmp_path, capsys):
     capsys.readouterr()
     assert main(["plot", str(tmp_path / "pde"), "--out", str(mine)]) == 2
     assert "not meanfield plots" in capsys.readouterr().err and [p.name for p in mine.iterdir()] == ["notes.txt"]
+
+
+def test_bundled_ffmpeg_when_none_is_on_path(tmp_path, monkeypatch):
+    from meanfield.plotting.movie import ffmpeg_executable
+
+    monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
+    found = ffmpeg_executable()
+    assert found is not None and "imageio_ffmpeg" in found
+
+
+def test_plot_controls_times_scale_frames(tmp_path, monkeypatch):
+    """--times picks the stills, --vmin/--vmax fix every colour scale, --frames writes one PNG per
+    movie frame, --fps sets the GIF's frame duration; checked on the figures' own settings."""
+    from PIL import Image
+
+    import meanfield.plotting.run_plots as run_plots
+
+    _no_ffmpeg(monkeypatch, tmp_path)
+    drawn = []
+    original = run_plots.sphere_map
+    monkeypatch.setattr(run_plots, "sphere_map", lambda *a, **k: drawn.append(original(*a, **k)) or drawn[-1])
+    run = _pde_s2(False)
+    paths = plot_run_checked(run, tmp_path, max_frames=3, dpi=40, times=[0.0, 0.6, 10 ** -12], vmin=0.01, vmax=2.0,
+                             frames=True, fps=4.0)
+    names = sorted(p.name for p in paths)
+    assert names == ["density.gif", "density_frame0000.png", "density_frame0001.png", "density_frame0002.png",
+                     "density_t0.5.png", "density_t0.png", "observables.png"]
+    assert [[t.get_text() for t in fig.texts] for fig in drawn] == [["bumps   t = 0"], ["bumps   t = 0.5"]]
+    for fig in drawn:
+        assert {(c.norm.vmin, c.norm.vmax) for ax in fig.axes for c in ax.collections if c.get_array() is not None} \
+            == {(0.01, 2.0)}
+    with Image.open(tmp_path / "density.gif") as im:
+        assert im.n_frames == 3 and im.info["duration"] == 250
+
+
+def test_plot_controls_on_s1_lines(tmp_path):
+    """S^1: the lines of --times in density.png, and the density axis from --vmin/--vmax."""
+    from meanfield.plotting import circle_density
+
+    m = circle(32)
+    fig = circle_density(m.points, m.cells, [np.full(32, 0.2), np.full(32, 0.3)], times=[0.0, 1.0], vmin=0.1,
+                         vmax=0.5)
+    assert fig.axes[0].get_ylim() == (0.1, 0.5 * 1.05) and len(fig.axes[0].get_legend().get_texts()) == 2
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--times", "0,99"], "--times 99: outside the run's output times"),
+    (["--times", "a"], "--times a: expected comma-separated numbers"),
+    (["--vmin", "2", "--vmax", "1"], "vmin must be below vmax"),
+    (["--log", "--vmin", "0"], "--vmin 0: a log scale needs vmin > 0"),
+    (["--centre", "10"], "--centre 10: expected LON,LAT"),
+    (["--fps", "0"], "--fps 0: must be > 0"),
+])
+def test_plot_controls_refused(tmp_path, args, message):
+    """As users run it: exit 2, one line naming the option, no plots folder."""
+    from helpers.cli import cli
+    from mpi4py import MPI
+
+    import meanfield
+
+    meanfield.run({"name": "p", "mesh": {"sphere": "S1", "resolution": 16}, "time": {"t_final": 0.2, "outputs": 2},
+                   "output": {"xdmf": False}}, out=tmp_path / "run", comm=MPI.COMM_SELF, quiet=True)
+    done = cli(["plot", "run", *args], tmp_path)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1 and message in lines[0], done.stderr
+    assert done.stdout == "" and not (tmp_path / "run" / "plots").exists()
+
+
+def test_mass_drift_panel_and_layer_ends():
+    """The mass panel shows m(t) - m(0); each layer end is a vertical line on every panel."""
+    t = np.linspace(0, 2, 9)
+    obs = {"t": t, "order": t / 2, "mass": 1 + 1e-13 * t}
+    fig = time_series(obs, layer_ends=[0.5, 1.5])
+    assert [ax.get_title() for ax in fig.axes] == ["order parameter |mean|", "mass drift m(t) - m(0)"]
+    drift = fig.axes[1].get_lines()[0].get_ydata()
+    np.testing.assert_allclose(drift, 1e-13 * t, rtol=1e-2, atol=1e-17)
+    for ax in fig.axes:
+        assert [line.get_xdata()[0] for line in ax.get_lines()[1:]] == [0.5, 1.5]
+
+
+def test_run_data_layer_ends():
+    from meanfield.plotting.data import run_data
+
+    run = _pde_s2(False)
+    run.config = {"model": {"layers": [{"t_end": 0.5}, {"t_end": 1.0, "beta": 2.0}, {"t_end": 3.0}]}}
+    assert run_data(run).layer_ends == (0.5, 1.0)
+    run.config = {"model": {"layers": None}}
+    assert run_data(run).layer_ends == ()

@@ -13,6 +13,13 @@ netCDF file it is an xarray Dataset with dimensions ``(run, time)`` (``final``: 
 the parameters, kinds and statuses as coordinates along ``run``; on a full grid
 ``ds.set_index(run=["model.beta", "mesh.resolution"]).unstack("run")`` gives one dimension
 per parameter.
+
+With ``densities`` (netCDF only, one row per run) the Dataset also holds every run's final
+density, ``density(run, cell)``, with the cells' centroids and areas: the runs must be PDE runs
+on one mesh (a sweep of model parameters, seeds, schemes)::
+
+    ds = xarray.open_dataset("final.nc")
+    ds.density.sel(run=ds.run[ds["model.beta"] == 4])      # the final densities at beta = 4
 """
 
 from __future__ import annotations
@@ -176,21 +183,66 @@ def check_table_output(out: str | Path, *, overwrite: bool = False) -> Path:
     return out
 
 
-def write_table(table: pandas.DataFrame, out: str | Path, *, final: bool = False, overwrite: bool = False) -> Path:
-    """Write a :func:`collect` table as CSV or netCDF, by the suffix of ``out`` (atomically).
+def check_densities_output(out: str | Path) -> None:
+    """Refuse ``--densities`` with a table that is not netCDF (ConfigError naming the options)."""
+    if Path(out).suffix != ".nc":
+        raise ConfigError(f"--densities: needs -o TABLE.nc (a netCDF Dataset), got -o {out}")
+
+
+def with_densities(ds: xarray.Dataset) -> xarray.Dataset:
+    """A final :func:`to_dataset` (dimension ``run``) with each run's last density (module docstring).
 
     Raises
     ------
     ConfigError
-        Another suffix, or an existing file without ``overwrite``.
+        A particle run, or runs on different meshes.
+    """
+    from ..runner.results import RunResult, load_run
+
+    runs = [load_run(path) for path in ds["run"].values]
+    first = next((run for run in runs if isinstance(run, RunResult)), None)
+    for run in runs:
+        if not isinstance(run, RunResult):
+            raise ConfigError(f"--densities: {run.path} is a particle run (final densities of PDE runs only)")
+        assert first is not None
+        if run.cells.shape != first.cells.shape or not np.array_equal(run.cells, first.cells):
+            raise ConfigError(f"--densities: {run.path} has {len(run.cells)} cells, {first.path} "
+                              f"{len(first.cells)}, or other cells; collect the densities of runs on one mesh")
+    assert first is not None
+    density = np.array([run.densities[-1] if len(run.times) else np.full(len(run.areas), np.nan)
+                        for run in runs if isinstance(run, RunResult)])
+    ds = ds.assign(density=(("run", "cell"), density, {"long_name": "density cell averages at the run's last "
+                                                                     "output (time t)", "units": "1"}))
+    axes = "xyz"[: first.centroids.shape[1]]
+    return ds.assign_coords({f"cell_{a}": ("cell", first.centroids[:, i], {"long_name": f"{a} of the cell centroid"})
+                             for i, a in enumerate(axes)} |
+                            {"cell_area": ("cell", first.areas, {"long_name": "cell measure", "units": "1"})})
+
+
+def write_table(table: pandas.DataFrame, out: str | Path, *, final: bool = False, overwrite: bool = False,
+                densities: bool = False) -> Path:
+    """Write a :func:`collect` table as CSV or netCDF, by the suffix of ``out`` (atomically).
+
+    ``densities``: netCDF only, ``table`` a ``final`` one; add the runs' final densities
+    (:func:`with_densities`).
+
+    Raises
+    ------
+    ConfigError
+        Another suffix, an existing file without ``overwrite``, or densities that cannot be
+        gathered.
     """
     out = check_table_output(out, overwrite=overwrite)
+    if densities:
+        check_densities_output(out)
     if out.suffix == ".csv":
         write_text(out, table.to_csv(index=False))
         return out
+    ds = to_dataset(table, final=final or densities)
+    ds = with_densities(ds) if densities else ds
     tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
     try:
-        to_dataset(table, final=final).to_netcdf(tmp, engine="h5netcdf")
+        ds.to_netcdf(tmp, engine="h5netcdf")
         os.replace(tmp, out)
     except BaseException:
         tmp.unlink(missing_ok=True)

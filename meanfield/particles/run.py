@@ -15,7 +15,7 @@ config.toml, so the run directory alone describes (and resumes) the run.
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ from ..layers import LayerSchedule
 from ..model import VelocityField
 from ..nonlocal_field import NonlocalEvaluator
 from ..problem import Problem
+from ..runner.callbacks import Callback
 from ..runner.results import ParticleRunResult, load_particle_run
 from ..runner.session import check_new_target, check_size, configure_process, resolve_config, start_run
 from ..runner.simulation import Simulation
@@ -232,6 +233,7 @@ def run_particles(
     comm=None,
     quiet: bool = False,
     overwrite: bool = False,
+    callbacks: Sequence[Callback] = (),
 ) -> ParticleRunResult:
     """Run the particle system of a config and return the run read back from its directory.
 
@@ -251,6 +253,9 @@ def run_particles(
         No log to the terminal and no progress bar (the run log is still written).
     overwrite
         Replace an earlier run in ``out`` (see :func:`meanfield.run`).
+    callbacks
+        Called on rank 0 at every output (see :func:`meanfield.run`; the state's ``arrays``
+        hold the tokens, ``points``).
     """
     from mpi4py import MPI
 
@@ -267,5 +272,5 @@ def run_particles(
     threads = configure_process(problem.field.threads)
     sim = ParticleSimulation(problem, comm)
     start_run(sim, config, path, particle_writers(problem), overwrite=overwrite, quiet=quiet,
-              facts={"threads": threads})
+              facts={"threads": threads}, callbacks=callbacks)
     return everywhere(comm, lambda: load_particle_run(path))

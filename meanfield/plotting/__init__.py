@@ -8,7 +8,8 @@ package is cheap: matplotlib is imported with the first function used.
   directory first and never overwrites anything but its own pictures (``meanfield plot RUN``).
 * :func:`sphere_map`, :func:`token_map` -- a density / tokens on S^2 (Mollweide + orthographic).
 * :func:`circle_density`, :func:`circle_spacetime` -- a density on S^1 against theta, and in time.
-* :func:`time_series` -- order parameter, energy, extreme densities, cluster count against t.
+* :func:`time_series` -- order parameter, energy, extreme densities, mass drift, cluster count
+  against t, with the ends of a layered model's layers.
 * :func:`write_movie` -- record a redrawable figure (:class:`SphereMaps`, :class:`CircleLines`).
 * :func:`run_data` -- the adapter from run results to what the plots read.
 """

@@ -174,7 +174,7 @@ class CircleLines:
 def circle_density(vertices: np.ndarray, cells: np.ndarray, values: np.ndarray | Sequence[np.ndarray], *,
                    times: Sequence[float] | None = None, log: bool = False, points: np.ndarray | None = None,
                    masses: np.ndarray | None = None, atoms: Sequence[tuple[np.ndarray, np.ndarray]] | None = None,
-                   title: str | None = None) -> Figure:
+                   title: str | None = None, vmin: float | None = None, vmax: float | None = None) -> Figure:
     """A density on S^1 against theta in [-pi, pi), or several (one per time, coloured by time).
 
     Parameters
@@ -195,9 +195,12 @@ def circle_density(vertices: np.ndarray, cells: np.ndarray, values: np.ndarray |
         like ``points`` in the colour of that time's line.
     title
         Figure title.
+    vmin, vmax
+        Limits of the density axis (default: the values'; see
+        :func:`meanfield.plotting.style.color_norm`).
     """
     series = [np.asarray(values)] if times is None else [np.asarray(v) for v in values]
-    norm = color_norm(np.concatenate([np.ravel(v) for v in series]), log=log)
+    norm = color_norm(np.concatenate([np.ravel(v) for v in series]), log=log, vmin=vmin, vmax=vmax)
     lines = CircleLines(circle_segments(vertices, cells), cells, norm, title=title)
     if times is None:
         lines.add(series[0])
@@ -216,7 +219,8 @@ def circle_density(vertices: np.ndarray, cells: np.ndarray, values: np.ndarray |
 
 def circle_spacetime(vertices: np.ndarray, cells: np.ndarray, times: np.ndarray, densities: np.ndarray, *,
                      log: bool = False, cmap: str = "viridis",
-                     atoms: Sequence[tuple[np.ndarray, np.ndarray]] | None = None, title: str | None = None) -> Figure:
+                     atoms: Sequence[tuple[np.ndarray, np.ndarray]] | None = None, title: str | None = None,
+                     vmin: float | None = None, vmax: float | None = None) -> Figure:
     """The density of a whole run on S^1 as an image: theta across, time up.
 
     Parameters
@@ -229,6 +233,8 @@ def circle_spacetime(vertices: np.ndarray, cells: np.ndarray, times: np.ndarray,
         (T, C) cell averages.
     log, cmap, title
         Colour scale, colour map, figure title.
+    vmin, vmax
+        Limits of the colour scale (default: the densities').
     atoms
         The point masses (positions (m, 2), masses (m,)) of each output, drawn at (theta, t) as
         circles of area ``SPACETIME_ATOM_SCALE`` x mass (their tracks).
@@ -240,7 +246,7 @@ def circle_spacetime(vertices: np.ndarray, cells: np.ndarray, times: np.ndarray,
         t_edges = np.concatenate([[2 * times[0] - mid[0]], mid, [2 * times[-1] - mid[-1]]])
     else:
         t_edges = times[0] + np.array([-0.5, 0.5])
-    norm = color_norm(densities, log=log)
+    norm = color_norm(densities, log=log, vmin=vmin, vmax=vmax)
     fig = Figure(figsize=(7.0, 4.5), layout="constrained")
     ax = fig.subplots()
     image = ax.pcolormesh(seg.edges(), t_edges, clip_to(norm, np.asarray(densities)[:, seg.index]), norm=norm,

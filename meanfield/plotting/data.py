@@ -43,6 +43,8 @@ class RunData:
         Particle runs: (T, n, d) token positions.
     atoms
         Hybrid PDE runs: the point masses of each output (:class:`~meanfield.atoms.Atoms`); else None.
+    layer_ends
+        Times before the last output where a layer of ``[[model.layers]]`` ends and the next begins.
     """
 
     kind: str
@@ -56,6 +58,7 @@ class RunData:
     vertex_densities: np.ndarray | None = None
     points: np.ndarray | None = None
     atoms: list[Atoms] | None = None
+    layer_ends: tuple[float, ...] = ()
 
     def point_masses(self) -> list[tuple[np.ndarray, np.ndarray]] | None:
         """Positions (k, d) and masses (k,) of the atoms of every output; None for a run without atoms."""
@@ -103,6 +106,14 @@ def _observables(result: Any) -> dict[str, np.ndarray]:
     return out
 
 
+def _layer_ends(result: Any, times: np.ndarray) -> tuple[float, ...]:
+    """The ends of the run's layers (its config's ``[[model.layers]]``) before its last output."""
+    config = getattr(result, "config", None) or {}
+    layers = (config.get("model") or {}).get("layers") or []
+    last = float(times[-1]) if len(times) else 0.0
+    return tuple(float(layer["t_end"]) for layer in layers if float(layer["t_end"]) < last)
+
+
 def run_data(result: Any) -> RunData:
     """Read a PDE or particle run result (duck-typed, see the module docstring)."""
     meta = getattr(result, "metadata", None) or {}
@@ -116,10 +127,10 @@ def run_data(result: Any) -> RunData:
     if kind == "particles":
         points = np.asarray(result.points, float)
         return RunData("particles", SPHERE_OF_DIMENSION.get(points.shape[-1]), name, times, _observables(result),
-                       points=points)
+                       points=points, layer_ends=_layer_ends(result, times))
     vertex = getattr(result, "vertex_densities", None)
     atoms = getattr(result, "atoms", None)
     return RunData("pde", result.sphere, name, times, _observables(result), vertices=np.asarray(result.vertices, float),
                    cells=np.asarray(result.cells), densities=np.asarray(result.densities, float),
                    vertex_densities=None if vertex is None else np.asarray(vertex, float),
-                   atoms=None if atoms is None else list(atoms))
+                   atoms=None if atoms is None else list(atoms), layer_ends=_layer_ends(result, times))

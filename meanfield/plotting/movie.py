@@ -1,8 +1,10 @@
 """Movies: a figure redrawn frame by frame, written as a GIF (pillow) and an MP4 (ffmpeg, if found).
 
 Frames are rendered once with the Agg canvas (no pyplot, no backend switch) and go to both
-encoders.  GIF frames are reduced to 256 colours as they come, so memory stays small; note
-that pillow merges consecutive identical frames (their durations add up).
+encoders (and, if asked, each to a PNG file of its own).  ffmpeg is the one on PATH, else the
+executable the imageio-ffmpeg package bundles (:func:`ffmpeg_executable`).  GIF frames are
+reduced to 256 colours as they come, so memory stays small; note that pillow merges consecutive
+identical frames (their durations add up).
 """
 
 from __future__ import annotations
@@ -22,6 +24,21 @@ log = logging.getLogger(__name__)
 
 MAX_FRAMES = 120
 FPS = 8.0
+
+
+def ffmpeg_executable() -> str | None:
+    """An ffmpeg executable: ``ffmpeg`` on PATH, else imageio-ffmpeg's bundled one, else None."""
+    found = shutil.which("ffmpeg")
+    if found is not None:
+        return found
+    try:
+        import imageio_ffmpeg
+    except ImportError:
+        return None
+    try:
+        return str(imageio_ffmpeg.get_ffmpeg_exe())
+    except RuntimeError:  # the package without a binary for this platform
+        return None
 
 
 def frame_indices(count: int, max_frames: int = MAX_FRAMES) -> np.ndarray:
@@ -68,7 +85,7 @@ class _FFmpeg:
 
 
 def write_movie(figure: Figure, update: Callable[[int], None], frames: Iterable[int], stem: str | Path, *,
-                fps: float = FPS, dpi: float = 100, mp4: bool = True) -> list[Path]:
+                fps: float = FPS, dpi: float = 100, mp4: bool = True, frame_files: bool = False) -> list[Path]:
     """Call ``update(i)`` for each frame index and record the figure after each call.
 
     Parameters
@@ -81,9 +98,11 @@ def write_movie(figure: Figure, update: Callable[[int], None], frames: Iterable[
         Frame indices passed to ``update``, in order.
     stem
         Output path without suffix: ``stem.gif``, and ``stem.mp4`` when ``mp4`` and an
-        ``ffmpeg`` executable is on PATH (else a logged note).
+        ffmpeg executable is found (:func:`ffmpeg_executable`; else a logged note).
     fps, dpi
         Frame rate and resolution.
+    frame_files
+        Also write every frame as ``stem_frameNNNN.png`` (NNNN counts the frames from 0).
 
     Returns
     -------
@@ -91,13 +110,14 @@ def write_movie(figure: Figure, update: Callable[[int], None], frames: Iterable[
         The files written.
     """
     stem = Path(stem)
-    ffmpeg = shutil.which("ffmpeg") if mp4 else None
+    ffmpeg = ffmpeg_executable() if mp4 else None
     if mp4 and ffmpeg is None:
-        log.warning("no ffmpeg on PATH: %s.mp4 not written (the GIF is)", stem)
+        log.warning("no ffmpeg (on PATH or from imageio-ffmpeg): %s.mp4 not written (the GIF is)", stem)
     figure.set_dpi(dpi)
     canvas = FigureCanvasAgg(figure)
     images: list[Image.Image] = []
     encoder: _FFmpeg | None = None
+    pngs: list[Path] = []
     for i in frames:
         update(i)
         canvas.draw()
@@ -105,6 +125,9 @@ def write_movie(figure: Figure, update: Callable[[int], None], frames: Iterable[
             figure.set_layout_engine("none")
         rgb = np.asarray(canvas.buffer_rgba())[..., :3]
         images.append(_to_palette(Image.fromarray(rgb)))
+        if frame_files:
+            pngs.append(stem.with_name(f"{stem.name}_frame{len(pngs):04d}.png"))
+            Image.fromarray(rgb).save(pngs[-1])
         if ffmpeg is not None:
             encoder = encoder or _FFmpeg(ffmpeg, stem.with_suffix(".mp4"), rgb.shape[1], rgb.shape[0], fps)
             encoder.write(rgb)
@@ -115,4 +138,4 @@ def write_movie(figure: Figure, update: Callable[[int], None], frames: Iterable[
     written = [gif]
     if encoder is not None and encoder.close():
         written.append(encoder.path)
-    return written
+    return written + pngs

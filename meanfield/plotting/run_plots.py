@@ -13,6 +13,12 @@ tokens on S^1             as the PDE on S^1 with the tokens' histogram (about sq
 every run                 ``observables.FMT`` (time series)
 ========================  ==========================================================
 
+``times`` replaces the stills' times (S^2: initial and final; S^1: up to five spread over the
+run) by the outputs nearest to the times given: on S^2 ``density_tT.FMT`` (``tokens_tT.FMT``)
+for each, T the output time; on S^1 their lines in ``density.FMT``.  ``frames`` also writes
+every movie frame as ``density_frameNNNN.png`` (``tokens_frameNNNN.png``).  ``vmin`` and
+``vmax`` fix the colour scale (density axis) of every picture.
+
 Movies use one colour scale (or density axis) for all frames; the orthographic view looks at
 the heaviest cluster (density or atom) of the last frame throughout, each still picture at its
 own (unless ``center`` is given); a hybrid run's residual density below a floor does not set
@@ -24,7 +30,9 @@ on the several-times figure), and at their (theta, t) on the space-time image.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -58,12 +66,49 @@ def auto_log(values: np.ndarray) -> bool:
     return bool(positive.size) and positive.max() > AUTO_LOG_RANGE * np.median(positive)
 
 
+@dataclass(frozen=True)
+class Scale:
+    """The colour scale (density axis) of every picture of a run: log or linear, its limits."""
+
+    log: bool
+    vmin: float | None = None
+    vmax: float | None = None
+
+    def norm(self, values: np.ndarray):
+        """:func:`~meanfield.plotting.style.color_norm` of ``values`` with these settings."""
+        return color_norm(values, log=self.log, vmin=self.vmin, vmax=self.vmax)
+
+
+def check_scale(log: bool | None, vmin: float | None, vmax: float | None) -> None:
+    """Refuse colour limits that make no scale (ValueError naming ``--vmin`` / ``--vmax``)."""
+    for name, value in (("--vmin", vmin), ("--vmax", vmax)):
+        if value is not None and not np.isfinite(value):
+            raise ValueError(f"{name} {value}: must be a finite number")
+    if vmin is not None and vmax is not None and not vmin < vmax:
+        raise ValueError(f"--vmin {vmin:g} --vmax {vmax:g}: vmin must be below vmax")
+    if log and vmin is not None and vmin <= 0:
+        raise ValueError(f"--vmin {vmin:g}: a log scale needs vmin > 0")
+    if log and vmax is not None and vmax <= 0:
+        raise ValueError(f"--vmax {vmax:g}: a log scale needs vmax > 0")
+
+
+def still_indices(times: np.ndarray, wanted: Sequence[float]) -> list[int]:
+    """The outputs nearest to the ``wanted`` times, in order, each once (ValueError naming ``--times``
+    for a time outside the run's outputs)."""
+    span = max(float(times[-1] - times[0]), 1.0) * 1e-9
+    for t in wanted:
+        if not times[0] - span <= t <= times[-1] + span:
+            raise ValueError(f"--times {t:g}: outside the run's output times [{times[0]:g}, {times[-1]:g}]")
+    return list(dict.fromkeys(int(np.argmin(np.abs(times - t))) for t in wanted))
+
+
 class _Writer:
     """Saves figures and movies into one folder and remembers the paths."""
 
-    def __init__(self, out_dir: Path, fmt: str, dpi: float, movie: bool, max_frames: int, fps: float) -> None:
+    def __init__(self, out_dir: Path, fmt: str, dpi: float, movie: bool, max_frames: int, fps: float,
+                 frames: bool = False) -> None:
         self.out_dir, self.fmt, self.dpi = out_dir, fmt, dpi
-        self.movie, self.max_frames, self.fps = movie, max_frames, fps
+        self.movie, self.max_frames, self.fps, self.frames = movie, max_frames, fps, frames
         self.written: list[Path] = []
 
     def figure(self, fig: Figure, name: str) -> None:
@@ -74,11 +119,18 @@ class _Writer:
     def animation(self, fig: Figure, update: Callable[[int], None], count: int, name: str) -> None:
         if self.movie:
             self.written += write_movie(fig, update, frame_indices(count, self.max_frames), self.out_dir / name,
-                                        fps=self.fps, dpi=self.dpi)
+                                        fps=self.fps, dpi=self.dpi, frame_files=self.frames)
 
 
 def _title(data: RunData, i: int) -> str:
     return f"{data.name}   t = {data.times[i]:.4g}"
+
+
+def _stills(data: RunData, kind: str, shown: list[int] | None) -> list[tuple[str, int]]:
+    """Names and output indices of the S^2 stills: initial and final, or the times asked for."""
+    if shown is None:
+        return [(f"{kind}_initial", 0), (f"{kind}_final", len(data.times) - 1)]
+    return [(f"{kind}_t{data.times[i]:g}", i) for i in shown]
 
 
 def _atoms_at(data: RunData, i: int) -> tuple[np.ndarray | None, np.ndarray | None]:
@@ -86,28 +138,35 @@ def _atoms_at(data: RunData, i: int) -> tuple[np.ndarray | None, np.ndarray | No
     return (None, None) if point_masses is None else point_masses[i]
 
 
+def _residual_limits(data: RunData) -> dict[str, float]:
+    """A hybrid run's colour limits that leave its residual density out (:func:`~.focus.colour_limits`)."""
+    return colour_limits() if data.point_masses() is not None else {}
+
+
 def density_movie_maps(data: RunData, vertices: np.ndarray, cells: np.ndarray, *, log: bool,
-                       views: list[View], center: np.ndarray | None = None) -> SphereMaps:
+                       views: list[View], center: np.ndarray | None = None, vmin: float | None = None,
+                       vmax: float | None = None) -> SphereMaps:
     """The maps of an S^2 density movie: the orthographic view looks at the heaviest cluster of
     the last frame (density or atom) unless ``center`` is given, and a hybrid run's colour
-    scale ignores residual density (:func:`~.focus.colour_limits`)."""
+    scale ignores residual density (:func:`~.focus.colour_limits`); ``vmin``/``vmax`` override."""
     if center is None:
         center = heaviest_direction(vertices, cells, data.frame(-1), *_atoms_at(data, -1))
-    limits = colour_limits() if data.point_masses() is not None else {}
     return SphereMaps(make_projections(views, center), mesh=(vertices, cells),
-                      norm=color_norm(data.frames(), log=log, **limits))
+                      norm=color_norm(data.frames(), log=log, vmin=vmin, vmax=vmax, **_residual_limits(data)))
 
 
-def _sphere_density(data: RunData, v: np.ndarray, c: np.ndarray, w: _Writer, log: bool, views: list[View],
-                    center: np.ndarray | None) -> None:
+def _sphere_density(data: RunData, v: np.ndarray, c: np.ndarray, w: _Writer, scale: Scale, views: list[View],
+                    center: np.ndarray | None, shown: list[int] | None) -> None:
     atoms = partial(_atoms_at, data)
-    limits = colour_limits() if data.point_masses() is not None else None
-    for name, i in (("density_initial", 0), ("density_final", len(data.times) - 1)):
+    limits = _residual_limits(data)
+    for name, i in _stills(data, "density", shown):
         points, masses = atoms(i)
         look = heaviest_direction(v, c, data.frame(i), points, masses) if center is None else center
-        w.figure(sphere_map(v, c, data.frame(i), views=views, center=look, log=log, title=_title(data, i),
-                            points=points, masses=masses, limits=limits), name)
-    maps = density_movie_maps(data, v, c, log=log, views=views, center=center)
+        w.figure(sphere_map(v, c, data.frame(i), views=views, center=look, log=scale.log, vmin=scale.vmin,
+                            vmax=scale.vmax, title=_title(data, i), points=points, masses=masses,
+                            limits=limits), name)
+    maps = density_movie_maps(data, v, c, log=scale.log, views=views, center=center, vmin=scale.vmin,
+                              vmax=scale.vmax)
 
     def update(i: int) -> None:
         points, masses = atoms(i)
@@ -117,14 +176,15 @@ def _sphere_density(data: RunData, v: np.ndarray, c: np.ndarray, w: _Writer, log
 
 
 def _circle_density(data: RunData, vertices: np.ndarray, cells: np.ndarray, frames: np.ndarray,
-                    averages: np.ndarray, w: _Writer, log: bool, name: str) -> None:
-    shown = frame_indices(len(data.times), 5)
+                    averages: np.ndarray, w: _Writer, scale: Scale, name: str, shown: list[int] | None) -> None:
+    shown = list(frame_indices(len(data.times), 5)) if shown is None else shown
     atoms = data.point_masses()
-    w.figure(circle_density(vertices, cells, frames[shown], times=data.times[shown], log=log, title=data.name,
-                            atoms=None if atoms is None else [atoms[i] for i in shown]), "density")
-    w.figure(circle_spacetime(vertices, cells, data.times, averages, log=log, title=data.name, atoms=atoms),
-             "spacetime")
-    lines = CircleLines(circle_segments(vertices, cells), cells, color_norm(frames, log=log))
+    w.figure(circle_density(vertices, cells, frames[shown], times=[float(data.times[i]) for i in shown],
+                            log=scale.log, title=data.name, atoms=None if atoms is None else [atoms[i] for i in shown],
+                            vmin=scale.vmin, vmax=scale.vmax), "density")
+    w.figure(circle_spacetime(vertices, cells, data.times, averages, log=scale.log, title=data.name, atoms=atoms,
+                              vmin=scale.vmin, vmax=scale.vmax), "spacetime")
+    lines = CircleLines(circle_segments(vertices, cells), cells, scale.norm(frames))
 
     def update(i: int) -> None:
         points, masses = atoms[i] if atoms is not None else (None, None)
@@ -134,8 +194,8 @@ def _circle_density(data: RunData, vertices: np.ndarray, cells: np.ndarray, fram
 
 
 def _sphere_tokens(data: RunData, points: np.ndarray, w: _Writer, views: list[View], center: np.ndarray | None,
-                   max_points: int) -> None:
-    for name, i in (("tokens_initial", 0), ("tokens_final", len(data.times) - 1)):
+                   max_points: int, shown: list[int] | None) -> None:
+    for name, i in _stills(data, "tokens", shown):
         w.figure(token_map(points[i], views=views, center=center, max_points=max_points, title=_title(data, i)), name)
     center = densest_point(subsample(points[-1], max_points)) if center is None else center
     maps = SphereMaps(make_projections(views, center), markers="tokens")
@@ -145,7 +205,8 @@ def _sphere_tokens(data: RunData, points: np.ndarray, w: _Writer, views: list[Vi
 
 def plot_run(result: Any, out_dir: str | Path, *, movie: bool = True, fmt: str = "png", log: bool | None = None,
              views: tuple[View, ...] = VIEWS, center: np.ndarray | None = None, max_frames: int = MAX_FRAMES,
-             fps: float = FPS, dpi: float = 100, max_points: int = 4000) -> list[Path]:
+             fps: float = FPS, dpi: float = 100, max_points: int = 4000, times: Sequence[float] | None = None,
+             vmin: float | None = None, vmax: float | None = None, frames: bool = False) -> list[Path]:
     """Write the pictures of a PDE or particle run (see the module docstring for the files).
 
     Parameters
@@ -170,6 +231,12 @@ def plot_run(result: Any, out_dir: str | Path, *, movie: bool = True, fmt: str =
         Movie length cap (frames spread over the output times), frame rate, resolution.
     max_points
         Tokens drawn on S^2 maps (a fixed subsample of larger runs).
+    times
+        The stills at the outputs nearest to these times (module docstring).
+    vmin, vmax
+        Limits of the colour scale (density axis) of every picture.
+    frames
+        Also write every movie frame as a PNG file.
 
     Returns
     -------
@@ -177,33 +244,38 @@ def plot_run(result: Any, out_dir: str | Path, *, movie: bool = True, fmt: str =
         The files written.
     """
     check_format(fmt)
+    check_scale(log, vmin, vmax)
+    if not fps > 0:
+        raise ValueError(f"--fps {fps:g}: must be > 0")
     data = run_data(result)
     if not len(data.times):
         raise ValueError(f"run {data.name!r} has no output times to plot")
+    shown = None if times is None else still_indices(data.times, times)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    w = _Writer(out, fmt, dpi, movie, max_frames, fps)
+    w = _Writer(out, fmt, dpi, movie, max_frames, fps, frames)
     if "t" in data.observables:
-        w.figure(time_series(data.observables, title=data.name), "observables")
+        w.figure(time_series(data.observables, title=data.name, layer_ends=data.layer_ends), "observables")
     if data.kind == "pde":
         vertices, cells, densities = data.vertices, data.cells, data.densities
         assert vertices is not None and cells is not None and densities is not None  # run_data requires them
-        log = auto_log(densities) if log is None else log
+        scale = Scale(auto_log(densities) if log is None else log, vmin, vmax)
         if data.sphere == "S2":
-            _sphere_density(data, vertices, cells, w, log, list(views), center)
+            _sphere_density(data, vertices, cells, w, scale, list(views), center, shown)
         else:
-            _circle_density(data, vertices, cells, data.frames(), densities, w, log, "density")
+            _circle_density(data, vertices, cells, data.frames(), densities, w, scale, "density", shown)
         return w.written
     points = data.points
     assert points is not None  # a particle run: run_data requires its points (and reads no other kind)
     if data.sphere == "S2":
-        _sphere_tokens(data, points, w, list(views), center, max_points)
+        _sphere_tokens(data, points, w, list(views), center, max_points, shown)
     elif data.sphere == "S1":
         from ..mesh import circle
 
         mesh = circle(histogram_bins(points.shape[1]))
         hist = np.array([token_histogram(p, len(mesh.cells)) for p in points])
-        _circle_density(data, mesh.points, mesh.cells, hist, hist, w, auto_log(hist) if log is None else log, "tokens")
+        scale = Scale(auto_log(hist) if log is None else log, vmin, vmax)
+        _circle_density(data, mesh.points, mesh.cells, hist, hist, w, scale, "tokens", shown)
     return w.written
 
 
@@ -219,6 +291,14 @@ def check_format(fmt: str) -> None:
 #: Stems of the files :func:`plot_run` writes (with any extension).
 PLOT_STEMS = ("observables", "density", "density_initial", "density_final", "spacetime", "tokens", "tokens_initial",
               "tokens_final")
+#: Stems of the stills at chosen times and of the movie frames.
+PLOT_STEM_PATTERN = re.compile(r"(density|tokens)_(t.+|frame[0-9]{4})")
+
+
+def is_plot_file(name: str) -> bool:
+    """Whether a file name is one :func:`plot_run` writes."""
+    stem = Path(name).stem
+    return stem in PLOT_STEMS or PLOT_STEM_PATTERN.fullmatch(stem) is not None
 
 
 def plot_run_directory(run_dir: str | Path, out: str | Path | None = None, *, overwrite: bool = False,
@@ -243,5 +323,5 @@ def plot_run_directory(run_dir: str | Path, out: str | Path | None = None, *, ov
 
     check_format(options.get("fmt", "png"))
     folder = check_output_folder(Path(out) if out is not None else Path(run_dir) / "plots",
-                                 lambda name: Path(name).stem in PLOT_STEMS, "meanfield plots", overwrite=overwrite)
+                                 is_plot_file, "meanfield plots", overwrite=overwrite)
     return plot_run(load_run(run_dir), folder, **options)

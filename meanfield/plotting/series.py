@@ -1,9 +1,10 @@
-"""Observables of a run against time: order parameter, energy, extreme densities, cluster and atom
-counts, and the mass held by atoms."""
+"""Observables of a run against time: order parameter, energy, extreme densities, mass drift,
+cluster and atom counts, and the mass held by atoms; the ends of the layers of a layered model
+as dotted lines."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 from matplotlib.figure import Figure
@@ -17,6 +18,7 @@ PANELS = {
     "clusters": "clusters (log t)",
     "atom_count": "atoms (log t)",
     "atom_mass": "mass held by atoms (log t)",
+    "mass": "mass drift m(t) - m(0)",
 }
 #: y-axis labels of the panels that have one.
 LABELS = {"atom_count": "atom count", "atom_mass": "atom mass"}
@@ -28,7 +30,8 @@ def _finite(observables: Mapping[str, np.ndarray], key: str) -> bool:
     return key in observables and bool(np.isfinite(np.asarray(observables[key], float)).any())
 
 
-def time_series(observables: Mapping[str, np.ndarray], *, title: str | None = None) -> Figure:
+def time_series(observables: Mapping[str, np.ndarray], *, title: str | None = None,
+                layer_ends: Sequence[float] = ()) -> Figure:
     """One panel per available observable against t.
 
     Parameters
@@ -36,9 +39,13 @@ def time_series(observables: Mapping[str, np.ndarray], *, title: str | None = No
     observables
         Column name -> (rows,) array; needs "t", uses "order", "energy", "rho_max" (with
         "rho_min" where positive, log scale), "clusters", "atom_count" and "atom_mass"
-        (hybrid runs; against log t, t > 0; the atom mass on [0, total mass]).
+        (hybrid runs; against log t, t > 0; the atom mass on [0, total mass]), "mass" (its
+        drift from the first output).
     title
         Figure title.
+    layer_ends
+        Times where a layer of the model ends and the next begins: a grey dotted line on
+        every panel.
     """
     if "t" not in observables:
         raise ValueError("observables have no column 't'")
@@ -66,8 +73,13 @@ def time_series(observables: Mapping[str, np.ndarray], *, title: str | None = No
             ax.set_xscale("log")
             total = np.asarray(observables.get("mass", [1.0]), float)
             ax.set_ylim(0.0, 1.02 * max(float(np.nanmax(total)), float(np.nanmax(y))))
+        elif key == "mass":
+            ax.plot(t, y - y[0])
+            ax.ticklabel_format(axis="y", useOffset=False)
         else:
             ax.plot(t, y)
+        for end in layer_ends:
+            ax.axvline(end, color="0.5", ls=":", lw=1.0)
         ax.set(title=PANELS[key], xlabel="t", ylabel=LABELS.get(key, ""))
         ax.grid(alpha=0.3)
     if title:

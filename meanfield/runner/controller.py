@@ -19,6 +19,10 @@ a checkpoint:
   before the limit (the CLI exits with :data:`WALL_LIMIT_EXIT`);
 * ``output.checkpoint_every`` seconds since the last checkpoint: write one and go on.
 
+After each output rank 0 calls the Python API's callbacks (:mod:`meanfield.runner.callbacks`);
+one that asks to stop ends the loop after that output's checkpoint, with status ``completed``
+and ``stopped_early`` in metadata.json.
+
 A checkpoint is also written after every output.  A step whose size has collapsed (more
 than :data:`~meanfield.config.MAX_STEPS` steps would be needed to finish) fails the run.
 An error raised on one rank alone inside a step (not one of the errors every rank raises
@@ -30,7 +34,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -39,6 +43,7 @@ import numpy as np
 
 from ..collective import CollectiveFailure, is_collective, on_root
 from ..config import MAX_STEPS
+from .callbacks import Callback, OutputState, call_all
 from .checkpoint import Checkpoint
 from .directory import RunDirectory, record_failure
 from .names import run_name
@@ -99,6 +104,8 @@ class ControllerOptions:
         limit, the checkpoint interval and the timings are measured with.
     cadence
         When progress lines are logged (``[output] log_every``).
+    callbacks
+        Called on rank 0 after every output (:mod:`meanfield.runner.callbacks`).
     """
 
     wall_limit: float | None = None
@@ -106,6 +113,7 @@ class ControllerOptions:
     quiet: bool = False
     clock: Callable[[], float] = field(default=time.perf_counter)
     cadence: Cadence = field(default_factory=Cadence)
+    callbacks: Sequence[Callback] = ()
 
 
 class Controller:
@@ -140,6 +148,7 @@ class Controller:
         self._checkpoint_cost = 0.0
         self._committed = False
         self._progress: Progress | None = None
+        self._stopped: dict[str, Any] | None = None
 
     # -- the loop ----------------------------------------------------------------------------
     def run(self, next_output: int = 0) -> None:
@@ -158,11 +167,11 @@ class Controller:
         status, error, interrupted, finish = "failed", None, None, True
         try:
             with SignalWatch() as signals:
-                while k < len(self.times) and self.times[k] <= sim.t + self._tol(self.times[k]):
+                while k < len(self.times) and self.times[k] <= sim.t + self._tol(self.times[k]) and not self._stopped:
                     self._output(k)
                     k += 1
                     self._checkpoint(k)
-                while k < len(self.times):
+                while k < len(self.times) and not self._stopped:
                     target = float(self.times[k])
                     while target - sim.t > self._tol(target):
                         self._step(self._step_target(target), progress)
@@ -273,6 +282,13 @@ class Controller:
         on_root(self.comm, write)
         self.timings["output"] += self.clock() - tic
         log.info("t = %-10.6g %s  %s", t, self._progress.line() if self._progress else "", _summary(row))
+        callbacks = self.options.callbacks
+        if callbacks:
+            state = OutputState(k, t, row, snapshot or {}, self.path)
+            reason = on_root(self.comm, lambda: call_all(callbacks, state))
+            if reason is not None:
+                self._stopped = {"t": t, "reason": reason}
+                log.info("stopped early at t = %.6g: %s", t, reason)
 
     def _checkpoint(self, next_output: int) -> None:
         sim = self.sim
@@ -323,6 +339,8 @@ class Controller:
                                        "steps": self.sim.step_info(), **self._progress_entry(), **facts}
             if interrupted is not None:
                 entries.update(interrupted_by=interrupted.reason, t_reached=interrupted.t)
+            if self._stopped is not None:
+                entries.update(stopped_early=self._stopped, t_reached=self._stopped["t"])
             try:
                 self.rundir.update_metadata(**entries)
             except OSError as exc:

@@ -10,7 +10,7 @@ simulation on.  Both are collective; files are touched by rank 0 only.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ from ..problem import Problem
 from ..threads import blas_libraries
 from ..wording import counted
 from . import layout
+from .callbacks import Callback
 from .checkpoint import Checkpoint, CheckpointError
 from .controller import Controller, ControllerOptions
 from .directory import RunDirectory, check_target
@@ -79,7 +80,8 @@ def _segment(command: str, t_start: float, environment: dict[str, Any]) -> dict[
 
 
 def start_run(sim: Simulation, config: Config, path: Path, writers: WriterFactory, *, overwrite: bool = False,
-              quiet: bool = False, facts: dict[str, Any] | None = None, clock: Clock = time.perf_counter) -> None:
+              quiet: bool = False, facts: dict[str, Any] | None = None, clock: Clock = time.perf_counter,
+              callbacks: Sequence[Callback] = ()) -> None:
     """Run ``sim`` from its initial state into a new run directory (collective).
 
     Parameters
@@ -96,6 +98,8 @@ def start_run(sim: Simulation, config: Config, path: Path, writers: WriterFactor
         Extra metadata entries (solver facts known at start).
     clock
         The controller's wall clock (:class:`~meanfield.runner.controller.ControllerOptions`).
+    callbacks
+        Called on rank 0 at every output (:mod:`meanfield.runner.callbacks`).
     """
     comm = sim.comm
     problem = Problem(config)
@@ -120,13 +124,13 @@ def start_run(sim: Simulation, config: Config, path: Path, writers: WriterFactor
             raise
         return rundir, outputs
 
-    _drive(sim, problem, path, on_root(comm, prepare, broadcast=False), 0, quiet, clock)
+    _drive(sim, problem, path, on_root(comm, prepare, broadcast=False), 0, quiet, clock, callbacks)
 
 
 def continue_run(sim: Simulation, config: Config, path: Path, checkpoint_header: dict[str, Any],
                  writers: WriterFactory, *, command: str = "resume", quiet: bool = False,
                  note: dict[str, Any] | None = None, rebuild_metadata: bool = False,
-                 clock: Clock = time.perf_counter) -> None:
+                 clock: Clock = time.perf_counter, callbacks: Sequence[Callback] = ()) -> None:
     """Continue a run from its checkpoint (collective); ``sim`` was built from ``config``.
 
     Parameters
@@ -141,6 +145,8 @@ def continue_run(sim: Simulation, config: Config, path: Path, checkpoint_header:
         The run's metadata.json is missing: write a new one (the run is recognised by its files).
     clock
         The controller's wall clock (:class:`~meanfield.runner.controller.ControllerOptions`).
+    callbacks
+        Called on rank 0 at every output (:mod:`meanfield.runner.callbacks`).
     """
     comm = sim.comm
     problem = Problem(config)
@@ -165,7 +171,8 @@ def continue_run(sim: Simulation, config: Config, path: Path, checkpoint_header:
                 segment.update(resumed_from=point.source, recovery=recovery)
             segments = list(rundir.metadata.get("segments", [])) + [segment]
             rundir.update_metadata(name=run_name(path), status="running", error=None, interrupted_by=None,
-                                   segments=segments, **{k: v for k, v in environment.items() if k != "started"})
+                                   stopped_early=None, segments=segments,
+                                   **{k: v for k, v in environment.items() if k != "started"})
         except BaseException:
             rundir.close()
             raise
@@ -180,16 +187,17 @@ def continue_run(sim: Simulation, config: Config, path: Path, checkpoint_header:
     info, recovery = on_root(comm, shared)
     sim.restore(float(checkpoint_header["t"]), opened[2].state if opened is not None else None, info)
     _drive(sim, problem, path, opened[:2] if opened is not None else None, int(checkpoint_header["next_output"]),
-           quiet, clock, recovery)
+           quiet, clock, callbacks, recovery)
 
 
 def _drive(sim: Simulation, problem: Problem, path: Path, opened: tuple[RunDirectory, list[OutputWriter]] | None,
-           next_output: int, quiet: bool, clock: Clock, warning: str | None = None) -> None:
+           next_output: int, quiet: bool, clock: Clock, callbacks: Sequence[Callback] = (),
+           warning: str | None = None) -> None:
     """The controller's run (collective); ``opened``: rank 0's run directory and writers (None elsewhere)."""
     rundir, writers = opened if opened is not None else (None, [])
     problem_time = problem.time.output_times
     options = ControllerOptions(problem.time.wall_limit, problem.output.checkpoint_every, quiet, clock,
-                                Cadence.parse(problem.output.log_every))
+                                Cadence.parse(problem.output.log_every), callbacks)
     try:
         with run_logging(sim.comm, quiet, path / layout.LOG if sim.comm.rank == 0 else None):
             log.info("%s: %s; %s; t = %.6g -> %.6g", run_name(path), sim.describe(), counted(sim.comm.size, "rank"),

@@ -14,15 +14,24 @@ from matplotlib.ticker import MaxNLocator
 
 from .events import PointSetHistory
 
+#: Most panels side by side in :func:`history_figure` (more histories start new rows).
+PANELS_PER_ROW = 3
+
 
 def history_figure(histories: Mapping[str, PointSetHistory]) -> Figure:
     """Cluster count against log t (one line per history) and the cluster trajectories of each.
 
     Trajectories: centre angle against log t, the marker area proportional to the mass; merges
-    are drawn as black crosses at the surviving cluster's centre.
+    are drawn as black crosses at the surviving cluster's centre.  The panels fill rows of at
+    most :data:`PANELS_PER_ROW`.
     """
-    fig = Figure(figsize=(5.0 + 5.0 * len(histories), 4.2), layout="constrained")
-    axes = fig.subplots(1, 1 + len(histories), squeeze=False)[0]
+    panels = 1 + len(histories)
+    columns = min(panels, PANELS_PER_ROW)
+    rows = -(-panels // columns)
+    fig = Figure(figsize=(5.0 * columns, 4.2 * rows), layout="constrained")
+    axes = fig.subplots(rows, columns, squeeze=False).ravel()
+    for ax in axes[panels:]:
+        fig.delaxes(ax)
     for k, (name, h) in enumerate(histories.items()):
         t = np.asarray(h.times)
         axes[0].step(t[t > 0], h.counts[t > 0], where="post", color=f"C{k}", label=name)

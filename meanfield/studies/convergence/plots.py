@@ -1,4 +1,5 @@
-"""convergence.png: errors at the final time against h (or dt), log-log, with reference slopes."""
+"""convergence.png: errors at the final time against h (or dt), log-log, with reference slopes,
+under a title naming the case, the scheme and the reference."""
 
 from __future__ import annotations
 
@@ -10,12 +11,21 @@ from .errors import DENSITY_NORMS, OBSERVABLE_NORMS, Row
 from .table import final_rows
 
 
-def plot(rows: list[Row], path: Path, dt_ladder: bool = False):
-    """Draw the study's final-time errors and save them to ``path``; returns the Figure."""
+def study_title(case: str, scheme: str, reference: str | Path, dt_ladder: bool = False) -> str:
+    """The figure's title: the case, its scheme, what the errors are measured against, the ladder."""
+    against = {"exact": "the exact solution", "finest": "the finest level"}.get(str(reference), f"the run {reference}")
+    return f"{case}: scheme {scheme}, errors against {against} ({'time step' if dt_ladder else 'mesh'} ladder)"
+
+
+def plot(rows: list[Row], path: Path, dt_ladder: bool = False, title: str | None = None):
+    """Draw the study's final-time errors and save them to ``path`` (``title`` above, from
+    :func:`study_title`); returns the Figure."""
     from matplotlib.figure import Figure
 
     final = final_rows(rows)
-    fig = Figure(figsize=(10, 4.2))
+    fig = Figure(figsize=(10, 4.4))
+    if title is not None:
+        fig.suptitle(title, fontsize=10)
     axes = fig.subplots(1, 2)
     for ax, norms in zip(axes, (DENSITY_NORMS, OBSERVABLE_NORMS)):
         xs_all = []

@@ -11,7 +11,7 @@ from ...runner.directory import prepare_study
 from ...runner.session import check_size, resolve_config
 from .errors import Row, check_reference, error_rows
 from .ladder import ConvergenceError, ladder_configs, run_ladder
-from .plots import plot
+from .plots import plot, study_title
 from .table import write_csv
 
 
@@ -68,7 +68,8 @@ def convergence_study(
     def report() -> list[Row]:
         rows = error_rows(ladder, reference)
         write_csv(rows, out / "convergence.csv")
-        plot(rows, out / "convergence.png", dt_ladder)
+        plot(rows, out / "convergence.png", dt_ladder,
+             study_title(problem.name, problem.scheme.kind, reference, dt_ladder))
         return rows
 
     return on_root(comm, report, ConvergenceError)

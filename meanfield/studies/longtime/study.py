@@ -209,7 +209,7 @@ def long_time_study(
 
     Writes (:mod:`.files`) ``reference-beta<B>-{clusters,events,states}.csv`` per beta,
     ``hybrid-*.csv`` for ``run``, ``merge-table.csv``; with ``plots``, ``clusters.png``
-    (count against log t and trajectories: the config's beta, or the first, and the hybrid)
+    (count against log t and trajectories: every beta, and the hybrid)
     and ``merge-table.png`` (merge and metastable times against beta).  A folder holding an
     earlier study is refused unless ``overwrite`` (its files are then replaced).
     """
@@ -222,7 +222,7 @@ def long_time_study(
     study = beta_table(cfg, chosen, n=n, t_final=t_final, delta=delta, min_mass=min_mass)
     for b, h in study.histories.items():
         study.files += write_history(h, out, f"reference-beta{b:g}")
-    shown = {f"reference beta={chosen[0]:g}": study.histories[chosen[0]]}
+    shown = {f"reference beta={b:g}": study.histories[b] for b in chosen}
     if run is not None:
         hybrid = run_history(run, delta=delta, min_mass=min_mass)
         study.files += write_history(hybrid, out, "hybrid")

@@ -1,0 +1,206 @@
+"""Observables of one's own (``[[output.observables]]``): named expressions of the density.
+
+A tracker is a name and an expression whose value is a number, built from reductions of a
+pointwise expression of the density ``rho`` and the coordinates ``x, y, z`` (the grammar of
+:mod:`meanfield.expression`):
+
+* ``integral(f)``: the sum over cells of f (at the cell's centroid, with its cell average of
+  rho) times the cell's area, so ``integral(rho)`` is the mass and ``integral(rho * z)`` the
+  mean vector's last component of a finite-volume run;
+* ``max(f)``, ``min(f)``: the largest and smallest value of f over the cells;
+
+combined by numbers, arithmetic and the functions of :data:`meanfield.expression.FUNCTIONS`,
+e.g. ``integral(rho * z) / integral(rho)`` or ``max(rho) / integral(rho)``.  Each tracker is
+evaluated at the output times that are multiples of its ``every`` (every output without it)
+and is ``nan`` at the others.  The reductions are collective: each rank reduces its cells,
+then the ranks combine their numbers, so the values do not depend on the rank count beyond
+round-off.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .expression import CONSTANTS, ExpressionError, Function, compile_function
+
+#: The reductions and what they do to the cells' values.
+REDUCTIONS = ("integral", "max", "min")
+#: The names a pointwise expression may use.
+FIELD_NAMES = ("rho", "x", "y", "z")
+#: Keys of one ``[[output.observables]]`` table.
+KEYS = ("name", "expression", "every")
+#: Columns of observables.csv that a tracker may not be named after.
+BUILT_IN = re.compile(r"t|wall|dt|mass|energy|order|rho_min|rho_max|atom_count|atom_mass|mean_.*|m2_.*")
+#: A tracker's name: a column of observables.csv and a variable of run.nc.
+TRACKER_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
+#: Relative tolerance for "an output time is a multiple of ``every``".
+TIME_TOL = 1e-9
+
+
+class _Reductions(ast.NodeTransformer):
+    """Replaces each reduction call by a placeholder name, compiling its argument."""
+
+    def __init__(self, field: str) -> None:
+        self.field = field
+        self.parts: list[tuple[str, Function]] = []
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        if isinstance(node.func, ast.Name) and node.func.id in REDUCTIONS:
+            if len(node.args) != 1 or node.keywords:
+                raise ExpressionError(f"{self.field}: {node.func.id} takes one argument, got {ast.unparse(node)!r}")
+            self.parts.append((node.func.id, compile_function(ast.unparse(node.args[0]), self.field, FIELD_NAMES)))
+            return ast.Name(id=f"_{len(self.parts) - 1}", ctx=ast.Load())
+        return self.generic_visit(node)
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        if node.id in FIELD_NAMES:
+            raise ExpressionError(f"{self.field}: {node.id!r} outside {', '.join(f'{r}(...)' for r in REDUCTIONS)}; "
+                                  "a tracker is a number: reduce the density's expressions over the cells")
+        if node.id not in CONSTANTS:
+            raise ExpressionError(f"{self.field}: unknown name {node.id!r}; allowed: {', '.join(REDUCTIONS)} of "
+                                  f"expressions of {', '.join(FIELD_NAMES)}, and pi, e")
+        return node
+
+
+@dataclass(frozen=True)
+class Tracker:
+    """One ``[[output.observables]]`` entry, compiled.
+
+    Attributes
+    ----------
+    name
+        Its column in observables.csv and variable in run.nc.
+    expression
+        The expression's text.
+    every
+        Model time between its evaluations (``None``: every output).
+    """
+
+    name: str
+    expression: str
+    every: float | None
+    parts: tuple[tuple[str, Function], ...]
+    combine: Function
+
+    @classmethod
+    def compile(cls, name: str, expression: str, every: float | None, field: str) -> Tracker:
+        """Compile ``expression``; :class:`ExpressionError` naming ``field`` if it is not allowed."""
+        try:
+            tree = ast.parse(expression, mode="eval")
+        except SyntaxError as exc:
+            raise ExpressionError(f"{field}: cannot parse {expression!r}: {exc.msg}") from None
+        reductions = _Reductions(field)
+        outer = reductions.visit(tree)
+        if not reductions.parts:
+            raise ExpressionError(f"{field}: {expression!r} reduces nothing; use {', '.join(REDUCTIONS)} of an "
+                                  f"expression of {', '.join(FIELD_NAMES)}, e.g. 'integral(rho * z)'")
+        placeholders = tuple(f"_{i}" for i in range(len(reductions.parts)))
+        combine = compile_function(ast.unparse(outer), field, placeholders)
+        return cls(name, expression, every, tuple(reductions.parts), combine)
+
+    def due(self, t: float) -> bool:
+        """Whether output time ``t`` is a multiple of :attr:`every`."""
+        if self.every is None:
+            return True
+        k = round(t / self.every)
+        return abs(t - k * self.every) <= TIME_TOL * max(1.0, abs(t))
+
+
+class Trackers:
+    """The trackers of a run, evaluated together (one exchange between ranks per output).
+
+    Parameters
+    ----------
+    trackers
+        The compiled trackers (none: :meth:`evaluate` returns an empty row).
+    """
+
+    def __init__(self, trackers: Sequence[Tracker] = ()) -> None:
+        self.trackers = tuple(trackers)
+
+    @classmethod
+    def from_config(cls, entries: Sequence[Mapping[str, Any]], output_times: np.ndarray,
+                    section: str = "output.observables") -> Trackers:
+        """Check and compile ``[[output.observables]]`` tables (:class:`ExpressionError` naming the field)."""
+        trackers: list[Tracker] = []
+        for i, entry in enumerate(entries):
+            where = f"{section}[{i}]"
+            for key in entry:
+                if key not in KEYS:
+                    raise ExpressionError(f"{where}.{key}: unknown key; allowed: {list(KEYS)}")
+            name, expression, every = entry.get("name"), entry.get("expression"), entry.get("every")
+            if not isinstance(name, str) or TRACKER_NAME.fullmatch(name) is None:
+                raise ExpressionError(f"{where}.name: must be a name of letters, digits and '_' starting with a "
+                                      f"letter, got {name!r}")
+            if BUILT_IN.fullmatch(name) or name in [t.name for t in trackers]:
+                raise ExpressionError(f"{where}.name: {name!r} is already a column of observables.csv")
+            if not isinstance(expression, str):
+                raise ExpressionError(f"{where}.expression: must be a string such as 'integral(rho * z)', "
+                                      f"got {expression!r}")
+            if every is not None:
+                if isinstance(every, bool) or not isinstance(every, (int, float)) or not np.isfinite(every) \
+                        or every <= 0:
+                    raise ExpressionError(f"{where}.every: must be a model time > 0, got {every!r}")
+                _check_every(float(every), output_times, f"{where}.every")
+            trackers.append(Tracker.compile(name, expression, None if every is None else float(every),
+                                            f"{where}.expression"))
+        return cls(trackers)
+
+    def __len__(self) -> int:
+        return len(self.trackers)
+
+    def evaluate(self, t: float, rho: np.ndarray, points: np.ndarray, areas: np.ndarray, comm) -> dict[str, float]:
+        """The trackers' values at output time ``t`` (collective; ``nan`` for those not due).
+
+        Parameters
+        ----------
+        rho, points, areas
+            This rank's cells: cell averages (n,), centroids (n, d), areas (n,).
+        comm
+            The communicator whose ranks hold the other cells (``None``: serial).
+        """
+        due = [tracker for tracker in self.trackers if tracker.due(t)]
+        if not due:
+            return {tracker.name: float("nan") for tracker in self.trackers}
+        env = {"rho": rho, **{v: points[:, i] if i < points.shape[1] else np.zeros(len(rho))
+                              for i, v in enumerate(FIELD_NAMES[1:])}}
+        parts = [part for tracker in due for part in tracker.parts]
+        local = np.array([_REDUCE[kind](np.broadcast_to(function(env), rho.shape), areas) for kind, function in parts])
+        gathered = np.stack(comm.allgather(local)) if comm is not None and comm.size > 1 else local[None]
+        reduced = [_COMBINE[kind](gathered[:, j]) for j, (kind, _) in enumerate(parts)]
+        out = {tracker.name: float("nan") for tracker in self.trackers}
+        k = 0
+        for tracker in due:
+            n = len(tracker.parts)
+            env_reduced = {f"_{i}": reduced[k + i] for i in range(n)}
+            out[tracker.name] = float(tracker.combine(env_reduced))
+            k += n
+        return out
+
+
+#: Each reduction on one rank's cells (values, areas) -> number, and over the ranks' numbers.
+_REDUCE: dict[str, Callable[[np.ndarray, np.ndarray], float]] = {
+    "integral": lambda values, areas: float(values @ areas),
+    "max": lambda values, areas: float(np.max(values, initial=-np.inf)),
+    "min": lambda values, areas: float(np.min(values, initial=np.inf)),
+}
+_COMBINE: dict[str, Callable[[np.ndarray], float]] = {
+    "integral": lambda v: float(v.sum()), "max": lambda v: float(v.max()), "min": lambda v: float(v.min())}
+
+
+def _check_every(every: float, output_times: np.ndarray, field: str) -> None:
+    """Every multiple of ``every`` up to the last output time must be an output time."""
+    count = int(np.floor(float(output_times[-1]) / every * (1 + TIME_TOL))) + 1
+    if count > len(output_times):
+        raise ExpressionError(f"{field}: {every:g} is shorter than the output spacing ({count} multiples up to "
+                              f"t_final, {len(output_times)} output times)")
+    for t in every * np.arange(count):
+        if np.min(np.abs(output_times - t)) > TIME_TOL * max(1.0, t):
+            raise ExpressionError(f"{field}: {every:g} is not a multiple of the output spacing: t = {t:g} is not an "
+                                  "output time (time.outputs)")

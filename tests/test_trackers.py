@@ -1,0 +1,104 @@
+"""``[[output.observables]]``: observables of one's own, evaluated on the density at their own cadence."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import xarray
+from helpers.cli import cli
+from mpi4py import MPI
+
+import meanfield
+from meanfield.config import ConfigError, load_config
+from meanfield.expression import ExpressionError
+from meanfield.trackers import Trackers
+
+TIMES = np.linspace(0.0, 1.0, 5)
+TRACKERS = [
+    {"name": "total", "expression": "integral(rho)"},
+    {"name": "zbar", "expression": "integral(rho * z)"},
+    {"name": "peak", "expression": "max(rho)", "every": 0.5},
+    {"name": "spread", "expression": "max(rho) / min(rho) - 1"},
+]
+CASE = {"name": "trk", "mesh": {"sphere": "S2", "resolution": 2}, "time": {"t_final": 1.0, "outputs": 4},
+        "output": {"observables": TRACKERS}}
+
+
+def test_values_on_cells():
+    """Three cells of areas 1, 2, 3: the reductions and their combination, nan when not due."""
+    trackers = Trackers.from_config(TRACKERS, TIMES)
+    rho, areas = np.array([1.0, 2.0, 4.0]), np.array([1.0, 2.0, 3.0])
+    points = np.array([[0.0, 0.0, 1.0], [1.0, 0.0, 0.0], [0.0, 0.0, -1.0]])
+    at_quarter = trackers.evaluate(0.25, rho, points, areas, None)
+    assert at_quarter["total"] == 17.0 and at_quarter["zbar"] == 1.0 - 12.0 and at_quarter["spread"] == 3.0
+    assert np.isnan(at_quarter["peak"])
+    assert trackers.evaluate(0.5, rho, points, areas, None)["peak"] == 4.0
+    empty = Trackers.from_config([], TIMES)
+    assert len(empty) == 0 and empty.evaluate(0.0, rho, points, areas, None) == {}
+
+
+@pytest.mark.parametrize("entry, message", [
+    ({"name": "a", "expression": "rho * z"}, "output.observables[0].expression: 'rho' outside"),
+    ({"name": "a", "expression": "integral(rho * w)"}, "output.observables[0].expression: unknown name 'w'"),
+    ({"name": "a", "expression": "integral(rho, z)"}, "output.observables[0].expression: integral takes one"),
+    ({"name": "a", "expression": "integral(rho"}, "output.observables[0].expression: cannot parse"),
+    ({"name": "a", "expression": "2"}, "output.observables[0].expression: '2' reduces nothing"),
+    ({"name": "a", "expression": 3}, "output.observables[0].expression: must be a string"),
+    ({"name": "mass", "expression": "max(rho)"}, "output.observables[0].name: 'mass' is already a column"),
+    ({"name": "a b", "expression": "max(rho)"}, "output.observables[0].name: must be a name"),
+    ({"name": "a", "expression": "max(rho)", "every": 0.3}, "output.observables[0].every: 0.3 is not a multiple"),
+    ({"name": "a", "expression": "max(rho)", "every": 0.01}, "output.observables[0].every: 0.01 is shorter"),
+    ({"name": "a", "expression": "max(rho)", "every": -1}, "output.observables[0].every: must be a model time"),
+    ({"name": "a", "expression": "max(rho)", "when": 1}, "output.observables[0].when: unknown key"),
+])
+def test_refused_entries(entry, message):
+    with pytest.raises(ExpressionError, match=None) as info:
+        Trackers.from_config([entry], TIMES)
+    assert str(info.value).startswith(message), info.value
+    with pytest.raises(ConfigError) as info:
+        load_config({**CASE, "output": {"observables": [entry]}})
+    assert str(info.value).startswith(message)
+
+
+def test_duplicate_name_and_table_check():
+    with pytest.raises(ConfigError, match=r"output.observables\[1\].name: 'a' is already"):
+        load_config({**CASE, "output": {"observables": [{"name": "a", "expression": "max(rho)"}] * 2}})
+    with pytest.raises(ConfigError, match="output.observables: must be a list of tables"):
+        load_config({**CASE, "output": {"observables": ["max(rho)"]}})
+
+
+def test_cli_refuses_a_bad_expression(tmp_path):
+    """As users run it: exit 2, one line naming the field, no run directory."""
+    (tmp_path / "case.toml").write_text(
+        'name = "x"\n[mesh]\nsphere = "S1"\nresolution = 32\n[time]\nt_final = 0.2\noutputs = 2\n'
+        '[[output.observables]]\nname = "zbar"\nexpression = "integral(rho * q)"\n')
+    done = cli(["run", "case.toml", "--out", "out", "--quiet"], tmp_path)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1 and "output.observables[0].expression" in lines[0], done.stderr
+    assert done.stdout == "" and not (tmp_path / "out").exists()
+
+
+def test_run_writes_trackers_to_csv_and_run_nc(tmp_path):
+    """FV: integral(rho) is the mass, integral(rho * z) the mean's z, max(rho) rho_max, to round-off."""
+    result = meanfield.run(CASE, out=tmp_path / "run", comm=MPI.COMM_SELF, quiet=True)
+    obs = result.observables
+    np.testing.assert_allclose(obs["total"], obs["mass"], rtol=1e-13)
+    np.testing.assert_allclose(obs["zbar"], obs["mean_2"], rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(obs["spread"], obs["rho_max"] / obs["rho_min"] - 1, rtol=1e-13)
+    due = np.isclose(result.times % 0.5, 0) | np.isclose(result.times % 0.5, 0.5)
+    assert due.tolist() == [True, False, True, False, True]
+    np.testing.assert_allclose(obs["peak"][due], obs["rho_max"][due], rtol=1e-15)
+    assert np.isnan(obs["peak"][~due]).all()
+    with xarray.open_dataset(tmp_path / "run" / "run.nc") as ds:
+        np.testing.assert_allclose(ds["zbar"].values, obs["zbar"], rtol=1e-15)
+        assert np.isnan(ds["peak"].values[~due]).all()
+
+
+@pytest.mark.mpi
+def test_rank_count_independence(parallel_comm, tmp_path):
+    parallel = meanfield.run(CASE, out=tmp_path / "parallel", comm=parallel_comm, quiet=True)
+    if parallel_comm.rank == 0:
+        serial = meanfield.run(CASE, out=tmp_path / "serial", comm=MPI.COMM_SELF, quiet=True)
+        for name in ("total", "zbar", "peak", "spread"):
+            np.testing.assert_allclose(parallel.observables[name], serial.observables[name], rtol=1e-12, atol=1e-15)
+    parallel_comm.barrier()
