@@ -12,7 +12,13 @@ import pytest
 from meanfield.analysis.clusters import analyse_fields, analyse_run
 from meanfield.analysis.clusters.cells import AnalysisMesh
 from meanfield.analysis.clusters.fields import CellAverages
-from meanfield.analysis.clusters.noise import noise_level, token_bandwidth, token_prominence
+from meanfield.analysis.clusters.noise import (
+    MAX_PROMINENCE,
+    NOISE_Z,
+    noise_level,
+    token_bandwidth,
+    token_prominence,
+)
 from meanfield.analysis.clusters.particles import TokenField
 from meanfield.initial import make_initial_density
 from meanfield.mesh import icosphere
@@ -56,6 +62,9 @@ def test_defaults_scale_with_n():
     small = token_prominence(10_000, 3, token_bandwidth(10_000, 3, 0.0), uniform, 0.01)
     large = token_prominence(10**8, 3, token_bandwidth(10**8, 3, 0.0), uniform, 0.01)
     assert 0.01 < small < 0.2 and large == 0.01  # the noise term vanishes as n grows
+    few = token_prominence(20, 3, token_bandwidth(20, 3, 0.0), uniform, 0.01)
+    assert NOISE_Z * noise_level(20, 3, token_bandwidth(20, 3, 0.0), uniform) > 1.0  # noise above the peaks
+    assert few == MAX_PROMINENCE < 1.0  # still a prominence: clusters apart by empty space separate
 
 
 @pytest.mark.parametrize("n", [10_000, 20_000])

@@ -18,6 +18,7 @@ from scipy.integrate import solve_ivp
 
 from meanfield.analysis.longtime.merges import DELTA, point_merges
 from meanfield.config import load_config
+from meanfield.problem import Problem
 from meanfield.references.lagrangian_sphere import coalesce, coalescing_points
 
 BETA = 4.0
@@ -25,7 +26,7 @@ BETA = 4.0
 
 def _two_token_layer():
     cfg = load_config({"mesh": {"sphere": "S2", "resolution": 1}, "model": {"attention": "softmax", "beta": BETA}})
-    return cfg.schedule().layers[0]
+    return Problem(cfg).schedule().layers[0]
 
 
 def _theta_ode(theta0: float, times: np.ndarray) -> np.ndarray:

@@ -8,7 +8,9 @@ standard deviation ``sqrt(R(K) / (n f))`` is largest where f is smallest; at the
 of a cluster peak (the threshold, the uniform density by default) it is :func:`noise_level`.
 A dip between two peaks of the estimate that is shallower than a few times this level is
 as likely to be a sampling wiggle as a real saddle, so the default prominence for tokens is
-``max(PROMINENCE, NOISE_Z * noise_level)``.
+``max(PROMINENCE, NOISE_Z * noise_level)``, but at most :data:`MAX_PROMINENCE`: with a few tokens
+the noise level exceeds the peaks themselves, and then only clusters separated by (nearly)
+empty space, a dip below 5% of the peak, are told apart.
 
 The default bandwidth is the rule of thumb of a kernel estimate on a manifold of dimension
 m = d - 1, ``h = n^(-1/(m + 4)) = n^(-1/(d + 3))`` radians (no smaller than one cell of the
@@ -29,6 +31,8 @@ from .particles import kernel_constant
 
 #: Dips shallower than this many relative standard deviations of the estimate are noise.
 NOISE_Z = 3.0
+#: The largest default prominence (prominences are below 1): a dip to 5% of the peak separates.
+MAX_PROMINENCE = 0.95
 
 
 def token_bandwidth(n: int, d: int, cell_size: float) -> float:
@@ -44,5 +48,6 @@ def noise_level(n: int, d: int, bandwidth: float, density: float) -> float:
 
 
 def token_prominence(n: int, d: int, bandwidth: float, threshold: float, floor: float) -> float:
-    """Default prominence for n tokens: ``max(floor, NOISE_Z * noise_level(at threshold))``."""
-    return float(max(floor, NOISE_Z * noise_level(n, d, bandwidth, threshold)))
+    """Default prominence for n tokens: ``max(floor, NOISE_Z * noise_level(at threshold))``, at
+    most :data:`MAX_PROMINENCE`."""
+    return float(min(max(floor, NOISE_Z * noise_level(n, d, bandwidth, threshold)), MAX_PROMINENCE))
