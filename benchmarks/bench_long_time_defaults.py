@@ -118,7 +118,7 @@ def s2(args: argparse.Namespace) -> dict:
     if args.reuse:
         run, facts = meanfield.load_run(out), json.loads((out / "summary.json").read_text())
     else:
-        run, facts = timed_run(config, out, [])
+        run, facts = timed_run(config, out, args.set)
     times = run.times
     hybrid = point_merges(((t, a.positions, a.masses, a.ids) for t, a in zip(times, run.atoms, strict=True)),
                           min_mass=S2_MIN_MASS)
@@ -126,7 +126,7 @@ def s2(args: argparse.Namespace) -> dict:
     last = run.atoms[-1]
     print(f"hybrid: merges {[(round(e.time, 3), np.round(e.masses, 4).tolist()) for e in hybrid]}; at t = "
           f"{times[-1]:g}: masses {np.round(np.sort(last.masses[last.masses >= 0.01]), 4).tolist()}", flush=True)
-    cfg = load_config(config)
+    cfg = load_config(config, args.set)
     for n in (args.n, 2 * args.n):
         tic, cpu = time.perf_counter(), time.process_time()
         frames = list(coalescing_tokens(cfg, n, times))
@@ -153,6 +153,8 @@ def main() -> None:
     parser.add_argument("--out", default=None)
     parser.add_argument("--reuse", action="store_true", help="S^2: compare the run already in --out (no new run)")
     parser.add_argument("--symmetric", action="store_true", help="S^2: the example's symmetric density")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="S^2: a config change (not the defaults any more), e.g. atoms.core_cells=13")
     args = parser.parse_args()
     setup_process()
     facts = s1(args) if args.case == "s1" else s2(args)
