@@ -163,8 +163,9 @@ SCHEMA: dict[str, dict[str, tuple[Any, Callable[[Any], bool], str]]] = {
         "core_level": (0.05, lambda v: _positive(v) and v < 1,
                        "a number in (0, 1) (a basin's core: its cells above core_level times its peak)"),
         "core_cells": (None, _optional(_positive_int),
-                       "a positive integer (most cells of a core that is captured; default 3 on S1, 7 on S2: "
-                       "a vertex star)"),
+                       "a positive integer (most cells of a core that is captured; default: a core as wide as "
+                       "7 cells of the level-4 icosphere on S2 (a vertex star; 28 on level 5), 3 of 1024 cells on "
+                       "S1, and never fewer than 7 / 3)"),
         "min_height": (20.0, _positive, "a number > 0 (least peak density of a capture, in units of the "
                                         "mean density)"),
         "core_fraction": (0.9, lambda v: _positive(v) and v <= 1,
@@ -348,6 +349,23 @@ def _check(data: dict) -> None:
                 raise ConfigError(f"{name}: must be {what}, got {table[key]!r}")
 
 
+#: The default capture core (``atoms.core_cells``) is this many cells of the reference mesh of
+#: each sphere (S^2: a vertex star of the level-4 icosphere, about 0.07 rad across; S^1: three
+#: of 1024 cells), so that a core is captured at the same width on any mesh.
+CORE_CELLS = {"S2": (7, 4 ** 4 * 20), "S1": (3, 1024)}
+
+
+def default_core_cells(sphere: str, resolution: int | None) -> int:
+    """The default ``atoms.core_cells``: the reference core of :data:`CORE_CELLS` in cells of this
+    mesh (an icosphere of level ``resolution``, a circle of ``resolution`` cells), never fewer
+    than the reference's count; for a mesh file (``resolution`` None) that count itself."""
+    cells, reference = CORE_CELLS[sphere]
+    if resolution is None:
+        return cells
+    count = 20 * 4**resolution if sphere == "S2" else resolution
+    return max(cells, round(cells * count / reference))
+
+
 def _resolve(data: dict, base_dir: Path | None, default_name: str) -> None:
     if data["name"] is None:
         data["name"] = default_name
@@ -355,7 +373,8 @@ def _resolve(data: dict, base_dir: Path | None, default_name: str) -> None:
     if mesh["file"] is None and mesh["resolution"] is None:
         mesh["resolution"] = 4 if mesh["sphere"] == "S2" else 256
     if data["atoms"]["core_cells"] is None:
-        data["atoms"]["core_cells"] = 7 if mesh["sphere"] == "S2" else 3
+        data["atoms"]["core_cells"] = default_core_cells(mesh["sphere"], mesh["resolution"] if mesh["file"] is None
+                                                         else None)
     if mesh["file"] is not None:
         path = Path(mesh["file"])
         if not path.is_absolute() and base_dir is not None and not path.exists():

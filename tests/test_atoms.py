@@ -310,10 +310,23 @@ def test_ssprk3_tokens_are_third_order():
 
 
 def test_core_cells_default_fits_the_sphere():
-    """A collapsed cluster covers about one cell on S^1 and a vertex star (5-6 triangles) on S^2."""
-    from meanfield.config import load_config
+    """A collapsed cluster covers about one cell on S^1 and a vertex star (5-6 triangles) on S^2
+    of the reference meshes (1024 cells, the level-4 icosphere); on finer meshes the default core
+    keeps that width (its area), so a cluster is captured at the same width on any mesh."""
+    from meanfield.config import default_core_cells, load_config
 
+    def core(sphere: str, resolution: int) -> int:
+        return load_config({"mesh": {"sphere": sphere, "resolution": resolution}}).data["atoms"]["core_cells"]
+
+    assert [core("S2", level) for level in (2, 3, 4)] == [7, 7, 7]
+    assert [core("S1", cells) for cells in (64, 256, 1024)] == [3, 3, 3]
+    for sphere, meshes, area in (("S2", (4, 5, 6), lambda level: 4 * np.pi / (20 * 4**level)),
+                                 ("S1", (1024, 2048, 4096), lambda cells: 2 * np.pi / cells)):
+        widths = [core(sphere, m) * area(m) for m in meshes]
+        assert np.allclose(widths, widths[0], rtol=0.05), (sphere, widths)
+    assert default_core_cells("S2", None) == 7 and default_core_cells("S1", None) == 3  # mesh files
     examples = Path(__file__).parents[1] / "runs" / "examples"
-    assert load_config(examples / "s1-clusters.toml").data["atoms"]["core_cells"] == 3
-    assert load_config(examples / "s2-clusters.toml").data["atoms"]["core_cells"] == 7
+    assert load_config(examples / "s2-long-time.toml").data["atoms"]["core_cells"] == 7  # level 4
+    assert load_config(examples / "s1-long-time.toml").data["atoms"]["core_cells"] == 3  # 1024 cells
+    assert load_config(examples / "s2-clusters.toml").data["atoms"]["core_cells"] == 28  # level 5
     assert load_config(examples / "s2-clusters.toml", ["atoms.core_cells=4"]).data["atoms"]["core_cells"] == 4
