@@ -68,7 +68,8 @@ class CausalVelocity:
     docstring).
 
     A scheme calls it once per right-hand side with the measure of one slice; the slices of
-    one stage must be passed in order 0, 1, ..., M-1, after :meth:`start`.  Slice k's call
+    one stage must be passed in order 0, 1, ..., M-1, after :meth:`start` (an (M+1)-th call
+    raises ``RuntimeError``).  Slice k's call
     evaluates N, Z of its own measure (one evaluation), returns the velocity of
     ``sums + N_k / 2``, then adds ``N_k`` to the sums.
 
@@ -86,14 +87,18 @@ class CausalVelocity:
     def __init__(self, field: LayerVelocity, slices: int, fixed_points: bool = True) -> None:
         self.field, self.slices, self.fixed_points = field, slices, fixed_points
         self.ds = 1.0 / slices
-        self.sums = PrefixSums()
+        self.start()
 
     def start(self) -> None:
         """Forget the sums: the next call is slice 0 of a new stage."""
         self.sums = PrefixSums()
+        self.slice = 0
 
     def __call__(self, targets: np.ndarray, sources: np.ndarray, weights: np.ndarray) -> np.ndarray:
         """The velocity of the next slice at the targets, from its measure (sources, weights)."""
+        if self.slice == self.slices:
+            raise RuntimeError(f"causal velocity: called for more than {self.slices} slices since start()")
+        self.slice += 1
         evaluator, ffn = self.field.evaluator, self.field.layer.ffn
         if evaluator is None:
             return np.zeros_like(targets) if ffn is None else ffn.velocity(targets)

@@ -43,6 +43,26 @@ def test_prefix_sums_rescale_without_overflow():
     assert np.allclose(sums.total.Z * np.exp(sums.total.log_scale - top), expected, rtol=1e-14)
 
 
+def test_one_field_evaluation_per_slice_and_stage(monkeypatch):
+    """A right-hand side of M slices evaluates the field M times (prefix sums, not M^2); a
+    scheme that asks for more slices than M without a new stage is refused."""
+    sim = simulation(mesh={"sphere": "S1", "resolution": 32}, initial=S1_BUMPS, **{"nonlocal": {"method": "direct"}})
+    scheme = CausalScheme(sim.scheme, sim.field, 5)
+    state = scheme.initial_state(lambda p, s: np.exp(s * p[:, 0]))
+    calls = []
+    evaluate = sim.field.evaluator.evaluate_groups
+
+    def counted(*args):
+        calls.append(args)
+        return evaluate(*args)
+
+    monkeypatch.setattr(sim.field.evaluator, "evaluate_groups", counted)
+    scheme.rhs_and_bound(state)
+    assert len(calls) == 5
+    with pytest.raises(RuntimeError, match="more than 5 slices"):
+        scheme.scheme.rhs_and_bound(scheme.split(state)[0])
+
+
 @pytest.mark.parametrize("sphere, resolution, kind", [("S1", 64, "fv"), ("S1", 32, "dg1"), ("S2", 1, "fv")])
 def test_softmax_slices_of_s_independent_density_follow_the_non_causal_solution(sphere, resolution, kind):
     """SA, rho0 independent of s: N_k and Z_k are s_k times the non-causal ones, so every slice
