@@ -1,0 +1,167 @@
+"""Causal (decoder) attention at the density level: M position slices on one mesh.
+
+The mean-field state of a masked (decoder) transformer keeps the token position ``s`` in
+[0, 1]: ``mu = ds (x) rho(t, s, x) dx``, each position carrying a probability density that
+moves with the field of the positions before it,
+
+    X[rho](s, x) = P_x( int_0^s N[rho(s')](x) ds' / int_0^s Z[rho(s')](x) ds' )   (softmax),
+    X[rho](s, x) = P_x( int_0^s N[rho(s')](x) ds' )                               (unnormalised),
+
+with N, Z the non-causal numerator and denominator of one density (both linear in it).  The
+positions are discretised as M slices at ``s_k = (k + 1/2) / M`` (midpoint rule): slice k sees
+the slices j < k and half of itself, each weighted by ``ds = 1/M``,
+
+    N_k = (1/M) (sum_{j<k} N[rho_j] + N[rho_k] / 2),   Z_k likewise.
+
+:class:`CausalVelocity` evaluates N, Z of each slice once (M evaluations per stage, not M^2)
+and accumulates the prefix sums at the targets; :class:`CausalScheme` stacks M states of one
+spatial scheme and steps each slice with its own velocity, so SSP-RK3 advances all slices
+together (one step size: the CFL bound is the largest over the slices).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from functools import partial
+
+import numpy as np
+
+from .discretisation.base import SpatialScheme
+from .nonlocal_field.base import FieldValues
+from .velocity import LayerVelocity
+
+
+def slice_positions(slices: int) -> np.ndarray:
+    """The positions ``s_k = (k + 1/2) / M`` of ``M = slices`` slices (midpoint rule)."""
+    if slices < 1:
+        raise ValueError(f"positions.slices: {slices!r}; it must be an integer >= 1")
+    return (np.arange(slices) + 0.5) / slices
+
+
+def _at_position(density: Callable[[np.ndarray, float], np.ndarray], s: float, points: np.ndarray) -> np.ndarray:
+    return density(points, s)
+
+
+class PrefixSums:
+    """Running sums of scaled field values ``sum_j c_j exp(L_j) (N_j, Z_j)``, kept scaled by a
+    common ``exp(-L)`` (the largest shift so far, target by target), so nothing overflows."""
+
+    def __init__(self) -> None:
+        self.total: FieldValues | None = None
+
+    def plus(self, values: FieldValues, weight: float) -> FieldValues:
+        """The sums with ``weight * values`` added (this object unchanged)."""
+        if self.total is None:
+            return FieldValues(weight * values.N, weight * values.Z, values.log_scale.copy())
+        old = self.total
+        shift = np.maximum(old.log_scale, values.log_scale)
+        a, b = np.exp(old.log_scale - shift), weight * np.exp(values.log_scale - shift)
+        return FieldValues(old.N * a[..., None] + values.N * b[..., None], old.Z * a + values.Z * b, shift)
+
+    def add(self, values: FieldValues, weight: float) -> None:
+        """Add ``weight * values`` to the sums."""
+        self.total = self.plus(values, weight)
+
+
+class CausalVelocity:
+    """The velocity of the slices of a causal run, one slice after the other (see the module
+    docstring).
+
+    A scheme calls it once per right-hand side with the measure of one slice; the slices of
+    one stage must be passed in order 0, 1, ..., M-1, after :meth:`start` (an (M+1)-th call
+    raises ``RuntimeError``).  Slice k's call
+    evaluates N, Z of its own measure (one evaluation), returns the velocity of
+    ``sums + N_k / 2``, then adds ``N_k`` to the sums.
+
+    Parameters
+    ----------
+    field
+        The layer velocity whose active layer gives the attention evaluator and the
+        feed-forward block.
+    slices
+        The number M of slices.
+    fixed_points
+        Promise the evaluator that targets and sources are the same arrays at every call.
+    """
+
+    def __init__(self, field: LayerVelocity, slices: int, fixed_points: bool = True) -> None:
+        self.field, self.slices, self.fixed_points = field, slices, fixed_points
+        self.ds = 1.0 / slices
+        self.start()
+
+    def start(self) -> None:
+        """Forget the sums: the next call is slice 0 of a new stage."""
+        self.sums = PrefixSums()
+        self.slice = 0
+
+    def __call__(self, targets: np.ndarray, sources: np.ndarray, weights: np.ndarray) -> np.ndarray:
+        """The velocity of the next slice at the targets, from its measure (sources, weights)."""
+        if self.slice == self.slices:
+            raise RuntimeError(f"causal velocity: called for more than {self.slices} slices since start()")
+        self.slice += 1
+        evaluator, ffn = self.field.evaluator, self.field.layer.ffn
+        if evaluator is None:
+            return np.zeros_like(targets) if ffn is None else ffn.velocity(targets)
+        own = evaluator.evaluate(targets, sources, weights, fixed_sources=self.fixed_points,
+                                 fixed_targets=self.fixed_points)
+        X = self.sums.plus(own, 0.5 * self.ds).velocity(evaluator.model, targets)
+        self.sums.add(own, self.ds)
+        return X if ffn is None else X + ffn.velocity(targets)
+
+
+class CausalScheme:
+    """M slices of one spatial scheme, stepped together (the time stepper's scheme).
+
+    The state is cell-major: ``state.reshape(num_owned, M, -1)[:, k]`` is slice k's state of
+    the underlying scheme, so a state's rows are cells (gathered and scattered in global order
+    like a non-causal state).  The scheme's velocity is replaced by a :class:`CausalVelocity`.
+
+    Parameters
+    ----------
+    scheme
+        The spatial scheme of one slice.
+    field
+        The layer velocity (attention evaluator and feed-forward block of the active layer).
+    slices
+        The number M of slices.
+    """
+
+    def __init__(self, scheme: SpatialScheme, field: LayerVelocity, slices: int) -> None:
+        self.scheme, self.slices = scheme, slices
+        self.positions = slice_positions(slices)
+        self.velocity = CausalVelocity(field, slices)
+        scheme.velocity = self.velocity
+        self.comm, self.geometry = scheme.comm, scheme.geometry
+
+    def split(self, state: np.ndarray) -> list[np.ndarray]:
+        """The M slice states of a stacked state (copies, contiguous)."""
+        rows = state.reshape(self.geometry.num_owned, self.slices, -1)
+        return [np.ascontiguousarray(rows[:, k]).ravel() for k in range(self.slices)]
+
+    def stack(self, parts: Sequence[np.ndarray]) -> np.ndarray:
+        """The stacked state of M slice states (inverse of :meth:`split`)."""
+        n = self.geometry.num_owned
+        return np.stack([p.reshape(n, -1) for p in parts], axis=1).ravel()
+
+    def initial_state(self, density: Callable[[np.ndarray, float], np.ndarray]) -> np.ndarray:
+        """Each slice projected from ``density(points, s_k)`` and normalised to mass 1."""
+        return self.stack([self.scheme.initial_state(partial(_at_position, density, float(s)))
+                           for s in self.positions])
+
+    def rhs_and_bound(self, state: np.ndarray) -> tuple[np.ndarray, float]:
+        """The slices' right-hand sides (stacked) and the largest of their outflow bounds."""
+        self.velocity.start()
+        out = [self.scheme.rhs_and_bound(part) for part in self.split(state)]
+        return self.stack([rhs for rhs, _ in out]), max(rate for _, rate in out)
+
+    def postprocess(self, state: np.ndarray) -> np.ndarray:
+        """The scheme's postprocessing (limiter) of every slice."""
+        return self.stack([self.scheme.postprocess(part) for part in self.split(state)])
+
+    def locate(self, owned_cell: int) -> str:
+        """Human-readable location of an owned cell."""
+        return self.scheme.locate(owned_cell)
+
+    def cell_averages(self, state: np.ndarray) -> np.ndarray:
+        """(M, num_owned) the cell averages of every slice."""
+        return np.array([self.scheme.cell_averages(part) for part in self.split(state)])

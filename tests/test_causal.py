@@ -1,0 +1,160 @@
+"""Causal attention (meanfield.causal): M position slices against exact facts of MODEL.md."""
+
+import numpy as np
+import pytest
+from mpi4py import MPI
+from scipy import linalg, special
+
+from meanfield.causal import CausalScheme, PrefixSums, slice_positions
+from meanfield.config import load_config
+from meanfield.nonlocal_field.base import FieldValues
+from meanfield.pde import build_simulation
+from meanfield.timestepping import SSPRK3
+
+S1_BUMPS = {"kind": "vmf", "centers": [[1.0, 0.0], [-0.5, 0.8]], "kappas": [4.0, 4.0]}
+
+
+def simulation(comm=MPI.COMM_SELF, **sections):
+    return build_simulation(load_config({"name": "test", **sections}), comm)
+
+
+def causal_run(sim, slices, density, T, dt_max):
+    """The stacked state of ``slices`` slices of ``sim``'s scheme at T, from ``density(p, s)``."""
+    scheme = CausalScheme(sim.scheme, sim.field, slices)
+    state = scheme.initial_state(density)
+    return scheme, SSPRK3(scheme, 0.5, None, dt_max).advance(state, 0.0, T)
+
+
+def test_slice_positions_midpoints():
+    assert np.allclose(slice_positions(4), [0.125, 0.375, 0.625, 0.875])
+    with pytest.raises(ValueError, match="slices"):
+        slice_positions(0)
+
+
+def test_prefix_sums_rescale_without_overflow():
+    """Sums of values with very different shifts equal the unscaled sums."""
+    rng = np.random.default_rng(0)
+    parts = [FieldValues(rng.random((1, 5, 2)), rng.random((1, 5)), rng.uniform(-700, 700, (1, 5))) for _ in range(3)]
+    sums = PrefixSums()
+    for v in parts:
+        sums.add(v, 0.5)
+    top = np.max([v.log_scale for v in parts], axis=0)
+    expected = 0.5 * sum(v.Z * np.exp(v.log_scale - top) for v in parts)
+    assert np.allclose(sums.total.Z * np.exp(sums.total.log_scale - top), expected, rtol=1e-14)
+
+
+def test_one_field_evaluation_per_slice_and_stage(monkeypatch):
+    """A right-hand side of M slices evaluates the field M times (prefix sums, not M^2); a
+    scheme that asks for more slices than M without a new stage is refused."""
+    sim = simulation(mesh={"sphere": "S1", "resolution": 32}, initial=S1_BUMPS, **{"nonlocal": {"method": "direct"}})
+    scheme = CausalScheme(sim.scheme, sim.field, 5)
+    state = scheme.initial_state(lambda p, s: np.exp(s * p[:, 0]))
+    calls = []
+    evaluate = sim.field.evaluator.evaluate_groups
+
+    def counted(*args):
+        calls.append(args)
+        return evaluate(*args)
+
+    monkeypatch.setattr(sim.field.evaluator, "evaluate_groups", counted)
+    scheme.rhs_and_bound(state)
+    assert len(calls) == 5
+    with pytest.raises(RuntimeError, match="more than 5 slices"):
+        scheme.scheme.rhs_and_bound(scheme.split(state)[0])
+
+
+@pytest.mark.parametrize("sphere, resolution, kind", [("S1", 64, "fv"), ("S1", 32, "dg1"), ("S2", 1, "fv")])
+def test_softmax_slices_of_s_independent_density_follow_the_non_causal_solution(sphere, resolution, kind):
+    """SA, rho0 independent of s: N_k and Z_k are s_k times the non-causal ones, so every slice
+    carries the non-causal solution (to round-off; same adaptive steps)."""
+    config = {"mesh": {"sphere": sphere, "resolution": resolution}, "scheme": {"kind": kind},
+              "model": {"attention": "softmax", "beta": 2.0}, "nonlocal": {"method": "direct"}}
+    if sphere == "S1":
+        config["initial"] = S1_BUMPS
+    reference = simulation(**config)
+    expected = reference.stepper.advance(reference.state, 0.0, 1.0)
+    sim = simulation(**config)
+    density = sim.problem.initial()
+    scheme, state = causal_run(sim, 3, lambda p, s: density(p), 1.0, None)
+    for part in scheme.split(state):
+        assert np.max(np.abs(part - expected)) < 1e-12 * np.max(np.abs(expected))
+
+
+@pytest.mark.parametrize("attention, m", [("unnormalized", 0), ("softmax", 0), ("softmax", 1), ("softmax", 2)])
+def test_linear_growth_per_position(attention, m):
+    """Uniform + eps s^m cos(theta) on S^1: slice amplitudes a_k(T) against the discrete-in-s
+    solution ``expm(lambda T B) a(0)`` (B the midpoint prefix sums, rows divided by s_k under SA),
+    lambda the non-causal rate measured on the same mesh with the same steps (to 2e-7: the
+    remaining nonlinearity and round-off); and against the continuum solutions
+    a0 I_0(2 sqrt(lambda s T)) (USA) and a0 s^m exp(lambda T / (m + 1)) (SA) within the
+    midpoint rule's error in s (:func:`tolerance`)."""
+    eps, T, M, beta = 1e-7, 0.5, 16, 2.0
+    config = {"mesh": {"sphere": "S1", "resolution": 128}, "model": {"attention": attention, "beta": beta},
+              "nonlocal": {"method": "direct"}, "time": {"dt_max": 0.02}}
+    uniform = 1.0 / (2.0 * np.pi)
+
+    def mode(p):
+        return np.cos(np.arctan2(p[:, 1], p[:, 0]))
+
+    reference = simulation(**config, initial={"kind": "expression", "expression": f"{uniform} + {eps}*x"})
+    g = reference.scheme.geometry
+    Y = mode(g.centroid[: g.num_owned]) * g.measure[: g.num_owned]
+    a0 = reference.state @ Y
+    rate = np.log((reference.stepper.advance(reference.state, 0.0, T) @ Y) / a0) / T
+    assert abs(rate / (special.iv(1, beta) / beta / (special.iv(0, beta) if attention == "softmax" else 1)) - 1) < 0.03
+
+    s = slice_positions(M)
+    scheme, state = causal_run(simulation(**config), M, lambda p, sk: uniform + eps * sk**m * mode(p), T, 0.02)
+    measured = np.array([part @ Y for part in scheme.split(state)])
+    B = (np.tril(np.ones((M, M)), -1) + 0.5 * np.eye(M)) / M
+    if attention == "softmax":
+        B /= s[:, None]
+    initial = a0 * s**m
+    discrete = linalg.expm(rate * T * B) @ initial
+    assert np.max(np.abs(measured / discrete - 1)) < 1e-6
+    if attention == "softmax":
+        continuum = initial * np.exp(rate * T / (m + 1))
+    else:
+        continuum = initial * special.iv(0, 2.0 * np.sqrt(rate * s * T))
+    assert np.all(np.abs(measured / continuum - 1) < tolerance(attention, m, s * M - 0.5))
+
+
+def tolerance(attention, m, k):
+    """Measured bound of the midpoint rule's error at slice k (M = 16, lambda T = 0.17): USA
+    3.8e-5 (second order in 1/M); SA with m = 0 exact (round-off, 1.3e-10); SA with m >= 1
+    about 0.03 / (k + 1/2)^2 (0.09 and 0.12 at slice 0, 1.3e-4 at the last)."""
+    if attention == "unnormalized":
+        return np.full_like(k, 1e-4)
+    return np.full_like(k, 1e-9) if m == 0 else 0.04 / (k + 0.5) ** 2
+
+
+def global_state(sim, scheme, state):
+    """The stacked state in the serial mesh's cell order, on every rank."""
+    from meanfield.discretisation.ordering import gather_rows
+
+    g = scheme.geometry
+    rows = gather_rows(sim.comm, state.reshape(g.num_owned, -1), g.original_index, sim.num_cells)
+    return sim.comm.bcast(rows, root=0)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("kind, method", [("fv", "direct"), ("dg1", "fast")])
+def test_ranks_agree_and_fast_matches_direct(kind, method):
+    """USA with an s-dependent density on S^2: the run on all ranks equals the serial one to
+    round-off, and the fast field the direct one to its tolerance."""
+    config = {"mesh": {"sphere": "S2", "resolution": 2}, "scheme": {"kind": kind},
+              "model": {"attention": "unnormalized", "beta": 2.0}, "nonlocal": {"method": method, "tol": 1e-10}}
+
+    def density(p, s):
+        return np.exp(2.0 * (1.0 - s) * p[:, 2] + 2.0 * s * p[:, 0])
+
+    results = {}
+    for name, comm, how in (("serial", MPI.COMM_SELF, method), ("world", MPI.COMM_WORLD, method),
+                            ("direct", MPI.COMM_SELF, "direct")):
+        sim = simulation(comm, **{**config, "nonlocal": {"method": how, "tol": 1e-10}})
+        scheme = CausalScheme(sim.scheme, sim.field, 4)
+        state = SSPRK3(scheme, 0.5, 0.05, None).advance(scheme.initial_state(density), 0.0, 0.5)
+        results[name] = global_state(sim, scheme, state)
+    scale = np.abs(results["serial"]).max()
+    assert np.abs(results["world"] - results["serial"]).max() < 1e-12 * scale
+    assert np.abs(results["direct"] - results["serial"]).max() < 1e-8 * scale
