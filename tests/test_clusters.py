@@ -21,10 +21,10 @@ from meanfield.analysis.clusters.cells import AnalysisMesh
 from meanfield.analysis.clusters.coords import exp_map, geodesic, log_map
 from meanfield.analysis.clusters.crossing import first_crossing
 from meanfield.analysis.clusters.fields import CellAverages, DG1Data
-from meanfield.analysis.clusters.files import write_history
+from meanfield.analysis.clusters.files import write_basin_history
 from meanfield.analysis.clusters.frame import analyse_field
 from meanfield.analysis.clusters.particles import TokenField
-from meanfield.analysis.clusters.plots import history_figure, plot_history
+from meanfield.analysis.clusters.plots import basin_history_figure, plot_history
 from meanfield.initial import vmf_density
 from meanfield.mesh import circle, icosphere
 from meanfield.particles.sampling import fibonacci_sphere, quantile_circle
@@ -342,7 +342,7 @@ def test_files_plot_and_summary(tmp_path):
     backend = matplotlib.get_backend()
     pyplot_loaded = "matplotlib.pyplot" in sys.modules
     history = _s1_frames([(t, [(0.5 * t, 50.0 + 20 * t, 0.6), (2.5, 40.0, 0.4)]) for t in (0.0, 0.5, 1.0)])
-    paths = write_history(tmp_path, history)
+    paths = write_basin_history(tmp_path, history)
     plot_history(tmp_path / "clusters.png", history)
     with open(paths[0]) as fh:
         rows = list(csv.DictReader(fh))
@@ -354,7 +354,7 @@ def test_files_plot_and_summary(tmp_path):
         crossings = list(csv.DictReader(fh))
     assert {c["id"] for c in crossings} == {"max", "0", "1"} and len(crossings) == 3 * 5
     assert _png_size(tmp_path / "clusters.png") == (1500, 420)  # figsize (15, 4.2) at dpi 100
-    count, paths_ax, heights = history_figure(history).axes
+    count, paths_ax, heights = basin_history_figure(history).axes
     assert count.get_xscale() == "log" and heights.get_yscale() == "log" and paths_ax.get_ylim() == (-np.pi, np.pi)
     assert [ax.get_ylabel() for ax in (count, paths_ax, heights)] == ["clusters", "theta (rad)", "height / uniform"]
     assert len(paths_ax.get_lines()) == 2 and len(heights.get_lines()) == 3  # two tracks; and the global max

@@ -81,10 +81,10 @@ def test_run_history_of_a_hybrid_run_matches_the_lagrangian_merge(tmp_path):
 def test_clusters_figure_has_a_panel_per_history_in_rows():
     """clusters.png of a study of four betas: the count panel with one line per beta, and the
     trajectories of each beta, three panels a row."""
-    from meanfield.analysis.longtime.plots import history_figure
+    from meanfield.analysis.longtime.plots import point_set_history_figure
 
     h = reference_history({**CONFIG, "time": {"t_final": 20.0, "outputs": 4}}, n=64)
-    fig = history_figure({f"reference beta={b:g}": h for b in (4, 5, 6, 7)})
+    fig = point_set_history_figure({f"reference beta={b:g}": h for b in (4, 5, 6, 7)})
     assert len(fig.axes) == 5
     assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == [f"reference beta={b}" for b in (4, 5, 6, 7)]
     assert [ax.get_title() for ax in fig.axes[1:]] == [f"reference beta={b}: clusters" for b in (4, 5, 6, 7)]

@@ -27,7 +27,7 @@ from ...sphere import sphere_area
 from .atoms import WithAtoms
 from .cells import AnalysisMesh
 from .fields import CellAverages, DG1Data, Field
-from .files import FILES, PLOT_FILE, write_history
+from .files import FILES, PLOT_FILE, write_basin_history
 from .frame import analyse_field
 from .history import FACTORS, BasinHistory, build_history
 from .noise import token_bandwidth, token_prominence
@@ -156,7 +156,7 @@ def analyse_run(run: Any, *, threshold: float | None = None, prominence: float |
     if isinstance(token_field, TokenField):
         history.info["bandwidth"] = token_field.bandwidth
     if out is not None:
-        write_history(out, history)
+        write_basin_history(out, history)
         if plots:
             plot_history(Path(out) / PLOT_FILE, history)
     return history

@@ -52,7 +52,7 @@ def cluster_rows(history: BasinHistory) -> list[dict[str, float]]:
     return rows
 
 
-def write_history(directory: str | Path, history: BasinHistory) -> list[Path]:
+def write_basin_history(directory: str | Path, history: BasinHistory) -> list[Path]:
     """Write clusters.csv, events.csv and crossings.csv into ``directory`` (created)."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)

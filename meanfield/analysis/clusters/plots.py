@@ -29,7 +29,7 @@ def _finite(values: np.ndarray) -> np.ndarray:
     return np.where(np.isfinite(values), values, np.nan)
 
 
-def history_figure(history: BasinHistory) -> Figure:
+def basin_history_figure(history: BasinHistory) -> Figure:
     """Three panels: cluster count against t (log axis), peak trajectories, peak heights.
 
     Hybrid runs: where a cluster holds atoms its trajectory carries dots of area proportional
@@ -77,6 +77,6 @@ def history_figure(history: BasinHistory) -> Figure:
 
 
 def plot_history(path: str | Path, history: BasinHistory) -> Path:
-    """Save :func:`history_figure` as a PNG."""
-    history_figure(history).savefig(path, dpi=100)
+    """Save :func:`basin_history_figure` as a PNG."""
+    basin_history_figure(history).savefig(path, dpi=100)
     return Path(path)

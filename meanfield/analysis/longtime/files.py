@@ -40,7 +40,7 @@ def _write(path: Path, header: Sequence[str], rows: Sequence[Sequence[object]]) 
     return path
 
 
-def write_history(history: PointSetHistory, out: Path, name: str) -> list[Path]:
+def write_point_set_history(history: PointSetHistory, out: Path, name: str) -> list[Path]:
     """``<name>-clusters.csv``, ``<name>-events.csv`` and ``<name>-states.csv`` under ``out``."""
     clusters = [(t, int(lab), float(c), float(m))
                 for t, labels, centres, masses in zip(history.times, history.labels, history.centres,

@@ -14,11 +14,11 @@ from matplotlib.ticker import MaxNLocator
 
 from .events import PointSetHistory
 
-#: Most panels side by side in :func:`history_figure` (more histories start new rows).
+#: Most panels side by side in :func:`point_set_history_figure` (more histories start new rows).
 PANELS_PER_ROW = 3
 
 
-def history_figure(histories: Mapping[str, PointSetHistory]) -> Figure:
+def point_set_history_figure(histories: Mapping[str, PointSetHistory]) -> Figure:
     """Cluster count against log t (one line per history) and the cluster trajectories of each.
 
     Trajectories: centre angle against log t, the marker area proportional to the mass; merges

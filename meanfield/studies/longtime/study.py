@@ -213,23 +213,23 @@ def long_time_study(
     and ``merge-table.png`` (merge and metastable times against beta).  A folder holding an
     earlier study is refused unless ``overwrite`` (its files are then replaced).
     """
-    from ...analysis.longtime.files import write_history, write_table
-    from ...analysis.longtime.plots import history_figure, save, table_figure
+    from ...analysis.longtime.files import write_point_set_history, write_table
+    from ...analysis.longtime.plots import point_set_history_figure, save, table_figure
 
     cfg = _config(config)
     out = check_study_inputs(cfg, out, betas, n, t_final, run, delta, overwrite)
     chosen = [Problem(cfg).model().beta] if betas is None else [float(b) for b in betas]
     study = beta_table(cfg, chosen, n=n, t_final=t_final, delta=delta, min_mass=min_mass)
     for b, h in study.histories.items():
-        study.files += write_history(h, out, f"reference-beta{b:g}")
+        study.files += write_point_set_history(h, out, f"reference-beta{b:g}")
     shown = {f"reference beta={b:g}": study.histories[b] for b in chosen}
     if run is not None:
         hybrid = run_history(run, delta=delta, min_mass=min_mass)
-        study.files += write_history(hybrid, out, "hybrid")
+        study.files += write_point_set_history(hybrid, out, "hybrid")
         shown["hybrid"] = hybrid
     study.files.append(write_table(study.rows, out))
     if plots:
-        study.files.append(save(history_figure(shown), out / "clusters.png"))
+        study.files.append(save(point_set_history_figure(shown), out / "clusters.png"))
         study.files.append(save(table_figure([r.beta for r in study.rows], [r.merges for r in study.rows],
                                              [[(k, d, lower) for k, _, d, lower in r.states] for r in study.rows]),
                                 out / "merge-table.png"))
