@@ -9,7 +9,10 @@ lists the output times, and says which run directory would be used (or why it wo
 refused) and which files, of about what size, would be written there.  Nothing is written.
 
 A generated mesh is counted, not built (a resolution far too large for the machine is
-reported at once); a mesh file is read.
+reported at once); a mesh file is read.  For adaptive steps, a run of up to
+:data:`ESTIMATE_CELLS` cells that fits in memory is set up on one process (as ``meanfield run``
+sets it up, a second or a few) to measure each layer's initial step size, from which the
+number of steps and the wall time are estimated (:class:`StepEstimate`).
 """
 
 from __future__ import annotations
@@ -31,6 +34,74 @@ from .wording import counted
 
 #: Field evaluations per time step (SSP-RK3: one per stage).
 EVALUATIONS_PER_STEP = 3
+#: Adaptive runs of up to this many cells are set up on one process to measure their initial
+#: step sizes (a level-7 icosphere, 327680 cells, takes about 5 s); larger ones are not estimated.
+ESTIMATE_CELLS = 400_000
+
+
+@dataclass(frozen=True)
+class StepEstimate:
+    """The steps of an adaptive run, estimated from each layer's initial step size and speed.
+
+    A step is ``min(cfl / rate, time.dt_max)`` with ``rate`` the largest outflow rate of the
+    density under the layer's velocity, which is proportional to the velocity's speed.  The
+    run's first step is measured (the initial density's rate); the speed then changes as the
+    density moves.  Attention starts slow on a spread density (the attention-weighted means
+    nearly cancel) and speeds up as clusters form, up to the model's bound
+    (:meth:`meanfield.layers.Layer.speed_bound`), so the run takes between :attr:`steps` and
+    :attr:`most_steps` steps: the first if the speed stays as it starts, the second if it
+    reaches the bound at once.  A prescribed rotation keeps its speed: both are the same.
+
+    Attributes
+    ----------
+    steps, most_steps
+        Steps to ``t_final`` at the initial step sizes and at the smallest step sizes the
+        speed bound allows: each layer's duration over its step size, plus one step per output
+        time and layer boundary (the steps shortened to land there).
+    dts, smallest_dts
+        Each layer's initial step size (``inf`` where the velocity vanishes) and its step
+        size at the speed bound.
+    """
+
+    steps: int
+    most_steps: int
+    dts: tuple[float, ...]
+    smallest_dts: tuple[float, ...]
+
+    @classmethod
+    def measure(cls, problem: Problem) -> StepEstimate:
+        """Set the run up on this process alone and measure its initial step sizes and speeds."""
+        from mpi4py import MPI
+
+        from .pde import PDESimulation
+
+        t = problem.time
+        sim = PDESimulation(problem, MPI.COMM_SELF)
+        speeds: list[float] = []
+        velocity = sim.scheme.velocity
+
+        def recorded(targets: np.ndarray, sources: np.ndarray, weights: np.ndarray) -> np.ndarray:
+            X = velocity(targets, sources, weights)
+            speeds.append(float(np.max(np.linalg.norm(X, axis=1), initial=0.0)))
+            return X
+
+        sim.scheme.velocity = recorded
+        rates = sim.initial_rates()
+        schedule = problem.schedule()
+        bounds = [layer.speed_bound() for layer in schedule.layers] if problem.velocity.is_attention else speeds
+        dt_max = t.dt_max if t.dt_max is not None else math.inf
+        dts = tuple(min(t.cfl / rate if rate > 0 else math.inf, dt_max) for rate in rates)
+        # the rate scales with the speed: at the bound it is rate * bound / speed
+        smallest = tuple(dt if rate == 0 or bound <= speed else min(t.cfl * speed / (rate * bound), dt_max)
+                         for dt, rate, speed, bound in zip(dts, rates, speeds, bounds))
+        durations = schedule.durations(t.t_final)[:len(dts)]
+        landings = len(t.output_times) + len(schedule.boundaries)
+
+        def count(step_sizes: tuple[float, ...]) -> int:
+            return landings + sum(math.floor(duration / dt) for duration, dt in zip(durations, step_sizes)
+                                  if duration > 0)
+
+        return cls(count(dts), count(smallest), dts, smallest)
 
 
 @dataclass(frozen=True)
@@ -60,7 +131,8 @@ class CheckReport:
     targets, sources
         Points of one field evaluation on the whole mesh.
     steps
-        Time steps to the end (fixed ``time.dt``), or ``None`` (adaptive: unknown before the run).
+        Time steps to the end: exact for a fixed ``time.dt``, estimated for adaptive steps
+        (see ``estimate``), ``None`` where not estimated.
     output_times
         The output times.
     directory, directory_state
@@ -73,6 +145,10 @@ class CheckReport:
         File name -> estimated size in bytes (``None`` where small) of what a run would write.
     ranks
         The ranks the memory and wall-time estimates are for.
+    estimate
+        The initial step sizes behind an adaptive run's ``steps`` (``None`` for a fixed step,
+        or where the run was too large to set up: more than :data:`ESTIMATE_CELLS` cells, or
+        more memory than is available).
     """
 
     config: Config
@@ -89,6 +165,7 @@ class CheckReport:
     memory_state: str
     files: dict[str, int | None] = field(default_factory=dict)
     ranks: int = 1
+    estimate: StepEstimate | None = None
 
     def format(self) -> str:
         """The report as text for the terminal: the summary, the details, then the resolved config."""
@@ -97,8 +174,7 @@ class CheckReport:
         times = self.output_times
         shown = ", ".join(f"{t:g}" for t in times) if len(times) <= 8 else \
             f"{times[0]:g}, {times[1]:g}, ..., {times[-1]:g}"
-        step = f"{self.steps} steps of dt = {p.time.dt:g}" if self.steps is not None else \
-            f"adaptive steps (cfl {p.time.cfl:g}): their number is known only as the run goes"
+        step = f"{self.steps} steps of dt = {p.time.dt:g}" if p.time.dt is not None else self._adaptive()
         on_disk = sum(size for size in self.files.values() if size is not None)
         lines = ["# summary (nothing was run or written)",
                  f"mesh:        {p.sphere} ({mesh}): {self.cells} cells, {self.vertices} vertices; "
@@ -124,13 +200,38 @@ class CheckReport:
         if not self.fields:
             return "not modelled (no nonlocal field: the run is cheap per step)"
         if self.steps is None:
-            return "unknown before the run (adaptive steps); the modelled cost per step is under field below"
+            return "not estimated (adaptive steps, not counted before the run); the modelled cost per step is " \
+                   "under field below"
+        counts = [self.steps] if self.estimate is None or self.estimate.most_steps == self.steps else \
+            [self.steps, self.estimate.most_steps]
+        seconds = [self._field_seconds(steps) for steps in counts]
+        shown = " to ".join(f"~{_seconds(s / self.ranks)}" for s in seconds)
+        one_core = " to ".join(_seconds(s) for s in seconds)
+        basis = "" if self.estimate is None else " for the estimated steps"
+        return (f"{shown} (the nonlocal field's modelled cost{basis}, {one_core} on one core, shared by "
+                f"{counted(self.ranks, 'rank')})")
+
+    def _field_seconds(self, steps: int) -> float:
+        """The nonlocal field's modelled seconds on one core for ``steps`` steps spread evenly in time."""
         t_final = Problem(self.config).time.t_final
         ends = [f.start for f in self.fields[1:]] + [t_final]
-        seconds = sum(EVALUATIONS_PER_STEP * f.costs[f.evaluator] * self.steps * (min(end, t_final) - f.start)
-                      / t_final for f, end in zip(self.fields, ends))
-        return (f"~{_seconds(seconds / self.ranks)} (the nonlocal field's modelled cost, {_seconds(seconds)} on one "
-                f"core, shared by {counted(self.ranks, 'rank')})")
+        return sum(EVALUATIONS_PER_STEP * f.costs[f.evaluator] * steps * (min(end, t_final) - f.start) / t_final
+                   for f, end in zip(self.fields, ends))
+
+    def _adaptive(self) -> str:
+        """The time line's account of adaptive steps."""
+        p = Problem(self.config)
+        head = f"adaptive steps (cfl {p.time.cfl:g})"
+        if self.estimate is None:
+            why = f"more than {ESTIMATE_CELLS} cells" if self.cells > ESTIMATE_CELLS else "the run does not fit here"
+            return f"{head}: not estimated ({why}); metadata.json's progress gives the ETA once it runs"
+        e = self.estimate
+        first, smallest = (", ".join(f"{dt:.3g}" for dt in dts) for dts in (e.dts, e.smallest_dts))
+        per_layer = "" if len(e.dts) == 1 else " (one per layer)"
+        if e.most_steps == e.steps:
+            return f"{head}: ~{e.steps} steps of dt = {first}{per_layer} (the initial velocity's step)"
+        return (f"{head}: {e.steps} to {e.most_steps} steps, from the initial step dt = {first} to dt = {smallest} "
+                f"at the model's speed bound{per_layer}; clustering speeds attention up towards the bound")
 
     def _field(self) -> str:
         if not self.fields:
@@ -142,7 +243,7 @@ class CheckReport:
             per_step = EVALUATIONS_PER_STEP * layer.costs[layer.evaluator]
             text = (f"  from t = {layer.start:g}: {layer.evaluator} ({_seconds(layer.costs['direct'])} direct, "
                     f"{_seconds(layer.costs['fast'])} fast per evaluation; ~{_seconds(per_step)} per step")
-            if self.steps is not None and len(self.fields) == 1:
+            if self.steps is not None and len(self.fields) == 1 and self.estimate is None:
                 text += f", ~{_seconds(per_step * self.steps)} for the run"
             lines.append(text + ")")
         return "\n             ".join(lines)
@@ -242,12 +343,17 @@ def check_config(config: Config | dict | str | Path | None, overrides: list[str]
     fields = _fields(problem, targets, sources)
     t = problem.time
     steps = math.ceil(t.t_final / t.dt - 1e-9) if t.dt is not None else None
+    estimate = None
     directory = Path(out) if out is not None else problem.output.directory
     try:
         state = {"missing": "new", "empty": "empty: used"}[check_target(directory)]
     except RunDirectoryError as exc:
         state = f"a run would be refused: {exc}"
-    estimate, memory_state = _memory(problem, cells, ranks)
+    memory_estimate, memory_state = _memory(problem, cells, ranks)
+    if t.dt is None and cells <= ESTIMATE_CELLS and _memory(problem, cells, 1)[1].startswith("fits"):
+        estimate = StepEstimate.measure(problem)
+        steps = estimate.steps
     return CheckReport(config, cells, vertices, fields, targets, sources, steps, t.output_times, directory, state,
-                       estimate, memory_state, _files(problem, cells, nv, len(t.output_times)), ranks)
+                       memory_estimate, memory_state, _files(problem, cells, nv, len(t.output_times)), ranks,
+                       estimate)
 

@@ -183,6 +183,10 @@ class FeedForward:
         w, a = np.linalg.norm(self.W, 2), np.linalg.norm(self.A, 2)
         return float(2.0 * w * (slope * a + a + np.linalg.norm(self.b)))
 
+    def speed_bound(self) -> float:
+        """A bound of ``|F(x)|`` on the sphere: ``||W|| (||A|| + |b|)`` (``|sigma(z)| <= |z|``)."""
+        return float(np.linalg.norm(self.W, 2) * (np.linalg.norm(self.A, 2) + np.linalg.norm(self.b)))
+
     def to_dict(self) -> dict[str, Any]:
         """Plain-data form (lists), as written in a config."""
         return {"W": self.W.tolist(), "A": self.A.tolist(), "b": self.b.tolist(), "activation": self.activation}
@@ -207,6 +211,11 @@ class Layer:
         """A crude bound of the layer's velocity's Lipschitz constant: attention's plus the block's."""
         attention = 0.0 if self.attention is None else self.attention.lipschitz_bound()
         return attention + (0.0 if self.ffn is None else self.ffn.lipschitz_bound())
+
+    def speed_bound(self) -> float:
+        """A bound of the layer's speed on the sphere: attention's plus the block's."""
+        attention = 0.0 if self.attention is None else self.attention.speed_bound()
+        return attention + (0.0 if self.ffn is None else self.ffn.speed_bound())
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-data form: ``{"attention": model dict or None, "ffn": block dict or None}``."""
@@ -319,6 +328,11 @@ class LayerSchedule:
     def boundaries(self) -> tuple[float, ...]:
         """The times at which the parameters change (the starts after the first)."""
         return self.starts[1:]
+
+    def durations(self, t_final: float) -> list[float]:
+        """How long each layer lasts within ``[0, t_final]`` (0 for a layer that starts later)."""
+        ends = [*self.boundaries, np.inf]
+        return [max(min(end, t_final) - start, 0.0) for start, end in zip(self.starts, ends)]
 
     @property
     def is_layered(self) -> bool:

@@ -186,6 +186,18 @@ class AttentionModel:
             total += abs(h.weight) * np.linalg.norm(h.V, 2) * (2.0 + 2.0 * a) * growth
         return total
 
+    def speed_bound(self) -> float:
+        """A bound of the attention field's speed ``|X[mu](x)|`` over every measure and point.
+
+        ``sum_h |w_h| ||V_h||`` for softmax (``P_x V`` of a convex combination of unit vectors),
+        times ``exp(beta ||Q_h^T K_h||)`` for unnormalised attention (spectral norms).
+        """
+        total = 0.0
+        for h in self.heads:
+            growth = 1.0 if self.softmax else float(np.exp(self.beta * np.linalg.norm(h.interaction, 2)))
+            total += abs(h.weight) * float(np.linalg.norm(h.V, 2)) * growth
+        return total
+
     def to_dict(self) -> dict:
         """Plain-data form (lists), as written in a resolved config."""
         out: dict = {"attention": self.attention, "beta": self.beta}

@@ -133,16 +133,24 @@ class PDESimulation(Simulation):
         """The atoms of a hybrid run (see the class docstring), ``None`` for a plain run."""
         return self.atoms_component.atoms
 
+    def initial_rates(self) -> list[float]:
+        """The outflow rate of the initial density under each layer's velocity (one velocity
+        evaluation per layer; the step size there is ``cfl / rate``).  A prescribed rotation has
+        one entry."""
+        layers = range(len(self.schedule.layers)) if self.problem.velocity.is_attention else range(1)
+        rates = []
+        for k in layers:
+            self.field.enter(k)
+            rates.append(float(self.stepper.scheme.rhs_and_bound(self.atoms_component.stepped_state(self.state))[1]))
+        self.field.enter(0)
+        return rates
+
     def _check_initial_rate(self) -> None:
         """Refuse a model whose velocity on the initial density is not finite or would need more
         than :data:`~meanfield.config.MAX_STEPS` steps, for every layer (bad input: nothing has
-        been written yet).  Each layer's field is set up in turn, so this costs one velocity
-        evaluation per layer."""
+        been written yet).  This costs one velocity evaluation per layer."""
         t = self.problem.time
-        layers = range(len(self.schedule.layers)) if self.problem.velocity.is_attention else range(1)
-        for k in layers:
-            self.field.enter(k)
-            _, rate = self.stepper.scheme.rhs_and_bound(self.atoms_component.stepped_state(self.state))
+        for k, rate in enumerate(self.initial_rates()):
             where = self.schedule.origins[k]
             if not np.isfinite(rate):
                 raise ConfigError(f"{where}: the initial velocity is not finite (outflow rate {rate!r});"
@@ -152,7 +160,6 @@ class PDESimulation(Simulation):
                 raise ConfigError(f"{where}: the initial velocity limits the step to dt = {t.cfl / rate:.3g}"
                                   f", {steps:.3g} steps to t_final = {t.t_final:g} (at most "
                                   f"{MAX_STEPS:.0e}); check the heads' weights, V, beta and the feed-forward block")
-        self.field.enter(0)
 
     @property
     def evaluator(self) -> NonlocalEvaluator | None:

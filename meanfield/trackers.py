@@ -15,6 +15,13 @@ evaluated at the output times that are multiples of its ``every`` (every output 
 and is ``nan`` at the others.  The reductions are collective: each rank reduces its cells,
 then the ranks combine their numbers, so the values do not depend on the rank count beyond
 round-off.
+
+A particle run evaluates the same trackers on its tokens, the empirical measure
+``sum_i w_i delta(x_i)``: ``integral(f)`` is ``sum_i w_i f(1, x_i)`` for an ``f`` linear in
+``rho`` (``integral(rho * z)`` is the tokens' mean z), and ``max(f)``, ``min(f)`` reduce over the
+tokens an ``f`` that does not involve ``rho`` (``max(z)``).  Other trackers (``max(rho)``,
+``integral(rho**2)``) have no value on tokens, which carry no pointwise density: a particle
+run refuses them before it starts (:meth:`Trackers.check_tokens`).
 """
 
 from __future__ import annotations
@@ -87,6 +94,7 @@ class Tracker:
     every: float | None
     parts: tuple[tuple[str, Function], ...]
     combine: Function
+    field: str
 
     @classmethod
     def compile(cls, name: str, expression: str, every: float | None, field: str) -> Tracker:
@@ -102,7 +110,7 @@ class Tracker:
                                   f"expression of {', '.join(FIELD_NAMES)}, e.g. 'integral(rho * z)'")
         placeholders = tuple(f"_{i}" for i in range(len(reductions.parts)))
         combine = compile_function(ast.unparse(outer), field, placeholders)
-        return cls(name, expression, every, tuple(reductions.parts), combine)
+        return cls(name, expression, every, tuple(reductions.parts), combine, field)
 
     def due(self, t: float) -> bool:
         """Whether output time ``t`` is a multiple of :attr:`every`."""
@@ -154,6 +162,32 @@ class Trackers:
 
     def __len__(self) -> int:
         return len(self.trackers)
+
+    def check_tokens(self) -> None:
+        """Refuse (:class:`ExpressionError` naming the field) a tracker with no value on tokens:
+        an ``integral`` of an expression that is not linear in ``rho``, or a ``max``/``min`` of
+        one that involves ``rho`` (module docstring).  Checked on random points of the sphere."""
+        points = np.random.default_rng(0).standard_normal((16, 3))
+        points /= np.linalg.norm(points, axis=1, keepdims=True)
+        coordinates = dict(zip(FIELD_NAMES[1:], points.T))
+        for tracker in self.trackers:
+            for kind, function in tracker.parts:
+                half, double = (np.broadcast_to(function({"rho": np.full(16, a), **coordinates}), 16)
+                                for a in (0.5, 2.0))
+                expected = 4.0 * half if kind == "integral" else half  # linear in rho, or free of it
+                with np.errstate(invalid="ignore"):
+                    ok = np.allclose(double, expected, rtol=1e-9, atol=0.0, equal_nan=True)
+                if not ok:
+                    need = "linear in rho, e.g. integral(rho * z)" if kind == "integral" else \
+                        "without rho, e.g. max(z)"
+                    raise ExpressionError(f"{tracker.field}: {tracker.expression!r} has no value on tokens, which "
+                                          f"carry no pointwise density; a particle run takes {kind}(...) of an "
+                                          f"expression {need}")
+
+    def evaluate_tokens(self, t: float, points: np.ndarray, weights: np.ndarray, comm) -> dict[str, float]:
+        """The trackers' values on this rank's tokens and the other ranks' (collective; see
+        :meth:`evaluate`): ``rho`` is 1 at every token and the weights take the areas' place."""
+        return self.evaluate(t, np.ones(len(points)), points, weights, comm)
 
     def evaluate(self, t: float, rho: np.ndarray, points: np.ndarray, areas: np.ndarray, comm) -> dict[str, float]:
         """The trackers' values at output time ``t`` (collective; ``nan`` for those not due).

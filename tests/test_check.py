@@ -62,3 +62,33 @@ def test_check_lists_the_field_of_every_attention_layer(tmp_path):
     report = check_config(layered, ["nonlocal.method=\"fast\""], out=tmp_path / "r")
     assert [f.start for f in report.fields] == [0.0, 0.05]
     assert "from t = 0.05: fast" in report.format()
+
+
+def test_check_brackets_the_steps_of_an_adaptive_run(tmp_path):
+    """Attention speeds up as clusters form: the run takes more steps than its initial step
+    size gives, and no more than the model's speed bound allows."""
+    clustering = {**_config("S1", "fv"), "model": {"beta": 9.0}, "time": {"t_final": 4.0, "outputs": 4}}
+    report = check_config(clustering, out=tmp_path / "r")
+    estimate = report.estimate
+    assert estimate is not None and report.steps == estimate.steps < estimate.most_steps
+    steps = meanfield.run(clustering, out=tmp_path / "r", quiet=True).metadata["steps"]["steps"]
+    assert estimate.steps < steps <= estimate.most_steps
+    assert f"{estimate.steps} to {estimate.most_steps} steps" in report.format()
+
+
+def test_check_counts_the_steps_of_a_rotation(tmp_path):
+    """A prescribed rotation keeps its speed: the estimate is the run's count, up to the steps
+    shortened to land on output times."""
+    rotation = {**_config("S2", "fv"), "model": {"velocity": "rotation"}, "time": {"t_final": 0.5, "outputs": 5}}
+    report = check_config(rotation, out=tmp_path / "r")
+    assert report.estimate is not None and report.estimate.most_steps == report.steps
+    steps = meanfield.run(rotation, out=tmp_path / "r", quiet=True).metadata["steps"]["steps"]
+    assert abs(steps - report.steps) <= len(report.output_times)
+
+
+def test_check_does_not_set_up_a_large_run(tmp_path):
+    from meanfield.check import ESTIMATE_CELLS
+
+    report = check_config({**_config("S2", "fv"), "mesh": {"sphere": "S2", "resolution": 8}}, out=tmp_path / "r")
+    assert report.cells > ESTIMATE_CELLS and report.estimate is None and report.steps is None
+    assert f"not estimated (more than {ESTIMATE_CELLS} cells)" in report.format()

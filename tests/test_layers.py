@@ -456,3 +456,13 @@ def test_resume_beyond_the_last_layer_isrefused(tmp_path):
     run = meanfield.resume(tmp_path / "a", t_final=0.8, overrides=[f"model.layers={more}"], comm=MPI.COMM_SELF,
                            quiet=True)
     assert run.times[-1] == 0.8 and run.metadata["status"] == "completed"
+
+
+@pytest.mark.parametrize("activation", ACTIVATIONS)
+def test_feed_forward_speed_bound_holds(rng, activation):
+    d, m = 3, 5
+    ffn = FeedForward.build(d, {"W": rng.standard_normal((d, m)), "A": rng.standard_normal((m, d)),
+                                "b": rng.standard_normal(m), "activation": activation})
+    x = rng.standard_normal((2000, d))
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    assert np.linalg.norm(ffn.velocity(x), axis=1).max() <= ffn.speed_bound()

@@ -102,3 +102,45 @@ def test_rank_count_independence(parallel_comm, tmp_path):
         for name in ("total", "zbar", "peak", "spread"):
             np.testing.assert_allclose(parallel.observables[name], serial.observables[name], rtol=1e-12, atol=1e-15)
     parallel_comm.barrier()
+
+
+TOKEN_TRACKERS = [{"name": "zbar", "expression": "integral(rho * z)"}, {"name": "top", "expression": "max(z)"},
+                  {"name": "spread", "expression": "max(x) - min(x)", "every": 0.5}]
+TOKENS = {**CASE, "output": {"observables": TOKEN_TRACKERS}, "particles": {"n": 200, "seed": 3}}
+
+
+def test_particle_runs_evaluate_trackers_on_their_tokens(tmp_path):
+    """On tokens, integral(rho * z) is the tokens' mean z (the mean_2 column) and max/min reduce
+    over the tokens (their snapshots), at each tracker's own cadence."""
+    run = meanfield.run_particles(TOKENS, out=tmp_path / "p", comm=MPI.COMM_SELF, quiet=True)
+    obs = run.observables
+    np.testing.assert_allclose(obs["zbar"], obs["mean_2"], rtol=1e-12, atol=1e-15)
+    points = np.array([run.at(t) for t in run.times])
+    np.testing.assert_array_equal(obs["top"], points[:, :, 2].max(axis=1))
+    due = np.isclose(run.times % 0.5, 0) | np.isclose(run.times % 0.5, 0.5)
+    spread = points[:, :, 0].max(axis=1) - points[:, :, 0].min(axis=1)
+    np.testing.assert_array_equal(obs["spread"][due], spread[due])
+    assert np.isnan(obs["spread"][~due]).all()
+
+
+@pytest.mark.parametrize("expression", ["max(rho)", "integral(rho**2)", "integral(rho * z + 1)"])
+def test_particle_runs_refuse_trackers_that_need_a_density(tmp_path, expression):
+    """As users run it: exit 2, one line naming the field and what tokens take, nothing written."""
+    (tmp_path / "case.toml").write_text(
+        'name = "x"\n[mesh]\nsphere = "S2"\nresolution = 1\n[time]\nt_final = 0.2\noutputs = 2\n'
+        f'[[output.observables]]\nname = "q"\nexpression = "{expression}"\n')
+    done = cli(["particles", "case.toml", "--n", "50", "--out", "out", "--quiet"], tmp_path)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1, done.stderr
+    assert "output.observables[0].expression" in lines[0] and "no value on tokens" in lines[0]
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.mpi
+def test_token_trackers_rank_count_independence(parallel_comm, tmp_path):
+    parallel = meanfield.run_particles(TOKENS, out=tmp_path / "parallel", comm=parallel_comm, quiet=True)
+    if parallel_comm.rank == 0:
+        serial = meanfield.run_particles(TOKENS, out=tmp_path / "serial", comm=MPI.COMM_SELF, quiet=True)
+        for name in ("zbar", "top", "spread"):
+            np.testing.assert_allclose(parallel.observables[name], serial.observables[name], rtol=1e-12, atol=1e-15)
+    parallel_comm.barrier()

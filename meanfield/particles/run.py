@@ -23,7 +23,6 @@ import numpy as np
 
 from ..collective import on_root
 from ..config import MAX_STEPS, Config, ConfigError
-from ..layers import LayerSchedule
 from ..model import VelocityField
 from ..nonlocal_field import NonlocalEvaluator
 from ..problem import Problem
@@ -58,12 +57,6 @@ def with_counts(config: Config, n: int, seed: int) -> Config:
     return Config(data, config.source)
 
 
-def layer_durations(schedule: LayerSchedule, t_final: float) -> list[float]:
-    """How long each layer of the schedule lasts within ``[0, t_final]``."""
-    ends = [*schedule.boundaries, np.inf]
-    return [max(min(end, t_final) - start, 0.0) for start, end in zip(schedule.starts, ends)]
-
-
 class ParticleSimulation(Simulation):
     """n tokens on S^{d-1} advanced by RK4 in equal steps per interval (see :class:`Simulation`).
 
@@ -96,11 +89,12 @@ class ParticleSimulation(Simulation):
         if self.sampler == "mesh" and d != problem.d:
             raise ConfigError(f"particles.sampler: 'mesh' samples the mesh's sphere (d = {problem.d}), not d = {d}")
         self.dts = [p.dt if p.dt is not None else default_dt(layer) for layer in self.schedule.layers]
-        steps = sum(t / dt for t, dt in zip(layer_durations(self.schedule, problem.time.t_final), self.dts))
+        steps = sum(t / dt for t, dt in zip(self.schedule.durations(problem.time.t_final), self.dts))
         if steps > MAX_STEPS:
             what = "particles.dt" if p.dt is not None else "particles.dt (default 0.25 / Lipschitz bound of the model)"
             raise ConfigError(f"{what}: {self.dt:.3g} would take {steps:.3g} steps (at most {MAX_STEPS:.0e}); "
                               "check the model's weights, V and feed-forward block")
+        problem.output.trackers.check_tokens()
         self.n, self.seed = n, seed
         self.block = token_block(n, comm.rank, comm.size)
         mesh = problem.mesh.build() if self.sampler == "mesh" else None
@@ -151,6 +145,7 @@ class ParticleSimulation(Simulation):
         self.field.enter(self.schedule.index_until(self.t))
         row = self.field.observables(self.x, self.system.weights)
         row.update(rho_min=np.nan, rho_max=np.nan, dt=self.plan.h if self.plan is not None else np.nan)
+        row.update(self.problem.output.trackers.evaluate_tokens(self.t, self.x, self.system.weights, self.comm))
         return row
 
     def _all_tokens(self) -> np.ndarray | None:
