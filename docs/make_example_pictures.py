@@ -1,17 +1,21 @@
-"""Draw one picture per example of runs/examples/ for the documentation's examples page.
+"""Draw the documentation's pictures: one per example of runs/examples/, and the features'.
 
     .venv/bin/python docs/make_example_pictures.py [--runs /tmp/meanfield-example-pictures] [--only NAME ...]
 
 Each example runs shortened (a coarser mesh or an earlier ``t_final``, listed in
 :data:`PICTURES`, so that the whole set takes minutes on a laptop), ``meanfield plot`` draws it,
 and one of its pictures is shrunk into ``docs/_static/examples/<example>.png``.  The pictures
-show what each example does, not its full-length result.  The run directories are left under
-``--runs``.
+show what each example does, not its full-length result.  The features' pictures
+(:data:`FEATURES`: a hybrid run's observables, the plots' focus, particle clusters, ParaView)
+go to ``docs/_static/features/<name>.png``; the ParaView one is the run's own
+``view-in-paraview.py`` under ``xvfb-run pvbatch`` (skipped, with a line, without ParaView).
+The run directories are left under ``--runs``.
 """
 
 from __future__ import annotations
 
 import argparse
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +25,7 @@ from PIL import Image
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "runs" / "examples"
 OUT = ROOT / "docs" / "_static" / "examples"
+FEATURES_OUT = ROOT / "docs" / "_static" / "features"
 #: Width in pixels of the committed pictures.
 WIDTH = 720
 
@@ -41,6 +46,18 @@ PICTURES: dict[str, tuple[list[str], str]] = {
 }
 
 
+#: feature -> (the meanfield command that makes its run, without --out; its picture in the run directory)
+FEATURES: dict[str, tuple[list[str], str]] = {
+    "hybrid-observables": (["run", "runs/examples/s1-long-time.toml", "--set", "mesh.resolution=256",
+                            "--set", "time.t_final=200", "--set", "time.outputs=100"], "plots/observables.png"),
+    "focus": (["run", "runs/examples/s2-clusters.toml", "--set", "mesh.resolution=4", "--set", "atoms.capture=true",
+               "--set", "output.xdmf=true"], "plots/density_final.png"),
+    "particle-clusters": (["particles", "runs/examples/s2-clustering.toml", "--n", "10000"], "inner_products.png"),
+}
+#: The feature run that ParaView draws (docs/_static/features/paraview.png).
+PARAVIEW_RUN = "focus"
+
+
 def meanfield(*args: str) -> None:
     subprocess.run([sys.executable, "-m", "meanfield.cli", *args], check=True, cwd=ROOT)
 
@@ -54,17 +71,39 @@ def shrink(source: Path, target: Path) -> None:
         image.quantize(colors=128, method=Image.Quantize.MEDIANCUT).save(target, optimize=True)
 
 
+def paraview(run_dir: Path) -> None:
+    """The run's last output as its ``view-in-paraview.py`` draws it, into features/paraview.png."""
+    if shutil.which("pvbatch") is None or shutil.which("xvfb-run") is None:
+        print("no ParaView picture: pvbatch or xvfb-run is not installed (apt-get install paraview xvfb)")
+        return
+    picture = run_dir / "paraview.png"
+    subprocess.run(["xvfb-run", "-a", "pvbatch", str(run_dir / "view-in-paraview.py"), str(picture)], check=True)
+    shrink(picture, FEATURES_OUT / "paraview.png")
+    print(f"wrote {FEATURES_OUT / 'paraview.png'}", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=Path, default=Path("/tmp/meanfield-example-pictures"),
                         help="where the short runs go")
-    parser.add_argument("--only", nargs="*", help="examples to draw (default: all)")
+    parser.add_argument("--only", nargs="*", help="examples and features to draw (default: all)")
     args = parser.parse_args()
     missing = sorted({p.stem for p in EXAMPLES.glob("*.toml")} - set(PICTURES))
     if missing:
         parser.error(f"no picture recipe for {missing}: add them to PICTURES")
     OUT.mkdir(parents=True, exist_ok=True)
-    for name in args.only or sorted(PICTURES):
+    FEATURES_OUT.mkdir(parents=True, exist_ok=True)
+    wanted = args.only or [*sorted(PICTURES), *FEATURES]
+    for name in (n for n in wanted if n in FEATURES):
+        command, picture = FEATURES[name]
+        run_dir = args.runs / name
+        meanfield(*command, "--out", str(run_dir), "--overwrite", "--quiet")
+        meanfield("plot", str(run_dir), "--no-movie", "--overwrite")
+        shrink(run_dir / picture, FEATURES_OUT / f"{name}.png")
+        print(f"wrote {FEATURES_OUT / name}.png", flush=True)
+        if name == PARAVIEW_RUN:
+            paraview(run_dir)
+    for name in (n for n in wanted if n not in FEATURES):
         overrides, picture = PICTURES[name]
         run_dir = args.runs / name
         sets = [x for o in overrides for x in ("--set", o)]

@@ -92,6 +92,7 @@ def write_diagnostics(path: str | Path, rule: str = "auto", eps: float = 1e-3, m
     (times, clusters, largest, histograms (T, bins)).
     """
     from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
 
     run = load_particle_run(path)
     rule = resolve_rule(rule, run.points.shape[2])
@@ -116,8 +117,9 @@ def write_diagnostics(path: str | Path, rule: str = "auto", eps: float = 1e-3, m
     fig.colorbar(image, ax=ax, label="log10 fraction of pairs")
     ax.set(xlabel="<x_i, x_j>", ylabel="t", title="pairwise inner products")
     ax2.step(run.times, clusters, where="post")
-    label = (f"density basins, bandwidth {history.info['bandwidth']:.3g}, prominence {history.prominence:.3g}"
-             if rule == "basins" else f"links, eps={eps:g}, >= {min_fraction:g} of tokens")
-    ax2.set(xlabel="t", ylabel="clusters", title=f"clusters ({label})")
+    ax2.yaxis.set_major_locator(MaxNLocator(integer=True))
+    label = (f"density basins\nbandwidth {history.info['bandwidth']:.3g}, prominence {history.prominence:.3g}"
+             if rule == "basins" else f"links\neps = {eps:g}, at least {min_fraction:g} of the tokens")
+    ax2.set(xlabel="t", ylabel="clusters", title=f"clusters: {label}")
     fig.savefig(run.path / "inner_products.png", dpi=100)
     return {"times": run.times, "clusters": clusters, "largest": largest, "histograms": hist}

@@ -142,7 +142,8 @@ class Orthographic:
         self.east = east / np.linalg.norm(east)
         self.north = np.cross(self.center, self.east)
         lon, lat = np.degrees(lonlat(self.center))
-        self.title = f"orthographic, centre lon {lon:.0f}\N{DEGREE SIGN} lat {lat:.0f}\N{DEGREE SIGN}"
+        self.title = (f"orthographic, centre lon {round(lon) + 0:d}\N{DEGREE SIGN} lat {round(lat) + 0:d}"
+                      "\N{DEGREE SIGN}")
 
     def _project(self, xyz: np.ndarray) -> np.ndarray:
         unit = xyz / np.linalg.norm(xyz, axis=-1, keepdims=True)

@@ -7,8 +7,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import numpy as np
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-from matplotlib.ticker import MaxNLocator
+from matplotlib.ticker import FormatStrFormatter, LogLocator, MaxNLocator, NullFormatter
 
 # column -> panel title; a panel is drawn when its column is present and not all nan
 PANELS = {
@@ -24,6 +25,19 @@ PANELS = {
 LABELS = {"atom_count": "atom count", "atom_mass": "atom mass"}
 #: Counts, drawn as steps against log t.
 COUNTS = ("clusters", "atom_count")
+
+
+def _log_time(ax: Axes, t: np.ndarray) -> None:
+    """A log time axis labelled with plain numbers: 1, 2, 5 in each decade over a span of
+    less than two decades (matplotlib's default then labels every minor tick, overlapping),
+    the decades alone over a longer span."""
+    ax.set_xscale("log")
+    ax.xaxis.set_major_formatter(FormatStrFormatter("%g"))
+    if len(t) and t.max() < 100.0 * t.min():
+        ax.xaxis.set_minor_locator(LogLocator(subs=(2.0, 5.0)))
+        ax.xaxis.set_minor_formatter(FormatStrFormatter("%g"))
+    else:
+        ax.xaxis.set_minor_formatter(NullFormatter())
 
 
 def _finite(observables: Mapping[str, np.ndarray], key: str) -> bool:
@@ -59,7 +73,7 @@ def time_series(observables: Mapping[str, np.ndarray], *, title: str | None = No
         if key in COUNTS:
             later = t > 0
             ax.step(t[later], y[later], where="post")
-            ax.set_xscale("log")
+            _log_time(ax, t[later])
             ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         elif key == "rho_max":
             ax.semilogy(t, y, label="\N{GREEK SMALL LETTER RHO} max")
@@ -70,7 +84,7 @@ def time_series(observables: Mapping[str, np.ndarray], *, title: str | None = No
         elif key == "atom_mass":
             later = t > 0
             ax.plot(t[later], y[later])
-            ax.set_xscale("log")
+            _log_time(ax, t[later])
             total = np.asarray(observables.get("mass", [1.0]), float)
             ax.set_ylim(0.0, 1.02 * max(float(np.nanmax(total)), float(np.nanmax(y))))
         elif key == "mass":
