@@ -11,7 +11,6 @@ from meanfield.velocity import LayerVelocity
 
 def masked_velocity(heads, beta, softmax, x, weights):
     """Token i's velocity from the tokens j <= i: plain numpy, the full n x n matrix per head."""
-    n = len(x)
     out = np.zeros_like(x)
     for head in heads:
         Q, K, V, w = (np.asarray(head[k]) for k in ("Q", "K", "V", "weight"))

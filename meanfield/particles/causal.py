@@ -195,7 +195,9 @@ class FastSummaries:
             coefficients = summary[d + 1 : d + 1 + self.coefficient_size].view(complex).reshape(self.spectrum.shape)
             vector = self.spectrum.vector_moments(coefficients)
         for h in self.spectral:
-            c, R = self.fast.factors[h]
+            factor = self.fast.factors[h]
+            assert factor is not None  # a spectral head
+            c, R = factor
             kappa = model.beta * c
             if kappa == 0.0:
                 fields = np.broadcast_to(sums[:, None], (d + 1, m))
