@@ -5,7 +5,7 @@ import pytest
 from scipy.stats import special_ortho_group
 
 from meanfield.layers import LayerSchedule
-from meanfield.particles.causal import CausalTokenField, token_positions
+from meanfield.particles.causal import CausalTokenField
 from meanfield.velocity import LayerVelocity
 
 
@@ -42,12 +42,6 @@ def causal_field(d, heads, beta, attention, method, tol=1e-6, block=64, comm=Non
 def tokens(n, d, seed=0):
     x = np.random.default_rng(seed).standard_normal((n, d))
     return x / np.linalg.norm(x, axis=1)[:, None]
-
-
-def test_token_positions_are_midpoints():
-    assert np.allclose(token_positions(4), [0.125, 0.375, 0.625, 0.875])
-    with pytest.raises(ValueError, match="particles.n"):
-        token_positions(0)
 
 
 @pytest.mark.parametrize("d", [2, 3, 4])

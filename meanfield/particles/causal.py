@@ -1,6 +1,7 @@
 """Causal (decoder) attention for tokens: token i attends to the tokens j <= i only.
 
-Token i (0-based here; ``i + 1`` in ``MODEL.md``) sits at position ``s_i = (i + 1/2) / n`` and
+Token i (0-based here; ``i + 1`` in ``MODEL.md``) sits at position ``s_i = (i + 1/2) / n`` (the
+midpoints of n slices, :func:`meanfield.causal.slice_positions`) and
 moves with the field of the tokens up to and including itself,
 
     X_i = P_{x_i}( sum_{j<=i} w_j e^{beta <Q x_i, K x_j>} V x_j / sum_{j<=i} w_j e^{beta <Q x_i, K x_j>} )  (SA),
@@ -55,13 +56,6 @@ from ..velocity import LayerVelocity
 #: Tokens per block: balances the fast route's fixed cost per block (a transform and the
 #: coefficient algebra, about a millisecond) against the direct sums within a block.
 DEFAULT_BLOCK = 256
-
-
-def token_positions(n: int) -> np.ndarray:
-    """The positions ``s_i = (i + 1/2) / n`` of n tokens in order (0-based i)."""
-    if n < 1:
-        raise ValueError(f"particles.n: must be a positive integer, got {n!r}")
-    return (np.arange(n) + 0.5) / n
 
 
 def masked_block_sums(model: AttentionModel, points: np.ndarray, weights: np.ndarray) -> FieldValues:

@@ -284,8 +284,9 @@ def pde_dataset(mesh: Mapping[str, np.ndarray], times: np.ndarray, outputs: Mapp
 
 
 def particle_dataset(times: np.ndarray, outputs: Mapping[str, np.ndarray], observables: Mapping[str, np.ndarray],
-                     attrs: Mapping[str, Any]) -> xarray.Dataset:
-    """The Dataset of a particle run: ``points`` (T, n, d) and the observables."""
+                     attrs: Mapping[str, Any], positions: np.ndarray | None = None) -> xarray.Dataset:
+    """The Dataset of a particle run: ``points`` (T, n, d) and the observables; a causal run's
+    token ``positions`` (n,) in [0, 1] as the coordinate ``position`` of the token dimension."""
     import xarray as xr
 
     points = np.asarray(outputs["points"], float)
@@ -297,6 +298,10 @@ def particle_dataset(times: np.ndarray, outputs: Mapping[str, np.ndarray], obser
             **_observables(observables, "1")}
     coords = {"time": _time_coordinate(times),
               "coordinate": ("coordinate", labels, {"long_name": "ambient coordinate"})}
+    if positions is not None:
+        coords["position"] = ("token", np.asarray(positions, float),
+                              {"long_name": "token position s in [0, 1] (causal attention: a token attends to "
+                                            "the positions up to its own)", "units": "1"})
     return xr.Dataset(data, coords=coords, attrs=dict(attrs))
 
 

@@ -183,6 +183,9 @@ class ParticleRunResult(_Tabulated):
         (T,) output times that were written.
     points
         (T, n, d) token positions at those times.
+    positions
+        (n,) the tokens' positions ``s_i = (i + 1/2) / n`` of a causal run (``model.mask =
+        "causal"``), in token order; ``None`` for a run without a mask.
     """
 
     path: Path
@@ -192,6 +195,7 @@ class ParticleRunResult(_Tabulated):
     points: np.ndarray
     observables: dict[str, np.ndarray] = field(default_factory=dict)
     damaged: list[str] = field(default_factory=list)
+    positions: np.ndarray | None = None
 
     @property
     def status(self) -> str:
@@ -207,7 +211,7 @@ class ParticleRunResult(_Tabulated):
         from .netcdf import particle_dataset, run_attributes
 
         return particle_dataset(self.times, {"points": self.points}, self.observables,
-                                run_attributes("particles", self.config))
+                                run_attributes("particles", self.config), self.positions)
 
 
 def read_header(path: Path) -> tuple[dict, dict]:
@@ -266,7 +270,12 @@ def load_run(path: str | Path) -> RunResult | ParticleRunResult:
     if meta.get("kind") == "particles":
         d = config.get("particles", {}).get("d") or (2 if config.get("mesh", {}).get("sphere") == "S1" else 3)
         points = np.array([s["points"] for s in snapshots]) if snapshots else np.empty((0, 0, d))
-        return ParticleRunResult(path, config, meta, times, points, observables, damaged)
+        positions = None
+        if config.get("model", {}).get("mask") == "causal":
+            from ..causal import slice_positions
+
+            positions = slice_positions(int(config["particles"]["n"]))
+        return ParticleRunResult(path, config, meta, times, points, observables, damaged, positions)
     try:
         mesh = load_npz(path / layout.MESH)
     except (OSError, ValueError) as exc:

@@ -126,11 +126,11 @@ def pde_run_file(run: Path, static: Mapping[str, np.ndarray], config: Mapping[st
                          AtomPoints(run))
 
 
-def particle_run_file(run: Path, config: Mapping[str, Any]) -> RunFileOutput:
-    """run.nc of a particle run."""
+def particle_run_file(run: Path, config: Mapping[str, Any], positions: np.ndarray | None = None) -> RunFileOutput:
+    """run.nc of a particle run (with the token ``positions`` of a causal run)."""
     attrs = run_attributes("particles", config)
 
     def build(times: np.ndarray, outputs: Mapping[str, np.ndarray], observables: Mapping[str, np.ndarray]):
-        return particle_dataset(times, outputs, observables, attrs)
+        return particle_dataset(times, outputs, observables, attrs, positions)
 
     return RunFileOutput(run, build)
