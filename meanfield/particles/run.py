@@ -210,7 +210,8 @@ def particle_writers(problem: Problem) -> Any:
     """The output writers of a particle run (observables, snapshots, run.nc)."""
 
     def build(path: Path, static: dict[str, np.ndarray] | None) -> list[OutputWriter]:
-        positions = slice_positions(problem.particles.n) if problem.causal else None
+        n = problem.particles.n
+        positions = slice_positions(n) if problem.causal and n is not None else None
         return [ObservablesWriter(path), SnapshotWriter(path), particle_run_file(path, problem.config.data, positions)]
 
     return build
