@@ -158,10 +158,22 @@ class CausalScheme:
         """The scheme's postprocessing (limiter) of every slice."""
         return self.stack([self.scheme.postprocess(part) for part in self.split(state)])
 
-    def locate(self, owned_cell: int) -> str:
-        """Human-readable location of an owned cell."""
-        return self.scheme.locate(owned_cell)
+    def locate_value(self, state: np.ndarray, index: int) -> str:
+        """Human-readable location of entry ``index`` of a stacked state: its cell and slice."""
+        per_cell = max(state.size // max(self.geometry.num_owned, 1), 1)
+        k = (index % per_cell) // max(per_cell // self.slices, 1)
+        return f"{self.scheme.locate(index // per_cell)}, position slice {k} (s = {self.positions[k]:.6g})"
 
     def cell_averages(self, state: np.ndarray) -> np.ndarray:
         """(M, num_owned) the cell averages of every slice."""
         return np.array([self.scheme.cell_averages(part) for part in self.split(state)])
+
+    def vertex_density(self, state: np.ndarray) -> np.ndarray | None:
+        """(M, num_owned, nv) every slice's density at the owned cells' vertices (DG1), or ``None``."""
+        parts = [self.scheme.vertex_density(part) for part in self.split(state)]
+        return None if parts[0] is None else np.array(parts)
+
+    def whole(self, state: np.ndarray) -> np.ndarray:
+        """The state of the whole token distribution (the mean of the slices' states: the
+        positions' measures weighted by ds = 1/M), a state of the slices' scheme with mass 1."""
+        return state.reshape(self.geometry.num_owned, self.slices, -1).mean(axis=1).ravel()
