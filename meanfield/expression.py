@@ -67,14 +67,15 @@ def compile_expression(text: str, field: str = "initial.expression") -> Callable
 
 
 def compile_positional_expression(text: str, field: str = "initial.expression"
-                                  ) -> Callable[[np.ndarray, float], np.ndarray]:
+                                  ) -> Callable[[np.ndarray, float | np.ndarray], np.ndarray]:
     """Turn ``text``, an expression in ``x, y, z`` and the position ``s``, into a function of
-    points (n, d) and s -> values (n,) (:func:`uses_position` says whether it names s).
+    points (n, d) and s (one position, or one per point) -> values (n,) (:func:`uses_position`
+    says whether it names s).
 
     Raises :class:`ExpressionError` naming ``field`` for anything outside the allowed grammar.
     """
     function = compile_function(text, field, (*VARIABLES, POSITION))
-    return lambda points, s: _at_points(function, points, {POSITION: float(s)})
+    return lambda points, s: _at_points(function, points, {POSITION: np.asarray(s, dtype=float)})
 
 
 def uses_position(text: str) -> bool:
@@ -82,7 +83,7 @@ def uses_position(text: str) -> bool:
     return any(isinstance(node, ast.Name) and node.id == POSITION for node in ast.walk(ast.parse(text, mode="eval")))
 
 
-def _at_points(function: Function, points: np.ndarray, extra: Mapping[str, float]) -> np.ndarray:
+def _at_points(function: Function, points: np.ndarray, extra: Mapping[str, float | np.ndarray]) -> np.ndarray:
     """``function`` at points (n, d) (coordinates beyond d are 0) with the ``extra`` names' values."""
     env: dict[str, np.ndarray | float] = {
         v: points[:, i] if i < points.shape[1] else np.zeros(len(points)) for i, v in enumerate(VARIABLES)}

@@ -93,7 +93,8 @@ class InitialDensity:
     kind: str
     d: int
     params: dict = field(default_factory=dict)
-    _function: Callable[[np.ndarray, float], np.ndarray] | None = field(default=None, repr=False, compare=False)
+    _function: Callable[[np.ndarray, float | np.ndarray], np.ndarray] | None = field(default=None, repr=False,
+                                                                                     compare=False)
     depends_on_position: bool = False
 
     def __call__(self, points: np.ndarray) -> np.ndarray:
@@ -103,9 +104,9 @@ class InitialDensity:
                                       "(InitialDensity.at)")
         return self.at(points, 0.0)
 
-    def at(self, points: np.ndarray, s: float) -> np.ndarray:
-        """Density values (not yet normalised) of position ``s`` in [0, 1] at ``points``; the same
-        for every s unless :attr:`depends_on_position`."""
+    def at(self, points: np.ndarray, s: float | np.ndarray) -> np.ndarray:
+        """Density values (not yet normalised) of position ``s`` in [0, 1] at ``points`` (``s``: one
+        position, or one per point); the same for every s unless :attr:`depends_on_position`."""
         assert self._function is not None
         return self._function(points, s)
 

@@ -291,41 +291,39 @@ def fibonacci_sphere(n: int, density: Callable[[np.ndarray], np.ndarray], chunk:
 def positional_rejection(
     rng: np.random.Generator,
     positions: np.ndarray,
-    density: Callable[[np.ndarray, float], np.ndarray],
+    density: Callable[[np.ndarray, np.ndarray], np.ndarray],
     d: int,
-    proposals: int = 16,
 ) -> np.ndarray:
     """One point per position s_i from ``density(., s_i)`` (unnormalised, each position its own
     normalisation), by rejection from the uniform law, shape (len(positions), d).
 
-    One bound serves all positions: ``SAFETY`` times the largest value on :func:`probe_points`
-    (``PROBE_POINTS / 4`` of them) at the positions 0, 1/16, ..., 1; a proposal above it raises
-    it and starts again from scratch, as :func:`rejection` does.  Each token is drawn from
-    ``proposals`` uniform points at a time.
+    ``density(points, s)`` takes one position per point.  One bound serves all positions:
+    ``SAFETY`` times the largest value on :func:`probe_points` (``PROBE_POINTS / 4`` of them)
+    at the positions 0, 1/16, ..., 1; a proposal above it raises it and starts again from
+    scratch, as :func:`rejection` does.  Every round proposes one uniform point to each token
+    not yet drawn.
     """
     probe = probe_points(d, PROBE_POINTS // 4)
-    bound = SAFETY * max(float(np.max(density(probe, s))) for s in np.linspace(0.0, 1.0, 17))
+    bound = SAFETY * max(float(np.max(density(probe, np.full(len(probe), s)))) for s in np.linspace(0.0, 1.0, 17))
+    positions = np.asarray(positions, dtype=float)
     while True:
         if not np.isfinite(bound) or bound <= 0:
             raise SamplingError(f"initial: the density's maximum is {bound!r}; it cannot be sampled")
-        out, largest = np.empty((len(positions), d)), 0.0
-        for i, s in enumerate(positions):
-            while True:
-                x = uniform_sphere(rng, proposals, d)
-                f = density(x, float(s))
-                if np.any(f < 0) or not np.all(np.isfinite(f)):
-                    raise SamplingError(f"initial: the density of position s = {s:.6g} is negative or not finite "
-                                        "somewhere")
-                largest = max(largest, float(f.max()))
-                accepted = np.flatnonzero(rng.uniform(size=proposals) * bound < f)
-                if largest > bound or accepted.size:
-                    break
-            if largest > bound:
+        out = np.empty((len(positions), d))
+        pending = np.arange(len(positions))
+        while pending.size:
+            x = uniform_sphere(rng, pending.size, d)
+            f = density(x, positions[pending])
+            if np.any(f < 0) or not np.all(np.isfinite(f)):
+                raise SamplingError("initial: the density is negative or not finite somewhere")
+            if f.max() > bound:
                 break
-            out[i] = x[accepted[0]]
+            accepted = rng.uniform(size=pending.size) * bound < f
+            out[pending[accepted]] = x[accepted]
+            pending = pending[~accepted]
         else:
             return out
-        bound = SAFETY * largest
+        bound = SAFETY * float(f.max())
 
 
 def sample_tokens(
