@@ -101,7 +101,7 @@ class PDESimulation(Simulation):
             raw = problem.mesh.build()
             if problem.mesh.file is not None:  # its size is known now, before dolfinx builds anything
                 check_memory(pde_estimate(problem.sphere, problem.scheme.kind, len(raw.cells),
-                                          f"mesh.file {problem.mesh.file}", comm.size), here)
+                                          f"mesh.file {problem.mesh.file}", comm.size, problem.slices), here)
             return raw
 
         self.raw = on_root(comm, build, MeshError, broadcast=False)

@@ -352,7 +352,7 @@ def run_attributes(kind: str, config: Mapping[str, Any]) -> dict[str, str]:
              "name": str(config.get("name", ""))}
     if kind == "pde":
         attrs.update(title=f"meanfield PDE run {attrs['name']}", sphere=str(config["mesh"]["sphere"]),
-                     scheme=str(config["scheme"]["kind"]), mask=str(config["model"].get("mask", "none")))
+                     scheme=str(config["scheme"]["kind"]), mask=str(config.get("model", {}).get("mask", "none")))
     else:
         attrs.update(title=f"meanfield particle run {attrs['name']}")
     return attrs

@@ -365,14 +365,17 @@ def describe(path: str | Path) -> dict[str, Any]:
     """Status facts of a run directory without reading its arrays (for `meanfield info RUN`).
 
     A hybrid run (its observables.csv has ``atom_count``) also reports ``atoms``: the number
-    and total mass of the atoms at its last output.
+    and total mass of the atoms at its last output.  ``mask`` is the run's ``model.mask``
+    (``"none"`` or ``"causal"``) and ``slices`` a causal run's number of position slices
+    (``None`` otherwise).
     """
     path = Path(path)
     config, meta = read_header(path)
     facts = {"path": str(path), "kind": meta.get("kind"), "name": meta.get("name"),
              "status": effective_status(path, meta), "t_reached": meta.get("t_reached"),
              "t_final": config.get("time", {}).get("t_final"), "error": meta.get("error"),
-             "interrupted_by": meta.get("interrupted_by")}
+             "interrupted_by": meta.get("interrupted_by"), "mask": config.get("model", {}).get("mask", "none"),
+             "slices": config.get("positions", {}).get("slices")}
     observables, _ = read_csv_columns(path / layout.OBSERVABLES)
     if len(observables.get("atom_count", ())):
         facts["atoms"] = {"count": int(observables["atom_count"][-1]), "mass": float(observables["atom_mass"][-1])}
