@@ -37,6 +37,7 @@ scan (``Exscan``) of these gives every rank the summary of all blocks before its
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -58,20 +59,29 @@ from ..velocity import LayerVelocity
 DEFAULT_BLOCK = 256
 
 
+@lru_cache(maxsize=4)
+def _later(m: int) -> np.ndarray:
+    """The mask of the pairs (i, j > i) of a block of m tokens (read-only)."""
+    mask = np.triu(np.ones((m, m), dtype=bool), 1)
+    mask.flags.writeable = False
+    return mask
+
+
 def masked_block_sums(model: AttentionModel, points: np.ndarray, weights: np.ndarray) -> FieldValues:
     """The scaled sums of token i over the tokens ``j <= i`` of one block (in order), shape as
     :class:`FieldValues` (``log_scale``: the row's largest exponent, the token itself included)."""
     m, d = points.shape
     H = len(model.heads)
     values = FieldValues(np.empty((H, m, d)), np.empty((H, m)), np.empty((H, m)))
-    later = np.triu(np.ones((m, m), dtype=bool), 1)
+    later = _later(m)
     for h, head in enumerate(model.heads):
-        E = model.beta * (points @ head.Q.T) @ (points @ head.K.T).T
+        E = (model.beta * (points @ head.Q.T)) @ (points @ head.K.T).T
         E[later] = -np.inf
         top = E.max(axis=1)
-        P = np.exp(E - top[:, None])
+        E -= top[:, None]
+        np.exp(E, out=E)
         rhs = np.column_stack([weights[:, None] * (points @ head.V.T), weights])
-        sums = P @ rhs
+        sums = E @ rhs
         values.N[h], values.Z[h], values.log_scale[h] = sums[:, :d], sums[:, d], top
     return values
 
@@ -159,6 +169,16 @@ class FastSummaries:
         self.coefficient_size = 2 * int(np.prod(self.spectrum.shape)) if self.spectral else 0
         self.moment_shape = (basis_size(d, self.L), d + 1) if self.expansion else (0, d + 1)
         self.cache = BasisCache(0)
+        #: Per spectral head with a kernel (kappa > 0): the kernel's factors per degree, shaped to
+        #: multiply a stack of coefficient sets.
+        self.multipliers: dict[int, np.ndarray] = {}
+        for h in self.spectral:
+            factor = fast.factors[h]
+            assert factor is not None  # a spectral head
+            kappa = model.beta * factor[0]
+            if kappa > 0.0:
+                mult = kernel_multipliers(d, fast.degrees[h], kappa)
+                self.multipliers[h] = mult[:, None] if d == 3 else mult
 
     @property
     def width(self) -> int:
@@ -193,15 +213,14 @@ class FastSummaries:
             assert factor is not None  # a spectral head
             c, R = factor
             kappa = model.beta * c
-            if kappa == 0.0:
+            if h not in self.multipliers:  # kappa = 0: a constant kernel
                 fields = np.broadcast_to(sums[:, None], (d + 1, m))
             else:
                 L = self.fast.degrees[h]
                 stack = np.concatenate([resize(vector, d, L), resize(coefficients, d, L)[None]])
                 if not np.array_equal(R, np.eye(d)):
                     stack = spectrum_for(d, L).rotate(stack, R)
-                mult = kernel_multipliers(d, L, kappa)
-                stack = stack * (mult[:, None] if d == 3 else mult)
+                stack = stack * self.multipliers[h]
                 assert plan is not None
                 fields = plan.synthesis(resize(stack, d, plan.L))
             self._store(values, h, fields, kappa)
