@@ -16,12 +16,12 @@ from mpi4py import MPI
 from scipy.special import ive
 
 import meanfield
-from meanfield.config import load_config
+from meanfield.config import ConfigError, load_config
 from meanfield.initial import make_initial_density
 from meanfield.observables import moment_observables
 from meanfield.particles import advance, build_particles
 from meanfield.particles.sampling import SamplingError, sample_initial, sample_tokens
-from meanfield.studies.validation import PDEReference, fit_slope
+from meanfield.studies.validation import PDEReference, fit_slope, validate
 
 #: Position-dependent S^1 case: the density of position s is proportional to exp(2 (1 - s) x).
 CASE = """name = "causal"
@@ -122,6 +122,22 @@ def test_an_ordered_sampler_is_refused_in_one_line(tmp_path, serial):
     assert not (tmp_path / "p").exists()
 
 
+def test_resumed_causal_particles_take_the_same_steps(tmp_path, serial):
+    """A causal particle run stopped at t = 0.25 and resumed to 0.5 ends where an uninterrupted one does."""
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(CASE.format(method="fast"))
+    common = ("--n", "200", "--quiet")
+    assert cli("particles", str(cfg), *common, "--set", "time.outputs=2", "--out", str(tmp_path / "whole")
+               ).returncode == 0
+    assert cli("particles", str(cfg), *common, "--set", "time.t_final=0.25", "--out", str(tmp_path / "cut")
+               ).returncode == 0
+    resumed = cli("resume", str(tmp_path / "cut"), "--t-final", "0.5", "--quiet")
+    assert resumed.returncode == 0, resumed.stderr
+    whole, cut = meanfield.load_run(tmp_path / "whole"), meanfield.load_run(tmp_path / "cut")
+    assert np.allclose(cut.times, [0.0, 0.25, 0.5]) and np.array_equal(cut.positions, whole.positions)
+    assert np.abs(cut.at(0.5) - whole.at(0.5)).max() < 1e-14
+
+
 def test_validate_a_causal_config(tmp_path, serial):
     """``meanfield validate``: causal particles against the causal PDE, a first-moment metric of
     the whole measure and one position by position in validation.csv."""
@@ -139,8 +155,9 @@ def test_validate_a_causal_config(tmp_path, serial):
 
 # --- the mean-field limit, at rate n^-1/2 ----------------------------------------------------
 
-def _rms_errors(config, ns, seeds, t, errors) -> list[float]:
-    """RMS over seeds of ``errors(tokens, positions)`` for causal tokens at time t, per n."""
+def _rms_errors(config, ns, seeds, t, errors) -> np.ndarray:
+    """RMS over seeds of the errors ``errors(tokens, positions)`` (a tuple) of causal tokens at
+    time t: shape (len(ns), number of errors)."""
     out = []
     for n in ns:
         values = []
@@ -148,22 +165,22 @@ def _rms_errors(config, ns, seeds, t, errors) -> list[float]:
             sim = build_particles(config, n, seed, MPI.COMM_SELF)
             x, _ = advance(sim.system.velocity, sim.x, 0.0, t, sim.dt)
             values.append(errors(x, sim.positions))
-        out.append(float(np.sqrt(np.mean(np.square(values)))))
-    return out
+        out.append(np.sqrt(np.mean(np.square(values), axis=0)))
+    return np.array(out)
 
 
 def test_causal_particles_converge_to_the_causal_pde(tmp_path):
     """The first moment of the whole measure and position by position (tokens binned into the
-    slices) against the causal PDE: both errors fall like n^-1/2 (12 seeds, n = 50 ... 1600)."""
+    slices) against the causal PDE: both errors fall like n^-1/2 (12 seeds, n = 50 ... 800)."""
     config = load_config(tomllib.loads(CASE.format(method="direct")))
     reference = PDEReference(meanfield.run(config, out=tmp_path / "pde", comm=MPI.COMM_SELF, quiet=True))
     ref = reference.observables(0.5)
     whole = np.array([ref["mean_0"], ref["mean_1"]])
-    ns = [50, 100, 200, 400, 800, 1600]
-    rms = _rms_errors(config, ns, 12, 0.5, lambda x, s: np.linalg.norm(x.mean(axis=0) - whole))
-    assert -0.65 <= fit_slope(ns, rms) <= -0.35, rms
-    by_position = _rms_errors(config, ns, 12, 0.5, lambda x, s: reference.slice_mean_error(x, s, 0.5))
-    assert -0.65 <= fit_slope(ns, by_position) <= -0.35, by_position
+    ns = [50, 100, 200, 400, 800]
+    rms = _rms_errors(config, ns, 12, 0.5, lambda x, s: (np.linalg.norm(x.mean(axis=0) - whole),
+                                                         reference.slice_mean_error(x, s, 0.5)))
+    for errors in rms.T:
+        assert -0.65 <= fit_slope(ns, errors) <= -0.35, rms
 
 
 def test_softmax_with_a_density_independent_of_s_has_the_noncausal_limit(tmp_path):
@@ -177,7 +194,11 @@ def test_softmax_with_a_density_independent_of_s_has_the_noncausal_limit(tmp_pat
     pde = meanfield.run(load_config(base), out=tmp_path / "pde", comm=MPI.COMM_SELF, quiet=True)
     ref = np.array([pde.observables["mean_0"][-1], pde.observables["mean_1"][-1]])
     causal = load_config({**base, "model": {"beta": 2.0, "mask": "causal"}})
-    ns = [100, 200, 400, 800, 1600]
-    for half in (lambda s: s < 0.5, lambda s: s > 0.5):
-        rms = _rms_errors(causal, ns, 16, 1.0, lambda x, s, half=half: np.linalg.norm(x[half(s)].mean(axis=0) - ref))
-        assert -0.7 <= fit_slope(ns, rms) <= -0.3, rms
+    ns = [100, 200, 400, 800]
+    rms = _rms_errors(causal, ns, 16, 1.0, lambda x, s: (np.linalg.norm(x[s < 0.5].mean(axis=0) - ref),
+                                                         np.linalg.norm(x[s > 0.5].mean(axis=0) - ref)))
+    for errors in rms.T:
+        assert -0.7 <= fit_slope(ns, errors) <= -0.3, rms
+    with pytest.raises(ConfigError, match="model.mask"):  # validate refuses a PDE run without the mask
+        validate(causal, ns=[10], seeds=1, pde=tmp_path / "pde", out=tmp_path / "v", comm=MPI.COMM_SELF, quiet=True)
+    assert not (tmp_path / "v").exists()
