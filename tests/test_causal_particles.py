@@ -94,3 +94,20 @@ def test_ranks_agree(parallel_comm, method):
     local = np.ascontiguousarray(x[mine])
     parallel = causal_field(3, heads, 2.0, "softmax", method, block=50, comm=comm)(local, local, w[mine])
     assert np.abs(parallel - serial).max() <= 1e-13 * np.abs(serial).max()
+
+
+def test_feed_forward_and_layers_compose_with_the_mask():
+    """A layer's feed-forward block adds to the masked attention (tanh(A x) through W, projected);
+    a layer without attention moves by the block alone; entering a layer switches the field."""
+    d, x = 2, tokens(40, 2, seed=4)
+    w = np.full(40, 1.0 / 40)
+    ffn = {"W": [[0.0], [1.0]], "A": [[1.0, 0.0]], "activation": "tanh"}
+    table = {"beta": 1.5, "ffn": ffn, "layers": [{"t_end": 1.0}, {"t_end": 2.0, "attention": "none"}]}
+    field = CausalTokenField(LayerVelocity(LayerSchedule.build(d, table), None, "direct"), None, block=16)
+    push = np.outer(np.tanh(x[:, 0]), [0.0, 1.0])
+    push -= np.sum(push * x, axis=1)[:, None] * x
+    identity = [{"Q": np.eye(d), "K": np.eye(d), "V": np.eye(d), "weight": 1.0}]
+    expected = masked_velocity(identity, 1.5, True, x, w) + push
+    assert np.abs(field(x, x, w) - expected).max() < 1e-13
+    field.field.enter(1)
+    assert np.abs(field(x, x, w) - push).max() < 1e-15
