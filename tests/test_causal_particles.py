@@ -111,3 +111,10 @@ def test_feed_forward_and_layers_compose_with_the_mask():
     assert np.abs(field(x, x, w) - expected).max() < 1e-13
     field.field.enter(1)
     assert np.abs(field(x, x, w) - push).max() < 1e-15
+
+
+def test_auto_takes_the_direct_route_for_few_tokens_and_the_fast_one_for_many():
+    field = causal_field(3, heads_of(3, "spectral"), 2.0, "softmax", "auto")
+    assert field.route(field.field.evaluator, 100) is None
+    field = causal_field(3, heads_of(3, "spectral"), 2.0, "softmax", "auto")
+    assert field.route(field.field.evaluator, 100_000) is not None
