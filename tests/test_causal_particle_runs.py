@@ -153,6 +153,21 @@ def test_validate_a_causal_config(tmp_path, serial):
     assert meanfield.load_run(tmp_path / "v" / "pde").densities.shape == (2, 8, 64)
 
 
+@pytest.mark.slow
+def test_validate_a_causal_config_observes_the_rate(tmp_path, serial):
+    """``meanfield validate --n 50,200,800 --seeds 6``: summary.csv's slopes of the first-moment
+    errors (whole measure, and position by position) are about -1/2."""
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(CASE.format(method="direct"))
+    out = cli("validate", str(cfg), "--n", "50,200,800", "--seeds", "6", "--no-refine", "--out", str(tmp_path / "v"),
+              "--quiet")
+    assert out.returncode == 0, out.stderr
+    with open(tmp_path / "v" / "summary.csv") as fh:
+        slopes = {row["metric"]: float(row["slope_rms"]) for row in csv.DictReader(fh)}
+    for metric in ("mean_error", "mean_error_by_position"):
+        assert -0.75 <= slopes[metric] <= -0.25, slopes
+
+
 # --- the mean-field limit, at rate n^-1/2 ----------------------------------------------------
 
 def _rms_errors(config, ns, seeds, t, errors) -> np.ndarray:

@@ -65,7 +65,7 @@ def test_fast_route_within_tolerance(d, attention, kind):
     w = np.full(len(x), 1.0 / len(x))
     expected = masked_velocity(heads, 3.0, attention == "softmax", x, w)
     scale = np.abs(expected).max()
-    for tol in (1e-6, 1e-10):
+    for tol in (1e-6, 1e-10, 1e-13):  # 1e-13: below the transforms, every head by the expansion
         X = causal_field(d, heads, 3.0, attention, "fast", tol=tol, block=50)(x, x, w)
         assert np.abs(X - expected).max() <= tol * scale, tol
 
