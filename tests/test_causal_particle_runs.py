@@ -110,6 +110,7 @@ def test_causal_particles_serial_and_on_two_ranks(tmp_path, serial):
         assert np.array_equal(ds["position"].values, a.positions) and ds["position"].dims == ("token",)
     mean = moment_observables(None, a.points[-1], np.full(301, 1.0 / 301))  # the whole measure's columns
     assert a.observables["mean_0"][-1] == pytest.approx(mean["mean_0"], abs=1e-12)
+    assert "token i at s_i = (i + 1/2)/n attends to the tokens j <= i" in cli("info", str(tmp_path / "one")).stdout
 
 
 def test_an_ordered_sampler_is_refused_in_one_line(tmp_path, serial):
