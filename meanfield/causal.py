@@ -44,7 +44,9 @@ def _at_position(density: Callable[[np.ndarray, float], np.ndarray], s: float, p
 
 class PrefixSums:
     """Running sums of scaled field values ``sum_j c_j exp(L_j) (N_j, Z_j)``, kept scaled by a
-    common ``exp(-L)`` (the largest shift so far, target by target), so nothing overflows."""
+    common ``exp(-L)`` (the largest shift so far, target by target), so nothing overflows.
+    Values with the sums' own shift (the fast field's spectral heads: ``L = kappa_h`` for every
+    slice) are added without rescaling."""
 
     def __init__(self) -> None:
         self.total: FieldValues | None = None
@@ -54,6 +56,8 @@ class PrefixSums:
         if self.total is None:
             return FieldValues(weight * values.N, weight * values.Z, values.log_scale.copy())
         old = self.total
+        if np.array_equal(old.log_scale, values.log_scale):
+            return FieldValues(old.N + weight * values.N, old.Z + weight * values.Z, old.log_scale)
         shift = np.maximum(old.log_scale, values.log_scale)
         a, b = np.exp(old.log_scale - shift), weight * np.exp(values.log_scale - shift)
         return FieldValues(old.N * a[..., None] + values.N * b[..., None], old.Z * a + values.Z * b, shift)
