@@ -171,3 +171,24 @@ def test_softmax_positions_of_an_s_independent_density_follow_the_run_without_ma
     assert np.array_equal(causal.times, plain.times)
     assert np.abs(causal.densities - plain.densities[:, None, :]).max() < 1e-13 * plain.densities.max()
     assert np.allclose(causal.observables["mean_0"], plain.observables["mean_0"], rtol=0, atol=1e-14)
+
+
+@pytest.mark.parametrize("slices", [None, 3])
+def test_a_non_finite_value_is_named_at_its_cell_and_slice(slices):
+    """The stepper names the cell (and the position slice) of the first non-finite entry of a
+    DG1 state, (cells, nv) or stacked (cells, M, nv) (the entry's index modulo the cell count
+    named another cell)."""
+    from meanfield.timestepping import BlowUpError
+
+    config = {"mesh": {"sphere": "S1", "resolution": 16}, "scheme": {"kind": "dg1"}, "nonlocal": {"method": "direct"}}
+    if slices is not None:
+        config["model"], config["positions"] = {"mask": "causal"}, {"slices": slices}
+    sim = build_simulation(load_config(config), MPI.COMM_SELF)
+    g = sim.scheme.geometry
+    state = sim.state.copy().reshape(g.num_owned, slices or 1, 2)
+    state[5, -1, 1] = np.nan
+    where = rf"first at cell {int(g.original_index[5])} at x = .*"
+    if slices is not None:
+        where += rf", position slice {slices - 1} \(s = {sim.problem.positions[-1]:.6g}\)"
+    with pytest.raises(BlowUpError, match=where):
+        sim.stepper._check_finite(state.ravel(), 0.0)
