@@ -24,8 +24,9 @@ OUT = ROOT / "docs" / "_static" / "examples"
 #: Width in pixels of the committed pictures.
 WIDTH = 720
 
-#: example -> (the --set overrides of its short run, the picture of `meanfield plot` to keep)
-PICTURES: dict[str, tuple[list[str], str]] = {
+#: example -> (the --set overrides of its short run, the picture of `meanfield plot` to keep), or
+#: None for an example that `meanfield plot` cannot draw yet (causal runs: a density per position)
+PICTURES: dict[str, tuple[list[str], str] | None] = {
     "s1-clustering": (["mesh.resolution=512"], "spacetime.png"),
     "s1-clusters": (["mesh.resolution=512"], "spacetime.png"),
     "s1-feed-forward": (["mesh.resolution=256"], "spacetime.png"),
@@ -38,6 +39,8 @@ PICTURES: dict[str, tuple[list[str], str]] = {
     "s2-rotation": (["mesh.resolution=4", "time.t_final=1.5707963267948966"], "density_final.png"),
     "s2-trained-looking": ([], "density_final.png"),
     "s2-transformer": ([], "density_final.png"),
+    "s1-causal": None,
+    "s2-causal": None,
 }
 
 
@@ -65,7 +68,11 @@ def main() -> None:
         parser.error(f"no picture recipe for {missing}: add them to PICTURES")
     OUT.mkdir(parents=True, exist_ok=True)
     for name in args.only or sorted(PICTURES):
-        overrides, picture = PICTURES[name]
+        recipe = PICTURES[name]
+        if recipe is None:
+            print(f"{name}: no picture yet (meanfield plot does not draw it)", flush=True)
+            continue
+        overrides, picture = recipe
         run_dir = args.runs / name
         sets = [x for o in overrides for x in ("--set", o)]
         meanfield("run", str(EXAMPLES / f"{name}.toml"), "--out", str(run_dir), "--overwrite", "--quiet", *sets)

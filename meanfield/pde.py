@@ -191,24 +191,26 @@ class PDESimulation(Simulation):
         density = self.state if self.causal is None else self.causal.whole(self.state)
         rho = self.scheme.cell_averages(density)
         self.field.enter(self.schedule.index_until(self.t))
-        row = self._measure_observables(density, rho)
+        row = self._measure_observables(density)
         row.update(self.atoms_component.observables())
+        row.update(self._extremes(rho))
         row["dt"] = self.stepper.stats.last_dt
         g = self.scheme.geometry
         row.update(self.problem.output.trackers.evaluate(self.t, rho, g.centroid[: g.num_owned],
                                                          g.measure[: g.num_owned], self.comm))
         return row
 
-    def _measure_observables(self, density: np.ndarray, rho: np.ndarray) -> dict[str, float]:
-        """The field's observables of one density state (the scheme's) with its cell averages
-        ``rho``, and their extremes ``rho_min``, ``rho_max`` (collective)."""
+    def _measure_observables(self, density: np.ndarray) -> dict[str, float]:
+        """The field's observables of one density state (the scheme's), with the atoms (collective)."""
+        points, weights = self.scheme.measure(density)
+        return self.field.observables(points, weights, fixed_sources=True, extra=self.atoms_component.extra_sources())
+
+    def _extremes(self, rho: np.ndarray) -> dict[str, float]:
+        """``rho_min`` and ``rho_max`` of cell averages over all ranks (collective)."""
         from mpi4py import MPI
 
-        points, weights = self.scheme.measure(density)
-        row = self.field.observables(points, weights, fixed_sources=True, extra=self.atoms_component.extra_sources())
-        row["rho_min"] = self.comm.allreduce(float(rho.min(initial=np.inf)), op=MPI.MIN)
-        row["rho_max"] = self.comm.allreduce(float(rho.max(initial=-np.inf)), op=MPI.MAX)
-        return row
+        return {"rho_min": self.comm.allreduce(float(rho.min(initial=np.inf)), op=MPI.MIN),
+                "rho_max": self.comm.allreduce(float(rho.max(initial=-np.inf)), op=MPI.MAX)}
 
     def position_observables(self) -> dict[str, np.ndarray]:
         """A causal run's observables of each position slice: name -> (M,) values (the names of
@@ -217,7 +219,7 @@ class PDESimulation(Simulation):
         if self.causal is None:
             return {}
         self.field.enter(self.schedule.index_until(self.t))
-        rows = [self._measure_observables(part, self.scheme.cell_averages(part))
+        rows = [{**self._measure_observables(part), **self._extremes(self.scheme.cell_averages(part))}
                 for part in self.causal.split(self.state)]
         return {name: np.array([row[name] for row in rows]) for name in rows[0]}
 

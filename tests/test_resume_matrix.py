@@ -145,8 +145,8 @@ CASES = {
     "particles-S2-fast": Case(S2 + method("fast") + time_section(0.5, 2, 0.01), 31, particles=True),
     "layers-particles-S1-fast": Case(S1.replace("beta = 4.0\n", "beta = 4.0" + LAYERS) + method("fast")
                                      + time_section(1.0, 4, 0.01), 43, particles=True),
-    "causal-fv-S1-direct": Case(causal(S1, "x", "y") + method("direct") + time_section(1.0, 4), 9),
-    "causal-dg1-S2-fast": Case(causal(S2, "z", "x") + dg1() + method("fast") + time_section(0.3, 2), 6),
+    "causal-fv-S1-fast": Case(causal(S1, "x", "y") + method("fast") + time_section(1.0, 4), 9),
+    "causal-dg1-S2-direct": Case(causal(S2, "z", "x") + dg1() + method("direct") + time_section(0.3, 2), 6),
 }
 TOKENS = 300
 #: (ranks of the interrupted run, ranks of the resume).  Every case runs one pair that changes
