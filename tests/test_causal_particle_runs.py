@@ -106,6 +106,7 @@ def test_causal_particles_serial_and_on_two_ranks(tmp_path, serial):
     a, b = meanfield.load_run(tmp_path / "one"), meanfield.load_run(tmp_path / "two")
     assert a.points.shape == (2, 301, 2) and np.allclose(a.positions, (np.arange(301) + 0.5) / 301)
     assert np.abs(a.points - b.points).max() < 1e-12
+    assert a.metadata["causal_field"] == {"route": "fast", "block": 256}
     with xr.open_dataset(tmp_path / "one" / "run.nc") as ds:
         assert np.array_equal(ds["position"].values, a.positions) and ds["position"].dims == ("token",)
     mean = moment_observables(None, a.points[-1], np.full(301, 1.0 / 301))  # the whole measure's columns

@@ -91,12 +91,14 @@ class ParticleSimulation(Simulation):
         self.schedule = problem.schedule(d)
         self.field = LayerVelocity(self.schedule, comm, problem.field.method, problem.field.tol)
         field: VelocityField = self.field
+        #: The masked token field of a causal run of attention, else None.
+        self.causal_field: CausalTokenField | None = None
         if not problem.velocity.is_attention:
             if d not in (2, 3):
                 raise ConfigError(f"model.velocity: 'rotation' needs d = 2 or 3, got d = {d}")
             field = problem.velocity.rotation(d)
         elif problem.causal:
-            field = CausalTokenField(self.field, comm)
+            field = self.causal_field = CausalTokenField(self.field, comm)
         if self.sampler == "mesh" and d != problem.d:
             raise ConfigError(f"particles.sampler: 'mesh' samples the mesh's sphere (d = {problem.d}), not d = {d}")
         self.dts = [p.dt if p.dt is not None else default_dt(layer) for layer in self.schedule.layers]
@@ -201,9 +203,13 @@ class ParticleSimulation(Simulation):
 
     def facts(self) -> dict[str, Any]:
         evaluator = self.field.evaluator
-        return {"n": self.n, "seed": self.seed, "d": self.problem.particles.d, "dt": self.dt, "mask": self.problem.mask,
-                "layer_dt": self.dts, "integrator": self.problem.particles.integrator, "sampler": self.sampler,
-                "evaluator": None if evaluator is None else evaluator.collective_diagnostics()}
+        out = {"n": self.n, "seed": self.seed, "d": self.problem.particles.d, "dt": self.dt, "mask": self.problem.mask,
+               "layer_dt": self.dts, "integrator": self.problem.particles.integrator, "sampler": self.sampler,
+               "evaluator": None if evaluator is None else evaluator.collective_diagnostics()}
+        if self.causal_field is not None and evaluator is not None:  # the masked field's route (active layer)
+            route = "fast" if self.causal_field.route(evaluator, self.n) is not None else "direct"
+            out["causal_field"] = {"route": route, "block": self.causal_field.block}
+        return out
 
 
 def particle_writers(problem: Problem) -> Any:
