@@ -29,7 +29,7 @@ FEATURES_OUT = ROOT / "docs" / "_static" / "features"
 #: Width in pixels of the committed pictures.
 WIDTH = 720
 
-#: example -> (the --set overrides of its short run, the picture of `meanfield plot` to keep)
+#: example -> (the --set overrides of its short run, the picture of `meanfield plot` to keep), or
 PICTURES: dict[str, tuple[list[str], str]] = {
     "s1-clustering": (["mesh.resolution=512"], "spacetime.png"),
     "s1-clusters": (["mesh.resolution=512"], "spacetime.png"),
@@ -43,6 +43,8 @@ PICTURES: dict[str, tuple[list[str], str]] = {
     "s2-rotation": (["mesh.resolution=4", "time.t_final=1.5707963267948966"], "density_final.png"),
     "s2-trained-looking": ([], "density_final.png"),
     "s2-transformer": ([], "density_final.png"),
+    "s1-causal": ([], "positions.png"),
+    "s2-causal": ([], "position_clusters.png"),
 }
 
 
@@ -108,7 +110,7 @@ def main() -> None:
         run_dir = args.runs / name
         sets = [x for o in overrides for x in ("--set", o)]
         meanfield("run", str(EXAMPLES / f"{name}.toml"), "--out", str(run_dir), "--overwrite", "--quiet", *sets)
-        meanfield("plot", str(run_dir), "--no-movie")
+        meanfield("plot", str(run_dir), "--no-movie", "--overwrite")
         shrink(run_dir / "plots" / picture, OUT / f"{name}.png")
         print(f"wrote {OUT / name}.png", flush=True)
 

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from ..causal import slice_positions
 from ..collective import on_root
 from ..config import MAX_STEPS, Config, ConfigError
 from ..model import VelocityField
@@ -32,8 +33,9 @@ from ..runner.session import check_new_target, check_size, configure_process, re
 from ..runner.simulation import Simulation
 from ..runner.writers import ObservablesWriter, OutputWriter, SnapshotWriter, particle_run_file
 from ..velocity import LayerVelocity
+from .causal import CausalTokenField
 from .integrator import INTEGRATORS, EqualSteps
-from .sampling import resolve_sampler, sample_initial
+from .sampling import resolve_sampler, sample_initial, sample_tokens
 from .system import ParticleSystem, default_dt, token_block
 
 
@@ -82,10 +84,14 @@ class ParticleSimulation(Simulation):
         self.schedule = problem.schedule(d)
         self.field = LayerVelocity(self.schedule, comm, problem.field.method, problem.field.tol)
         field: VelocityField = self.field
+        #: The masked token field of a causal run of attention, else None.
+        self.causal_field: CausalTokenField | None = None
         if not problem.velocity.is_attention:
             if d not in (2, 3):
                 raise ConfigError(f"model.velocity: 'rotation' needs d = 2 or 3, got d = {d}")
             field = problem.velocity.rotation(d)
+        elif problem.causal:
+            field = self.causal_field = CausalTokenField(self.field, comm)
         if self.sampler == "mesh" and d != problem.d:
             raise ConfigError(f"particles.sampler: 'mesh' samples the mesh's sphere (d = {problem.d}), not d = {d}")
         self.dts = [p.dt if p.dt is not None else default_dt(layer) for layer in self.schedule.layers]
@@ -98,7 +104,11 @@ class ParticleSimulation(Simulation):
         self.n, self.seed = n, seed
         self.block = token_block(n, comm.rank, comm.size)
         mesh = problem.mesh.build() if self.sampler == "mesh" else None
-        tokens = sample_initial(density, n, np.random.default_rng(seed), self.sampler, mesh)[self.block]
+        rng = np.random.default_rng(seed)
+        #: The tokens' positions s_i = (i + 1/2) / n of a causal run (all n), None otherwise.
+        self.positions = slice_positions(n) if problem.causal else None
+        tokens = (sample_initial(density, n, rng, self.sampler, mesh) if self.positions is None
+                  else sample_tokens(density, self.positions, rng, self.sampler, mesh))[self.block]
         self.x = np.ascontiguousarray(tokens)
         self.system = ParticleSystem(field, np.full(self.block.stop - self.block.start, 1.0 / n))
         self.plan: EqualSteps | None = None
@@ -180,22 +190,30 @@ class ParticleSimulation(Simulation):
     # -- facts -----------------------------------------------------------------------------
     def describe(self) -> str:
         field = self.field.describe() if self.problem.velocity.is_attention else "rotation field"
+        if self.positions is not None and self.problem.velocity.is_attention:
+            field = f"causal {field}"
         p = self.problem.particles
         return (f"{self.n} tokens on S^{p.d - 1}, {p.integrator} dt <= {self.dt:.4g}, {field}, "
                 f"{self.sampler} sampler, seed {self.seed}")
 
     def facts(self) -> dict[str, Any]:
         evaluator = self.field.evaluator
-        return {"n": self.n, "seed": self.seed, "d": self.problem.particles.d, "dt": self.dt,
-                "layer_dt": self.dts, "integrator": self.problem.particles.integrator, "sampler": self.sampler,
-                "evaluator": None if evaluator is None else evaluator.collective_diagnostics()}
+        out = {"n": self.n, "seed": self.seed, "d": self.problem.particles.d, "dt": self.dt, "mask": self.problem.mask,
+               "layer_dt": self.dts, "integrator": self.problem.particles.integrator, "sampler": self.sampler,
+               "evaluator": None if evaluator is None else evaluator.collective_diagnostics()}
+        if self.causal_field is not None and evaluator is not None:  # the masked field's route (active layer)
+            route = "fast" if self.causal_field.route(evaluator, self.n) is not None else "direct"
+            out["causal_field"] = {"route": route, "block": self.causal_field.block}
+        return out
 
 
 def particle_writers(problem: Problem) -> Any:
     """The output writers of a particle run (observables, snapshots, run.nc)."""
 
     def build(path: Path, static: dict[str, np.ndarray] | None) -> list[OutputWriter]:
-        return [ObservablesWriter(path), SnapshotWriter(path), particle_run_file(path, problem.config.data)]
+        n = problem.particles.n
+        positions = slice_positions(n) if problem.causal and n is not None else None
+        return [ObservablesWriter(path), SnapshotWriter(path), particle_run_file(path, problem.config.data, positions)]
 
     return build
 

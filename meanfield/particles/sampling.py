@@ -34,6 +34,13 @@ Samplers (``particles.sampler`` in a config):
 ``auto``
     ``exact`` for ``uniform`` and ``vmf``, else ``rejection``.
 
+Causal runs (``model.mask = "causal"``, :func:`sample_tokens`): token i sits at position
+``s_i = (i + 1/2) / n`` and draws x from the density of its position, ``rho0(s_i, .)``.  A density
+that does not depend on s gives exactly the tokens of the non-causal sampler (same seed); one
+in s is drawn by rejection token by token (:func:`positional_rejection`).  The deterministic
+samplers are refused: they place the tokens in order (quantiles, a lattice), which would tie a
+token's point to its position where the model wants them independent.
+
 The deterministic samplers ignore the seed.  They invert cumulative distributions computed
 with the density's quadratic interpolant on each interval of a fine grid (3 Gauss points per
 interval: :data:`QUANTILE_INTERVALS` on S^1; :data:`FIBONACCI_GRID` in z and phi on S^2),
@@ -279,6 +286,87 @@ def fibonacci_sphere(n: int, density: Callable[[np.ndarray], np.ndarray], chunk:
                                            v[lo : lo + chunk] * mass)
     r = np.sqrt(np.clip(1.0 - z**2, 0.0, None))
     return np.stack([r * np.cos(out), r * np.sin(out), z], axis=1)
+
+
+def positional_rejection(
+    rng: np.random.Generator,
+    positions: np.ndarray,
+    density: Callable[[np.ndarray, np.ndarray], np.ndarray],
+    d: int,
+) -> np.ndarray:
+    """One point per position s_i from ``density(., s_i)`` (unnormalised, each position its own
+    normalisation), by rejection from the uniform law, shape (len(positions), d).
+
+    ``density(points, s)`` takes one position per point.  One bound serves all positions:
+    ``SAFETY`` times the largest value on :func:`probe_points` (``PROBE_POINTS / 4`` of them)
+    at the positions 0, 1/16, ..., 1; a proposal above it raises it and starts again from
+    scratch, as :func:`rejection` does.  Every round proposes one uniform point to each token
+    not yet drawn.
+    """
+    probe = probe_points(d, PROBE_POINTS // 4)
+    bound = SAFETY * max(float(np.max(density(probe, np.full(len(probe), s)))) for s in np.linspace(0.0, 1.0, 17))
+    positions = np.asarray(positions, dtype=float)
+    while True:
+        if not np.isfinite(bound) or bound <= 0:
+            raise SamplingError(f"initial: the density's maximum is {bound!r}; it cannot be sampled")
+        out = np.empty((len(positions), d))
+        pending = np.arange(len(positions))
+        while pending.size:
+            x = uniform_sphere(rng, pending.size, d)
+            f = density(x, positions[pending])
+            if np.any(f < 0) or not np.all(np.isfinite(f)):
+                raise SamplingError("initial: the density is negative or not finite somewhere")
+            if f.max() > bound:
+                break
+            accepted = rng.uniform(size=pending.size) * bound < f
+            out[pending[accepted]] = x[accepted]
+            pending = pending[~accepted]
+        else:
+            return out
+        bound = SAFETY * float(f.max())
+
+
+def sample_tokens(
+    density: InitialDensity,
+    positions: np.ndarray,
+    rng: np.random.Generator,
+    sampler: str = "auto",
+    mesh: RawMesh | None = None,
+) -> np.ndarray:
+    """The initial tokens of a causal run: token i at position ``positions[i]`` draws from the
+    density of its position (module docstring), shape (len(positions), d).
+
+    Parameters
+    ----------
+    density
+        The initial density; :meth:`~meanfield.initial.InitialDensity.at` gives it at a position.
+    positions
+        The tokens' positions in [0, 1], in token order.
+    rng, sampler, mesh
+        As for :func:`sample_initial`; ``quantile`` and ``fibonacci`` are refused, and so is
+        ``mesh`` for a density that depends on the position.
+    """
+    check_causal_sampler(density, sampler)
+    if not density.depends_on_position:
+        return sample_initial(density, len(positions), rng, sampler, mesh)
+    return positional_rejection(rng, positions, density.at, density.d)
+
+
+def check_causal_sampler(density: InitialDensity, sampler: str) -> None:
+    """Refuse a sampler that cannot draw the tokens of a causal run (see :func:`sample_tokens`).
+
+    Raises
+    ------
+    SamplingError
+        Naming ``particles.sampler``.
+    """
+    if sampler in SPHERE_SAMPLERS:
+        raise SamplingError(f"particles.sampler: {sampler!r} places the tokens in order, tying each token's point "
+                            "to its position; a causal run (model.mask = 'causal') needs independent draws "
+                            "('auto', 'exact', 'rejection' or 'mesh')")
+    if density.depends_on_position and resolve_sampler(density.kind, sampler) != "rejection":
+        raise SamplingError(f"particles.sampler: {sampler!r} draws from one density; an initial density in the "
+                            "position s needs 'rejection' (or 'auto')")
 
 
 def resolve_sampler(kind: str, sampler: str) -> str:

@@ -122,15 +122,16 @@ def pde_run_file(run: Path, static: Mapping[str, np.ndarray], config: Mapping[st
 
     if not paraview:
         return RunFileOutput(run, build)
-    return RunFileOutput(run, build, XdmfFiles(run, static["vertices"], static["cells"], "vertex_jacobian" in static),
+    return RunFileOutput(run, build, XdmfFiles(run, static["vertices"], static["cells"], "vertex_jacobian" in static,
+                                               static.get("positions")),
                          AtomPoints(run))
 
 
-def particle_run_file(run: Path, config: Mapping[str, Any]) -> RunFileOutput:
-    """run.nc of a particle run."""
+def particle_run_file(run: Path, config: Mapping[str, Any], positions: np.ndarray | None = None) -> RunFileOutput:
+    """run.nc of a particle run (with the token ``positions`` of a causal run)."""
     attrs = run_attributes("particles", config)
 
     def build(times: np.ndarray, outputs: Mapping[str, np.ndarray], observables: Mapping[str, np.ndarray]):
-        return particle_dataset(times, outputs, observables, attrs)
+        return particle_dataset(times, outputs, observables, attrs, positions)
 
     return RunFileOutput(run, build)

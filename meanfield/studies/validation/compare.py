@@ -15,11 +15,18 @@ at h/2 (``fine``) is available:
 
 Distribution metrics always compare with the coarse run's measure: cell centroids with the
 cell masses ``rho_c |c|``.  See :mod:`meanfield.analysis.metrics` for the definitions.
+
+Causal runs (``model.mask = "causal"``): every metric above compares the whole measure (the
+tokens, and the mean of the PDE's M slice densities: the midpoint rule in s), and
+``mean_error_by_position`` compares the first moment position by position: the tokens binned
+by position into the M slices (``s_i`` in ``[k/M, (k+1)/M)``) against the PDE's slices
+(``observables_by_position``, extrapolated like the observables), the root mean square over
+the slices of ``|m_1 - m_1^ref|``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -30,6 +37,16 @@ from ...runner.results import RunResult
 
 #: Exact W_1 (``ot.emd2``) is computed only when the dense cost matrix has at most this many entries.
 W1_MAX_ENTRIES = 20_000_000
+
+
+def whole_measure(run: RunResult) -> RunResult:
+    """A causal run seen as the density of its whole measure (the mean of the slices, as a
+    run without a mask; the observables are already the whole measure's); other runs as they are."""
+    if not run.causal:
+        return run
+    vertex = None if run.vertex_densities is None else run.vertex_densities.mean(axis=1)
+    return replace(run, densities=run.densities.mean(axis=1), vertex_densities=vertex, positions=None,
+                   observables_by_position={})
 
 
 def _row(observables: dict[str, np.ndarray], i: int) -> dict[str, float]:
@@ -68,19 +85,47 @@ class PDEReference:
         self.locator = CellLocator(raw)
 
     def measure(self, t: float, run: RunResult | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """Cell centroids and cell masses of a PDE run (default: the coarse one) at time t."""
+        """Cell centroids and cell masses of a PDE run (default: the coarse one) at time t (a
+        causal run's: of the whole measure, the mean of its slices)."""
         run = run or self.coarse
-        masses = run.densities[_time_index(run.times, t)] * run.areas
-        return run.centroids, masses
+        density = run.densities[_time_index(run.times, t)]
+        return run.centroids, (density.mean(axis=0) if run.causal else density) * run.areas
+
+    def _extrapolated(self, coarse: dict, fine: dict | None) -> dict:
+        if fine is None:
+            return coarse
+        order = scheme_class(self.coarse.config.get("scheme", {}).get("kind", "fv")).order
+        return {k: fine[k] + (fine[k] - coarse[k]) / (2.0**order - 1.0) for k in coarse}
 
     def observables(self, t: float) -> dict[str, float]:
         """Reference observables at t: Richardson-extrapolated when a fine run exists."""
         coarse = _row(self.coarse.observables, _time_index(self.coarse.observables["t"], t))
-        if self.fine is None:
-            return coarse
-        fine = _row(self.fine.observables, _time_index(self.fine.observables["t"], t))
-        order = scheme_class(self.coarse.config.get("scheme", {}).get("kind", "fv")).order
-        return {k: fine[k] + (fine[k] - coarse[k]) / (2.0**order - 1.0) for k in coarse}
+        fine = None if self.fine is None else _row(self.fine.observables, _time_index(self.fine.observables["t"], t))
+        return self._extrapolated(coarse, fine)
+
+    def slice_means(self, t: float, run: RunResult | None = None) -> np.ndarray:
+        """(M, d) the first moment of each position slice of a causal run at t (default: the
+        reference, extrapolated like :meth:`observables`)."""
+
+        def means(r: RunResult) -> np.ndarray:
+            i = _time_index(r.times, t)
+            return np.column_stack([r.observables_by_position[f"mean_{k}"][i] for k in range(self.d)])
+
+        if run is not None:
+            return means(run)
+        rows = {"m": means(self.coarse)}
+        fine = None if self.fine is None else {"m": means(self.fine)}
+        return self._extrapolated(rows, fine)["m"]
+
+    def slice_mean_error(self, points: np.ndarray, positions: np.ndarray, t: float) -> float:
+        """``mean_error_by_position`` (module docstring) of tokens at their positions."""
+        ref = self.slice_means(t)
+        bins = np.minimum((positions * len(ref)).astype(int), len(ref) - 1)
+        counts = np.bincount(bins, minlength=len(ref))
+        sums = np.stack([np.bincount(bins, points[:, k], minlength=len(ref)) for k in range(self.d)], axis=1)
+        filled = counts > 0
+        errors = np.linalg.norm(sums[filled] / counts[filled, None] - ref[filled], axis=1)
+        return float(np.sqrt(np.mean(errors**2)))
 
     def distances(self, x: np.ndarray, a: np.ndarray, t: float) -> dict[str, float]:
         """Distribution metrics between ``sum a_i delta_{x_i}`` and the coarse PDE measure at t."""
@@ -95,12 +140,16 @@ class PDEReference:
         out["hist_l1"] = metrics.hist_l1(self.locator.histogram(x, a), b)
         return out
 
-    def compare(self, points: np.ndarray, row: dict[str, float], t: float) -> dict[str, float]:
-        """All metrics of n equal-weight tokens (and their observables row) at time t."""
+    def compare(self, points: np.ndarray, row: dict[str, float], t: float,
+                positions: np.ndarray | None = None) -> dict[str, float]:
+        """All metrics of n equal-weight tokens (and their observables row) at time t; with the
+        tokens' ``positions`` and a causal reference, ``mean_error_by_position`` too."""
         n = len(points)
         out = metrics.moment_errors(row, self.observables(t), self.d)
         out.update(self.distances(points, np.full(n, 1.0 / n), t))
         out["hist_l1_noise"] = metrics.hist_l1_noise(self.measure(t)[1], n)
+        if positions is not None and self.coarse.causal:
+            out["mean_error_by_position"] = self.slice_mean_error(points, positions, t)
         return out
 
     def floor(self, t: float) -> dict[str, float]:
@@ -112,4 +161,7 @@ class PDEReference:
         out = metrics.moment_errors(coarse, fine, self.d)
         x, a = self.measure(t, self.fine)
         out.update(self.distances(x, a, t))
+        if self.coarse.causal and self.fine.causal:
+            difference = self.slice_means(t, self.coarse) - self.slice_means(t, self.fine)
+            out["mean_error_by_position"] = float(np.sqrt(np.mean(np.sum(difference**2, axis=1))))
         return out

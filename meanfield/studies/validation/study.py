@@ -31,11 +31,12 @@ from ...analysis.clusters.compare import ClusterValidation
 from ...collective import everywhere, on_root
 from ...config import Config, ConfigError, load_config
 from ...model import ModelError
+from ...particles.sampling import check_causal_sampler, resolve_sampler
 from ...problem import Problem
 from ...runner.directory import is_run, prepare_study
 from ...runner.results import RunResult, load_pde_run
 from ...runner.session import check_size, resolve_config
-from .compare import PDEReference
+from .compare import PDEReference, whole_measure
 
 log = logging.getLogger("meanfield")
 
@@ -122,6 +123,8 @@ def _check_inputs(problem: Problem, ns: Sequence[int], seeds: int) -> None:
         raise ConfigError(f"particles.d: validation needs the mesh's d = {problem.d}, got {problem.particles.d}")
     if not problem.velocity.is_attention:
         raise ConfigError("model.velocity: validation compares attention dynamics; got 'rotation'")
+    if problem.causal:
+        check_causal_sampler(problem.initial(), resolve_sampler(problem.initial().kind, problem.particles.sampler))
     if not ns or any(isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n <= 0 for n in ns):
         raise ConfigError(f"--n: must be positive integers, got {list(ns)!r}")
     if isinstance(seeds, bool) or not isinstance(seeds, (int, np.integer)) or seeds <= 0:
@@ -152,6 +155,8 @@ def check_pde_run(config: Config, run_dir: str | Path, option: str) -> None:
         differences.append(f"mesh.sphere {theirs_p.sphere} (config: {ours_p.sphere})")
     elif theirs_p.velocity != ours_p.velocity or _schedule(theirs_p, option, path) != _schedule(ours_p, option, path):
         differences.append("the model (model.*)")
+    elif theirs_p.mask != ours_p.mask:
+        differences.append(f"model.mask {theirs_p.mask!r} (config: {ours_p.mask!r})")
     if theirs.data["initial"] != config.data["initial"]:
         differences.append("the initial density (initial.*)")
     missing = [t for t in ours_p.time.output_times if not np.isclose(theirs_p.time.output_times, t, rtol=0,
@@ -248,7 +253,7 @@ def validate(
     on_root(comm, check_given_runs)
     on_root(comm, lambda: prepare_study(path, "validation", overwrite=overwrite))
     reference = _pde_runs(config, path, pde, pde_fine, refine, comm, quiet, overwrite)
-    clusters = ClusterValidation(reference.coarse)  # cluster-level agreement
+    clusters = ClusterValidation(whole_measure(reference.coarse))  # cluster-level agreement
     base = problem.particles.seed
     rows: list[dict] = []
     finals: dict[tuple[int, int], np.ndarray] = {}
@@ -261,7 +266,7 @@ def validate(
             def compare(run=run, n=n, seed=seed) -> None:
                 for i, t in enumerate(run.times):
                     row = {name: float(v[i]) for name, v in run.observables.items()}
-                    for metric, value in reference.compare(run.points[i], row, float(t)).items():
+                    for metric, value in reference.compare(run.points[i], row, float(t), run.positions).items():
                         rows.append({"metric": metric, "time": float(t), "n": int(n), "seed": seed, "value": value})
                 for metric, t, value in clusters.rows(run):  # cluster-level agreement
                     rows.append({"metric": metric, "time": t, "n": int(n), "seed": seed, "value": value})

@@ -1,0 +1,221 @@
+"""Causal particle runs: samplers by position, ``meanfield particles`` and ``meanfield validate``
+with ``model.mask = "causal"``, and the mean-field limit at rate n^-1/2."""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+import tomllib
+
+import numpy as np
+import pytest
+import xarray as xr
+from helpers.mpi import TIMEOUT, meanfield_job
+from mpi4py import MPI
+from scipy.special import ive
+
+import meanfield
+from meanfield.config import ConfigError, load_config
+from meanfield.initial import make_initial_density
+from meanfield.observables import moment_observables
+from meanfield.particles import advance, build_particles
+from meanfield.particles.sampling import SamplingError, sample_initial, sample_tokens
+from meanfield.studies.validation import PDEReference, fit_slope, validate
+
+#: Position-dependent S^1 case: the density of position s is proportional to exp(2 (1 - s) x).
+CASE = """name = "causal"
+[mesh]
+sphere = "S1"
+resolution = 64
+[model]
+beta = 2.0
+mask = "causal"
+[positions]
+slices = 8
+[initial]
+kind = "expression"
+expression = "exp(2 * (1 - s) * x)"
+[time]
+t_final = 0.5
+outputs = 1
+[nonlocal]
+method = "{method}"
+[particles]
+dt = 0.25
+[output]
+xdmf = false
+"""
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    try:
+        return subprocess.run([sys.executable, "-m", "meanfield.cli", *args], capture_output=True, text=True,
+                              timeout=TIMEOUT)
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"meanfield {' '.join(args)} still running after {TIMEOUT} s\n{exc.stderr!r}", pytrace=False)
+
+
+@pytest.fixture
+def serial():
+    if MPI.COMM_WORLD.size > 1:
+        pytest.skip("starts its own processes: runs in the serial pass")
+
+
+# --- samplers --------------------------------------------------------------------------------
+
+def test_each_token_draws_from_the_density_of_its_position():
+    """exp(k x) on S^1 with k = 2 (1 - s): E[x] = I_1(k) / I_0(k) at every position; binned
+    tokens agree within 4 standard errors."""
+    density = make_initial_density({"kind": "expression", "expression": "exp(2 * (1 - s) * x)"}, 2, causal=True)
+    n, bins = 8000, 8
+    positions = (np.arange(n) + 0.5) / n
+    x = sample_tokens(density, positions, np.random.default_rng(5))[:, 0]
+    k = 2.0 * (1.0 - positions)
+    mean, second = ive(1, k) / ive(0, k), 0.5 * (1.0 + ive(2, k) / ive(0, k))  # E x, E x^2 at each position
+    for b in np.array_split(np.arange(n), bins):
+        spread = np.sqrt((second[b] - mean[b] ** 2).mean() / len(b))
+        assert abs(x[b].mean() - mean[b].mean()) < 4.0 * spread
+
+
+def test_a_density_without_s_gives_the_noncausal_tokens():
+    density = make_initial_density({"kind": "vmf", "centers": [[1.0, 0.0]], "kappas": [3.0]}, 2, causal=True)
+    positions = (np.arange(50) + 0.5) / 50
+    causal = sample_tokens(density, positions, np.random.default_rng(1))
+    assert np.array_equal(causal, sample_initial(density, 50, np.random.default_rng(1)))
+
+
+@pytest.mark.parametrize("sampler", ["quantile", "mesh"])
+def test_samplers_that_cannot_draw_by_position_are_refused(sampler):
+    density = make_initial_density({"kind": "expression", "expression": "1 + s * x"}, 2, causal=True)
+    with pytest.raises(SamplingError, match="particles.sampler"):
+        sample_tokens(density, np.array([0.25, 0.75]), np.random.default_rng(0), sampler)
+
+
+# --- the CLI ---------------------------------------------------------------------------------
+
+def test_causal_particles_serial_and_on_two_ranks(tmp_path, serial):
+    """``meanfield particles`` and ``mpirun -n 2 meanfield particles`` on a causal config (fast
+    field): the same tokens to round-off, positions in run.nc and on the run."""
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(CASE.format(method="fast"))
+    one = cli("particles", str(cfg), "--n", "301", "--out", str(tmp_path / "one"), "--quiet")
+    assert one.returncode == 0, one.stderr
+    two = meanfield_job("particles", str(cfg), "--n", "301", "--out", str(tmp_path / "two"), "--quiet")
+    assert two.returncode == 0, two.stderr
+    a, b = meanfield.load_run(tmp_path / "one"), meanfield.load_run(tmp_path / "two")
+    assert a.points.shape == (2, 301, 2) and np.allclose(a.positions, (np.arange(301) + 0.5) / 301)
+    assert np.abs(a.points - b.points).max() < 1e-12
+    assert a.metadata["causal_field"] == {"route": "fast", "block": 256}
+    with xr.open_dataset(tmp_path / "one" / "run.nc") as ds:
+        assert np.array_equal(ds["position"].values, a.positions) and ds["position"].dims == ("token",)
+    mean = moment_observables(None, a.points[-1], np.full(301, 1.0 / 301))  # the whole measure's columns
+    assert a.observables["mean_0"][-1] == pytest.approx(mean["mean_0"], abs=1e-12)
+    assert "token i at s_i = (i + 1/2)/n attends to the tokens j <= i" in cli("info", str(tmp_path / "one")).stdout
+
+
+def test_an_ordered_sampler_is_refused_in_one_line(tmp_path, serial):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(CASE.format(method="direct"))
+    out = cli("particles", str(cfg), "--n", "20", "--set", 'particles.sampler="quantile"', "--out",
+              str(tmp_path / "p"))
+    assert out.returncode == 2 and "particles.sampler" in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "p").exists()
+
+
+def test_resumed_causal_particles_take_the_same_steps(tmp_path, serial):
+    """A causal particle run stopped at t = 0.25 and resumed to 0.5 ends where an uninterrupted one does."""
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(CASE.format(method="fast"))
+    common = ("--n", "200", "--quiet")
+    assert cli("particles", str(cfg), *common, "--set", "time.outputs=2", "--out", str(tmp_path / "whole")
+               ).returncode == 0
+    assert cli("particles", str(cfg), *common, "--set", "time.t_final=0.25", "--out", str(tmp_path / "cut")
+               ).returncode == 0
+    resumed = cli("resume", str(tmp_path / "cut"), "--t-final", "0.5", "--quiet")
+    assert resumed.returncode == 0, resumed.stderr
+    whole, cut = meanfield.load_run(tmp_path / "whole"), meanfield.load_run(tmp_path / "cut")
+    assert np.allclose(cut.times, [0.0, 0.25, 0.5]) and np.array_equal(cut.positions, whole.positions)
+    assert np.abs(cut.at(0.5) - whole.at(0.5)).max() < 1e-14
+
+
+def test_validate_a_causal_config(tmp_path, serial):
+    """``meanfield validate``: causal particles against the causal PDE, a first-moment metric of
+    the whole measure and one position by position in validation.csv."""
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(CASE.format(method="direct"))
+    out = cli("validate", str(cfg), "--n", "50,100", "--seeds", "1", "--no-refine", "--out", str(tmp_path / "v"),
+              "--quiet")
+    assert out.returncode == 0, out.stderr
+    with open(tmp_path / "v" / "validation.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    names = {r["metric"] for r in rows}
+    assert {"mean_error", "mean_error_by_position", "mmd", "w1", "cluster_count_error"} <= names
+    assert meanfield.load_run(tmp_path / "v" / "pde").densities.shape == (2, 8, 64)
+
+
+@pytest.mark.slow
+def test_validate_a_causal_config_observes_the_rate(tmp_path, serial):
+    """``meanfield validate --n 50,200,800 --seeds 6``: summary.csv's slopes of the first-moment
+    errors (whole measure, and position by position) are about -1/2."""
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(CASE.format(method="direct"))
+    out = cli("validate", str(cfg), "--n", "50,200,800", "--seeds", "6", "--no-refine", "--out", str(tmp_path / "v"),
+              "--quiet")
+    assert out.returncode == 0, out.stderr
+    with open(tmp_path / "v" / "summary.csv") as fh:
+        slopes = {row["metric"]: float(row["slope_rms"]) for row in csv.DictReader(fh)}
+    for metric in ("mean_error", "mean_error_by_position"):
+        assert -0.75 <= slopes[metric] <= -0.25, slopes
+
+
+# --- the mean-field limit, at rate n^-1/2 ----------------------------------------------------
+
+def _rms_errors(config, ns, seeds, t, errors) -> np.ndarray:
+    """RMS over seeds of the errors ``errors(tokens, positions)`` (a tuple) of causal tokens at
+    time t: shape (len(ns), number of errors)."""
+    out = []
+    for n in ns:
+        values = []
+        for seed in range(seeds):
+            sim = build_particles(config, n, seed, MPI.COMM_SELF)
+            x, _ = advance(sim.system.velocity, sim.x, 0.0, t, sim.dt)
+            values.append(errors(x, sim.positions))
+        out.append(np.sqrt(np.mean(np.square(values), axis=0)))
+    return np.array(out)
+
+
+def test_causal_particles_converge_to_the_causal_pde(tmp_path):
+    """The first moment of the whole measure and position by position (tokens binned into the
+    slices) against the causal PDE: both errors fall like n^-1/2 (12 seeds, n = 50 ... 800)."""
+    config = load_config(tomllib.loads(CASE.format(method="direct")))
+    reference = PDEReference(meanfield.run(config, out=tmp_path / "pde", comm=MPI.COMM_SELF, quiet=True))
+    ref = reference.observables(0.5)
+    whole = np.array([ref["mean_0"], ref["mean_1"]])
+    ns = [50, 100, 200, 400, 800]
+    rms = _rms_errors(config, ns, 12, 0.5, lambda x, s: (np.linalg.norm(x.mean(axis=0) - whole),
+                                                         reference.slice_mean_error(x, s, 0.5)))
+    for errors in rms.T:
+        assert -0.65 <= fit_slope(ns, errors) <= -0.35, rms
+
+
+def test_softmax_with_a_density_independent_of_s_has_the_noncausal_limit(tmp_path):
+    """SA, rho0 independent of s: the causal tokens are not exchangeable, yet at every position
+    their limit is the non-causal solution.  The first moment of the early and the late tokens
+    (s < 1/2, s > 1/2) against the non-causal PDE falls like n^-1/2 (16 seeds, n = 100 ... 800)."""
+    base = {"name": "sa", "mesh": {"sphere": "S1", "resolution": 128}, "model": {"beta": 2.0},
+            "initial": {"kind": "vmf", "centers": [[1, 0], [-0.5, 0.8]], "kappas": [2.0, 2.0], "weights": [0.6, 0.4]},
+            "time": {"t_final": 1.0, "outputs": [1.0]}, "nonlocal": {"method": "direct"},
+            "particles": {"dt": 0.25}, "output": {"xdmf": False}}
+    pde = meanfield.run(load_config(base), out=tmp_path / "pde", comm=MPI.COMM_SELF, quiet=True)
+    ref = np.array([pde.observables["mean_0"][-1], pde.observables["mean_1"][-1]])
+    causal = load_config({**base, "model": {"beta": 2.0, "mask": "causal"}})
+    ns = [100, 200, 400, 800]
+    rms = _rms_errors(causal, ns, 16, 1.0, lambda x, s: (np.linalg.norm(x[s < 0.5].mean(axis=0) - ref),
+                                                         np.linalg.norm(x[s > 0.5].mean(axis=0) - ref)))
+    for errors in rms.T:
+        assert -0.7 <= fit_slope(ns, errors) <= -0.3, rms
+    with pytest.raises(ConfigError, match="model.mask"):  # validate refuses a PDE run without the mask
+        validate(causal, ns=[10], seeds=1, pde=tmp_path / "pde", out=tmp_path / "v", comm=MPI.COMM_SELF, quiet=True)
+    assert not (tmp_path / "v").exists()
