@@ -44,7 +44,9 @@ def _at_position(density: Callable[[np.ndarray, float], np.ndarray], s: float, p
 
 class PrefixSums:
     """Running sums of scaled field values ``sum_j c_j exp(L_j) (N_j, Z_j)``, kept scaled by a
-    common ``exp(-L)`` (the largest shift so far, target by target), so nothing overflows."""
+    common ``exp(-L)`` (the largest shift so far, target by target), so nothing overflows.
+    Values with the sums' own shift (the fast field's spectral heads: ``L = kappa_h`` for every
+    slice) are added without rescaling."""
 
     def __init__(self) -> None:
         self.total: FieldValues | None = None
@@ -54,6 +56,8 @@ class PrefixSums:
         if self.total is None:
             return FieldValues(weight * values.N, weight * values.Z, values.log_scale.copy())
         old = self.total
+        if np.array_equal(old.log_scale, values.log_scale):
+            return FieldValues(old.N + weight * values.N, old.Z + weight * values.Z, old.log_scale)
         shift = np.maximum(old.log_scale, values.log_scale)
         a, b = np.exp(old.log_scale - shift), weight * np.exp(values.log_scale - shift)
         return FieldValues(old.N * a[..., None] + values.N * b[..., None], old.Z * a + values.Z * b, shift)
@@ -82,11 +86,18 @@ class CausalVelocity:
         The number M of slices.
     fixed_points
         Promise the evaluator that targets and sources are the same arrays at every call.
+
+    Attributes
+    ----------
+    own_weight
+        The share of its own slice a slice feels: 1/2 (the midpoint rule, the default); 1 gives
+        the own slice full weight, a first-order rule (kept to check that order in the tests).
     """
 
     def __init__(self, field: LayerVelocity, slices: int, fixed_points: bool = True) -> None:
         self.field, self.slices, self.fixed_points = field, slices, fixed_points
         self.ds = 1.0 / slices
+        self.own_weight = 0.5
         self.start()
 
     def start(self) -> None:
@@ -104,7 +115,7 @@ class CausalVelocity:
             return np.zeros_like(targets) if ffn is None else ffn.velocity(targets)
         own = evaluator.evaluate(targets, sources, weights, fixed_sources=self.fixed_points,
                                  fixed_targets=self.fixed_points)
-        X = self.sums.plus(own, 0.5 * self.ds).velocity(evaluator.model, targets)
+        X = self.sums.plus(own, self.own_weight * self.ds).velocity(evaluator.model, targets)
         self.sums.add(own, self.ds)
         return X if ffn is None else X + ffn.velocity(targets)
 
@@ -158,10 +169,22 @@ class CausalScheme:
         """The scheme's postprocessing (limiter) of every slice."""
         return self.stack([self.scheme.postprocess(part) for part in self.split(state)])
 
-    def locate(self, owned_cell: int) -> str:
-        """Human-readable location of an owned cell."""
-        return self.scheme.locate(owned_cell)
+    def locate_value(self, state: np.ndarray, index: int) -> str:
+        """Human-readable location of entry ``index`` of a stacked state: its cell and slice."""
+        per_cell = max(state.size // max(self.geometry.num_owned, 1), 1)
+        k = (index % per_cell) // max(per_cell // self.slices, 1)
+        return f"{self.scheme.locate(index // per_cell)}, position slice {k} (s = {self.positions[k]:.6g})"
 
     def cell_averages(self, state: np.ndarray) -> np.ndarray:
         """(M, num_owned) the cell averages of every slice."""
         return np.array([self.scheme.cell_averages(part) for part in self.split(state)])
+
+    def vertex_density(self, state: np.ndarray) -> np.ndarray | None:
+        """(M, num_owned, nv) every slice's density at the owned cells' vertices (DG1), or ``None``."""
+        parts = [self.scheme.vertex_density(part) for part in self.split(state)]
+        return None if parts[0] is None else np.array(parts)
+
+    def whole(self, state: np.ndarray) -> np.ndarray:
+        """The state of the whole token distribution (the mean of the slices' states: the
+        positions' measures weighted by ds = 1/M), a state of the slices' scheme with mass 1."""
+        return state.reshape(self.geometry.num_owned, self.slices, -1).mean(axis=1).ravel()

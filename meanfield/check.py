@@ -32,7 +32,7 @@ from .runner import layout
 from .runner.directory import RunDirectoryError, check_target
 from .wording import counted
 
-#: Field evaluations per time step (SSP-RK3: one per stage).
+#: Field evaluations per time step (SSP-RK3: one per stage; a causal run: one per stage and slice).
 EVALUATIONS_PER_STEP = 3
 #: Adaptive runs of up to this many cells are set up on one process to measure their initial
 #: step sizes (a level-7 icosphere, 327680 cells, takes about 5 s); larger ones are not estimated.
@@ -77,16 +77,19 @@ class StepEstimate:
 
         t = problem.time
         sim = PDESimulation(problem, MPI.COMM_SELF)
-        speeds: list[float] = []
-        velocity = sim.scheme.velocity
+        calls: list[float] = []
+        spatial = getattr(sim.scheme, "scheme", sim.scheme)  # a causal run's slices share one spatial scheme
+        velocity = spatial.velocity
 
         def recorded(targets: np.ndarray, sources: np.ndarray, weights: np.ndarray) -> np.ndarray:
             X = velocity(targets, sources, weights)
-            speeds.append(float(np.max(np.linalg.norm(X, axis=1), initial=0.0)))
+            calls.append(float(np.max(np.linalg.norm(X, axis=1), initial=0.0)))
             return X
 
-        sim.scheme.velocity = recorded
+        spatial.velocity = recorded
         rates = sim.initial_rates()
+        # every layer's right-hand side calls the velocity equally often (once, or once per slice)
+        speeds = [float(np.max(part)) for part in np.array_split(np.array(calls), len(rates))]
         schedule = problem.schedule()
         bounds = [layer.speed_bound() for layer in schedule.layers] if problem.velocity.is_attention else speeds
         dt_max = t.dt_max if t.dt_max is not None else math.inf
@@ -102,6 +105,12 @@ class StepEstimate:
                                   if duration > 0)
 
         return cls(count(dts), count(smallest), dts, smallest)
+
+
+def evaluations_per_step(problem: Problem) -> int:
+    """Field evaluations of one time step: :data:`EVALUATIONS_PER_STEP`, times the position
+    slices of a causal run (:mod:`meanfield.causal`)."""
+    return EVALUATIONS_PER_STEP * (problem.slices or 1)
 
 
 @dataclass(frozen=True)
@@ -179,6 +188,9 @@ class CheckReport:
         lines = ["# summary (nothing was run or written)",
                  f"mesh:        {p.sphere} ({mesh}): {self.cells} cells, {self.vertices} vertices; "
                  f"scheme {p.scheme.kind}",
+                 "mask:        none (every token attends to every token)" if p.slices is None else
+                 f"mask:        causal, M = {p.slices} position slices at s_k = (k + 1/2)/M (a density per slice; "
+                 f"{p.slices} field evaluations per stage)",
                  f"ranks:       {self.ranks} (the estimates below are for {counted(self.ranks, 'rank')}; "
                  "--ranks N for another count)",
                  f"time:        0 -> {p.time.t_final:g}, {step}",
@@ -213,9 +225,10 @@ class CheckReport:
 
     def _field_seconds(self, steps: int) -> float:
         """The nonlocal field's modelled seconds on one core for ``steps`` steps spread evenly in time."""
-        t_final = Problem(self.config).time.t_final
+        problem = Problem(self.config)
+        t_final, evaluations = problem.time.t_final, evaluations_per_step(problem)
         ends = [f.start for f in self.fields[1:]] + [t_final]
-        return sum(EVALUATIONS_PER_STEP * f.costs[f.evaluator] * steps * (min(end, t_final) - f.start) / t_final
+        return sum(evaluations * f.costs[f.evaluator] * steps * (min(end, t_final) - f.start) / t_final
                    for f, end in zip(self.fields, ends))
 
     def _adaptive(self) -> str:
@@ -237,10 +250,11 @@ class CheckReport:
         if not self.fields:
             return "no nonlocal field (prescribed rotation, or no attention)"
         p = Problem(self.config)
+        evaluations = evaluations_per_step(p)
         lines = [f"nonlocal.method = {p.field.method}; {self.targets} targets x {self.sources} sources per "
-                 f"evaluation, {EVALUATIONS_PER_STEP} evaluations per step; modelled on one core:"]
+                 f"evaluation, {evaluations} evaluations per step; modelled on one core:"]
         for layer in self.fields:
-            per_step = EVALUATIONS_PER_STEP * layer.costs[layer.evaluator]
+            per_step = evaluations * layer.costs[layer.evaluator]
             text = (f"  from t = {layer.start:g}: {layer.evaluator} ({_seconds(layer.costs['direct'])} direct, "
                     f"{_seconds(layer.costs['fast'])} fast per evaluation; ~{_seconds(per_step)} per step")
             if self.steps is not None and len(self.fields) == 1 and self.estimate is None:
@@ -277,7 +291,8 @@ def _fields(problem: Problem, targets: int, sources: int) -> list[LayerField]:
 def _files(problem: Problem, cells: int, nv: int, outputs: int) -> dict[str, int | None]:
     """What a run writes (layout.py), with sizes of the large files (8-byte values, no overhead)."""
     dg1 = scheme_class(problem.scheme.kind).vertex_values
-    per_output = 8 * cells * (1 + (nv if dg1 else 0))
+    slices = problem.slices or 1
+    per_output = 8 * cells * slices * (1 + (nv if dg1 else 0))
     files: dict[str, int | None] = {name: None for name in (layout.CONFIG, layout.METADATA, layout.OBSERVABLES,
                                                             layout.LOG)}
     if problem.output.paraview:
@@ -286,7 +301,7 @@ def _files(problem: Problem, cells: int, nv: int, outputs: int) -> dict[str, int
             files[layout.PARAVIEW_DG1] = None
         files[layout.PARAVIEW_SCRIPT] = None
     files[layout.MESH] = 8 * cells * (2 * nv + 2)
-    files[layout.CHECKPOINT] = files[layout.CHECKPOINT_PREVIOUS] = 8 * cells * (nv if dg1 else 1)
+    files[layout.CHECKPOINT] = files[layout.CHECKPOINT_PREVIOUS] = 8 * cells * slices * (nv if dg1 else 1)
     files[f"{layout.SNAPSHOTS}/NNNN.npz x {outputs}"] = outputs * per_output
     files[layout.RUN_FILE] = outputs * per_output + 8 * cells * (8 + nv)
     return files
@@ -306,7 +321,7 @@ def _memory(problem: Problem, cells: int, ranks: int) -> tuple[Estimate, str]:
     from .memory import pde_estimate
 
     estimate = problem_estimate(problem, ranks) or pde_estimate(problem.sphere, problem.scheme.kind, cells,
-                                                                f"mesh.file {problem.mesh.file}", ranks)
+                                                                f"mesh.file {problem.mesh.file}", ranks, problem.slices)
     room = memory.available_memory()
     available = f"the {format_bytes(room[0])} available ({room[1]})" if room else "the available memory (unknown)"
     try:

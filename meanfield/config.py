@@ -47,6 +47,10 @@ MAX_STEPS = 100_000_000
 KAPPA_MAX = 1.0e4
 #: A run name: letters, digits, '.', '_', '-', starting with a letter or digit.
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+#: ``[model] mask`` values: every token attends to every token, or to the positions up to its own.
+MASKS: tuple[str, ...] = ("none", "causal")
+#: Position slices of a causal run without ``positions.slices``.
+DEFAULT_SLICES = 32
 #: Names of the particle samplers (``meanfield.particles.sampling.SAMPLERS`` must agree).
 SAMPLER_NAMES: tuple[str, ...] = ("auto", "exact", "rejection", "mesh", "quantile", "fibonacci")
 
@@ -126,6 +130,13 @@ SCHEMA: dict[str, dict[str, tuple[Any, Callable[[Any], bool], str]]] = {
                    "a non-empty list of tables with t_end and the model keys that change ([[model.layers]])"),
         "rotation_rate": (1.0, _is_number, "a number (angular velocity of the prescribed rotation)"),
         "rotation_axis": ([0.0, 0.0, 1.0], _axis, "a non-zero 3-vector"),
+        "mask": ("none", _one_of(*MASKS), "'none' (every token attends to every token) or 'causal' (a decoder: "
+                                         "the token at position s attends to the positions up to s)"),
+    },
+    "positions": {
+        "slices": (None, _optional(_positive_int),
+                   f"an integer >= 1 (the number M of position slices of a causal run; default "
+                   f"{DEFAULT_SLICES} with model.mask = 'causal')"),
     },
     "initial": {"kind": ("vmf", _anything, "an initial-density kind")},  # parameters checked by initial.py
     "time": {
@@ -244,7 +255,8 @@ class Config:
         head = f"# meanfield run config (resolved from {self.source})\n"
         if unset:
             head += "# unset (defaults apply): " + ", ".join(unset) + "\n"
-        return config_toml(_drop_none(self.data), head)
+        sections = {k: v for k, v in _drop_none(self.data).items() if v != {}}  # [positions] of a run without mask
+        return config_toml(sections, head)
 
 
 def mesh_dimension(data: Mapping) -> int:
@@ -372,6 +384,8 @@ def _resolve(data: dict, base_dir: Path | None, default_name: str) -> None:
     mesh = data["mesh"]
     if mesh["file"] is None and mesh["resolution"] is None:
         mesh["resolution"] = 4 if mesh["sphere"] == "S2" else 256
+    if data["model"]["mask"] == "causal" and data["positions"]["slices"] is None:
+        data["positions"]["slices"] = DEFAULT_SLICES
     if data["atoms"]["core_cells"] is None:
         data["atoms"]["core_cells"] = default_core_cells(mesh["sphere"], mesh["resolution"] if mesh["file"] is None
                                                          else None)
@@ -416,6 +430,22 @@ def check_schedule_end(data: dict) -> None:
                           f"before time.t_final = {t_final:g}; add a layer or lower t_final")
 
 
+def _check_mask(data: Mapping[str, Any]) -> None:
+    """``[positions]`` only with ``model.mask = 'causal'``, and a causal run only of attention
+    without atoms (the initial density's use of ``s`` is checked by :func:`make_initial_density`)."""
+    m = data["model"]
+    if m["mask"] != "causal":
+        if data["positions"]["slices"] is not None:
+            raise ConfigError("positions.slices: needs model.mask = 'causal' (a run without a mask has no positions)")
+        return
+    if m["velocity"] != "attention":
+        raise ConfigError("model.mask: 'causal' needs model.velocity = 'attention'")
+    for key in ("capture", "initial"):
+        if data["atoms"][key]:
+            raise ConfigError(f"atoms.{key}: atoms are not supported with model.mask = 'causal' (set "
+                              f"atoms.{key} = {'false' if key == 'capture' else '[]'} or model.mask = 'none')")
+
+
 def _check_models(config: Config) -> None:
     """Build the layer schedule and initial density to check them, and bound the kernel concentration."""
     m = config.data["model"]
@@ -427,7 +457,7 @@ def _check_models(config: Config) -> None:
     try:
         d = particle_dimension(config.data)  # the PDE's d, unless particles.d says otherwise
         schedule = LayerSchedule.build(d, m)
-        make_initial_density(config.data["initial"], d)
+        make_initial_density(config.data["initial"], d, causal=m["mask"] == "causal")
     except (ModelError, InitialDensityError) as exc:
         raise ConfigError(str(exc)) from None
     for layer, origin in zip(schedule.layers, schedule.origins):
@@ -516,6 +546,7 @@ def load_config(
     _merge(data, user)
     _apply_overrides(data, overrides or [])
     _check(data)
+    _check_mask(data)
     _resolve(data, base_dir, default_name)
     trackers(data)
     config = Config(data, label)

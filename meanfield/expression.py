@@ -1,6 +1,7 @@
 """Safe evaluation of density expressions in Cartesian coordinates, e.g. ``1 + 0.5*z``.
 
-The expression is parsed with :mod:`ast` and only numbers, the names ``x, y, z, pi, e``,
+The expression is parsed with :mod:`ast` and only numbers, the names ``x, y, z, pi, e`` (and
+the token position ``s`` of a causal run, see :mod:`meanfield.causal`),
 arithmetic operators, comparisons and a fixed set of numpy functions (with their number of
 arguments checked) are allowed; nothing is passed to ``eval``.  Arithmetic is numpy's
 float64: a division by zero or an overflow gives ``inf`` or ``nan`` (refused later as a
@@ -24,6 +25,8 @@ ARITY: dict[str, int] = {
 FUNCTIONS: dict[str, Callable] = {name: getattr(np, name) for name in ARITY}
 CONSTANTS = {"pi": np.pi, "e": np.e}
 VARIABLES = ("x", "y", "z")
+#: The token position in [0, 1]: a variable of the initial density of a causal run.
+POSITION = "s"
 _BINARY: dict[type, Callable] = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
            ast.Div: operator.truediv, ast.Pow: operator.pow}
 _UNARY: dict[type, Callable] = {ast.UAdd: operator.pos, ast.USub: operator.neg}
@@ -60,12 +63,31 @@ def compile_expression(text: str, field: str = "initial.expression") -> Callable
     Raises :class:`ExpressionError` naming ``field`` for anything outside the allowed grammar.
     """
     function = compile_function(text, field, VARIABLES)
+    return lambda points: _at_points(function, points, {})
 
-    def density(points: np.ndarray) -> np.ndarray:
-        env = {v: points[:, i] if i < points.shape[1] else np.zeros(len(points)) for i, v in enumerate(VARIABLES)}
-        return np.broadcast_to(function(env), (len(points),)).copy()
 
-    return density
+def compile_positional_expression(text: str, field: str = "initial.expression"
+                                  ) -> Callable[[np.ndarray, float], np.ndarray]:
+    """Turn ``text``, an expression in ``x, y, z`` and the position ``s``, into a function of
+    points (n, d) and s -> values (n,) (:func:`uses_position` says whether it names s).
+
+    Raises :class:`ExpressionError` naming ``field`` for anything outside the allowed grammar.
+    """
+    function = compile_function(text, field, (*VARIABLES, POSITION))
+    return lambda points, s: _at_points(function, points, {POSITION: float(s)})
+
+
+def uses_position(text: str) -> bool:
+    """Whether ``text`` (an expression that parses) names the position ``s``."""
+    return any(isinstance(node, ast.Name) and node.id == POSITION for node in ast.walk(ast.parse(text, mode="eval")))
+
+
+def _at_points(function: Function, points: np.ndarray, extra: Mapping[str, float]) -> np.ndarray:
+    """``function`` at points (n, d) (coordinates beyond d are 0) with the ``extra`` names' values."""
+    env: dict[str, np.ndarray | float] = {
+        v: points[:, i] if i < points.shape[1] else np.zeros(len(points)) for i, v in enumerate(VARIABLES)}
+    env.update(extra)
+    return np.broadcast_to(function(env), (len(points),)).copy()
 
 
 def compile_function(text: str, field: str, names: tuple[str, ...]) -> Function:

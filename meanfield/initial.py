@@ -14,7 +14,9 @@ Kinds (the ``[initial]`` config section):
     ``sqrt 2 Im Y_l^|m|`` for m < 0); on S^1 ``cos(k (theta - phase)) / sqrt(pi)`` with
     k = ``degree``.
 ``expression``
-    A safe expression in x, y, z (see :mod:`meanfield.expression`), e.g. ``"1 + 0.5*z"``.
+    A safe expression in x, y, z (see :mod:`meanfield.expression`), e.g. ``"1 + 0.5*z"``; in a
+    causal run (``model.mask = "causal"``) also in the token position s in [0, 1], e.g.
+    ``"exp(4 * (1 - s) * x)"`` (the density of position s; without s every position has the same).
 
 The PDE integrates these into cell averages and normalises them to mass 1; the particle
 sampler draws from them.
@@ -29,7 +31,7 @@ from math import pi
 import numpy as np
 from scipy import special
 
-from .expression import ExpressionError, compile_expression
+from .expression import ExpressionError, compile_positional_expression, uses_position
 from .sphere import sphere_area
 
 KINDS: tuple[str, ...] = ("uniform", "vmf", "harmonic", "expression")
@@ -83,17 +85,29 @@ class InitialDensity:
     ``params`` holds the kind's parameters as given, except for ``vmf``, whose centers
     (unit rows), kappas and weights (summing to 1) are the parsed arrays, and ``harmonic``,
     whose degree, order, amplitude and phase are given with their defaults filled in.
+
+    An ``expression`` in the position s (a causal run) depends on the position: evaluate it
+    with :meth:`at`; calling it without a position raises :class:`InitialDensityError`.
     """
 
     kind: str
     d: int
     params: dict = field(default_factory=dict)
-    _function: Callable[[np.ndarray], np.ndarray] | None = field(default=None, repr=False, compare=False)
+    _function: Callable[[np.ndarray, float], np.ndarray] | None = field(default=None, repr=False, compare=False)
+    depends_on_position: bool = False
 
     def __call__(self, points: np.ndarray) -> np.ndarray:
         """Density values (not yet normalised for ``expression``) at ``points``."""
+        if self.depends_on_position:
+            raise InitialDensityError("initial.expression: depends on the position s; evaluate it at a position "
+                                      "(InitialDensity.at)")
+        return self.at(points, 0.0)
+
+    def at(self, points: np.ndarray, s: float) -> np.ndarray:
+        """Density values (not yet normalised) of position ``s`` in [0, 1] at ``points``; the same
+        for every s unless :attr:`depends_on_position`."""
         assert self._function is not None
-        return self._function(points)
+        return self._function(points, s)
 
 
 def _vectors(value: object, d: int, name: str) -> np.ndarray:
@@ -129,7 +143,7 @@ def _numbers_wanted(n: int, kind: str = "", bound: str = "") -> str:
     return one if n == 1 else f"{one} or a list of {n} of them"
 
 
-def make_initial_density(spec: dict, d: int) -> InitialDensity:
+def make_initial_density(spec: dict, d: int, causal: bool = False) -> InitialDensity:
     """Validate an ``[initial]`` section and build the density.
 
     Parameters
@@ -138,6 +152,8 @@ def make_initial_density(spec: dict, d: int) -> InitialDensity:
         Mapping with ``kind`` and the kind's parameters (see module docstring).
     d
         Ambient dimension.
+    causal
+        A causal run (``model.mask = "causal"``): an expression may use the position ``s``.
     """
     kind = spec.get("kind", "uniform")
     if kind not in KINDS:
@@ -150,7 +166,7 @@ def make_initial_density(spec: dict, d: int) -> InitialDensity:
     area = sphere_area(d)
     params = {k: v for k, v in spec.items() if k != "kind"}
     if kind == "uniform":
-        fn = lambda p: np.full(len(p), 1.0 / area)  # noqa: E731
+        fn: Callable[[np.ndarray], np.ndarray] = lambda p: np.full(len(p), 1.0 / area)  # noqa: E731
     elif kind == "vmf":
         if "centers" not in spec:
             raise InitialDensityError("initial.centers: required for kind 'vmf'")
@@ -184,7 +200,13 @@ def make_initial_density(spec: dict, d: int) -> InitialDensity:
         if not isinstance(text, str):
             raise InitialDensityError("initial.expression: required for kind 'expression' (a string)")
         try:
-            fn = compile_expression(text)
+            positional = compile_positional_expression(text)
         except ExpressionError as exc:
             raise InitialDensityError(str(exc)) from None
-    return InitialDensity(kind, d, params, fn)
+        if uses_position(text):
+            if not causal:
+                raise InitialDensityError("initial.expression: uses the position s, which only a causal run has "
+                                          "(model.mask = 'causal')")
+            return InitialDensity(kind, d, params, positional, depends_on_position=True)
+        return InitialDensity(kind, d, params, lambda points, s: positional(points, 0.0))
+    return InitialDensity(kind, d, params, lambda points, s: fn(points))

@@ -100,11 +100,15 @@ def cells_of(sphere: str, resolution: int) -> int:
     return 20 * 4 ** int(resolution) if sphere == "S2" else int(resolution)
 
 
-def pde_estimate(sphere: str, scheme: str, cells: int, what: str, ranks: int = 1) -> Estimate:
-    """Peak memory of rank 0 of a PDE run of ``cells`` cells on ``ranks`` ranks."""
-    per_cell = PER_CELL[(sphere, scheme)]
+def pde_estimate(sphere: str, scheme: str, cells: int, what: str, ranks: int = 1,
+                 slices: int | None = None) -> Estimate:
+    """Peak memory of rank 0 of a PDE run of ``cells`` cells on ``ranks`` ranks; a causal run of
+    ``slices`` position slices counts every cell ``slices`` times (an upper bound, not measured:
+    the states, stages and outputs grow with the slices, the field evaluator does not)."""
+    per_cell = PER_CELL[(sphere, scheme)] * (slices or 1)
     share = ROOT_SHARE + (1.0 - ROOT_SHARE) / max(ranks, 1)
-    return Estimate(what, f"{count(cells)} cells", BASE + per_cell * share * cells, ranks)
+    size = f"{count(cells)} cells" + (f" x {slices} position slices" if slices else "")
+    return Estimate(what, size, BASE + per_cell * share * cells, ranks)
 
 
 def particle_estimate(n: int, d: int, what: str, ranks: int = 1) -> Estimate:
@@ -127,7 +131,7 @@ def problem_estimate(problem, ranks: int = 1, tokens: int | None = None) -> Esti
     if problem.mesh.resolution is None or problem.mesh.file is not None:
         return None
     return pde_estimate(problem.sphere, problem.scheme.kind, cells_of(problem.sphere, problem.mesh.resolution),
-                        f"mesh.resolution = {problem.mesh.resolution}", ranks)
+                        f"mesh.resolution = {problem.mesh.resolution}", ranks, problem.slices)
 
 
 def _read_int(path: Path) -> int | None:

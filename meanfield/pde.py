@@ -18,6 +18,7 @@ from .atoms import Atoms
 from .atoms.component import AtomsComponent, HybridAtoms, NoAtoms
 from .atoms.coupling import AtomCoupling
 from .atoms.hybrid import AtomEvents
+from .causal import CausalScheme
 from .config import MAX_STEPS, Config, ConfigError
 from .discretisation.base import SpatialScheme
 from .discretisation.ordering import gather_rows, scatter_rows
@@ -27,6 +28,7 @@ from .model import VelocityField
 from .nonlocal_field import NonlocalEvaluator
 from .problem import Problem
 from .runner.callbacks import Callback
+from .runner.netcdf import BY_POSITION
 from .runner.results import RunResult, load_pde_run
 from .runner.session import check_new_target, check_size, configure_process, resolve_config, start_run
 from .runner.simulation import Simulation
@@ -99,7 +101,7 @@ class PDESimulation(Simulation):
             raw = problem.mesh.build()
             if problem.mesh.file is not None:  # its size is known now, before dolfinx builds anything
                 check_memory(pde_estimate(problem.sphere, problem.scheme.kind, len(raw.cells),
-                                          f"mesh.file {problem.mesh.file}", comm.size), here)
+                                          f"mesh.file {problem.mesh.file}", comm.size, problem.slices), here)
             return raw
 
         self.raw = on_root(comm, build, MeshError, broadcast=False)
@@ -114,8 +116,16 @@ class PDESimulation(Simulation):
         kind = problem.scheme.kind
         self.scheme: SpatialScheme = scheme_class(kind)(msh, self.velocity, **scheme_options(kind, problem.scheme))
         self.num_cells = msh.topology.index_map(msh.topology.dim).size_global
-        self.atoms_component: AtomsComponent = NoAtoms(self.scheme) if coupling is None else self._hybrid(coupling)
-        self.state = self.atoms_component.share(self.scheme.initial_state(problem.initial()))
+        self.causal: CausalScheme | None = None
+        if problem.slices is not None:  # a causal run: the scheme steps one slice at a time
+            self.causal = CausalScheme(self.scheme, self.field, problem.slices)
+            self.velocity = TimedVelocity(self.causal.velocity)
+            self.scheme.velocity = self.velocity
+            self.atoms_component: AtomsComponent = NoAtoms(self.causal)
+            self.state = self.causal.initial_state(problem.initial().at)
+        else:
+            self.atoms_component = NoAtoms(self.scheme) if coupling is None else self._hybrid(coupling)
+            self.state = self.atoms_component.share(self.scheme.initial_state(problem.initial()))
         t = problem.time
         self.stepper = SSPRK3(self.atoms_component.stepping, t.cfl, t.dt, t.dt_max)
         self._check_initial_rate()
@@ -183,31 +193,66 @@ class PDESimulation(Simulation):
 
     # -- observing -----------------------------------------------------------------------
     def observables(self) -> dict[str, float]:
-        from mpi4py import MPI
-
-        rho = self.scheme.cell_averages(self.state)
-        points, weights = self.scheme.measure(self.state)
+        """The row of observables.csv; a causal run's are those of the whole token distribution
+        (the mean of the positions' densities, mass 1)."""
+        density = self.state if self.causal is None else self.causal.whole(self.state)
+        rho = self.scheme.cell_averages(density)
         self.field.enter(self.schedule.index_until(self.t))
-        row = self.field.observables(points, weights, fixed_sources=True, extra=self.atoms_component.extra_sources())
+        row = self._measure_observables(density, rho)
         row.update(self.atoms_component.observables())
-        row["rho_min"] = self.comm.allreduce(float(rho.min(initial=np.inf)), op=MPI.MIN)
-        row["rho_max"] = self.comm.allreduce(float(rho.max(initial=-np.inf)), op=MPI.MAX)
         row["dt"] = self.stepper.stats.last_dt
         g = self.scheme.geometry
         row.update(self.problem.output.trackers.evaluate(self.t, rho, g.centroid[: g.num_owned],
                                                          g.measure[: g.num_owned], self.comm))
         return row
 
+    def _measure_observables(self, density: np.ndarray, rho: np.ndarray) -> dict[str, float]:
+        """The field's observables of one density state (the scheme's) with its cell averages
+        ``rho``, and their extremes ``rho_min``, ``rho_max`` (collective)."""
+        from mpi4py import MPI
+
+        points, weights = self.scheme.measure(density)
+        row = self.field.observables(points, weights, fixed_sources=True, extra=self.atoms_component.extra_sources())
+        row["rho_min"] = self.comm.allreduce(float(rho.min(initial=np.inf)), op=MPI.MIN)
+        row["rho_max"] = self.comm.allreduce(float(rho.max(initial=-np.inf)), op=MPI.MAX)
+        return row
+
+    def position_observables(self) -> dict[str, np.ndarray]:
+        """A causal run's observables of each position slice: name -> (M,) values (the names of
+        :meth:`observables` but ``dt`` and the ``[[output.observables]]``; collective).  Empty
+        for a run without a mask."""
+        if self.causal is None:
+            return {}
+        self.field.enter(self.schedule.index_until(self.t))
+        rows = [self._measure_observables(part, self.scheme.cell_averages(part))
+                for part in self.causal.split(self.state)]
+        return {name: np.array([row[name] for row in rows]) for name in rows[0]}
+
     def _gather(self, rows: np.ndarray) -> np.ndarray | None:
         return gather_rows(self.comm, rows, self.scheme.geometry.original_index, self.num_cells)
 
     def snapshot(self) -> dict[str, np.ndarray] | None:
-        arrays = {"density": self._gather(self.scheme.cell_averages(self.state))}
-        vertex = self.scheme.vertex_density(self.state)
-        if vertex is not None:
-            arrays["vertex_density"] = self._gather(vertex)
+        """``density`` (C,) and, DG1, ``vertex_density`` (C, nv); a causal run's are (M, C) and
+        (M, C, nv), one row per position slice, with ``<observable>_by_position`` (M,) arrays
+        (:meth:`position_observables`)."""
+        if self.causal is None:
+            arrays = {"density": self._gather(self.scheme.cell_averages(self.state))}
+            vertex = self.scheme.vertex_density(self.state)
+            if vertex is not None:
+                arrays["vertex_density"] = self._gather(vertex)
+        else:
+            arrays = {"density": self._gather_slices(self.causal.cell_averages(self.state))}
+            vertices = self.causal.vertex_density(self.state)
+            if vertices is not None:
+                arrays["vertex_density"] = self._gather_slices(vertices)
+            arrays.update({f"{name}{BY_POSITION}": values for name, values in self.position_observables().items()})
         arrays.update(self.atoms_component.arrays())
         return {k: v for k, v in arrays.items() if v is not None} if self.comm.rank == 0 else None
+
+    def _gather_slices(self, values: np.ndarray) -> np.ndarray | None:
+        """(M, num_owned, ...) values of the slices -> (M, C, ...) in global cell order on rank 0."""
+        rows = self._gather(np.ascontiguousarray(np.moveaxis(values, 0, 1)))
+        return None if rows is None else np.ascontiguousarray(np.moveaxis(rows, 1, 0))
 
     def static_arrays(self) -> dict[str, np.ndarray] | None:
         g = self.scheme.geometry
@@ -220,6 +265,8 @@ class PDESimulation(Simulation):
         assert self.raw is not None and centroids is not None and areas is not None
         out = {"sphere": np.array(self.problem.sphere), "vertices": self.raw.points, "cells": self.raw.cells,
                "centroids": centroids, "areas": areas}
+        if self.problem.positions is not None:
+            out["positions"] = self.problem.positions
         if vertex_jacobian is not None:
             out["vertex_jacobian"] = vertex_jacobian
         return out
@@ -257,11 +304,13 @@ class PDESimulation(Simulation):
     # -- facts -----------------------------------------------------------------------------
     def describe(self) -> str:
         field = self.field.describe() if self.problem.velocity.is_attention else "rotation field"
-        return f"{self.problem.sphere} mesh, {self.num_cells} cells, scheme {self.scheme.name}, {field}"
+        mask = "" if self.problem.slices is None else f", causal mask, {self.problem.slices} position slices"
+        return f"{self.problem.sphere} mesh, {self.num_cells} cells, scheme {self.scheme.name}, {field}{mask}"
 
     def facts(self) -> dict[str, Any]:
         evaluator = self.field.evaluator
-        return {"cells": self.num_cells, "scheme": self.scheme.name,
+        return {"cells": self.num_cells, "scheme": self.scheme.name, "mask": self.problem.mask,
+                "slices": self.problem.slices,
                 "evaluator": None if evaluator is None else evaluator.collective_diagnostics()}
 
     def timings(self) -> dict[str, float]:

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from .atoms.capture import CaptureRule
+from .causal import slice_positions
 from .config import Config, ConfigError, output_times, particle_dimension, trackers
 from .discretisation.registry import scheme_class
 from .initial import InitialDensity, make_initial_density
@@ -155,6 +156,19 @@ class Problem:
     ----------
     config
         A validated :class:`~meanfield.config.Config`.
+
+    Attributes
+    ----------
+    mask
+        ``"none"`` (every token attends to every token) or ``"causal"`` (a decoder, see
+        :mod:`meanfield.causal`).
+    slices
+        The number M of position slices of a causal run; ``None`` for a run without a mask (it
+        has no positions; a causal run with one slice is a different model).
+    positions
+        The slices' positions ``s_k = (k + 1/2) / M`` (M,) of a causal run, ``None`` without a mask.
+
+    The initial density of position s at points is ``problem.initial(d).at(points, s)``.
     """
 
     def __init__(self, config: Config) -> None:
@@ -176,10 +190,18 @@ class Problem:
                                                              float(a["min_height"]), float(a["core_fraction"])),
                               float(a["merge_distance"]), float(a["absorb_mass"]), float(a["lipschitz_step"]),
                               np.array(a["initial"], dtype=float).reshape(len(a["initial"]), 1 + self.mesh.d))
+        self.mask: str = m["mask"]
+        self.slices: int | None = data["positions"]["slices"] if self.causal else None
+        self.positions: np.ndarray | None = None if self.slices is None else slice_positions(self.slices)
         self.output = OutputSpec(Path(o["dir"] or Path("runs") / self.name), bool(o["xdmf"]),
                                  float(o["checkpoint_every"]), o["log_every"], trackers(data))
         self._schedules: dict[int, LayerSchedule] = {}
         self._initials: dict[int, InitialDensity] = {}
+
+    @property
+    def causal(self) -> bool:
+        """A causal (decoder) run: ``mask == "causal"``."""
+        return self.mask == "causal"
 
     @property
     def sphere(self) -> str:
@@ -199,10 +221,12 @@ class Problem:
         return self._schedules[d]
 
     def initial(self, d: int | None = None) -> InitialDensity:
-        """The initial density in dimension ``d`` (default: the mesh's); built once per d."""
+        """The initial density in dimension ``d`` (default: the mesh's); built once per d.  In a
+        causal run its :meth:`~meanfield.initial.InitialDensity.at` (points, s) -> values gives
+        the density of position s."""
         d = d or self.d
         if d not in self._initials:
-            self._initials[d] = make_initial_density(self.config.data["initial"], d)
+            self._initials[d] = make_initial_density(self.config.data["initial"], d, causal=self.causal)
         return self._initials[d]
 
     def model(self, d: int | None = None) -> AttentionModel:

@@ -65,7 +65,7 @@ class SteppedScheme(Protocol):
 
     def postprocess(self, state: np.ndarray) -> np.ndarray: ...
 
-    def locate(self, owned_cell: int) -> str: ...
+    def locate_value(self, state: np.ndarray, index: int) -> str: ...
 
 
 class SSPRK3:
@@ -140,8 +140,7 @@ class SSPRK3:
         bad = np.flatnonzero(~np.isfinite(state))
         local = None
         if bad.size:
-            cell = int(bad[0]) % max(self.scheme.geometry.num_owned, 1)
-            local = f"{self.scheme.locate(cell)}: value {state[bad[0]]!r}"
+            local = f"{self.scheme.locate_value(state, int(bad[0]))}: value {state[bad[0]]!r}"
         errors = [e for e in self.scheme.comm.allgather(local) if e is not None]
         if errors:
             raise BlowUpError(f"the density became non-finite at t = {t:.6g} (step {self.stats.steps + 1}), "

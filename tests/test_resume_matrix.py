@@ -79,6 +79,15 @@ lipschitz_step = 0.25
 [output]
 xdmf = false
 """
+# a causal run (4 position slices) whose positions start from different densities
+CAUSAL = """
+mask = "causal"
+[positions]
+slices = 4
+[initial]
+kind = "expression"
+expression = "exp(3*(1 - s)*{a} + 3*s*{b})"
+"""
 LAYERS = """
 [[model.layers]]
 t_end = 0.25
@@ -106,6 +115,13 @@ def dg1() -> str:
     return '[scheme]\nkind = "dg1"\n'
 
 
+def causal(config: str, a: str, b: str) -> str:
+    """``config`` with the causal mask and an initial density in the position s (peaked at ``a``
+    for the first positions, at ``b`` for the last)."""
+    head, tail = config.split("[initial]")
+    return head.replace("beta = 4.0\n", "beta = 4.0" + CAUSAL.format(a=a, b=b)) + "[output]" + tail.split("[output]")[1]
+
+
 @dataclass(frozen=True)
 class Case:
     """A run to interrupt: its config, whether it is a particle run, and the step after which
@@ -129,6 +145,8 @@ CASES = {
     "particles-S2-fast": Case(S2 + method("fast") + time_section(0.5, 2, 0.01), 31, particles=True),
     "layers-particles-S1-fast": Case(S1.replace("beta = 4.0\n", "beta = 4.0" + LAYERS) + method("fast")
                                      + time_section(1.0, 4, 0.01), 43, particles=True),
+    "causal-fv-S1-fast": Case(causal(S1, "x", "y") + method("fast") + time_section(1.0, 4), 9),
+    "causal-dg1-S2-direct": Case(causal(S2, "z", "x") + dg1() + method("direct") + time_section(0.3, 2), 6),
 }
 TOKENS = 300
 #: (ranks of the interrupted run, ranks of the resume).  Every case runs one pair that changes
@@ -205,6 +223,8 @@ def differences(run, reference) -> dict[str, float]:
                                     for a, b in zip(run.atoms, reference.atoms))
     for key in ("mass", "order"):
         out[f"observables.{key}"] = float(np.abs(run.observables[key] - reference.observables[key]).max())
+    for key, values in getattr(reference, "observables_by_position", {}).items():
+        out[f"observables_by_position.{key}"] = float(np.abs(run.observables_by_position[key] - values).max())
     return out
 
 

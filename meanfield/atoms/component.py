@@ -68,7 +68,7 @@ class AtomsComponent(Protocol):
 class NoAtoms:
     """The component of a plain run: the scheme alone."""
 
-    def __init__(self, scheme: SpatialScheme) -> None:
+    def __init__(self, scheme: SteppedScheme) -> None:
         self.atoms: Atoms | None = None
         self.stepping: SteppedScheme = scheme
 

@@ -179,5 +179,8 @@ class HybridStepping:
         docstring)."""
         return positions / np.linalg.norm(positions, axis=1, keepdims=True)
 
-    def locate(self, owned_cell: int) -> str:
-        return self.scheme.locate(owned_cell)
+    def locate_value(self, state: np.ndarray, index: int) -> str:
+        density, _ = self.split(state)
+        if index < density.size:
+            return self.scheme.locate_value(density, index)
+        return f"atom {(index - density.size) // self.geometry.d} (of this rank's copy)"

@@ -117,6 +117,12 @@ class SpatialScheme(ABC):
         c = self.geometry.centroid[owned_cell]
         return f"cell {int(self.geometry.original_index[owned_cell])} at x = {np.round(c, 4).tolist()}"
 
+    def locate_value(self, state: np.ndarray, index: int) -> str:
+        """Human-readable location of entry ``index`` of a state (for error messages).  A state
+        is cell-major: each owned cell holds ``state.size / num_owned`` consecutive entries."""
+        per_cell = max(state.size // max(self.geometry.num_owned, 1), 1)
+        return self.locate(index // per_cell)
+
     def mass(self, state: np.ndarray) -> float:
         """Total mass over all ranks."""
         return float(self.comm.allreduce(self.measure(state)[1].sum()))

@@ -25,6 +25,8 @@ def format_description(facts: dict[str, Any]) -> str:
     lines = [f"run:        {facts['name']} ({facts['kind']} run in {facts['path']})",
              f"status:     {facts['status']}" + (f" (by {facts['interrupted_by']})" if facts.get("interrupted_by")
                                                   else "")]
+    if facts.get("mask") == "causal":
+        lines.append(f"mask:       causal, M = {facts.get('slices')} position slices (a density per slice)")
     if facts.get("error"):
         lines.append(f"error:      {facts['error']}")
     reached, final = facts.get("t_reached"), facts.get("t_final")

@@ -41,6 +41,22 @@ dimension ``atom``; their number changes from output to output::
         int64 atom_ids(atom) ;         persistent id (a merge keeps the heavier atom's id)
         double atom_mass(time) ;       total mass of the atoms (an observable)
 
+**Causal runs** (``model.mask = "causal"``, :mod:`meanfield.causal`) keep a density per token
+position: a coordinate ``position`` along a dimension of that name (the M slices' midpoints
+``s_k = (k + 1/2)/M``) and the densities per slice; the observables along ``time`` are those of
+the whole token distribution (the mean of the slices' densities, mass 1), and each slice's own
+are ``<observable>_by_position`` along ``(time, position)``::
+
+    dimensions:
+        position = M ;
+    variables:
+        double position(position) ;    long_name = "token position s (midpoint of the slice)"
+        double density(time, position, cell) ;                the density of each position
+        double vertex_density(time, position, cell, corner) ; DG1 only
+        double mass_by_position(time, position), order_by_position(time, position),
+               energy_by_position(...), mean_0_by_position(...), ..., rho_min_by_position(...),
+               rho_max_by_position(...) ;                      each slice's observables
+
 ``atom_count`` is also the observable of that name.  The global ``featureType`` of CF's
 discrete sampling geometries is not set: the file's main content is mesh data.
 :func:`atoms_from_dataset` cuts the ragged arrays back into one
@@ -93,6 +109,10 @@ SERIES_CHUNK = 512
 ATOM_DIM = "atom"
 #: Chunk length of the atom variables.
 ATOM_CHUNK = 256
+#: The dimension (and coordinate) of the token positions of a causal run.
+POSITION_DIM = "position"
+#: Suffix of the per-position observables of a causal run (``mean_0_by_position``).
+BY_POSITION = "_by_position"
 
 #: Builds the run's Dataset from output times (T,), per-output arrays (name -> (T, ...)) and
 #: observables (name -> (T,)).
@@ -132,6 +152,18 @@ def _observables(observables: Mapping[str, np.ndarray], density_units: str) -> d
     """The observables as variables along time (``t`` is left out: it is the time coordinate)."""
     return {name: ("time", np.asarray(values, float), observable_attributes(name, density_units))
             for name, values in observables.items() if name not in ("t", "atom_count")}
+
+
+def _position_observables(outputs: Mapping[str, np.ndarray], density_units: str) -> dict[str, Any]:
+    """A causal run's ``<observable>_by_position`` outputs as variables along (time, position)."""
+    variables = {}
+    for name, values in outputs.items():
+        if name.endswith(BY_POSITION):
+            attrs = observable_attributes(name.removesuffix(BY_POSITION), density_units)
+            if "long_name" in attrs:
+                attrs["long_name"] += ", of each token position"
+            variables[name] = (("time", POSITION_DIM), np.asarray(values, float), attrs)
+    return variables
 
 
 def _lon_lat(points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -245,12 +277,14 @@ def pde_dataset(mesh: Mapping[str, np.ndarray], times: np.ndarray, outputs: Mapp
     Parameters
     ----------
     mesh
-        ``vertices`` (V, d), ``cells`` (C, nv), ``centroids`` (C, d), ``areas`` (C,), global order.
+        ``vertices`` (V, d), ``cells`` (C, nv), ``centroids`` (C, d), ``areas`` (C,), global
+        order; a causal run also ``positions`` (M,).
     times
         (T,) output times.
     outputs
         ``density`` (T, C) and, for DG1, ``vertex_density`` (T, C, nv); hybrid runs also the
-        atoms as :func:`ragged_atoms` gives them.
+        atoms as :func:`ragged_atoms` gives them; causal runs ``density`` (T, M, C),
+        ``vertex_density`` (T, M, C, nv) and ``<observable>_by_position`` (T, M).
     observables
         Column name -> (T,) values (``t`` is left out: it is the time coordinate).
     attrs
@@ -266,20 +300,27 @@ def pde_dataset(mesh: Mapping[str, np.ndarray], times: np.ndarray, outputs: Mapp
                 f"{location}_dimension": "cell", "node_coordinates": "node_lon node_lat" if s2 else "node_x node_y",
                 f"{location}_coordinates": "lon lat" if s2 else "x y"}
     on_mesh = {"mesh": "mesh", "location": location, "units": f"{measure}-1"}
+    causal = "positions" in mesh
+    per_output = ("time", POSITION_DIM) if causal else ("time",)
     data: dict[str, Any] = {
         "mesh": ((), np.int32(0), topology),
-        "density": (("time", "cell"), np.asarray(outputs["density"], float),
-                    {"long_name": "probability density: cell averages", "cell_measures": "area: area", **on_mesh})}
+        "density": ((*per_output, "cell"), np.asarray(outputs["density"], float),
+                    {"long_name": "probability density: cell averages" + (" of each token position" if causal else ""),
+                     "cell_measures": "area: area", **on_mesh})}
     if "vertex_density" in outputs:
-        data["vertex_density"] = (("time", "cell", "corner"), np.asarray(outputs["vertex_density"], float), {
+        data["vertex_density"] = ((*per_output, "cell", "corner"), np.asarray(outputs["vertex_density"], float), {
             "long_name": "DG1 density at each cell's vertices (the corners of face_node_connectivity), from that cell",
             "units": on_mesh["units"],
             "comment": "may be negative where the cell averages are positive: the positivity limiter acts at the "
                        "edge Gauss points, not at the vertices (see meanfield.runner.netcdf)"})
     data.update(_observables(observables, on_mesh["units"]))
+    data.update(_position_observables(outputs, on_mesh["units"]))
     atom_data, atom_coords = _atoms(times, outputs)
     data.update(atom_data)
     coords = {"time": _time_coordinate(times), **_mesh_coordinates(mesh, location, measure), **atom_coords}
+    if causal:
+        coords[POSITION_DIM] = (POSITION_DIM, np.asarray(mesh["positions"], float), {
+            "long_name": "token position s in [0, 1] (midpoint of the slice)", "units": "1"})
     return xr.Dataset(data, coords=coords, attrs=dict(attrs))
 
 
@@ -306,7 +347,7 @@ def run_attributes(kind: str, config: Mapping[str, Any]) -> dict[str, str]:
              "name": str(config.get("name", ""))}
     if kind == "pde":
         attrs.update(title=f"meanfield PDE run {attrs['name']}", sphere=str(config["mesh"]["sphere"]),
-                     scheme=str(config["scheme"]["kind"]))
+                     scheme=str(config["scheme"]["kind"]), mask=str(config.get("model", {}).get("mask", "none")))
     else:
         attrs.update(title=f"meanfield particle run {attrs['name']}")
     return attrs

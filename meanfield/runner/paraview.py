@@ -10,6 +10,9 @@
   zero where the cell averages are positive (see :mod:`meanfield.runner.netcdf`).
 
 Each time step is one row of those datasets, so the mesh is stored once, in global cell order.
+A causal run (``model.mask = "causal"``) has a density per token position: each grid then has
+one array per position slice, ``density_s0.0156`` (the slice's midpoint s to 4 decimals), each
+the block ``density[time, slice]`` of run.nc.
 The row is selected in the form of Xdmf3, ParaView's default XDMF reader (``Xdmf3ReaderS``/``T``),
 after a ``|`` behind the dataset's path: ``run.nc:/density|start:stride:count:dataspace``
 (:func:`hdf_row`).  The XDMF 2 form, a ``HyperSlab`` DataItem, is read by ParaView's legacy
@@ -69,13 +72,17 @@ class XdmfFiles:
         The mesh (global order).
     dg1
         Also write density-dg1.xdmf (the run has ``vertex_density``).
+    positions
+        A causal run's slice positions (M,): one array per slice; ``None``: one density.
     """
 
-    def __init__(self, run: Path, vertices: np.ndarray, cells: np.ndarray, dg1: bool) -> None:
+    def __init__(self, run: Path, vertices: np.ndarray, cells: np.ndarray, dg1: bool,
+                 positions: np.ndarray | None = None) -> None:
         self.run = Path(run)
         self.vertices = _padded(np.asarray(vertices, float))
         self.cells = np.asarray(cells, np.int64)
         self.dg1 = dg1
+        self.positions = positions
         self.data = self.run / layout.RUN_FILE
         self.script_written = False
 
@@ -122,6 +129,9 @@ class XdmfFiles:
         domain = ET.SubElement(root, "Domain")
         series = ET.SubElement(domain, "Grid", Name="density", GridType="Collection", CollectionType="Temporal")
         shape = " ".join(map(str, row))
+        arrays = [("density", ())] if self.positions is None else \
+            [(f"density_s{s:.4f}", (j,)) for j, s in enumerate(self.positions)]
+        blocks = () if self.positions is None else (len(self.positions),)
         for k, t in enumerate(times):
             grid = ET.SubElement(series, "Grid", Name=f"t{k}", GridType="Uniform")
             ET.SubElement(grid, "Time", Value=repr(t))
@@ -132,21 +142,24 @@ class XdmfFiles:
             geometry = ET.SubElement(grid, "Geometry", GeometryType="XYZ")
             ET.SubElement(geometry, "DataItem", Dimensions=f"{num_vertices} 3", NumberType="Float", Precision="8",
                           Format="HDF").text = f"{name}:/{vertices}"
-            attribute = ET.SubElement(grid, "Attribute", Name="density", AttributeType="Scalar", Center=center)
-            ET.SubElement(attribute, "DataItem", Dimensions=f"1 {shape}", NumberType="Float", Precision="8",
-                          Format="HDF").text = f"{name}:/{field}|{hdf_row(k, len(times), row)}"
+            for array, block in arrays:
+                attribute = ET.SubElement(grid, "Attribute", Name=array, AttributeType="Scalar", Center=center)
+                ET.SubElement(attribute, "DataItem", Dimensions=" ".join(["1"] * (1 + len(block))) + f" {shape}",
+                              NumberType="Float", Precision="8", Format="HDF").text = \
+                    f"{name}:/{field}|{hdf_row((k, *block), (len(times), *blocks), row)}"
         return _xml_text(root)
 
 
-def hdf_row(k: int, rows: int, row: tuple[int, ...]) -> str:
-    """Xdmf3's selection of row ``k`` of an HDF5 dataset of shape ``(rows, *row)``:
-    ``start:stride:count:dataspace``, each a list of numbers (one per axis), written after a ``|``
-    behind the dataset's path (``run.nc:/density|2 0:1 1:1 80:3 80``)."""
+def hdf_row(index: tuple[int, ...], leading: tuple[int, ...], row: tuple[int, ...]) -> str:
+    """Xdmf3's selection of the row at ``index`` (time, and for a causal run the slice) of an
+    HDF5 dataset of shape ``(*leading, *row)``: ``start:stride:count:dataspace``, each a list of
+    numbers (one per axis), written after a ``|`` behind the dataset's path
+    (``run.nc:/density|2 0:1 1:1 80:3 80``)."""
     def numbers(values: list[int]) -> str:
         return " ".join(map(str, values))
 
-    return ":".join([numbers([k] + [0] * len(row)), numbers([1] * (len(row) + 1)), numbers([1, *row]),
-                     numbers([rows, *row])])
+    return ":".join([numbers([*index] + [0] * len(row)), numbers([1] * (len(index) + len(row))),
+                     numbers([1] * len(index) + [*row]), numbers([*leading, *row])])
 
 
 def _xml_text(root: ET.Element) -> str:

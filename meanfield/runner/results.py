@@ -20,6 +20,7 @@ from ..atoms import ATOM_KEYS, Atoms
 from . import layout
 from .directory import effective_status, is_run, not_a_run_message
 from .files import load_npz, read_csv_columns
+from .netcdf import BY_POSITION
 
 if TYPE_CHECKING:
     import pandas
@@ -70,11 +71,14 @@ class RunResult(_Tabulated):
     centroids, areas
         (C, d) cell centroids on the sphere and (C,) cell measures (as the scheme uses them).
     densities
-        (T, C) density cell averages.
+        (T, C) density cell averages; a causal run's (``model.mask = "causal"``): (T, M, C), the
+        density of each of the M position slices (each a probability density).
     observables
-        Column name -> (T,) array, from observables.csv.
+        Column name -> (T,) array, from observables.csv (a causal run's: of the whole token
+        distribution, the mean of the slices' densities).
     vertex_densities
-        DG1 runs: (T, C, nv) the density at each cell's vertices (in ``cells`` order); else None.
+        DG1 runs: (T, C, nv) the density at each cell's vertices (in ``cells`` order), causal
+        runs (T, M, C, nv); else None.
         These can be negative where the cell averages are positive (the positivity limiter
         acts at the edge Gauss points; see :mod:`meanfield.runner.netcdf`).
     vertex_jacobians
@@ -86,6 +90,11 @@ class RunResult(_Tabulated):
         Hybrid runs (``[atoms]``): the point masses of every output, one
         :class:`~meanfield.atoms.Atoms` per output time (their count varies; ids persist);
         None for runs whose snapshots hold no atoms.
+    positions
+        Causal runs: (M,) the slices' token positions ``s_k = (k + 1/2)/M``; else None.
+    observables_by_position
+        Causal runs: observable name (``mass``, ``order``, ``energy``, ``mean_0``, ...,
+        ``rho_min``, ``rho_max``) -> (T, M) its value for each position slice; else empty.
     """
 
     path: Path
@@ -102,10 +111,29 @@ class RunResult(_Tabulated):
     vertex_jacobians: np.ndarray | None = None
     damaged: list[str] = field(default_factory=list)
     atoms: list[Atoms] | None = None
+    positions: np.ndarray | None = None
+    observables_by_position: dict[str, np.ndarray] = field(default_factory=dict)
 
     @property
     def sphere(self) -> str:
         return "S1" if self.vertices.shape[1] == 2 else "S2"
+
+    @property
+    def causal(self) -> bool:
+        """A causal run: a density per token position (:attr:`positions`)."""
+        return self.positions is not None
+
+    def position_dataframe(self) -> pandas.DataFrame:
+        """A causal run's observables of each position slice, one row per output and slice:
+        columns ``output``, ``t``, ``position`` and the observables (empty without positions)."""
+        import pandas as pd
+
+        if self.positions is None:
+            return pd.DataFrame()
+        T, M = len(self.times), len(self.positions)
+        return pd.DataFrame({"output": np.repeat(np.arange(T), M), "t": np.repeat(self.times, M),
+                             "position": np.tile(self.positions, T),
+                             **{k: np.asarray(v, float).ravel() for k, v in self.observables_by_position.items()}})
 
     @property
     def status(self) -> str:
@@ -113,7 +141,7 @@ class RunResult(_Tabulated):
         return effective_status(self.path, self.metadata)
 
     def density(self, t: float) -> np.ndarray:
-        """Cell averages at the output time nearest ``t``."""
+        """Cell averages at the output time nearest ``t`` ((M, C) for a causal run)."""
         return self.densities[self._nearest(t)]
 
     def _nearest(self, t: float) -> int:
@@ -160,10 +188,13 @@ class RunResult(_Tabulated):
         Built from the snapshots (the crash-safe record), so it works on interrupted runs too.
         The atoms of a hybrid run are the ragged ``atom`` variables (:mod:`meanfield.runner.netcdf`).
         """
-        from .netcdf import pde_dataset, ragged_atoms, run_attributes
+        from .netcdf import BY_POSITION, pde_dataset, ragged_atoms, run_attributes
 
         mesh = {"vertices": self.vertices, "cells": self.cells, "centroids": self.centroids, "areas": self.areas}
-        outputs = {"density": self.densities}
+        if self.positions is not None:
+            mesh["positions"] = self.positions
+        outputs = {"density": self.densities,
+                   **{f"{name}{BY_POSITION}": v for name, v in self.observables_by_position.items()}}
         if self.vertex_densities is not None:
             outputs["vertex_density"] = self.vertex_densities
         if self.atoms is not None:
@@ -272,14 +303,19 @@ def load_run(path: str | Path) -> RunResult | ParticleRunResult:
     except (OSError, ValueError) as exc:
         raise RunReadError(f"{path / layout.MESH}: cannot read the run's mesh ({exc})") from None
     cells = mesh["cells"]
-    densities = np.array([s["density"] for s in snapshots]).reshape(len(snapshots), len(cells))
+    positions = mesh.get("positions")
+    per_output = (len(snapshots),) if positions is None else (len(snapshots), len(positions))
+    densities = np.array([s["density"] for s in snapshots]).reshape(*per_output, len(cells))
     dg1 = "vertex_jacobian" in mesh
-    vertex = np.array([s["vertex_density"] for s in snapshots]).reshape(len(snapshots), *cells.shape) if dg1 else None
+    vertex = np.array([s["vertex_density"] for s in snapshots]).reshape(*per_output, *cells.shape) if dg1 else None
     d = mesh["vertices"].shape[1]
     hybrid = any(ATOM_KEYS[0] in s for s in snapshots)
     atoms = [Atoms.from_arrays(s, d) for s in snapshots] if hybrid else None
+    by_position = {k.removesuffix(BY_POSITION): np.array([s[k] for s in snapshots]).reshape(per_output)
+                   for k in (snapshots[0] if snapshots and positions is not None else ()) if k.endswith(BY_POSITION)}
     return RunResult(path, config, meta, times, mesh["vertices"], cells, mesh["centroids"], mesh["areas"],
-                     densities, observables, vertex, mesh["vertex_jacobian"] if dg1 else None, damaged, atoms)
+                     densities, observables, vertex, mesh["vertex_jacobian"] if dg1 else None, damaged, atoms,
+                     positions, by_position)
 
 
 def load_particle_run(path: str | Path) -> ParticleRunResult:
@@ -320,14 +356,17 @@ def describe(path: str | Path) -> dict[str, Any]:
     """Status facts of a run directory without reading its arrays (for `meanfield info RUN`).
 
     A hybrid run (its observables.csv has ``atom_count``) also reports ``atoms``: the number
-    and total mass of the atoms at its last output.
+    and total mass of the atoms at its last output.  ``mask`` is the run's ``model.mask``
+    (``"none"`` or ``"causal"``) and ``slices`` a causal run's number of position slices
+    (``None`` otherwise).
     """
     path = Path(path)
     config, meta = read_header(path)
     facts = {"path": str(path), "kind": meta.get("kind"), "name": meta.get("name"),
              "status": effective_status(path, meta), "t_reached": meta.get("t_reached"),
              "t_final": config.get("time", {}).get("t_final"), "error": meta.get("error"),
-             "interrupted_by": meta.get("interrupted_by")}
+             "interrupted_by": meta.get("interrupted_by"), "mask": config.get("model", {}).get("mask", "none"),
+             "slices": config.get("positions", {}).get("slices")}
     observables, _ = read_csv_columns(path / layout.OBSERVABLES)
     if len(observables.get("atom_count", ())):
         facts["atoms"] = {"count": int(observables["atom_count"][-1]), "mass": float(observables["atom_mass"][-1])}

@@ -122,7 +122,8 @@ def pde_run_file(run: Path, static: Mapping[str, np.ndarray], config: Mapping[st
 
     if not paraview:
         return RunFileOutput(run, build)
-    return RunFileOutput(run, build, XdmfFiles(run, static["vertices"], static["cells"], "vertex_jacobian" in static),
+    return RunFileOutput(run, build, XdmfFiles(run, static["vertices"], static["cells"], "vertex_jacobian" in static,
+                                               static.get("positions")),
                          AtomPoints(run))
 
 
