@@ -5,6 +5,7 @@
     meanfield particles CONFIG --n N [--seed S] [--out DIR] [--overwrite] [--set ...] [--quiet]
     meanfield validate CONFIG --n 1000,4000 [--seeds 4] [--out DIR] [--pde RUN_DIR [--force]] [--overwrite] [--quiet]
     meanfield convergence CONFIG --levels 3:6 [--dt-ladder] [--reference exact|finest|RUN_DIR] [--out DIR]
+    meanfield convergence CONFIG --slices 8,16,32 [--reference finest|RUN_DIR] [--out DIR]
                           [--overwrite] [--quiet]
     meanfield clusters RUN_DIR [--out DIR] [--threshold RHO] [--prominence P] [--factors 2,5,...] [--no-plots]
                        [--overwrite] [--quiet]
@@ -128,13 +129,17 @@ def _cmd_convergence(args: argparse.Namespace) -> None:
 
     from .runner.names import derived_directory
     from .runner.session import resolve_config
-    from .studies.convergence import convergence_study, format_table, parse_levels
+    from .studies.convergence import ConvergenceError, convergence_study, format_table, parse_levels, parse_slices
 
+    if args.slices and args.dt_ladder:
+        raise ConvergenceError("--dt-ladder: give either --slices or --dt-ladder, not both")
+    axis = "slices" if args.slices else "dt" if args.dt_ladder else "mesh"
+    levels = parse_slices(args.slices) if args.slices else parse_levels(args.levels)
     config = resolve_config(args.config, args.set, MPI.COMM_WORLD)
-    out = args.out or derived_directory(config, "convergence")
-    reference = args.reference or ("finest" if args.dt_ladder else "exact")
-    rows = convergence_study(config, parse_levels(args.levels), out, reference=reference, dt_ladder=args.dt_ladder,
-                             quiet=args.quiet, overwrite=args.overwrite)
+    out = args.out or derived_directory(config, "convergence", *(["slices"] if axis == "slices" else []))
+    reference = args.reference or ("exact" if axis == "mesh" else "finest")
+    rows = convergence_study(config, levels, out, reference=reference, axis=axis, quiet=args.quiet,
+                             overwrite=args.overwrite)
     if not args.quiet:
         _echo(format_table(rows))
     _echo(f"results: {out}/convergence.csv, {out}/convergence.png")
@@ -430,11 +435,15 @@ def _add_validate(sub) -> None:
 def _add_convergence(sub) -> None:
     p = sub.add_parser("convergence", help="errors and observed orders over a ladder of meshes or time steps")
     p.add_argument("config", help="TOML config of the case")
-    p.add_argument("--levels", required=True, help="FIRST:LAST (inclusive) or a comma list; S2: icosphere "
-                   "levels, S1: 2**level cells, --dt-ladder: time.dt / 2**level")
+    ladder = p.add_mutually_exclusive_group(required=True)
+    ladder.add_argument("--levels", help="FIRST:LAST (inclusive) or a comma list; S2: icosphere "
+                        "levels, S1: 2**level cells, --dt-ladder: time.dt / 2**level")
+    ladder.add_argument("--slices", help="a causal run's position slices M, a comma list such as 8,16,32 (one mesh; "
+                        "errors of the whole token distribution against 1/M)")
     p.add_argument("--dt-ladder", action="store_true", help="halve the fixed time step at the config's mesh")
     p.add_argument("--reference", default=None,
-                   help="'exact', 'finest' or a finer run directory (default: exact; finest with --dt-ladder)")
+                   help="'exact', 'finest' or a finer run directory (default: exact; finest with --dt-ladder or "
+                   "--slices)")
     _add_common(p, "study directory (default: runs/<name>-convergence)")
     p.set_defaults(handler=_cmd_convergence)
 

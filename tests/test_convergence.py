@@ -92,7 +92,7 @@ def test_linear_regime_exact_reference(tmp_path) -> None:
 def test_dt_ladder_shows_third_order(tmp_path) -> None:
     """Fixed mesh (64 cells), dt halved: SSP-RK3's third order (the spatial error cancels)."""
     config = load_config({**_rotation_s1(dt=0.04), "mesh": {"sphere": "S1", "resolution": 64}})
-    rows = convergence_study(config, [0, 1, 2, 3], tmp_path, reference="finest", dt_ladder=True)
+    rows = convergence_study(config, [0, 1, 2, 3], tmp_path, reference="finest", axis="dt")
     orders = [r.order for r in final_rows(rows) if r.norm == "L1" and np.isfinite(r.order)]
     assert len(orders) == 2 and min(orders) > 2.8, orders
     assert (tmp_path / "convergence.png").stat().st_size > 0
@@ -143,7 +143,45 @@ def test_plot_title_names_case_scheme_and_reference(tmp_path) -> None:
     title = study_title("rot", "dg1", "finest")
     fig = plot(rows, tmp_path / "c.png", title=title)
     assert fig.get_suptitle() == "rot: scheme dg1, errors against the finest level (mesh ladder)"
-    assert study_title("rot", "fv", "exact", dt_ladder=True) == \
+    assert study_title("rot", "fv", "exact", axis="dt") == \
         "rot: scheme fv, errors against the exact solution (time step ladder)"
     assert study_title("rot", "fv", tmp_path / "ref").endswith(f"against the run {tmp_path / 'ref'} (mesh ladder)")
     assert [ax.get_xlabel() for ax in fig.axes] == ["h", "h"]
+
+
+CAUSAL_CASE = ('name = "causal"\n[mesh]\nsphere = "S1"\nresolution = 64\n[model]\nbeta = 4.0\nmask = "causal"\n'
+               '[initial]\nkind = "expression"\nexpression = "1 + 0.5*s*cos(arctan2(y, x)) + 0.3*(1 - s)*y"\n'
+               '[time]\nt_final = 1.0\noutputs = 2\n')
+
+
+def test_slices_ladder_through_the_cli(tmp_path) -> None:
+    """``meanfield convergence --slices``: the whole token distribution's moments converge in
+    1/M at second order up to a logarithm (MODEL.md, causal attention), Richardson orders from
+    the finest M."""
+    from helpers.cli import cli
+
+    from meanfield.studies.convergence import read_csv
+
+    (tmp_path / "case.toml").write_text(CAUSAL_CASE)
+    done = cli(["convergence", "case.toml", "--slices", "4,8,16,32", "--out", "study", "--quiet"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in (tmp_path / "study").iterdir() if p.is_dir()) == \
+        ["slices16", "slices32", "slices4", "slices8"]
+    rows = [r for r in read_csv(tmp_path / "study" / "convergence.csv") if r.time == 1.0]
+    moments = {r.level: r for r in rows if r.norm == "moments"}
+    assert sorted(moments) == [4, 8, 16]
+    assert 1.6 < moments[4].order < 2.6 and 1.6 < moments[8].order < 2.6
+    assert moments[4].error > moments[8].error > moments[16].error
+
+
+@pytest.mark.parametrize("case, args, field", [
+    (CAUSAL_CASE.replace('mask = "causal"\n', "").replace("s*", "0.5*").replace("(1 - s)", "0.5"), ["--slices", "4,8"],
+     "--slices: refines"),
+    (CAUSAL_CASE, ["--slices", "8,4"], "--slices: need at least two increasing"),
+    (CAUSAL_CASE, ["--slices", "4,8", "--reference", "exact"], "--reference exact: --slices"),
+    (CAUSAL_CASE, ["--slices", "4,8", "--dt-ladder"], "--dt-ladder: give either"),
+], ids=["not-causal", "decreasing", "exact", "with-dt"])
+def test_slices_ladder_refusals(tmp_path, capsys, case, args, field) -> None:
+    from helpers.cli import refused
+
+    refused(tmp_path, capsys, case, field, *args, command="convergence")

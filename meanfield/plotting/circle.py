@@ -91,7 +91,8 @@ def histogram_bins(n: int) -> int:
     return int(np.clip(np.sqrt(n), 16, 512))
 
 
-def _theta_axis(ax) -> None:
+def theta_axis(ax) -> None:
+    """Label ``ax``'s x axis as the angle theta on [-pi, pi]."""
     pi = "\N{GREEK SMALL LETTER PI}"
     ax.set_xlim(-np.pi, np.pi)
     ax.set_xticks(np.linspace(-np.pi, np.pi, 5), [f"-{pi}", f"-{pi}/2", "0", f"{pi}/2", pi])
@@ -99,7 +100,7 @@ def _theta_axis(ax) -> None:
 
 
 def _density_axes(ax, norm: Normalize) -> None:
-    _theta_axis(ax)
+    theta_axis(ax)
     ax.set_ylabel(density_label("S1"))
     if norm.vmax is None:
         raise ValueError("the density axis needs the norm's vmax (color_norm sets it)")
@@ -257,6 +258,6 @@ def circle_spacetime(vertices: np.ndarray, cells: np.ndarray, times: np.ndarray,
         masses = np.concatenate([np.ravel(m) for _, m in atoms])
         t = np.repeat(times, [len(m) for _, m in atoms])
         ax.scatter(np.arctan2(points[:, 1], points[:, 0]), t, s=SPACETIME_ATOM_SCALE * masses, zorder=3, **ATOM_STYLE)
-    _theta_axis(ax)
+    theta_axis(ax)
     ax.set(ylabel="t", title=title or "")
     return fig

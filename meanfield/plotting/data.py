@@ -2,13 +2,15 @@
 
 A PDE run result has ``sphere``, ``vertices``, ``cells``, ``times``, ``densities`` (T, C),
 ``vertex_densities`` (T, C, nv) or None, ``observables``, ``metadata``, ``path`` and, for a
-hybrid run, ``atoms`` (one :class:`~meanfield.atoms.Atoms` per output, or None); a particle
-run result has ``times``, ``points`` (T, n, d), ``observables``, ``metadata`` and ``path``.
+hybrid run, ``atoms`` (one :class:`~meanfield.atoms.Atoms` per output, or None), and for a
+causal run ``positions`` (M,) with ``densities`` (T, M, C), ``vertex_densities`` (T, M, C, nv)
+and ``observables_by_position``; a particle run result has ``times``, ``points`` (T, n, d),
+``observables``, ``metadata`` and ``path``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +47,11 @@ class RunData:
         Hybrid PDE runs: the point masses of each output (:class:`~meanfield.atoms.Atoms`); else None.
     layer_ends
         Times before the last output where a layer of ``[[model.layers]]`` ends and the next begins.
+    positions
+        Causal runs: (M,) the slices' token positions; ``densities`` and ``vertex_densities``
+        are then the whole token distribution's (the mean over the slices), and
+        ``slice_densities`` (T, M, C), ``slice_vertex_densities`` (T, M, C, nv) or None and
+        ``by_position`` (observable -> (T, M)) each slice's.
     """
 
     kind: str
@@ -59,6 +66,10 @@ class RunData:
     points: np.ndarray | None = None
     atoms: list[Atoms] | None = None
     layer_ends: tuple[float, ...] = ()
+    positions: np.ndarray | None = None
+    slice_densities: np.ndarray | None = None
+    slice_vertex_densities: np.ndarray | None = None
+    by_position: dict[str, np.ndarray] = field(default_factory=dict)
 
     def point_masses(self) -> list[tuple[np.ndarray, np.ndarray]] | None:
         """Positions (k, d) and masses (k,) of the atoms of every output; None for a run without atoms."""
@@ -129,8 +140,18 @@ def run_data(result: Any) -> RunData:
         return RunData("particles", SPHERE_OF_DIMENSION.get(points.shape[-1]), name, times, _observables(result),
                        points=points, layer_ends=_layer_ends(result, times))
     vertex = getattr(result, "vertex_densities", None)
+    vertex = None if vertex is None else np.asarray(vertex, float)
+    densities = np.asarray(result.densities, float)
     atoms = getattr(result, "atoms", None)
-    return RunData("pde", result.sphere, name, times, _observables(result), vertices=np.asarray(result.vertices, float),
-                   cells=np.asarray(result.cells), densities=np.asarray(result.densities, float),
-                   vertex_densities=None if vertex is None else np.asarray(vertex, float),
-                   atoms=None if atoms is None else list(atoms), layer_ends=_layer_ends(result, times))
+    positions = getattr(result, "positions", None)
+    data = RunData("pde", result.sphere, name, times, _observables(result),
+                   vertices=np.asarray(result.vertices, float), cells=np.asarray(result.cells), densities=densities,
+                   vertex_densities=vertex, atoms=None if atoms is None else list(atoms),
+                   layer_ends=_layer_ends(result, times))
+    if positions is None:
+        return data
+    # a causal run: the whole token distribution is the mean of the slices' densities
+    by_position = getattr(result, "observables_by_position", None) or {}
+    return replace(data, densities=densities.mean(axis=1), vertex_densities=None if vertex is None else
+                   vertex.mean(axis=1), positions=np.asarray(positions, float), slice_densities=densities,
+                   slice_vertex_densities=vertex, by_position={k: np.asarray(v, float) for k, v in by_position.items()})

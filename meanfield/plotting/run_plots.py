@@ -11,6 +11,12 @@ tokens on S^2             ``tokens_initial.FMT``, ``tokens_final.FMT``, ``tokens
 tokens on S^1             as the PDE on S^1 with the tokens' histogram (about sqrt(n) bins),
                           ``tokens.gif`` / ``.mp4``
 every run                 ``observables.FMT`` (time series)
+causal PDE runs           the pictures above of the whole token distribution, and
+                          ``positions.FMT`` (S^1: the density over (theta, s) at up to
+                          four times), ``slices_initial.FMT`` / ``slices_final.FMT``
+                          (S^2: four positions' maps), ``position_clusters.FMT``
+                          (each position's order parameter over time, and when it
+                          clusters), ``attention.FMT`` (the attention map a(t; s, s'))
 ========================  ==========================================================
 
 ``times`` replaces the stills' times (S^2: initial and final; S^1: up to five spread over the
@@ -203,6 +209,37 @@ def _sphere_tokens(data: RunData, points: np.ndarray, w: _Writer, views: list[Vi
                 len(data.times), "tokens")
 
 
+def _causal_pictures(data: RunData, result: Any, w: _Writer, scale: Scale, shown: list[int] | None) -> None:
+    """The pictures of a causal run's positions (module docstring)."""
+    from ..analysis.causal import attention_map
+    from ..sphere import sphere_area
+    from .causal import attention_figure, position_clusters, position_images, slice_maps
+
+    assert data.positions is not None and data.slice_densities is not None and data.vertices is not None
+    assert data.cells is not None
+    positions, slices = data.positions, data.slice_densities
+    T, M = len(data.times), len(positions)
+    picked = shown if shown is not None else sorted({round(i) for i in np.linspace(0, T - 1, min(T, 4))})
+    log = scale.log
+    if data.sphere == "S1":
+        w.figure(position_images(data.vertices, data.cells, positions, data.times[picked], slices[picked], log=log,
+                                 vmin=scale.vmin, vmax=scale.vmax, title=data.name), "positions")
+    else:
+        values = data.slice_vertex_densities if data.slice_vertex_densities is not None else slices
+        picks = sorted({round(k) for k in np.linspace(0, M - 1, min(M, 4))})
+        for name, i in (("initial", 0), ("final", T - 1)):
+            w.figure(slice_maps(data.vertices, data.cells, positions, values[i], picks, log=log, vmin=scale.vmin,
+                                vmax=scale.vmax, title=f"{data.name}   t = {data.times[i]:g}"), f"slices_{name}")
+    if "order" in data.by_position:
+        uniform = 1.0 / sphere_area(data.vertices.shape[1])
+        w.figure(position_clusters(data.times, positions, data.by_position["order"], data.by_position.get("rho_max"),
+                                   uniform, title=data.name), "position_clusters")
+    times = data.times[sorted({round(i) for i in np.linspace(0, T - 1, min(T, 3))})]
+    w.figure(attention_figure([(float(t), attention_map(result, float(t))) for t in times], positions,
+                              title=f"{data.name}: what each position draws from the positions before it"),
+             "attention")
+
+
 def plot_run(result: Any, out_dir: str | Path, *, movie: bool = True, fmt: str = "png", log: bool | None = None,
              views: tuple[View, ...] = VIEWS, center: np.ndarray | None = None, max_frames: int = MAX_FRAMES,
              fps: float = FPS, dpi: float = 100, max_points: int = 4000, times: Sequence[float] | None = None,
@@ -264,6 +301,8 @@ def plot_run(result: Any, out_dir: str | Path, *, movie: bool = True, fmt: str =
             _sphere_density(data, vertices, cells, w, scale, list(views), center, shown)
         else:
             _circle_density(data, vertices, cells, data.frames(), densities, w, scale, "density", shown)
+        if data.positions is not None:
+            _causal_pictures(data, result, w, scale, shown)
         return w.written
     points = data.points
     assert points is not None  # a particle run: run_data requires its points (and reads no other kind)
@@ -290,7 +329,7 @@ def check_format(fmt: str) -> None:
 
 #: Stems of the files :func:`plot_run` writes (with any extension).
 PLOT_STEMS = ("observables", "density", "density_initial", "density_final", "spacetime", "tokens", "tokens_initial",
-              "tokens_final")
+              "tokens_final", "positions", "slices_initial", "slices_final", "position_clusters", "attention")
 #: Stems of the stills at chosen times and of the movie frames.
 PLOT_STEM_PATTERN = re.compile(r"(density|tokens)_(t.+|frame[0-9]{4})")
 

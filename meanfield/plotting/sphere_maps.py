@@ -60,7 +60,7 @@ def make_projections(views: Sequence[View], center: np.ndarray | None,
     return out
 
 
-class _Panel:
+class MapPanel:
     """One projection's axes: the density (if any) on its map triangles, and markers."""
 
     def __init__(self, ax: Axes, projection: Projection, mesh: tuple[np.ndarray, np.ndarray] | None) -> None:
@@ -137,7 +137,7 @@ class SphereMaps:
         self.figure = Figure(figsize=(3.3 * sum(widths) + (1.3 if mesh is not None else 0.3), 3.6),
                              layout="constrained")
         axes = self.figure.subplots(1, len(views), width_ratios=widths, squeeze=False)[0]
-        self.panels = [_Panel(ax, p, mesh) for ax, p in zip(axes, views)]
+        self.panels = [MapPanel(ax, p, mesh) for ax, p in zip(axes, views)]
         self.mesh, self.norm, self.cmap, self.shading = mesh, norm, cmap, shading
         self.markers, self.colorbar_label = markers, colorbar_label
         self.colorbar: Colorbar | None = None

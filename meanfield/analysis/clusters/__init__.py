@@ -14,12 +14,21 @@ job each:
 * :mod:`.atoms`: atoms of hybrid runs as clusters; :mod:`.frame`: the clusters at one time;
 * :mod:`.tracking`: ids and events; :mod:`.crossing`: crossing times; :mod:`.history`;
 * :mod:`.compare`: cluster-by-cluster agreement; :mod:`.files`, :mod:`.plots`;
-* :mod:`.api`: :func:`analyse_run`, :func:`cluster_study` (``meanfield clusters``).
+* :mod:`.api`: :func:`analyse_run`, :func:`analyse_positions` (causal runs), :func:`cluster_study`
+  (``meanfield clusters``).
 
 Serial and pure numpy/scipy (no dolfinx).
 """
 
-from .api import PROMINENCE, analyse_fields, analyse_run, analyse_spectral, cluster_study, format_summary
+from .api import (
+    PROMINENCE,
+    analyse_fields,
+    analyse_positions,
+    analyse_run,
+    analyse_spectral,
+    cluster_study,
+    format_summary,
+)
 from .compare import FrameComparison, compare_frames, crossing_differences, frame_comparisons
 from .frame import Frame
 from .history import FACTORS, BasinHistory, Crossing
@@ -33,6 +42,7 @@ __all__ = [
     "FrameComparison",
     "analyse_fields",
     "analyse_run",
+    "analyse_positions",
     "cluster_study",
     "compare_frames",
     "frame_comparisons",

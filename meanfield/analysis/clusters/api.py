@@ -8,7 +8,9 @@ density estimate on an analysis mesh (the run config's mesh unless ``resolution`
 Either way the same definition of clusters applies (:mod:`.basins`): significant peaks of the
 density (``prominence``) whose top cell reaches ``threshold`` (default: the uniform density
 1/|S|), with their watershed regions.  In a hybrid run (density + atoms) every atom is a
-cluster too, with the density around it (:mod:`.atoms`).
+cluster too, with the density around it (:mod:`.atoms`).  A causal run is analysed as its
+whole token distribution (the mean of its positions' densities) and, by
+:func:`analyse_positions`, position by position.
 """
 
 from __future__ import annotations
@@ -24,10 +26,11 @@ from ...references.spectral_circle import CircleSolution
 from ...runner.directory import check_output_folder
 from ...runner.results import load_run
 from ...sphere import sphere_area
+from ..causal import position_slice, whole_measure
 from .atoms import WithAtoms
 from .cells import AnalysisMesh
 from .fields import CellAverages, DG1Data, Field
-from .files import FILES, PLOT_FILE, write_basin_history
+from .files import FILES, PLOT_FILE, POSITIONS_FILE, write_basin_history, write_position_histories
 from .frame import analyse_field
 from .history import FACTORS, BasinHistory, build_history
 from .noise import token_bandwidth, token_prominence
@@ -140,6 +143,8 @@ def analyse_run(run: Any, *, threshold: float | None = None, prominence: float |
         Also write clusters.png.
     """
     result = load_run(run) if isinstance(run, (str, Path)) else run
+    if getattr(result, "positions", None) is not None:
+        result = whole_measure(result)
     particles = hasattr(result, "points")
     mesh, fields = particle_fields(result, bandwidth, resolution) if particles else pde_fields(result)
     token_field = fields[0][1] if particles and fields else None
@@ -160,6 +165,31 @@ def analyse_run(run: Any, *, threshold: float | None = None, prominence: float |
         if plots:
             plot_history(Path(out) / PLOT_FILE, history)
     return history
+
+
+def analyse_positions(run: Any, *, threshold: float | None = None, prominence: float | None = None,
+                      factors: Sequence[float] = FACTORS) -> list[BasinHistory]:
+    """A causal PDE run's clusters position by position: one history per slice (parameters as
+    in :func:`analyse_run`)."""
+    result = load_run(run) if isinstance(run, (str, Path)) else run
+    positions = getattr(result, "positions", None)
+    if positions is None:
+        raise ValueError(f"{getattr(result, 'path', 'run')}: not a causal run (model.mask = 'causal'): no positions")
+    return [analyse_run(position_slice(result, k), threshold=threshold, prominence=prominence, factors=factors,
+                        plots=False) for k in range(len(positions))]
+
+
+def format_positions(positions: np.ndarray, histories: list[BasinHistory], shown: int = 8) -> str:
+    """A short text report of a causal run's clusters by position: for up to ``shown`` positions
+    spread over [0, 1], the clusters at the last output and when the global maximum first
+    reaches each factor x uniform."""
+    lines = ["  by position: clusters at the last output; global max reaching " +
+             ", ".join(f"{c.factor:g}x" for c in histories[0].crossings if c.id is None)]
+    for k in sorted({round(i) for i in np.linspace(0, len(positions) - 1, min(shown, len(positions)))}):
+        history = histories[k]
+        times = [f"{c.time:.4g}" if np.isfinite(c.time) else "-" for c in history.crossings if c.id is None]
+        lines.append(f"  s = {positions[k]:<7.4g} {history.frames[-1].count:>3d} clusters; t = {', '.join(times)}")
+    return "\n".join(lines)
 
 
 def analyse_spectral(solution: CircleSolution, *, threshold: float | None = None, prominence: float = PROMINENCE,
@@ -211,9 +241,17 @@ def cluster_study(run_dir: str | Path, *, out: str | Path | None = None, thresho
     check_options(threshold=threshold, prominence=prominence, factors=factors, bandwidth=bandwidth,
                   resolution=resolution)
     out = check_output_folder(Path(run_dir) / "clusters" if out is None else Path(out),
-                              lambda name: name in (*FILES, PLOT_FILE), "cluster tables", overwrite=overwrite)
-    history = analyse_run(run_dir, threshold=threshold, prominence=prominence, factors=factors,
+                              lambda name: name in (*FILES, PLOT_FILE, POSITIONS_FILE), "cluster tables",
+                              overwrite=overwrite)
+    result = load_run(run_dir)
+    history = analyse_run(result, threshold=threshold, prominence=prominence, factors=factors,
                           bandwidth=bandwidth, resolution=resolution, out=out, plots=plots)
+    summary = format_summary(history)
+    positions = getattr(result, "positions", None)
+    if positions is not None:
+        histories = analyse_positions(result, threshold=threshold, prominence=prominence, factors=factors)
+        write_position_histories(out, positions, histories)
+        summary += "\n" + format_positions(positions, histories)
     if not quiet:
-        print(format_summary(history) + f"\nresults: {out}", flush=True)
+        print(summary + f"\nresults: {out}", flush=True)
     return history

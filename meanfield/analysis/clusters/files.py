@@ -13,6 +13,10 @@
     ``id, factor, time``: the first time each cluster's peak (``id = max``: the global
     maximum of the density) reaches ``factor`` x uniform; empty when never reached or already
     reached when first seen (:mod:`.crossing`).
+``positions.csv``
+    Causal runs: the clusters of each token position's density, one row per position, output
+    time and cluster: ``position`` (s), then the columns of clusters.csv (ids per position).
+    The three files above describe the whole token distribution.
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ from .coords import angle_columns
 from .history import BasinHistory
 
 FILES = ("clusters.csv", "events.csv", "crossings.csv")
+#: The clusters of each position of a causal run.
+POSITIONS_FILE = "positions.csv"
 #: The picture of a cluster history (:mod:`.plots`).
 PLOT_FILE = "clusters.png"
 
@@ -52,19 +58,40 @@ def cluster_rows(history: BasinHistory) -> list[dict[str, float]]:
     return rows
 
 
+def _columns(history: BasinHistory) -> list[str]:
+    return ["t", "id", *"xyz"[: 2 if history.sphere == "S1" else 3],
+            *(["theta"] if history.sphere == "S1" else ["lon", "lat"]), "height", "mass", "width",
+            *(["atom_mass", "atom_id"] if history.has_atoms else [])]
+
+
+def _cells(row: dict[str, float], columns: list[str]) -> list:
+    return [row[c] if c in ("id", "atom_id") else _number(row[c]) for c in columns]
+
+
+def write_position_histories(directory: str | Path, positions: np.ndarray, histories: list[BasinHistory]) -> Path:
+    """Write positions.csv: each position's clusters (module docstring)."""
+    path = Path(directory) / POSITIONS_FILE
+    columns = _columns(histories[0])
+    with open(path, "w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["position", *columns])
+        for s, history in zip(positions, histories):
+            for row in cluster_rows(history):
+                writer.writerow([_number(s), *_cells(row, columns)])
+    return path
+
+
 def write_basin_history(directory: str | Path, history: BasinHistory) -> list[Path]:
     """Write clusters.csv, events.csv and crossings.csv into ``directory`` (created)."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     paths = [directory / name for name in FILES]
-    columns = ["t", "id", *"xyz"[: 2 if history.sphere == "S1" else 3],
-               *(["theta"] if history.sphere == "S1" else ["lon", "lat"]), "height", "mass", "width",
-               *(["atom_mass", "atom_id"] if history.has_atoms else [])]
+    columns = _columns(history)
     with open(paths[0], "w", newline="") as fh:
         writer = csv.writer(fh)
         writer.writerow(columns)
         for row in cluster_rows(history):
-            writer.writerow([row[c] if c in ("id", "atom_id") else _number(row[c]) for c in columns])
+            writer.writerow(_cells(row, columns))
     with open(paths[1], "w", newline="") as fh:
         writer = csv.writer(fh)
         writer.writerow(["kind", "time", "ids"])

@@ -11,6 +11,10 @@ every output time, against
 ``RUN_DIR``
     a run directory at a finer nested level (or, for a dt ladder, the same mesh).
 
+A causal run's density is that of its whole token distribution (the mean of its positions'
+densities): a slices ladder (``positions.slices`` = M doubled) measures it against its finest
+M on one mesh, with widths 1/M.
+
 Observed orders: against ``exact`` or a ``RUN_DIR``, ``log(e_{L-1} / e_L) / log(h_{L-1} / h_L)``
 on row L; against ``finest``, the Richardson estimate from three consecutive levels,
 ``log(d_L / d_{L+1}) / log(h_L / h_{L+1})`` with ``d_L = ||u_L - u_{L+1}||``, on row L.  The
@@ -32,7 +36,7 @@ from ...problem import Problem
 from ...references.exact import ExactDensity, exact_solution
 from ...runner.results import RunResult, load_pde_run
 from ...sphere import cell_averages
-from .ladder import ConvergenceError, Ladder, level_of, mesh_width, resolution
+from .ladder import ConvergenceError, Ladder, level_of, mesh_width, resolution, whole_densities
 
 DENSITY_NORMS = ("L1", "L2", "max")
 OBSERVABLE_NORMS = ("energy", "moments")
@@ -85,12 +89,16 @@ def richardson_orders(differences: list[np.ndarray], widths: list[float]) -> lis
     return observed_orders(differences, widths)[1:] + [np.full_like(differences[0], np.nan)]
 
 
-def check_reference(problem: Problem, reference: str | Path, dt_ladder: bool) -> None:
+def check_reference(problem: Problem, reference: str | Path, axis: str = "mesh") -> None:
     """Raise :class:`ConvergenceError` unless ``reference`` can be used for this study."""
     if reference not in ("exact", "finest") and not (Path(reference) / "metadata.json").is_file():
         raise ConvergenceError(f"--reference: {reference} is not 'exact', 'finest' or a run directory")
-    if reference == "exact" and dt_ladder:
-        raise ConvergenceError("--reference exact: a dt ladder is measured against its finest run (--reference finest)")
+    if reference == "exact" and axis != "mesh":
+        option = "--dt-ladder: a dt ladder" if axis == "dt" else "--slices: a slices ladder"
+        raise ConvergenceError(f"--reference exact: {option} is measured against its finest run (--reference finest)")
+    if reference == "exact" and problem.causal and problem.initial().depends_on_position:
+        raise ConvergenceError("--reference exact: a causal run whose initial density depends on s has no exact "
+                               "solution; use --reference finest")
     if reference == "exact" and exact_solution(problem) is None:
         raise ConvergenceError("--reference exact: this case has no exact solution "
                                "(rotation, uniform, or harmonic with Q = K = V = I, or the feed-forward flow "
@@ -99,7 +107,7 @@ def check_reference(problem: Problem, reference: str | Path, dt_ladder: bool) ->
 
 def error_rows(ladder: Ladder, reference: str | Path = "finest") -> list[Row]:
     """The rows of convergence.csv for a finished ladder (serial; any rank)."""
-    check_reference(ladder.problem, reference, ladder.dt_ladder)
+    check_reference(ladder.problem, reference, ladder.axis)
     times = ladder.runs[0].times
     for run in ladder.runs:
         if run.times.shape != times.shape or not np.allclose(run.times, times):
@@ -129,7 +137,7 @@ def error_rows(ladder: Ladder, reference: str | Path = "finest") -> list[Row]:
 
     def density_diff(i: int, ref: RunResult) -> dict[str, np.ndarray]:
         run = ladder.runs[i]
-        return density_norms(run.densities - ladder.transfer(ref, i), run.areas)
+        return density_norms(whole_densities(run) - ladder.transfer(ref, i), run.areas)
 
     if reference == "exact":
         exact = exact_solution(ladder.problem)
@@ -138,7 +146,7 @@ def error_rows(ladder: Ladder, reference: str | Path = "finest") -> list[Row]:
         for i, run in enumerate(ladder.runs):
             ref = exact_cell_averages(exact, ladder.sphere, ladder.cells(i), times)
             ref /= ref[0] @ run.areas  # the runs normalise the discrete mass to 1
-            errors.append(density_norms(run.densities - ref, run.areas))
+            errors.append(density_norms(whole_densities(run) - ref, run.areas))
         against_reference(errors)
     elif reference == "finest":
         self_convergence(lambda i, j: density_diff(i, ladder.runs[j]))

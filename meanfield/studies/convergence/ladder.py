@@ -1,4 +1,5 @@
-"""Ladders of nested meshes (or halved time steps): levels, widths, conservative transfer, runs.
+"""Ladders of nested meshes, halved time steps or doubled position slices: levels, widths,
+conservative transfer, runs.
 
 Finer solutions reach coarser meshes by the conservative transfer of nested meshes: the
 children of cell c of an S^2 level with n cells are c, c + n, c + 2n, c + 3n at the next
@@ -21,6 +22,30 @@ from ...runner.results import RunResult
 
 class ConvergenceError(ValueError):
     """A study that cannot be done as asked (bad levels, a non-nested mesh, no exact solution...)."""
+
+
+#: What a ladder refines: the mesh (nested levels), the fixed time step (halved), or the
+#: position slices of a causal run (the level is the slice count M; the width is 1/M).
+AXES = ("mesh", "dt", "slices")
+#: The x axis of each ladder's plot and table.
+WIDTH_NAMES = {"mesh": "h", "dt": "dt", "slices": "1/M"}
+
+
+def whole_densities(run: RunResult) -> np.ndarray:
+    """(T, cells) the density of the whole token distribution: a causal run's slices averaged."""
+    return run.densities if run.positions is None else run.densities.mean(axis=1)
+
+
+def parse_slices(text: str) -> list[int]:
+    """``"8,16,32"`` -> [8, 16, 32]: the slice counts of a slices ladder (increasing, >= 1)."""
+    try:
+        slices = [int(v) for v in text.split(",")]
+    except ValueError:
+        raise ConvergenceError(f"--slices: expected a comma list of slice counts such as 8,16,32, got {text!r}") \
+            from None
+    if len(slices) < 2 or slices != sorted(set(slices)) or slices[0] < 1:
+        raise ConvergenceError(f"--slices: need at least two increasing slice counts >= 1, got {text!r}")
+    return slices
 
 
 def parse_levels(text: str) -> list[int]:
@@ -89,7 +114,7 @@ class Ladder:
     problem: Problem
     levels: list[int]
     runs: list[RunResult]
-    dt_ladder: bool
+    axis: str = "mesh"
 
     @property
     def sphere(self) -> str:
@@ -104,43 +129,56 @@ class Ladder:
         return float(fixed) if fixed else float(run.times[-1] / max(run.metadata["steps"]["steps"], 1))
 
     def width(self, i: int) -> float:
-        return self.step(i) if self.dt_ladder else mesh_width(self.sphere, self.cells(i))
+        if self.axis == "slices":
+            return 1.0 / self.levels[i]
+        return self.step(i) if self.axis == "dt" else mesh_width(self.sphere, self.cells(i))
 
     def transfer(self, ref: RunResult, i: int) -> np.ndarray:
-        """A finer run's densities on the mesh of run i."""
-        if self.dt_ladder:
-            return ref.densities
+        """A finer run's (whole-distribution) densities on the mesh of run i."""
+        if self.axis != "mesh":
+            return whole_densities(ref)
         steps = level_of(self.sphere, len(ref.areas)) - level_of(self.sphere, self.cells(i))
         if steps < 0:
             raise ConvergenceError(f"the reference {ref.path} is coarser than level {self.levels[i]}")
-        return coarsen(ref.densities, ref.areas, self.sphere, steps)[0]
+        return coarsen(whole_densities(ref), ref.areas, self.sphere, steps)[0]
 
 
-def level_config(problem: Problem, level: int, dt_ladder: bool) -> Config:
-    """The config of one ladder level: the mesh resolution, or the fixed step, of that level."""
+def level_name(level: int, axis: str) -> str:
+    """A level's run directory and name suffix: ``level<L>``, or ``slices<M>`` on a slices ladder."""
+    return f"slices{level}" if axis == "slices" else f"level{level}"
+
+
+def level_config(problem: Problem, level: int, axis: str = "mesh") -> Config:
+    """The config of one ladder level: the mesh resolution, the fixed step or the slices of that level."""
     config = problem.config
-    if dt_ladder:
+    if axis == "dt":
         if problem.time.dt is None:
             raise ConvergenceError("--dt-ladder: set time.dt (the step of level 0) in the config")
         override = f"time.dt={problem.time.dt / 2**level!r}"
+    elif axis == "slices":
+        if not problem.causal:
+            raise ConvergenceError("--slices: refines the token positions of a causal run; set model.mask = "
+                                   "'causal' in the config")
+        override = f"positions.slices={level}"
     else:
         override = f"mesh.resolution={resolution(problem.sphere, level)}"
     data = copy.deepcopy(config.data)
-    data["mesh"]["file"] = data["mesh"]["file"] if dt_ladder else None
-    data["name"] = f"{config.data['name']}-level{level}"
+    data["mesh"]["file"] = data["mesh"]["file"] if axis != "mesh" else None
+    data["name"] = f"{config.data['name']}-{level_name(level, axis)}"
     return load_config(data, [override])
 
 
-def ladder_configs(problem: Problem, levels: list[int], dt_ladder: bool = False) -> list[Config]:
+def ladder_configs(problem: Problem, levels: list[int], axis: str = "mesh") -> list[Config]:
     """The config of every level, each checked as ``meanfield run`` checks it (raises ValueError naming the field)."""
-    return [level_config(problem, level, dt_ladder) for level in levels]
+    return [level_config(problem, level, axis) for level in levels]
 
 
-def run_ladder(problem: Problem, levels: list[int], out: Path, dt_ladder: bool = False, comm=None,
+def run_ladder(problem: Problem, levels: list[int], out: Path, axis: str = "mesh", comm=None,
                quiet: bool = True, overwrite: bool = False) -> Ladder:
-    """Run every level (each on all ranks of ``comm``) into ``out/level<L>`` and read the runs back."""
+    """Run every level (each on all ranks of ``comm``) into ``out/level<L>`` (``out/slices<M>``)
+    and read the runs back."""
     from ...pde import run
 
-    runs = [run(config, out=Path(out) / f"level{level}", comm=comm, quiet=quiet, overwrite=overwrite)
-            for level, config in zip(levels, ladder_configs(problem, levels, dt_ladder), strict=True)]
-    return Ladder(problem, levels, runs, dt_ladder)
+    runs = [run(config, out=Path(out) / level_name(level, axis), comm=comm, quiet=quiet, overwrite=overwrite)
+            for level, config in zip(levels, ladder_configs(problem, levels, axis), strict=True)]
+    return Ladder(problem, levels, runs, axis)

@@ -10,7 +10,7 @@ from ...problem import Problem
 from ...runner.directory import prepare_study
 from ...runner.session import check_size, resolve_config
 from .errors import Row, check_reference, error_rows
-from .ladder import ConvergenceError, ladder_configs, run_ladder
+from .ladder import AXES, ConvergenceError, ladder_configs, run_ladder
 from .plots import plot, study_title
 from .table import write_csv
 
@@ -21,7 +21,7 @@ def convergence_study(
     out: str | Path,
     *,
     reference: str | Path = "exact",
-    dt_ladder: bool = False,
+    axis: str = "mesh",
     overrides: list[str] | None = None,
     comm=None,
     quiet: bool = True,
@@ -34,13 +34,15 @@ def convergence_study(
     config
         The case (a Config, a TOML path, or ``None`` for the default).
     levels
-        Ladder levels (S^2: icosphere levels; S^1: 2**level cells; dt ladder: dt / 2**level).
+        Ladder levels (S^2: icosphere levels; S^1: 2**level cells; dt ladder: dt / 2**level;
+        slices ladder: the slice counts M).
     out
         Directory of the runs and the study's files.
     reference
         ``"exact"``, ``"finest"`` or a run directory.
-    dt_ladder
-        Halve the fixed ``time.dt`` instead of refining the mesh.
+    axis
+        What the ladder refines: ``"mesh"``, ``"dt"`` (halves the fixed ``time.dt``) or
+        ``"slices"`` (a causal run's ``positions.slices``).
     comm
         Communicator of the runs (default COMM_WORLD).
     overwrite
@@ -58,18 +60,19 @@ def convergence_study(
     out = Path(out)
 
     def check_inputs() -> Config:  # everything a level would refuse, before the study directory is made
-        check_reference(problem, reference, dt_ladder)
-        return ladder_configs(problem, levels, dt_ladder)[-1]
+        if axis not in AXES:
+            raise ConvergenceError(f"axis: must be one of {AXES}, got {axis!r}")
+        check_reference(problem, reference, axis)
+        return ladder_configs(problem, levels, axis)[-1]
 
     check_size(Problem(on_root(comm, check_inputs, ConvergenceError)), comm)  # the finest level's size
     on_root(comm, lambda: prepare_study(out, "convergence", overwrite=overwrite))
-    ladder = run_ladder(problem, levels, out, dt_ladder, comm, quiet, overwrite)
+    ladder = run_ladder(problem, levels, out, axis, comm, quiet, overwrite)
 
     def report() -> list[Row]:
         rows = error_rows(ladder, reference)
         write_csv(rows, out / "convergence.csv")
-        plot(rows, out / "convergence.png", dt_ladder,
-             study_title(problem.name, problem.scheme.kind, reference, dt_ladder))
+        plot(rows, out / "convergence.png", axis, study_title(problem.name, problem.scheme.kind, reference, axis))
         return rows
 
     return on_root(comm, report, ConvergenceError)
