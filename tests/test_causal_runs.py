@@ -144,6 +144,7 @@ def test_cli_run_writes_a_density_per_position(tmp_path):
     assert "mask:       causal, M = 4 position slices" in info.stdout, info.stdout
     check = cli(["check", "causal.toml"], tmp_path)
     assert "mask:        causal, M = 4 position slices" in check.stdout and "12 evaluations per step" in check.stdout
+    assert "(64 cells x 4 position slices, 1 rank)" in check.stdout, check.stdout
 
 
 @serial_only
