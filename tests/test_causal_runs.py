@@ -115,7 +115,6 @@ def test_whole_measure_moments_converge_at_second_order_in_one_over_M():
 
 
 @serial_only
-@pytest.mark.slow
 def test_cli_run_writes_a_density_per_position(tmp_path):
     """``meanfield run`` of a causal config: run.nc with a position dimension, load_run with
     (T, M, C) densities and the positions, each slice a probability density, the whole-measure
