@@ -55,6 +55,7 @@ FEATURES: dict[str, tuple[list[str], str]] = {
     "focus": (["run", "runs/examples/s2-clusters.toml", "--set", "mesh.resolution=4", "--set", "atoms.capture=true",
                "--set", "output.xdmf=true"], "plots/density_final.png"),
     "particle-clusters": (["particles", "runs/examples/s2-clustering.toml", "--n", "10000"], "inner_products.png"),
+    "causal-attention": (["run", "runs/examples/s1-causal.toml"], "plots/attention.png"),
 }
 #: The feature run that ParaView draws (docs/_static/features/paraview.png).
 PARAVIEW_RUN = "focus"

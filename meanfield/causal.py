@@ -13,10 +13,14 @@ the slices j < k and half of itself, each weighted by ``ds = 1/M``,
 
     N_k = (1/M) (sum_{j<k} N[rho_j] + N[rho_k] / 2),   Z_k likewise.
 
-:class:`CausalVelocity` evaluates N, Z of each slice once (M evaluations per stage, not M^2)
-and accumulates the prefix sums at the targets; :class:`CausalScheme` stacks M states of one
-spatial scheme and steps each slice with its own velocity, so SSP-RK3 advances all slices
-together (one step size: the CFL bound is the largest over the slices).
+The slices' measures share their points (the mesh's quadrature points), so by linearity
+``N_k = N[mu_k]`` and ``Z_k = Z[mu_k]`` for the measure ``mu_k = (1/M) (sum_{j<k} w_j + w_k / 2)``
+of the prefix-summed weights: :class:`CausalVelocity` evaluates one non-causal field per slice
+(M evaluations per stage, not M^2, each exactly a non-causal evaluation: the fast field sums
+the slices in its coefficients).  :class:`CausalScheme` stacks M states of one spatial scheme
+and steps each slice with its own velocity, so SSP-RK3 advances all slices together (one step
+size: the CFL bound is the largest over the slices).  :class:`PrefixSums` accumulates field
+values at targets, for sources that differ from slice to slice (tokens).
 """
 
 from __future__ import annotations
@@ -73,19 +77,16 @@ class CausalVelocity:
 
     A scheme calls it once per right-hand side with the measure of one slice; the slices of
     one stage must be passed in order 0, 1, ..., M-1, after :meth:`start` (an (M+1)-th call
-    raises ``RuntimeError``).  Slice k's call
-    evaluates N, Z of its own measure (one evaluation), returns the velocity of
-    ``sums + N_k / 2``, then adds ``N_k`` to the sums.
+    raises ``RuntimeError``), with the same source points.  Slice k's call returns the field's
+    velocity (one evaluation) of the measure ``ds (prefix + own_weight w_k)`` on those points,
+    then adds ``w_k`` to the prefix of weights.
 
     Parameters
     ----------
     field
-        The layer velocity whose active layer gives the attention evaluator and the
-        feed-forward block.
+        The layer velocity (the active layer's attention and feed-forward block).
     slices
         The number M of slices.
-    fixed_points
-        Promise the evaluator that targets and sources are the same arrays at every call.
 
     Attributes
     ----------
@@ -94,30 +95,31 @@ class CausalVelocity:
         the own slice full weight, a first-order rule (kept to check that order in the tests).
     """
 
-    def __init__(self, field: LayerVelocity, slices: int, fixed_points: bool = True) -> None:
-        self.field, self.slices, self.fixed_points = field, slices, fixed_points
+    def __init__(self, field: LayerVelocity, slices: int) -> None:
+        self.field, self.slices = field, slices
         self.ds = 1.0 / slices
         self.own_weight = 0.5
         self.start()
 
     def start(self) -> None:
-        """Forget the sums: the next call is slice 0 of a new stage."""
-        self.sums = PrefixSums()
+        """Forget the prefix: the next call is slice 0 of a new stage."""
         self.slice = 0
+        self.sources: np.ndarray | None = None
+        self.prefix: np.ndarray | None = None
 
     def __call__(self, targets: np.ndarray, sources: np.ndarray, weights: np.ndarray) -> np.ndarray:
         """The velocity of the next slice at the targets, from its measure (sources, weights)."""
         if self.slice == self.slices:
             raise RuntimeError(f"causal velocity: called for more than {self.slices} slices since start()")
+        if self.sources is None or self.prefix is None:
+            self.sources, self.prefix = sources, np.zeros_like(weights)
+        elif sources is not self.sources and not np.array_equal(sources, self.sources):
+            raise ValueError("causal velocity: the slices' measures must share their points (a scheme's "
+                             "quadrature points)")
         self.slice += 1
-        evaluator, ffn = self.field.evaluator, self.field.layer.ffn
-        if evaluator is None:
-            return np.zeros_like(targets) if ffn is None else ffn.velocity(targets)
-        own = evaluator.evaluate(targets, sources, weights, fixed_sources=self.fixed_points,
-                                 fixed_targets=self.fixed_points)
-        X = self.sums.plus(own, self.own_weight * self.ds).velocity(evaluator.model, targets)
-        self.sums.add(own, self.ds)
-        return X if ffn is None else X + ffn.velocity(targets)
+        X = self.field(targets, sources, self.ds * (self.prefix + self.own_weight * weights))
+        self.prefix = self.prefix + weights
+        return X
 
 
 class CausalScheme:

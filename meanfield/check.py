@@ -188,9 +188,9 @@ class CheckReport:
         lines = ["# summary (nothing was run or written)",
                  f"mesh:        {p.sphere} ({mesh}): {self.cells} cells, {self.vertices} vertices; "
                  f"scheme {p.scheme.kind}",
-                 "mask:        none (every token attends to every token)" if p.slices is None else
-                 f"mask:        causal, M = {p.slices} position slices at s_k = (k + 1/2)/M (a density per slice; "
-                 f"{p.slices} field evaluations per stage)",
+                 *([] if p.slices is None else
+                   [f"mask:        causal, M = {p.slices} position slices at s_k = (k + 1/2)/M (a density per slice; "
+                    f"{p.slices} field evaluations per stage)"]),
                  f"ranks:       {self.ranks} (the estimates below are for {counted(self.ranks, 'rank')}; "
                  "--ranks N for another count)",
                  f"time:        0 -> {p.time.t_final:g}, {step}",

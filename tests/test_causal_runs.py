@@ -115,7 +115,6 @@ def test_whole_measure_moments_converge_at_second_order_in_one_over_M():
 
 
 @serial_only
-@pytest.mark.slow
 def test_cli_run_writes_a_density_per_position(tmp_path):
     """``meanfield run`` of a causal config: run.nc with a position dimension, load_run with
     (T, M, C) densities and the positions, each slice a probability density, the whole-measure
@@ -144,6 +143,7 @@ def test_cli_run_writes_a_density_per_position(tmp_path):
     assert "mask:       causal, M = 4 position slices" in info.stdout, info.stdout
     check = cli(["check", "causal.toml"], tmp_path)
     assert "mask:        causal, M = 4 position slices" in check.stdout and "12 evaluations per step" in check.stdout
+    assert "(64 cells x 4 position slices, 1 rank)" in check.stdout, check.stdout
 
 
 @serial_only

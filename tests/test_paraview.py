@@ -274,6 +274,34 @@ def test_paraview_default_reader_opens_the_density(runs, case, name, tmp_path):
     _assert_paraview_reads(runs[case], name, tmp_path)
 
 
+def test_causal_run_has_one_array_per_position_slice(tmp_path):
+    """A causal run (DG1 S^1, 3 position slices): each file's grids have one array per slice,
+    ``density_s0.1667`` ..., selecting ``density[time, slice]`` (``vertex_density``) of run.nc;
+    and pvbatch, where installed, reads each of density-dg1.xdmf's as run.nc holds it."""
+    config = {**_config("S1", "dg1"), "model": {"mask": "causal"}, "positions": {"slices": 3},
+              "initial": {"kind": "expression", "expression": "exp(2*(1 - s)*x + 2*s*y)"}}
+    run = meanfield.run(config, out=tmp_path / "run", quiet=True)
+    names = [f"density_s{s:.4f}" for s in run.positions]
+    with xr.open_dataset(tmp_path / "run" / layout.RUN_FILE) as ds:
+        for name, variable in ((layout.PARAVIEW_CELLS, "density"), (layout.PARAVIEW_DG1, "vertex_density")):
+            path = tmp_path / "run" / name
+            assert xdmf_problems(path) == [], name
+            grids = [g for g in ET.parse(path).getroot().iter("Grid") if g.get("GridType") == "Uniform"]
+            for k, grid in enumerate(grids):
+                attributes = grid.findall("Attribute")
+                assert [a.get("Name") for a in attributes] == names
+                for j, attribute in enumerate(attributes):
+                    file, dataset, index = _selection(attribute.find("DataItem"), path.parent)
+                    with h5py.File(file, "r") as h5:
+                        assert np.array_equal(h5[dataset][index].ravel(), ds[variable].values[k, j].ravel())
+            if PVBATCH is not None and variable == "vertex_density":  # the 4-d dataset: (time, slice, cell, corner)
+                seen = _paraview(OPEN, path, folder=tmp_path)
+                for k, step in enumerate(seen["steps"]):
+                    assert sorted(step["point"]) == sorted(names)
+                    for j, array in enumerate(names):
+                        assert np.array_equal(step["point"][array], ds[variable].values[k, j].ravel())
+
+
 @needs_pvbatch
 def test_paraview_opens_what_two_ranks_wrote(tmp_path):
     launcher = mpirun()

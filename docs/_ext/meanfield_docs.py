@@ -244,7 +244,7 @@ class ExamplesIndex(SphinxDirective):
         assert spec is not None and spec.loader is not None
         script = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(script)
-        recipes: dict[str, tuple[list[str], str] | None] = script.PICTURES
+        recipes: dict[str, tuple[list[str], str]] = script.PICTURES
         text: list[str] = []
         for path in sorted((root / "runs" / "examples").glob("*.toml")):
             name = path.stem
@@ -253,9 +253,7 @@ class ExamplesIndex(SphinxDirective):
             text += [f"**Settings**: {_settings(tomllib.loads(path.read_text()))}.", ""]
             text += [".. code-block:: text", ""] + ["   " + line for line in _header(path).splitlines()] + [""]
             text += [".. code-block:: sh", "", f"   .venv/bin/meanfield run runs/examples/{name}.toml", ""]
-            if name in recipes and recipes[name] is None:
-                text += ["No picture yet: ``meanfield plot`` does not draw this kind of run yet.", ""]
-            elif (pictures / f"{name}.png").is_file():
+            if (pictures / f"{name}.png").is_file():
                 overrides, picture = recipes.get(name) or ([], "?")
                 short = "with " + " ".join(f"``--set {o}``" for o in overrides) if overrides else "as configured"
                 text += [f".. figure:: _static/examples/{name}.png", f"   :alt: {name}", "",
