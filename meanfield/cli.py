@@ -222,6 +222,7 @@ def _cmd_compare(args: argparse.Namespace) -> None:
 def _cmd_check(args: argparse.Namespace) -> None:
     from mpi4py import MPI
 
+    from ._fem import dolfinx
     from .check import check_config
     from .collective import on_root
     from .config import ConfigError
@@ -229,6 +230,7 @@ def _cmd_check(args: argparse.Namespace) -> None:
     ranks = args.ranks if args.ranks is not None else MPI.COMM_WORLD.size
     if ranks < 1:
         raise ConfigError(f"--ranks: must be a positive integer, got {ranks}")
+    dolfinx()  # collective (PETSc starts): rank 0 alone may set a run up to measure its first steps
     _echo(on_root(MPI.COMM_WORLD, lambda: check_config(args.config, args.set, out=args.out, ranks=ranks).format()))
 
 
