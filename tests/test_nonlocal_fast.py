@@ -443,15 +443,16 @@ def test_auto_chooses_fast_for_small_circles():
 
 @pytest.mark.mpi
 @pytest.mark.parametrize("d", [2, 3])
-def test_spectral_mpi_matches_serial(parallel_comm, d):
-    """Spectral heads with sources and targets split over COMM_WORLD give the COMM_SELF result
-    to 1e-12 (the NUFFT kernel does not depend on the number of points per rank); so does the
-    energy."""
+@pytest.mark.parametrize("kind", ["identity", "rotated"])
+def test_spectral_mpi_matches_serial(parallel_comm, d, kind):
+    """Spectral heads (the default Q = K = I, and rotated ones) with sources and targets split
+    over COMM_WORLD give the COMM_SELF result to 1e-12 (the NUFFT kernel does not depend on the
+    number of points per rank); so does the energy."""
     comm = parallel_comm
     from mpi4py import MPI
 
     rng = np.random.default_rng(11)
-    model = AttentionModel(d, 9.0, "softmax", spectral_heads(d)["rotated"])
+    model = AttentionModel(d, 9.0, "softmax", spectral_heads(d)[kind])
     y, w = random_sphere_points(rng, 3000, d), rng.random(3000)
     x = random_sphere_points(rng, 500, d)
     serial = FastEvaluator(model, MPI.COMM_SELF, 1e-6)
