@@ -394,6 +394,22 @@ def test_point_groups_equal_one_concatenated_measure(rng, method, monkeypatch):
 
 
 @pytest.mark.parametrize("d", [2, 3])
+@pytest.mark.parametrize("attention", ["softmax", "unnormalized"])
+def test_an_empty_target_group_gives_empty_values(rng, d, attention):
+    """A group of no targets (the atoms on ranks other than 0) beside the mesh targets: empty
+    values, the other group's unchanged, the estimate still defined.  (A numpy reshape that
+    could not size an empty group raised on those ranks alone, and the job hung.)"""
+    model = AttentionModel(d, 9.0, attention)
+    y, w = quadrature_points(200, d)
+    x = random_sphere_points(rng, 40, d)
+    fast = FastEvaluator(model, tol=1e-10)
+    mesh, empty = fast.evaluate_groups([PointGroup(x, None, True), PointGroup(x[:0])], [PointGroup(y, w, True)])
+    assert empty.N.shape == (1, 0, d) and empty.Z.shape == (1, 0) and empty.velocity(model, x[:0]).shape == (0, d)
+    assert velocity_error(model, mesh, direct_sums(model, x, y, w), x) < 1e-10
+    assert 0 < fast.diagnostics()["error_estimate"] < 1e-8
+
+
+@pytest.mark.parametrize("d", [2, 3])
 def test_energy_matches_the_double_sum(rng, d):
     """The energy from coefficients (spectral heads, rotated and reflected) and from the field
     at the points (a general head) equals the direct double sum to 1e-12."""

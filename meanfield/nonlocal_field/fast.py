@@ -335,13 +335,16 @@ class FastEvaluator(NonlocalEvaluator):
         call; constant kernels give their constants (and no neglected part)."""
         d, m = self.model.d, plan.size
         active = [s for s in heads if s.constant is None]
-        sets = np.zeros((len(which) * len(active), d + 1) + plan.spectrum.shape, dtype=complex)
+        count = len(which) * len(active)
+        sets = np.zeros((count, d + 1) + plan.spectrum.shape, dtype=complex)
         for i, (name, s) in enumerate((name, s) for name in which for s in active):
             assert s.coefficients is not None  # every active head has them
             L = s.degree
             place(sets[i], s.coefficients, slice(0, L + 1) if name == "fields" else slice(L + 1, L + 2))
         sets = sets.reshape((-1,) + plan.spectrum.shape)
-        values = iter(plan.synthesis(sets).reshape(-1, d + 1, m) if active else ())
+        # count, not -1: with no points (m = 0: the atoms on ranks other than 0) numpy cannot
+        # infer it, and a rank-local error there leaves the other ranks in a collective
+        values = iter(plan.synthesis(sets).reshape(count, d + 1, m) if active else ())
         out = []
         for name in which:
             per_head = []
