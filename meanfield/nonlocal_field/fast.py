@@ -72,7 +72,7 @@ from .expansion import BasisCache, default_cache_bytes, exact_moments, target_su
 from .harmonics import basis_size, tail_ratios, truncation_degree
 from .parallel import allreduce_sum
 from .spectral import kernel_multipliers, spectrum_for
-from .transforms import EPSILON_FLOOR, PointTransform
+from .transforms import EPSILON_FLOOR, Transform, point_transform
 
 #: Below this tolerance the NUFFT cannot deliver: every head uses the exact expansion.
 TRANSFORM_TOL_FLOOR = 1e-12
@@ -119,11 +119,14 @@ def resize(c: np.ndarray, d: int, L: int) -> np.ndarray:
 
 @dataclass
 class Measure:
-    """The global source measure as one evaluation needs it: coefficients (degree L) and the
-    exact sums ``[sum_j w_j y_j, sum_j w_j]``."""
+    """The global source measure as one evaluation needs it: coefficients (degree L), the
+    exact sums ``[sum_j w_j y_j, sum_j w_j]`` and the coefficients' accuracy relative to
+    ``sum_j |w_j|`` (the transforms' ``epsilon`` weighted by the ``|w|`` each was given, over
+    all ranks: 0 where every rank summed directly)."""
 
     coefficients: np.ndarray
     sums: np.ndarray
+    epsilon: float
 
 
 @dataclass(frozen=True)
@@ -172,14 +175,17 @@ class EstimateInput:
     sampled targets (:func:`estimate_samples`): their points, the field there, the spectral
     heads' preparations with their scaled sums ``[G, F]`` at the samples, the transform that
     synthesises the neglected degree at the samples (the targets' own when every target is
-    sampled, else None: one is planned when the estimate is asked for) and its degree, and
-    for the other heads ``(h, sums, neglected part, kappa)`` at the samples."""
+    sampled, else None: one is planned when the estimate is asked for) and its degree, the
+    accuracy of the transforms behind the values (the larger of the measure's and the
+    targets' transform's ``epsilon``; 0 for exact sums), and for the other heads
+    ``(h, sums, neglected part, kappa)`` at the samples."""
 
     points: np.ndarray
     heads: list[SpectralHead]
     fields: list[np.ndarray] = field(default_factory=list)
-    probe: PointTransform | None = None
+    probe: Transform | None = None
     degree: int = 0
+    epsilon: float = 0.0
     expanded: list[tuple[int, np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=list)
     values: FieldValues | None = None
 
@@ -192,7 +198,7 @@ def estimate_samples(m: int) -> np.ndarray:
     return np.linspace(0, m - 1, ESTIMATE_SAMPLES).astype(int)
 
 
-def plan_of(plans: Sequence[tuple[np.ndarray, PointTransform]], points: np.ndarray) -> PointTransform | None:
+def plan_of(plans: Sequence[tuple[np.ndarray, Transform]], points: np.ndarray) -> Transform | None:
     """The transform of a source group whose points equal ``points`` (targets that are also
     sources share its plan), else None.
 
@@ -254,8 +260,8 @@ class FastEvaluator(NonlocalEvaluator):
         self.cache = BasisCache(default_cache_bytes(comm) if cache_bytes is None else cache_bytes)
         # NUFFT plans of fixed point groups, by (role, array key); replaced by those used in
         # each call, so plans of arrays no longer passed are dropped
-        self._plans: dict[tuple, PointTransform] = {}
-        self._energy_plans: dict[tuple, PointTransform] = {}
+        self._plans: dict[tuple, Transform] = {}
+        self._energy_plans: dict[tuple, Transform] = {}
         self._exact: FastEvaluator | None = None  # the energy of models with general heads
         self._estimate_inputs: list[EstimateInput] = []
 
@@ -280,38 +286,40 @@ class FastEvaluator(NonlocalEvaluator):
     # -- transforms of point groups ---------------------------------------------------------
     @staticmethod
     def _transform(kept: dict, used: dict, role: str, points: np.ndarray, key: tuple | None, L: int,
-                   epsilon: float, adjoint: bool) -> PointTransform:
+                   epsilon: float, adjoint: bool) -> Transform:
         """The transform of ``points`` for ``role``; ``key`` (the array key of a fixed group, or
         None) finds it among the plans ``kept`` from the previous call, and keeps it in ``used``."""
         full = (role, key)
         plan = kept.get(full) if key is not None else None
         if plan is None:
-            plan = PointTransform(np.ascontiguousarray(points, dtype=float), L, epsilon, adjoint)
+            plan = point_transform(np.ascontiguousarray(points, dtype=float), L, epsilon, adjoint)
         if key is not None:
             used[full] = plan
         return plan
 
     def _measure(
         self, kept: dict, used: dict, sources: Sequence[PointGroup], L: int, epsilon: float
-    ) -> tuple[Measure, list[tuple[np.ndarray, PointTransform]]]:
+    ) -> tuple[Measure, list[tuple[np.ndarray, Transform]]]:
         """The global measure (:class:`Measure`, coefficients of degree L) and the transforms
         used with their points (for targets that are also sources, :func:`plan_of`).
         Collective: one ``Allreduce``."""
         d = self.model.d
         spectrum = spectrum_for(d, L)
         local = np.zeros(spectrum.shape, dtype=complex)
-        extra = np.zeros(d + 1)  # sum w y, sum w
-        plans: list[tuple[np.ndarray, PointTransform]] = []
+        extra = np.zeros(d + 3)  # sum w y, sum w; sum epsilon |w|, sum |w| (the accuracy)
+        plans: list[tuple[np.ndarray, Transform]] = []
         for g in sources:
             key = array_key(g.points) if g.fixed else None
             plan = self._transform(kept, used, "sources", g.points, key, L, epsilon, True)
             w = np.asarray(g.weights, dtype=float)
             local += plan.adjoint(w)
-            extra += np.concatenate([w @ g.points, [w.sum()]])
+            mass = float(np.abs(w).sum())
+            extra += np.concatenate([w @ g.points, [w.sum(), plan.epsilon * mass, mass]])
             plans.append((g.points, plan))
         flat = allreduce_sum(self.comm, np.concatenate([local.ravel().view(float), extra]))
-        coeffs = flat[: -(d + 1)].view(complex).reshape(spectrum.shape)
-        return Measure(coeffs, flat[-(d + 1) :]), plans
+        coeffs = flat[: -(d + 3)].view(complex).reshape(spectrum.shape)
+        weighted, mass = flat[-2:]
+        return Measure(coeffs, flat[-(d + 3) : -2], weighted / mass if mass > 0 else 0.0), plans
 
     # -- per-head preparation ----------------------------------------------------------------
     def _spectral_head(self, h: int, measure: Measure, vector: np.ndarray) -> SpectralHead:
@@ -328,7 +336,7 @@ class FastEvaluator(NonlocalEvaluator):
         return SpectralHead(h, terms.kappa, L, stack)
 
     def _synthesise(
-        self, plan: PointTransform, heads: list[SpectralHead], which: Sequence[str]
+        self, plan: Transform, heads: list[SpectralHead], which: Sequence[str]
     ) -> list[list[np.ndarray]]:
         """For each name in ``which`` (``"fields"``: degrees up to L, ``"neglected"``: degree
         L + 1), per head, ``[G, F]`` (shape (d + 1, m)) at the plan's points, in one synthesis
@@ -404,6 +412,7 @@ class FastEvaluator(NonlocalEvaluator):
                 )
                 fields = self._synthesise(plan, prepared, ("fields",))[0]
                 record.degree, record.probe = plan.L, plan if sample.size == m else None
+                record.epsilon = max(measure.epsilon, plan.epsilon)
                 for s, GF in zip(prepared, fields):
                     self._store(values, s.index, GF, s.kappa)
                     record.fields.append(GF[:, sample])
@@ -436,12 +445,12 @@ class FastEvaluator(NonlocalEvaluator):
                 continue
             change = np.zeros(n)  # sum over heads of |dX_h|
             if record.heads:
-                probe = record.probe or PointTransform(record.points, record.degree, self.epsilon, False)
+                probe = record.probe or point_transform(record.points, record.degree, self.epsilon, False)
                 neglected = self._synthesise(probe, record.heads, ("neglected",))[0]
                 for s, GF, dGF in zip(record.heads, record.fields, neglected):
                     dX = self._first_order_change(s.index, GF, dGF, np.full(n, s.kappa), record.points)
                     if s.constant is None:
-                        dX = dX + self._transform_change(s.index, GF, s.kappa)
+                        dX = dX + self._transform_change(s.index, GF, s.kappa, record.epsilon)
                     change += abs(model.heads[s.index].weight) * dX
             for h, sums, extra, kappa in record.expanded:
                 change += abs(model.heads[h].weight) * self._first_order_change(h, sums, extra, kappa, record.points)
@@ -474,17 +483,20 @@ class FastEvaluator(NonlocalEvaluator):
         change = change - np.einsum("ij,ij->i", targets, change)[:, None] * targets
         return np.linalg.norm(change, axis=1)
 
-    def _transform_change(self, h: int, sums: np.ndarray, kappa: float) -> np.ndarray:
+    def _transform_change(self, h: int, sums: np.ndarray, kappa: float, epsilon: float) -> np.ndarray:
         """The NUFFTs' effect on ``|X_h|`` per target (unit head weight), for errors of
         ``epsilon`` relative to the local ``|G|`` and ``F`` (measured: at most 0.8 epsilon of
-        the largest value on S^1 and 0.2 epsilon on S^2, adjoint and synthesis together)."""
+        the largest value on S^1 and 0.2 epsilon on S^2, adjoint and synthesis together); zero
+        for exact sums (``epsilon = 0``: :class:`~.transforms.DirectTransform` both ways)."""
         d = self.model.d
         normV = self._norms_V[h]
         G, F = np.linalg.norm(sums[:d], axis=0), sums[d]
+        if epsilon == 0.0:
+            return np.zeros_like(F)
         if not self.model.softmax:
-            return normV * self.epsilon * G * np.exp(kappa)
+            return normV * epsilon * G * np.exp(kappa)
         safe = np.where(F > 0, F, np.inf)
-        return np.where(F > 0, 2.0 * normV * self.epsilon * G / safe, np.inf)
+        return np.where(F > 0, 2.0 * normV * epsilon * G / safe, np.inf)
 
     # -- energy --------------------------------------------------------------------------
     def energy(self, sources: Sequence[PointGroup]) -> float:
