@@ -9,12 +9,14 @@ these runs: transport seconds per cell (the step less the field, at P = 1), ghos
 rank, and, for reference, this machine's cost of one ghost exchange, one scalar ``Allreduce``
 and one gather of the densities to rank 0.
 
-Part 2 (modelled, ``--comm-only`` skips part 1's timings but still runs P = 1 and 2 for the
+Part 2 (modelled, ``--comm-only`` skips part 1's table but still runs P = 1 and 2 for the
 measured terms): per SSP-RK3 step (three stages), every rank does
 
-* the field, three times: the work every rank repeats whatever P (one evaluation at 10 sources
-  and 10 targets, measured here), the per-cell work over ``cells / P`` (measured here), and one
-  ``Allreduce`` of the coefficients, ``(L + 3)^2`` complex numbers plus ``d + 1`` exact sums;
+* the field, three times: one evaluation at the rank's ``n = cells / P`` sources and
+  ``1.5 n`` targets (fixed points, as the mesh's), *measured here* on one core at every ``n``
+  of the tables (interleaved, best of ``--repeats``): its work that does not shrink with P
+  (coefficient algebra, a NUFFT's grid FFT, Python) is in the measurement, not assumed; and one
+  ``Allreduce`` of the coefficients, ``(L + 3)^2`` complex numbers plus ``d + 3`` sums;
 * transport over ``cells / P`` (measured per cell at P = 1);
 * one ghost exchange per stage: ``--neighbours`` messages of ``alpha`` each and the ghost
   cells' bytes over the bandwidth, ghost cells per rank scaled from the P = 2 partition by the
@@ -26,11 +28,12 @@ measured terms): per SSP-RK3 step (three stages), every rank does
 An ``Allreduce`` of b bytes costs ``2 log2(P) alpha + 2 b / bandwidth`` (recursive doubling);
 ``--alpha`` and ``--bandwidth`` are the assumed network (defaults 2e-6 s, 1e10 B/s).  The
 tables give, for levels 7 and 8 at 64..4096 ranks, each term per step, the modelled field and
-step times and their parallel efficiency against one rank.  ``--baseline REV`` also measures
-the replicated field term of the code at git revision REV in the same process (interleaved).
+step times and their parallel efficiency against one rank.  ``--baseline REV`` runs the same
+measurements (part 1's steps and part 2's evaluations) with the nonlocal field of git revision
+REV in the same run, interleaved, and prints its tables and the goals before and after.
 
     python benchmarks/bench_scaling.py [--level 6] [--ranks 1,2] [--steps 3] [--tol 1e-6]
-    python benchmarks/bench_scaling.py --comm-only [--alpha 2e-6] [--bandwidth 1e10] [--baseline main]
+    python benchmarks/bench_scaling.py --comm-only [--alpha 2e-6] [--bandwidth 1e10] [--baseline 14fe2db]
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ import json
 import os
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -51,6 +55,13 @@ STAGES = 3
 OUTPUT_REDUCTIONS = 4
 #: Repeats of the small collectives timed in the worker.
 COLLECTIVE_REPEATS = 50
+#: Rank counts and icosphere levels of the model tables.
+PROCS = (1, 64, 128, 256, 512, 1024, 2048, 4096)
+MODEL_LEVELS = (7, 8)
+#: Points of the smallest timed evaluation: what does not shrink with the rank count.
+FIXED_POINTS = 10
+#: The model's terms that are the field's.
+FIELD_TERMS = ("field local", "coeff Allreduce")
 
 
 def best_seconds(comm, fn, repeats: int = COLLECTIVE_REPEATS) -> float:
@@ -66,14 +77,19 @@ def best_seconds(comm, fn, repeats: int = COLLECTIVE_REPEATS) -> float:
     return best
 
 
-def worker(level: int, steps: int, tol: float, out: str | None) -> None:
+def worker(level: int, steps: int, tol: float, out: str | None, baseline: str | None) -> None:
     setup_process()
     from mpi4py import MPI
 
     from meanfield.config import load_config
     from meanfield.discretisation.ordering import gather_rows as gather_global
+    from meanfield.nonlocal_field import select
     from meanfield.pde import build_simulation
 
+    if baseline is not None:  # the same solver with the nonlocal field of another revision
+        from baseline import load_baseline
+
+        select.FastEvaluator = load_baseline(baseline).FastEvaluator  # type: ignore[misc]
     comm = MPI.COMM_WORLD
     config = load_config(None, [f"mesh.resolution={level}", 'nonlocal.method="fast"', f"nonlocal.tol={tol}"])
     sim = build_simulation(config, comm)
@@ -101,22 +117,31 @@ def worker(level: int, steps: int, tol: float, out: str | None) -> None:
         print(json.dumps({"ranks": comm.size, "step": best, "field": field, "cells": sim.num_cells, **costs}))
 
 
+def cells_of(level: int) -> int:
+    """Cells of the icosphere of ``level``."""
+    return 20 * 4**level
+
+
+def local_sizes(levels: Sequence[int]) -> list[int]:
+    """The sources per rank, ``cells // P``, of the model tables, and :data:`FIXED_POINTS`."""
+    return sorted({FIXED_POINTS} | {cells_of(level) // P for level in levels for P in PROCS})
+
+
 @dataclass
 class FieldCosts:
-    """Measured field costs at P = 1: seconds of the work every rank repeats per evaluation,
-    seconds per source cell beyond it (1.5 targets per cell), and the degree L."""
+    """Measured seconds of one field evaluation on one core at ``n`` sources and ``1.5 n``
+    targets (fixed points), by n, and the degree L of the tolerance rule."""
 
-    replicated: float
-    per_cell: float
+    seconds: dict[int, float]
     degree: int
 
 
-def field_costs(tol: float, baseline: str | None = None, beta: float = 4.0,
-                n: int = 100_000) -> dict[str, FieldCosts]:
+def field_costs(tol: float, sizes: Sequence[int], repeats: int, baseline: str | None = None,
+                beta: float = 4.0) -> dict[str, FieldCosts]:
     """:class:`FieldCosts` of the working tree (``"current"``) and, with ``baseline`` (a git
-    revision), of that revision's evaluator, timed interleaved in this process.  The replicated
-    work is one evaluation with 10 sources and 10 targets; the per-cell cost is that of one with
-    ``n`` sources and ``1.5 n`` targets (fixed points) less it, over ``n``."""
+    revision), of that revision's evaluator, at each n of ``sizes``, timed interleaved in this
+    process (best of ``repeats``).  Random points: a rank's own are a patch of the sphere, which
+    costs the same (the direct sums) or slightly less (a NUFFT's spreading)."""
     setup_process()
     from common import interleaved_best
 
@@ -134,20 +159,17 @@ def field_costs(tol: float, baseline: str | None = None, beta: float = 4.0,
         x = rng.standard_normal((k, 3))
         return x / np.linalg.norm(x, axis=1)[:, None]
 
-    small, y, x = points(10), points(n), points(3 * n // 2)
-    w = np.full(n, 1.0 / n)
+    data = {n: (points(n), points(max(3 * n // 2, 1)), np.full(n, 1.0 / n)) for n in sizes}
     calls, degrees = {}, {}
     for name, cls in classes.items():
-        evs = {k: cls(AttentionModel(3, beta), tol=tol) for k in ("small", "big")}
-        calls[name, "small"] = lambda e=evs["small"]: e.velocity(small, small, w[:10], fixed_sources=True,
-                                                                   fixed_targets=True)
-        calls[name, "big"] = lambda e=evs["big"]: e.velocity(x, y, w, fixed_sources=True, fixed_targets=True)
-        degrees[name] = max(evs["big"].degrees)
+        for n, (y, x, w) in data.items():
+            ev = cls(AttentionModel(3, beta), tol=tol)
+            calls[name, n] = lambda e=ev, x=x, y=y, w=w: e.velocity(x, y, w, fixed_sources=True, fixed_targets=True)
+            degrees[name] = max(ev.degrees)
     for fn in calls.values():
         fn()
-    t = interleaved_best(calls, 7)
-    return {name: FieldCosts(t[name, "small"], (t[name, "big"] - t[name, "small"]) / n, degrees[name])
-            for name in classes}
+    t = interleaved_best(calls, repeats)
+    return {name: FieldCosts({n: t[name, n] for n in sizes}, degrees[name]) for name in classes}
 
 
 @dataclass
@@ -168,7 +190,7 @@ class Network:
 
 @dataclass
 class StepModel:
-    """Measured per-cell and per-evaluation costs, and the assumptions, of the model step."""
+    """Measured field evaluations and per-cell costs, and the assumptions, of the model step."""
 
     field: FieldCosts
     transport_per_cell: float  # seconds per cell and step, at P = 1
@@ -180,13 +202,12 @@ class StepModel:
     def terms(self, cells: int, P: int) -> dict[str, float]:
         """Seconds per step of each term at ``cells`` cells on P ranks."""
         net, f = self.network, self.field
-        payload = 16 * (f.degree + 3) ** 2 + 8 * 4  # complex coefficients of degree L + 2, and [sum w y, sum w]
+        payload = 16 * (f.degree + 3) ** 2 + 8 * 6  # complex coefficients of degree L + 2, and d + 3 sums
         ghosts = self.ghosts_per_sqrt_cells * np.sqrt(cells / P) if P > 1 else 0.0
         exchange = self.neighbours * net.alpha + 8 * ghosts / net.bandwidth if P > 1 else 0.0
         output = net.gather(P, 8 * cells) + OUTPUT_REDUCTIONS * net.allreduce(P, 8)
         return {
-            "replicated": STAGES * f.replicated,
-            "field cells": STAGES * f.per_cell * cells / P,
+            "field local": STAGES * f.seconds[cells // P],
             "coeff Allreduce": STAGES * net.allreduce(P, payload),
             "transport": self.transport_per_cell * cells / P,
             "ghost exchange": STAGES * exchange,
@@ -194,35 +215,42 @@ class StepModel:
             "outputs": output / self.steps_per_output,
         }
 
+    def efficiencies(self, level: int, P: int) -> tuple[float, float]:
+        """Parallel efficiency (%) of the field and of the whole step at ``level`` on P ranks."""
+        cells = cells_of(level)
+        serial, terms = self.terms(cells, 1), self.terms(cells, P)
+        field = sum(terms[k] for k in FIELD_TERMS)
+        serial_field = sum(serial[k] for k in FIELD_TERMS)
+        return 100 * serial_field / (P * field), 100 * sum(serial.values()) / (P * sum(terms.values()))
+
     def table(self, level: int) -> str:
-        cells = 20 * 4**level
-        field_terms = ("replicated", "field cells", "coeff Allreduce")
-        serial = self.terms(cells, 1)
-        serial_field = sum(serial[k] for k in field_terms)
-        serial_step = sum(serial.values())
+        cells = cells_of(level)
         rows = []
-        for P in (1, 64, 128, 256, 512, 1024, 2048, 4096):
+        for P in PROCS:
             terms = self.terms(cells, P)
-            field = sum(terms[k] for k in field_terms)
-            step = sum(terms.values())
-            rows.append([P] + [1e6 * v for v in terms.values()]
-                        + [1e3 * field, 100 * serial_field / (P * field), 1e3 * step, 100 * serial_step / (P * step)])
-        header = ["ranks"] + [f"{k} us" for k in serial] + ["field ms", "field eff %", "step ms", "step eff %"]
+            field_eff, step_eff = self.efficiencies(level, P)
+            rows.append([P, cells // P] + [1e6 * v for v in terms.values()]
+                        + [1e3 * sum(terms[k] for k in FIELD_TERMS), field_eff, 1e3 * sum(terms.values()), step_eff])
+        header = (["ranks", "cells/rank"] + [f"{k} us" for k in self.terms(cells, 1)]
+                  + ["field ms", "field eff %", "step ms", "step eff %"])
         return f"level {level} ({cells} cells), per SSP-RK3 step\n" + table(header, rows)
 
 
-def measured_runs(args: argparse.Namespace, ranks: list[int]) -> list[dict]:
-    """The worker's JSON at each rank count, with ``diff``: the densities' largest difference to
-    the first run's, relative to their largest value."""
-    runs, ref = [], None
+def measured_runs(args: argparse.Namespace, ranks: list[int], codes: Sequence[str | None]) -> dict:
+    """The worker's JSON by (code, ranks), the codes' runs interleaved at each rank count, with
+    ``diff``: the densities' largest difference to the same code's one-rank run, relative to
+    their largest value."""
+    runs, refs = {}, {}
     with tempfile.TemporaryDirectory() as tmp:
         for P in ranks:
-            out = os.path.join(tmp, f"rho{P}.npy")
-            r = run_json([__file__, "--worker", "--level", str(args.level), "--steps", str(args.steps),
-                          "--tol", str(args.tol), "--out", out], ranks=P)
-            rho = np.load(out)
-            ref = ref if ref is not None else rho
-            runs.append({**r, "diff": float(np.abs(rho - ref).max() / np.abs(ref).max())})
+            for code in codes:
+                out = os.path.join(tmp, f"rho{P}-{code}.npy")
+                extra = ["--baseline", code] if code else []
+                r = run_json([__file__, "--worker", "--level", str(args.level), "--steps", str(args.steps),
+                              "--tol", str(args.tol), "--out", out, *extra], ranks=P)
+                rho = np.load(out)
+                ref = refs.setdefault(code, rho)
+                runs[code, P] = {**r, "diff": float(np.abs(rho - ref).max() / np.abs(ref).max())}
     return runs
 
 
@@ -231,36 +259,43 @@ def main() -> None:
     p.add_argument("--level", type=int, default=6)
     p.add_argument("--ranks", default=None, help="comma-separated rank counts (default 1..cores)")
     p.add_argument("--steps", type=int, default=3)
+    p.add_argument("--repeats", type=int, default=7, help="rounds of the interleaved field timings")
     p.add_argument("--tol", type=float, default=1e-6)
     p.add_argument("--alpha", type=float, default=2e-6, help="assumed latency per message (s)")
     p.add_argument("--bandwidth", type=float, default=1e10, help="assumed network bandwidth (bytes/s)")
     p.add_argument("--neighbours", type=int, default=6, help="assumed ghost-exchange neighbours per rank")
     p.add_argument("--steps-per-output", type=int, default=10, help="steps between outputs in the model")
-    p.add_argument("--baseline", default=None, help="git revision whose replicated field term to measure too")
+    p.add_argument("--baseline", default=None, help="git revision whose nonlocal field to measure too")
     p.add_argument("--comm-only", action="store_true", help="skip the scaling table (P = 1, 2 still run)")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--out", default=None, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.worker:
-        worker(args.level, args.steps, args.tol, args.out)
+        worker(args.level, args.steps, args.tol, args.out, args.baseline)
         return
     cores = len(os.sched_getaffinity(0))
     if args.comm_only:
         ranks = [1, 2]
     else:
         ranks = [int(r) for r in args.ranks.split(",")] if args.ranks else list(range(1, cores + 1))
-    runs = measured_runs(args, sorted(set(ranks) | {1, 2}))
-    one, two = runs[0], next(r for r in runs if r["ranks"] == 2)
+    codes: list[str | None] = [None] + ([args.baseline] if args.baseline else [])
+    runs = measured_runs(args, sorted(set(ranks) | {1, 2}), codes)
+    names = {code: code or "current" for code in codes}
+    one, two = runs[None, 1], runs[None, 2]
     if not args.comm_only:
-        rows = [[r["ranks"], r["step"], 100 * r["field"] / r["step"], one["step"] / r["step"],
-                 100 * one["step"] / (r["step"] * r["ranks"]), r["diff"]] for r in runs if r["ranks"] in ranks]
+        rows = [[names[code], P, r["step"], 100 * r["field"] / r["step"], runs[code, 1]["step"] / r["step"],
+                 100 * runs[code, 1]["step"] / (r["step"] * P), r["diff"]]
+                for (code, P), r in runs.items() if P in ranks]
         print(f"strong scaling, FV level {args.level} ({one['cells']} cells), tol {args.tol:g}, {cores} cores present")
-        print(table(["ranks", "s/step", "field %", "speedup", "efficiency %", "max |rho - rho_1| / max rho"], rows))
+        print(table(["code", "ranks", "s/step", "field %", "speedup", "efficiency %", "max |rho - rho_1| / max rho"],
+                    rows))
         print()
-    costs = field_costs(args.tol, args.baseline)
-    rows = [[name, 1e3 * c.replicated, 1e9 * c.per_cell, c.degree] for name, c in costs.items()]
-    print("field costs at P = 1, measured in one process (interleaved, best of 7)")
-    print(table(["code", "replicated ms/evaluation", "ns/cell", "degree L"], rows))
+    costs = field_costs(args.tol, local_sizes(MODEL_LEVELS), args.repeats, args.baseline)
+    sizes = sorted(costs["current"].seconds)
+    print(f"field evaluation at n sources and 1.5 n targets on one core, ms (interleaved, best of {args.repeats}; "
+          f"n = {FIXED_POINTS}: the work that does not shrink with P)")
+    print(table(["n"] + [f"{name} (L = {c.degree})" for name, c in costs.items()],
+                [[n] + [1e3 * c.seconds[n] for c in costs.values()] for n in sizes]))
     print()
     transport = (one["step"] - one["field"]) / one["cells"]
     per_sqrt = two["ghosts"] / np.sqrt(two["cells"] / 2)
@@ -268,13 +303,21 @@ def main() -> None:
           f"{two['ghosts']} ghost cells per rank, ghost exchange {1e6 * two['exchange']:.1f} us, scalar Allreduce "
           f"{1e6 * two['reduction']:.1f} us, gather to rank 0 {1e3 * two['gather']:.2f} ms; "
           f"densities P = 2 vs 1: {two['diff']:.1e}")
-    model = StepModel(costs["current"], transport, per_sqrt, Network(args.alpha, args.bandwidth), args.neighbours,
-                      args.steps_per_output)
     print(f"model: alpha = {args.alpha:g} s, bandwidth = {args.bandwidth:g} B/s, {args.neighbours} neighbours, "
           f"an output every {args.steps_per_output} steps; {STAGES} field evaluations per step")
-    for level in (7, 8):
-        print(model.table(level))
-        print()
+    models = {name: StepModel(c, transport, per_sqrt, Network(args.alpha, args.bandwidth), args.neighbours,
+                              args.steps_per_output) for name, c in costs.items()}
+    for name, model in models.items():
+        for level in MODEL_LEVELS:
+            print(f"[{name}] {model.table(level)}")
+            print()
+    print("goals")
+    for code in codes:
+        field_eff, step_eff = models[names[code]].efficiencies(8, 1024)
+        r = runs[code, 2]
+        print(f"  {names[code]}: level 8 on 1024 ranks field efficiency {field_eff:.0f}% (goal >= 70%), whole step "
+              f"{step_eff:.0f}%; level {args.level} on 2 ranks {r['step']:.4f} s/step (goal <= 0.035), "
+              f"densities vs 1 rank {r['diff']:.1e} (goal <= 1e-12)")
 
 
 if __name__ == "__main__":

@@ -190,11 +190,12 @@ class EstimateInput:
     values: FieldValues | None = None
 
 
-def estimate_samples(m: int) -> np.ndarray:
-    """Indices of the targets (of m) at which the estimate looks at spectral heads: all of them
-    up to :data:`ESTIMATE_SAMPLES`, else that many evenly spaced ones."""
+def estimate_samples(m: int) -> slice | np.ndarray:
+    """The targets (of m) at which the estimate looks at spectral heads: all of them up to
+    :data:`ESTIMATE_SAMPLES` (a slice: views, not copies), else the indices of that many evenly
+    spaced ones."""
     if m <= ESTIMATE_SAMPLES:
-        return np.arange(m)
+        return slice(None)
     return np.linspace(0, m - 1, ESTIMATE_SAMPLES).astype(int)
 
 
@@ -403,7 +404,8 @@ class FastEvaluator(NonlocalEvaluator):
             m, H = points.shape[0], len(model.heads)
             values = FieldValues.empty(H, m, d)
             sample = estimate_samples(m)
-            record = EstimateInput(points[sample], prepared)
+            every = isinstance(sample, slice)
+            record = EstimateInput(points[sample].copy(), prepared)  # a copy: the caller's points may change
             if prepared:
                 key = array_key(group.points) if group.fixed else None
                 plan = plan_of(source_plans, points) or self._transform(
@@ -411,11 +413,11 @@ class FastEvaluator(NonlocalEvaluator):
                     self.epsilon, False,
                 )
                 fields = self._synthesise(plan, prepared, ("fields",))[0]
-                record.degree, record.probe = plan.L, plan if sample.size == m else None
+                record.degree, record.probe = plan.L, plan if every else None
                 record.epsilon = max(measure.epsilon, plan.epsilon)
                 for s, GF in zip(prepared, fields):
                     self._store(values, s.index, GF, s.kappa)
-                    record.fields.append(GF[:, sample])
+                    record.fields.append(GF[:, sample])  # the evaluation's own arrays: views kept
             for h, head in enumerate(model.heads):
                 if h in spectral:
                     continue
@@ -425,7 +427,8 @@ class FastEvaluator(NonlocalEvaluator):
                 )
                 self._store(values, h, sums, kappa)
                 record.expanded.append((h, sums[:, sample], extra[:, sample], kappa[sample]))
-            record.values = FieldValues(values.N[:, sample], values.Z[:, sample], values.log_scale[:, sample])
+            record.values = FieldValues(values.N[:, sample].copy(), values.Z[:, sample].copy(),
+                                        values.log_scale[:, sample].copy())  # the caller's
             results.append(values)
             inputs.append(record)
         self._plans = used

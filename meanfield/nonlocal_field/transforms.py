@@ -189,13 +189,13 @@ class PointTransform:
 class DirectTransform:
     """The two directions of :class:`PointTransform` by the exact sums over the points.
 
-    The harmonics at the points are kept as one real matrix ``[Re Y, -Im Y]`` (shape (n, 2K),
-    K the coefficients of degree <= L: ``e^{i n psi}``, n = 0..L, on S^1; ``Y_lm``,
-    0 <= m <= l <= L, on S^2), so that the adjoint is ``A^T w`` and the synthesis of real
-    functions ``A [f Re c; f Im c]`` with ``f`` = 1 for order 0 and 2 otherwise (the negative
-    orders, see :mod:`.spectral`).  Parameters as :class:`PointTransform` (``epsilon`` and
-    ``adjoint`` are accepted for the same signature and not used: the sums are exact, and the
-    ``epsilon`` attribute is 0).
+    The harmonics at the points (K coefficients of degree <= L: ``e^{i n psi}``, n = 0..L, on
+    S^1; ``Y_lm``, 0 <= m <= l <= L, on S^2) are kept as one real matrix ``A`` whose rows are
+    ``Re Y`` and ``-Im Y`` of the orders m > 0 (``Y`` is real at m = 0), shape (2K - L - 1, n),
+    so that the adjoint is ``A w`` and the synthesis of real functions ``[f Re c, f Im c] A``
+    with ``f`` = 1 for order 0 and 2 otherwise (the negative orders, see :mod:`.spectral`).
+    Parameters as :class:`PointTransform` (``epsilon`` and ``adjoint`` are accepted for the
+    same signature and not used: the sums are exact, and the ``epsilon`` attribute is 0).
     """
 
     def __init__(self, points: np.ndarray, L: int, epsilon: float = 0.0, adjoint: bool = True) -> None:
@@ -206,34 +206,36 @@ class DirectTransform:
         self.spectrum = spectrum_for(self.d, L)
         if self.d == 2:
             psi = np.arctan2(points[:, 1], points[:, 0])
-            Y = np.exp(1j * np.outer(psi, np.arange(L + 1)))  # (n, K)
+            Y = np.exp(1j * np.outer(np.arange(L + 1), psi))  # [n, point]
             self._index: tuple = (slice(None),)
             order = np.arange(L + 1)
         elif self.d == 3:
             angles = spherical_angles(points)
             harmonics = sph_harm_y_all(L, L, angles[:, 0], np.mod(angles[:, 1], 2 * np.pi))  # [l, m, point]
-            l, m = np.tril_indices(L + 1)  # the nonzero [l, m] of the spectrum: m <= l
-            self._index = (l, m)
-            Y = harmonics[l, m].T
-            order = m
+            l, order = np.tril_indices(L + 1)  # the nonzero [l, m] of the spectrum: m <= l
+            self._index = (l, order)
+            Y = harmonics[l, order]
         else:
             raise ValueError(f"point transforms: d must be 2 or 3, got {self.d}")
-        self._matrix = np.ascontiguousarray(np.concatenate([Y.real, -Y.imag], axis=1))
-        self._factor = np.where(order == 0, 1.0, 2.0)
+        self._orders = order > 0
+        self._matrix = np.ascontiguousarray(np.concatenate([Y.real, -Y.imag[self._orders]]))
+        self._factor = np.where(self._orders, 2.0, 1.0)
 
     def adjoint(self, weights: np.ndarray) -> np.ndarray:
         """Coefficients of ``sum_j w_j delta_{y_j}`` (this rank's points only)."""
-        sums = np.asarray(weights, dtype=float) @ self._matrix
-        K = sums.size // 2
+        sums = self._matrix @ np.asarray(weights, dtype=float)
+        K = self._factor.size
+        c = sums[:K].astype(complex)
+        c.imag[self._orders] = sums[K:]
         out = np.zeros(self.spectrum.shape, dtype=complex)
-        out[self._index] = sums[:K] + 1j * sums[K:]
+        out[self._index] = c
         return out
 
     def synthesis(self, coefficients: np.ndarray) -> np.ndarray:
         """Values at the points, shape (k, n), of the k real functions with coefficient sets
         ``coefficients`` (shape (k,) + spectrum shape, degrees <= L)."""
         c = coefficients[(slice(None),) + self._index] * self._factor
-        return np.concatenate([c.real, c.imag], axis=1) @ self._matrix.T
+        return np.concatenate([c.real, c.imag[:, self._orders]], axis=1) @ self._matrix
 
 
 #: Either kind of transform of a point set (the same attributes and methods).
@@ -250,7 +252,7 @@ def point_transform(points: np.ndarray, L: int, epsilon: float, adjoint: bool = 
     the NUFFT's accuracy ``epsilon`` (far below the field's tolerance), not by round-off.
     """
     d, n = points.shape[1], points.shape[0]
-    basis = 2 * (L + 1) if d == 2 else (L + 1) * (L + 2)  # real values per point
+    basis = 2 * L + 1 if d == 2 else (L + 1) ** 2  # real values per point (DirectTransform)
     fixed, per_mode, per_point = NUFFT_NS[d]
     nufft = fixed + per_mode * (2 * L + 1) ** (d - 1) + per_point * n
     if 8 * n * basis <= DIRECT_BYTES and DIRECT_NS[d] * basis * n < nufft:
