@@ -165,8 +165,10 @@ class SpectralHead:
 
 def place(out: np.ndarray, c: np.ndarray, degrees: slice) -> None:
     """Write the degrees ``degrees`` of the coefficient sets ``c`` (shape (k,) + spectrum
-    shape) into ``out`` (k sets of a degree at least c's, zero elsewhere)."""
-    out[(slice(None), degrees) + (slice(0, c.shape[-1]),) * (c.ndim - 2)] = c[:, degrees]
+    shape) into ``out`` (k sets of a degree at least the largest of ``degrees``, zero
+    elsewhere); on S^2 the orders beyond ``out``'s, zero at those degrees, are left out."""
+    orders = (slice(0, min(c.shape[-1], out.shape[-1])),) * (c.ndim - 2)
+    out[(slice(None), degrees) + orders] = c[(slice(None), degrees) + orders]
 
 
 @dataclass
@@ -175,7 +177,8 @@ class EstimateInput:
     sampled targets (:func:`estimate_samples`): their points, the field there, the spectral
     heads' preparations with their scaled sums ``[G, F]`` at the samples, the transform that
     synthesises the neglected degree at the samples (the targets' own when every target is
-    sampled, else None: one is planned when the estimate is asked for) and its degree, the
+    sampled and it reaches that degree, as a shared source plan does; else None: one is
+    planned when the estimate is asked for) and that degree, the
     accuracy of the transforms behind the values (the larger of the measure's and the
     targets' transform's ``epsilon``; 0 for exact sums), and for the other heads
     ``(h, sums, neglected part, kappa)`` at the samples."""
@@ -408,12 +411,12 @@ class FastEvaluator(NonlocalEvaluator):
             record = EstimateInput(points[sample].copy(), prepared)  # a copy: the caller's points may change
             if prepared:
                 key = array_key(group.points) if group.fixed else None
+                L = max(self.degrees[h] for h in spectral)
                 plan = plan_of(source_plans, points) or self._transform(
-                    self._plans, used, "targets", points, key, max(self.degrees[h] for h in spectral) + 1,
-                    self.epsilon, False,
+                    self._plans, used, "targets", points, key, L, self.epsilon, False
                 )
                 fields = self._synthesise(plan, prepared, ("fields",))[0]
-                record.degree, record.probe = plan.L, plan if every else None
+                record.degree, record.probe = L + 1, plan if every and plan.L > L else None
                 record.epsilon = max(measure.epsilon, plan.epsilon)
                 for s, GF in zip(prepared, fields):
                     self._store(values, s.index, GF, s.kappa)
