@@ -210,13 +210,15 @@ def test_empty_point_sets(kind):
 
 @pytest.mark.parametrize("d", [2, 3])
 def test_few_points_are_summed_directly(rng, d, monkeypatch):
-    """point_transform: a rank's few points take the exact sums (no NUFFT's fixed grid FFT),
-    many points a NUFFT, and a basis matrix beyond DIRECT_BYTES never the direct sums; the two
-    agree to the NUFFT's accuracy, and the direct sums report an accuracy of 0."""
+    """point_transform: a rank's few fixed points take the exact sums (no NUFFT's fixed grid
+    FFT), many points, points that move (a matrix built at every call) and a basis matrix beyond
+    DIRECT_BYTES a NUFFT; the two agree to the NUFFT's accuracy, and the direct sums report an
+    accuracy of 0."""
     L, eps = 14, 1e-7
     few, many = random_sphere_points(rng, 20, d), random_sphere_points(rng, 40000, d)
     direct = point_transform(few, L, eps)
     assert isinstance(direct, DirectTransform) and direct.epsilon == 0.0
+    assert isinstance(point_transform(few, L, eps, fixed=False), PointTransform)
     assert isinstance(point_transform(many, L, eps), PointTransform)
     w = rng.uniform(0.1, 1, 20)
     nufft = PointTransform(few, L, eps)

@@ -296,7 +296,7 @@ class FastEvaluator(NonlocalEvaluator):
         full = (role, key)
         plan = kept.get(full) if key is not None else None
         if plan is None:
-            plan = point_transform(np.ascontiguousarray(points, dtype=float), L, epsilon, adjoint)
+            plan = point_transform(np.ascontiguousarray(points, dtype=float), L, epsilon, adjoint, key is not None)
         if key is not None:
             used[full] = plan
         return plan
@@ -451,7 +451,7 @@ class FastEvaluator(NonlocalEvaluator):
                 continue
             change = np.zeros(n)  # sum over heads of |dX_h|
             if record.heads:
-                probe = record.probe or point_transform(record.points, record.degree, self.epsilon, False)
+                probe = record.probe or point_transform(record.points, record.degree, self.epsilon, False, fixed=False)
                 neglected = self._synthesise(probe, record.heads, ("neglected",))[0]
                 for s, GF, dGF in zip(record.heads, record.fields, neglected):
                     dX = self._first_order_change(s.index, GF, dGF, np.full(n, s.kappa), record.points)

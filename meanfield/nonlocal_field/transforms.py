@@ -199,26 +199,26 @@ class DirectTransform:
     """
 
     def __init__(self, points: np.ndarray, L: int, epsilon: float = 0.0, adjoint: bool = True) -> None:
-        from scipy.special import sph_harm_y_all
-
         self.d, self.L, self.size = points.shape[1], L, points.shape[0]
         self.epsilon = 0.0
         self.spectrum = spectrum_for(self.d, L)
+        # rows of the real basis (harmonic_basis) and their factors: Y_n = cos + i sin on S^1;
+        # on S^2 row l^2 + l + m holds Y_l0 (m = 0) and sqrt 2 (-1)^m Re / Im Y_l|m| (m > 0 / < 0)
         if self.d == 2:
-            psi = np.arctan2(points[:, 1], points[:, 0])
-            Y = np.exp(1j * np.outer(np.arange(L + 1), psi))  # [n, point]
-            self._index: tuple = (slice(None),)
             order = np.arange(L + 1)
+            self._index: tuple = (slice(None),)
+            rows = np.concatenate([np.where(order == 0, 0, 2 * order - 1), 2 * order[1:]])
+            scale = np.concatenate([np.ones(L + 1), -np.ones(L)])
         elif self.d == 3:
-            angles = spherical_angles(points)
-            harmonics = sph_harm_y_all(L, L, angles[:, 0], np.mod(angles[:, 1], 2 * np.pi))  # [l, m, point]
             l, order = np.tril_indices(L + 1)  # the nonzero [l, m] of the spectrum: m <= l
             self._index = (l, order)
-            Y = harmonics[l, order]
+            rows = np.concatenate([l * l + l + order, (l * l + l - order)[order > 0]])
+            sign = np.where(order % 2 == 0, 1.0, -1.0) / np.sqrt(2.0)
+            scale = np.concatenate([np.where(order == 0, 1.0, sign), -sign[order > 0]])
         else:
             raise ValueError(f"point transforms: d must be 2 or 3, got {self.d}")
         self._orders = order > 0
-        self._matrix = np.ascontiguousarray(np.concatenate([Y.real, -Y.imag[self._orders]]))
+        self._matrix = np.ascontiguousarray(harmonic_basis(points, L)[rows] * scale[:, None])
         self._factor = np.where(self._orders, 2.0, 1.0)
 
     def adjoint(self, weights: np.ndarray) -> np.ndarray:
@@ -242,10 +242,14 @@ class DirectTransform:
 Transform = PointTransform | DirectTransform
 
 
-def point_transform(points: np.ndarray, L: int, epsilon: float, adjoint: bool = True) -> Transform:
+def point_transform(points: np.ndarray, L: int, epsilon: float, adjoint: bool = True,
+                    fixed: bool = True) -> Transform:
     """The cheaper transform of ``points`` at degree L: the direct sums, at :data:`DIRECT_NS`
     per point and real basis value while their matrix fits in :data:`DIRECT_BYTES`, or a NUFFT,
-    at a fixed cost (per grid mode) and a cost per point (:data:`NUFFT_NS`).
+    at a fixed cost (per grid mode) and a cost per point (:data:`NUFFT_NS`).  The direct sums
+    are only for ``fixed`` point sets (the mesh's, transformed at every evaluation of a run):
+    building their matrix costs 10-20 ns per value, many evaluations' worth, where a NUFFT
+    plan costs about 0.1 us per point.
 
     The choice depends on this rank's number of points only (no communication), so a run on
     many ranks may take the direct sums where one rank takes a NUFFT: the two then differ by
@@ -253,8 +257,8 @@ def point_transform(points: np.ndarray, L: int, epsilon: float, adjoint: bool = 
     """
     d, n = points.shape[1], points.shape[0]
     basis = 2 * L + 1 if d == 2 else (L + 1) ** 2  # real values per point (DirectTransform)
-    fixed, per_mode, per_point = NUFFT_NS[d]
-    nufft = fixed + per_mode * (2 * L + 1) ** (d - 1) + per_point * n
-    if 8 * n * basis <= DIRECT_BYTES and DIRECT_NS[d] * basis * n < nufft:
+    fixed_ns, per_mode, per_point = NUFFT_NS[d]
+    nufft = fixed_ns + per_mode * (2 * L + 1) ** (d - 1) + per_point * n
+    if fixed and 8 * n * basis <= DIRECT_BYTES and DIRECT_NS[d] * basis * n < nufft:
         return DirectTransform(points, L, epsilon, adjoint)
     return PointTransform(points, L, epsilon, adjoint)
