@@ -318,7 +318,8 @@ class FastEvaluator(NonlocalEvaluator):
             w = np.asarray(g.weights, dtype=float)
             local += plan.adjoint(w)
             mass = float(np.abs(w).sum())
-            extra += np.concatenate([w @ g.points, [w.sum(), plan.epsilon * mass, mass]])
+            extra[:d] += w @ g.points
+            extra[d:] += (w.sum(), plan.epsilon * mass, mass)
             plans.append((g.points, plan))
         flat = allreduce_sum(self.comm, np.concatenate([local.ravel().view(float), extra]))
         coeffs = flat[: -(d + 3)].view(complex).reshape(spectrum.shape)

@@ -206,36 +206,34 @@ class DirectTransform:
         # on S^2 row l^2 + l + m holds Y_l0 (m = 0) and sqrt 2 (-1)^m Re / Im Y_l|m| (m > 0 / < 0)
         if self.d == 2:
             order = np.arange(L + 1)
-            self._index: tuple = (slice(None),)
+            flat = order  # positions of the coefficients in the flattened spectrum
             rows = np.concatenate([np.where(order == 0, 0, 2 * order - 1), 2 * order[1:]])
             scale = np.concatenate([np.ones(L + 1), -np.ones(L)])
         elif self.d == 3:
             l, order = np.tril_indices(L + 1)  # the nonzero [l, m] of the spectrum: m <= l
-            self._index = (l, order)
+            flat = np.ravel_multi_index((l, order), self.spectrum.shape)
             rows = np.concatenate([l * l + l + order, (l * l + l - order)[order > 0]])
             sign = np.where(order % 2 == 0, 1.0, -1.0) / np.sqrt(2.0)
             scale = np.concatenate([np.where(order == 0, 1.0, sign), -sign[order > 0]])
         else:
             raise ValueError(f"point transforms: d must be 2 or 3, got {self.d}")
-        self._orders = order > 0
         self._matrix = np.ascontiguousarray(harmonic_basis(points, L)[rows] * scale[:, None])
-        self._factor = np.where(self._orders, 2.0, 1.0)
+        # the matrix's rows as positions in a coefficient array seen as reals (re, im pairs)
+        self._reals = np.concatenate([2 * flat, 2 * flat[order > 0] + 1])
+        self._factor = np.where(np.concatenate([order, order[order > 0]]) > 0, 2.0, 1.0)
 
     def adjoint(self, weights: np.ndarray) -> np.ndarray:
         """Coefficients of ``sum_j w_j delta_{y_j}`` (this rank's points only)."""
-        sums = self._matrix @ np.asarray(weights, dtype=float)
-        K = self._factor.size
-        c = sums[:K].astype(complex)
-        c.imag[self._orders] = sums[K:]
         out = np.zeros(self.spectrum.shape, dtype=complex)
-        out[self._index] = c
+        out.reshape(-1).view(float)[self._reals] = self._matrix @ np.asarray(weights, dtype=float)
         return out
 
     def synthesis(self, coefficients: np.ndarray) -> np.ndarray:
         """Values at the points, shape (k, n), of the k real functions with coefficient sets
         ``coefficients`` (shape (k,) + spectrum shape, degrees <= L)."""
-        c = coefficients[(slice(None),) + self._index] * self._factor
-        return np.concatenate([c.real, c.imag[:, self._orders]], axis=1) @ self._matrix
+        k = coefficients.shape[0]
+        reals = np.ascontiguousarray(coefficients, dtype=complex).reshape(k, -1).view(float)
+        return (reals[:, self._reals] * self._factor) @ self._matrix
 
 
 #: Either kind of transform of a point set (the same attributes and methods).
