@@ -1,9 +1,10 @@
-"""The nonlocal-field package as it was before the transform-based field, loaded from git for comparison.
+"""The nonlocal-field package as it was at an earlier commit, loaded from git for comparison.
 
-``load_baseline()`` extracts ``meanfield/nonlocal_field`` and ``meanfield/model.py`` at
-:data:`BASELINE_COMMIT` into a temporary package ``meanfield_baseline`` and imports it, so a
-benchmark can time the old evaluators next to the current ones in the same process (the
-repository keeps no copy of old code).  The old evaluators accept current
+``load_baseline()`` extracts ``meanfield/nonlocal_field`` (every module it had), ``meanfield/model.py``
+and, where it existed, ``meanfield/threads.py`` at :data:`BASELINE_COMMIT` (or the commit given)
+into a temporary package ``meanfield_baseline`` and imports it, so a benchmark can time the old
+evaluators next to the current ones in the same process (the repository keeps no copy of old
+code); one baseline per process.  The old evaluators accept current
 ``meanfield.model.AttentionModel`` objects (they only read their attributes).
 """
 
@@ -17,10 +18,17 @@ from pathlib import Path
 
 #: The commit the benchmarks' ratios are measured against (the last one before the transform-based field).
 BASELINE_COMMIT = "4692bdb"
-_FILES = ["model.py"] + [
-    f"nonlocal_field/{name}.py"
-    for name in ("__init__", "auto", "base", "direct", "fast", "harmonics", "parallel", "select")
-]
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout
+
+
+def baseline_files(repo: Path, commit: str) -> list[str]:
+    """Paths under ``meanfield/`` that the baseline package takes from ``commit``."""
+    listed = _git(repo, "ls-tree", "--name-only", commit, "meanfield/model.py", "meanfield/threads.py",
+                  "meanfield/nonlocal_field/").split()
+    return [path.removeprefix("meanfield/") for path in listed if path.endswith(".py")]
 
 
 def load_baseline(commit: str = BASELINE_COMMIT):
@@ -33,9 +41,7 @@ def load_baseline(commit: str = BASELINE_COMMIT):
     package = root / name
     (package / "nonlocal_field").mkdir(parents=True)
     (package / "__init__.py").write_text("")
-    for rel in _FILES:
-        text = subprocess.run(["git", "-C", str(repo), "show", f"{commit}:meanfield/{rel}"],
-                              check=True, capture_output=True, text=True).stdout
-        (package / rel).write_text(text)
+    for rel in baseline_files(repo, commit):
+        (package / rel).write_text(_git(repo, "show", f"{commit}:meanfield/{rel}"))
     sys.path.insert(0, str(root))
     return importlib.import_module(f"{name}.nonlocal_field")

@@ -184,6 +184,57 @@ def test_a_write_error_on_rank_0_fails_the_run_cleanly(tmp_path):
     assert len(partial.times) == 2 and np.allclose(partial.times, [0.0, 0.1])
 
 
+#: A hybrid S^1 run with the fast field: two atoms captured at the first steps, so that rank 0
+#: holds atoms as targets and rank 1 an empty target group for most of the run.
+HYBRID_FAST_CASE = """name = "hybrid"
+[mesh]
+sphere = "S1"
+resolution = 64
+[model]
+beta = 9.0
+[initial]
+kind = "vmf"
+centers = [[1.0, 0.0], [-0.6, 0.8]]
+kappas = [100.0, 100.0]
+[scheme]
+kind = "dg1"
+[nonlocal]
+method = "fast"
+[time]
+t_final = 0.75
+outputs = 3
+[atoms]
+capture = true
+min_height = 5.0
+core_fraction = 0.5
+core_level = 0.3
+absorb_mass = 0.0
+lipschitz_step = 0.25
+[output]
+xdmf = false
+"""
+
+
+def test_hybrid_fast_run_on_two_ranks_matches_one(tmp_path):
+    """``mpirun -n 2 meanfield run`` of a hybrid run with the fast field completes (an error on
+    the rank without atoms once left rank 0 stepping alone: a hang) and agrees with one rank."""
+    cfg = _case(tmp_path, HYBRID_FAST_CASE)
+    proc = meanfield_job("run", str(cfg), "--out", str(tmp_path / "two"), "--quiet", timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    two, one = meanfield.load_run(tmp_path / "two"), meanfield.run(cfg, out=tmp_path / "one", comm=MPI.COMM_SELF,
+                                                                  quiet=True)
+    assert two.status == one.status == "completed" and np.array_equal(two.times, one.times)
+    assert np.abs(two.densities - one.densities).max() <= 1e-12
+    assert np.abs(two.vertex_densities - one.vertex_densities).max() <= 1e-12
+    pairs = list(zip(layout.snapshot_files(tmp_path / "two"), layout.snapshot_files(tmp_path / "one"), strict=True))
+    assert len(np.load(pairs[-1][1][1])["atom_ids"]) == 2  # the atoms were captured
+    for (_, path), (_, ref) in pairs:
+        a, b = np.load(path), np.load(ref)
+        assert np.array_equal(a["atom_ids"], b["atom_ids"])
+        for key in ("atom_positions", "atom_masses"):
+            assert np.abs(a[key] - b[key]).max(initial=0.0) <= 1e-12, key
+
+
 # -- signals, kill -9 and resume ----------------------------------------------------------------
 def _checkpoint_t(run: Path) -> str:
     """The time of the run's checkpoint (read before the resume overwrites it), for messages."""

@@ -10,11 +10,20 @@ from helpers.sphere import random_sphere_points
 from scipy.spatial.transform import Rotation
 from scipy.special import eval_legendre, sph_harm_y
 
+from meanfield.nonlocal_field import transforms
 from meanfield.nonlocal_field.harmonics import harmonic_basis
 from meanfield.nonlocal_field.spectral import euler_zyz
-from meanfield.nonlocal_field.transforms import PointTransform, spherical_angles, theta_series
+from meanfield.nonlocal_field.transforms import (
+    DirectTransform,
+    PointTransform,
+    point_transform,
+    spherical_angles,
+    theta_series,
+)
 
 EPS = 1e-12
+#: Both kinds of transform of a point set (the NUFFT and the direct sums).
+KINDS = [PointTransform, DirectTransform]
 
 
 def explicit_coefficients(y: np.ndarray, w: np.ndarray, L: int) -> np.ndarray:
@@ -56,32 +65,35 @@ def real_coefficients(rng, d: int, L: int) -> np.ndarray:
     return c
 
 
+@pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("d", [2, 3])
-def test_adjoint_matches_explicit_sums(rng, d):
+def test_adjoint_matches_explicit_sums(rng, d, kind):
     y, w = random_sphere_points(rng, 300, d), rng.uniform(-1, 1, 300)
     y[:3] = np.eye(d)[:3] if d == 3 else y[:3]  # include the poles' neighbourhood exactly
     L = 11
-    got = PointTransform(y, L, EPS).adjoint(w)
+    got = kind(y, L, EPS).adjoint(w)
     np.testing.assert_allclose(got, explicit_coefficients(y, w, L), rtol=0, atol=20 * EPS * np.abs(w).sum())
 
 
 @pytest.mark.parametrize("d", [2, 3])
 @pytest.mark.parametrize("count", [1, 3, 4])
-def test_synthesis_matches_explicit_series(rng, d, count):
+@pytest.mark.parametrize("kind", KINDS)
+def test_synthesis_matches_explicit_series(rng, d, count, kind):
     """Several real functions share complex transforms (an odd count leaves one alone)."""
     L = 9
     x = random_sphere_points(rng, 200, d)
     c = np.stack([real_coefficients(rng, d, L) for _ in range(count)])
-    got = PointTransform(x, L, EPS, adjoint=False).synthesis(c)
+    got = kind(x, L, EPS, adjoint=False).synthesis(c)
     for k in range(count):
         ref = explicit_series(c[k], x)
         np.testing.assert_allclose(got[k], ref, rtol=0, atol=50 * EPS * np.abs(c[k]).sum())
 
 
-def test_synthesis_pads_lower_degrees(rng):
+@pytest.mark.parametrize("kind", KINDS)
+def test_synthesis_pads_lower_degrees(rng, kind):
     x = random_sphere_points(rng, 50, 3)
     c = real_coefficients(rng, 3, 4)
-    got = PointTransform(x, 12, EPS).synthesis(np.pad(c, ((0, 8), (0, 8)))[None])[0]
+    got = kind(x, 12, EPS).synthesis(np.pad(c, ((0, 8), (0, 8)))[None])[0]
     np.testing.assert_allclose(got, explicit_series(c, x), atol=1e-10)
 
 
@@ -188,8 +200,29 @@ def test_split_points_sum_to_the_whole(rng, d):
     np.testing.assert_allclose(alone, among, rtol=0, atol=1e-13 * np.abs(among).max())
 
 
-def test_empty_point_sets():
+@pytest.mark.parametrize("kind", KINDS)
+def test_empty_point_sets(kind):
     for d in (2, 3):
-        plan = PointTransform(np.zeros((0, d)), 5, 1e-8)
+        plan = kind(np.zeros((0, d)), 5, 1e-8)
         assert not plan.adjoint(np.zeros(0)).any()
         assert plan.synthesis(np.zeros((2,) + plan.spectrum.shape, dtype=complex)).shape == (2, 0)
+
+
+@pytest.mark.parametrize("d", [2, 3])
+def test_few_points_are_summed_directly(rng, d, monkeypatch):
+    """point_transform: a rank's few fixed points take the exact sums (no NUFFT's fixed grid
+    FFT), many points, points that move (a matrix built at every call) and a basis matrix beyond
+    DIRECT_BYTES a NUFFT; the two agree to the NUFFT's accuracy, and the direct sums report an
+    accuracy of 0."""
+    L, eps = 14, 1e-7
+    few, many = random_sphere_points(rng, 20, d), random_sphere_points(rng, 40000, d)
+    direct = point_transform(few, L, eps)
+    assert isinstance(direct, DirectTransform) and direct.epsilon == 0.0
+    assert isinstance(point_transform(few, L, eps, fixed=False), PointTransform)
+    assert isinstance(point_transform(many, L, eps), PointTransform)
+    w = rng.uniform(0.1, 1, 20)
+    nufft = PointTransform(few, L, eps)
+    assert nufft.epsilon == eps
+    np.testing.assert_allclose(direct.adjoint(w), nufft.adjoint(w), rtol=0, atol=eps * w.sum())
+    monkeypatch.setattr(transforms, "DIRECT_BYTES", 0)
+    assert isinstance(point_transform(few, L, eps), PointTransform)

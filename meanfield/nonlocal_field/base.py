@@ -67,18 +67,24 @@ class FieldValues:
         scaled N back by ``exp(log_scale)``.  Targets where a softmax head sees no mass get
         zero velocity from that head.  The heads' sum is projected once (P_x is linear).
         Computed component by component (long contiguous loops when N is stored as by
-        :meth:`empty`); the result is a transposed view of a (d, targets) array.
+        :meth:`empty`, and on a contiguous copy of the targets' components); the result is a
+        transposed view of a (d, targets) array.
         """
-        XT = np.zeros((model.d, targets.shape[0]))
+        XT = None
         for h, head in enumerate(model.heads):
             if model.softmax:
                 Z = self.Z[h]
                 factor = np.divide(head.weight, Z, out=np.zeros_like(Z), where=Z > 0)
             else:
                 factor = head.weight * np.exp(self.log_scale[h])
-            XT += self.N[h].T * factor
-        xT = targets.T
-        XT -= xT * np.einsum("ij,ij->j", xT, XT)
+            term = self.N[h].T * factor
+            XT = term if XT is None else np.add(XT, term, out=XT)
+        assert XT is not None  # a model has at least one head
+        xT = np.ascontiguousarray(targets.T)
+        radial = xT[0] * XT[0]
+        for i in range(1, model.d):
+            radial += xT[i] * XT[i]
+        XT -= xT * radial
         return XT.T
 
     def partition_function(self) -> np.ndarray:

@@ -15,7 +15,8 @@ evaluation is then
 1. one adjoint transform of the weights at this rank's sources (``ducc0`` NUFFT,
    :mod:`.transforms`) and one ``Allreduce`` of the coefficients (a few kB);
 2. on the coefficients only: the moments of ``w_j y_j`` by the coordinate recurrences,
-   the rotation by ``R`` and the kernel factors ``mult_l``;
+   the rotation by ``R`` and the kernel factors ``mult_l`` (computed once per head and degree,
+   :class:`HeadTerms`);
 3. one synthesis of ``d + 1`` real functions per head at this rank's targets.
 
 The cost per point grows only with the logarithm of the NUFFT accuracy, not with the degree
@@ -51,16 +52,17 @@ relative error is not attainable where X vanishes).  For softmax attention the e
 about that of N and Z divided by Z: below ``tol`` for measures spread like a density, larger
 at targets where Z is exponentially small (a measure collapsed into clusters far from the
 target at large ``kappa``).  :meth:`FastEvaluator.diagnostics` reports an a-posteriori
-estimate of the last evaluation: for spectral heads a bound of the first neglected degree
-(from its coefficients: Cauchy-Schwarz and the addition theorem) plus the NUFFT's accuracy,
-propagated to X at every target; for the other heads the first neglected degree's actual
-effect on X.
+estimate of the last evaluation, computed when it is asked for from what the evaluation kept
+at the sampled targets (:class:`EstimateInput`; evaluations do not synthesise the neglected
+degree): for spectral heads a bound of the first neglected degree (from its coefficients:
+Cauchy-Schwarz and the addition theorem) plus the NUFFT's accuracy, propagated to X at every
+sampled target; for the other heads the first neglected degree's actual effect on X.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -70,7 +72,7 @@ from .expansion import BasisCache, default_cache_bytes, exact_moments, target_su
 from .harmonics import basis_size, tail_ratios, truncation_degree
 from .parallel import allreduce_sum
 from .spectral import kernel_multipliers, spectrum_for
-from .transforms import EPSILON_FLOOR, PointTransform
+from .transforms import EPSILON_FLOOR, Transform, point_transform
 
 #: Below this tolerance the NUFFT cannot deliver: every head uses the exact expansion.
 TRANSFORM_TOL_FLOOR = 1e-12
@@ -117,36 +119,90 @@ def resize(c: np.ndarray, d: int, L: int) -> np.ndarray:
 
 @dataclass
 class Measure:
-    """The global source measure as one evaluation needs it: coefficients (degree L) and the
-    exact sums ``[sum_j w_j y_j, sum_j w_j]``."""
+    """The global source measure as one evaluation needs it: coefficients (degree L), the
+    exact sums ``[sum_j w_j y_j, sum_j w_j]`` and the coefficients' accuracy relative to
+    ``sum_j |w_j|`` (the transforms' ``epsilon`` weighted by the ``|w|`` each was given, over
+    all ranks: 0 where every rank summed directly)."""
 
     coefficients: np.ndarray
     sums: np.ndarray
+    epsilon: float
+
+
+@dataclass(frozen=True)
+class HeadTerms:
+    """What a spectral head's evaluations share, fixed by the model and the degree alone
+    (computed once, at construction): the kernel concentration ``kappa``, the kernel factors
+    ``mult_l`` of degrees 0..L + 1 shaped to multiply a coefficient array, and the rotation
+    ``R`` (None for the identity)."""
+
+    kappa: float
+    multipliers: np.ndarray
+    rotation: np.ndarray | None
+
+
+def head_terms(d: int, L: int, beta: float, factor: tuple[float, np.ndarray]) -> HeadTerms:
+    """:class:`HeadTerms` of a head of degree L with ``Q^T K = c R`` (``factor = (c, R)``)."""
+    c, R = factor
+    kappa = beta * c
+    mult = kernel_multipliers(d, L + 1, kappa)
+    return HeadTerms(kappa, mult[:, None] if d == 3 else mult, None if np.array_equal(R, np.eye(d)) else R)
 
 
 @dataclass
 class SpectralHead:
-    """What one evaluation prepares for a spectral head: the coefficient sets of its ``d + 1``
-    functions ``[G, F]`` (kernel factors applied) up to degree L and their degree-(L + 1) parts
-    (the first neglected degree); or, when ``kappa = 0`` (constant kernel), the exact constant
-    values ``[sum w y, sum w]``."""
+    """What one evaluation prepares for a spectral head of degree L: the coefficient sets of its
+    ``d + 1`` functions ``[G, F]`` (kernel factors applied) up to degree L + 1, whose degrees
+    up to L are the field and whose degree L + 1 is the first neglected one; or, when
+    ``kappa = 0`` (constant kernel), the exact constant values ``[sum w y, sum w]``."""
 
     index: int
     kappa: float
-    fields: np.ndarray | None
-    neglected: np.ndarray | None
+    degree: int
+    coefficients: np.ndarray | None
     constant: np.ndarray | None = None
 
 
-def estimate_samples(m: int) -> np.ndarray:
-    """Indices of the targets (of m) at which the estimate looks at spectral heads: all of them
-    up to :data:`ESTIMATE_SAMPLES`, else that many evenly spaced ones."""
+def place(out: np.ndarray, c: np.ndarray, degrees: slice) -> None:
+    """Write the degrees ``degrees`` of the coefficient sets ``c`` (shape (k,) + spectrum
+    shape) into ``out`` (k sets of a degree at least the largest of ``degrees``, zero
+    elsewhere); on S^2 the orders beyond ``out``'s, zero at those degrees, are left out."""
+    orders = (slice(0, min(c.shape[-1], out.shape[-1])),) * (c.ndim - 2)
+    out[(slice(None), degrees) + orders] = c[(slice(None), degrees) + orders]
+
+
+@dataclass
+class EstimateInput:
+    """What the a-posteriori estimate needs of one target group of an evaluation, at its
+    sampled targets (:func:`estimate_samples`): their points, the field there, the spectral
+    heads' preparations with their scaled sums ``[G, F]`` at the samples, the transform that
+    synthesises the neglected degree at the samples (the targets' own when every target is
+    sampled and it reaches that degree, as a shared source plan does; else None: one is
+    planned when the estimate is asked for) and that degree, the
+    accuracy of the transforms behind the values (the larger of the measure's and the
+    targets' transform's ``epsilon``; 0 for exact sums), and for the other heads
+    ``(h, sums, neglected part, kappa)`` at the samples."""
+
+    points: np.ndarray
+    heads: list[SpectralHead]
+    fields: list[np.ndarray] = field(default_factory=list)
+    probe: Transform | None = None
+    degree: int = 0
+    epsilon: float = 0.0
+    expanded: list[tuple[int, np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=list)
+    values: FieldValues | None = None
+
+
+def estimate_samples(m: int) -> slice | np.ndarray:
+    """The targets (of m) at which the estimate looks at spectral heads: all of them up to
+    :data:`ESTIMATE_SAMPLES` (a slice: views, not copies), else the indices of that many evenly
+    spaced ones."""
     if m <= ESTIMATE_SAMPLES:
-        return np.arange(m)
+        return slice(None)
     return np.linspace(0, m - 1, ESTIMATE_SAMPLES).astype(int)
 
 
-def plan_of(plans: Sequence[tuple[np.ndarray, PointTransform]], points: np.ndarray) -> PointTransform | None:
+def plan_of(plans: Sequence[tuple[np.ndarray, Transform]], points: np.ndarray) -> Transform | None:
     """The transform of a source group whose points equal ``points`` (targets that are also
     sources share its plan), else None.
 
@@ -199,6 +255,8 @@ class FastEvaluator(NonlocalEvaluator):
             orthogonal_factor(h.interaction) if self.transforms else None for h in model.heads
         )
         self.epsilon = EPSILON_FACTOR[model.d] * self.tol
+        self._terms: dict[tuple[int, int], HeadTerms] = {}  # by (head, degree): see _head_terms
+        self._plain_V = [np.array_equal(h.V, np.eye(model.d)) for h in model.heads]
         # coefficients up to two degrees beyond the heads': one for the first neglected degree
         # (the estimate), one consumed by the coordinate recurrences
         self.coefficient_degree = max(self.degrees) + 2
@@ -206,10 +264,10 @@ class FastEvaluator(NonlocalEvaluator):
         self.cache = BasisCache(default_cache_bytes(comm) if cache_bytes is None else cache_bytes)
         # NUFFT plans of fixed point groups, by (role, array key); replaced by those used in
         # each call, so plans of arrays no longer passed are dropped
-        self._plans: dict[tuple, PointTransform] = {}
-        self._energy_plans: dict[tuple, PointTransform] = {}
+        self._plans: dict[tuple, Transform] = {}
+        self._energy_plans: dict[tuple, Transform] = {}
         self._exact: FastEvaluator | None = None  # the energy of models with general heads
-        self._estimate: float | None = None
+        self._estimate_inputs: list[EstimateInput] = []
 
     @property
     def spectral_heads(self) -> list[int]:
@@ -222,66 +280,84 @@ class FastEvaluator(NonlocalEvaluator):
         assert factor is not None, f"head {h} is not evaluated by transforms"
         return factor
 
+    def _head_terms(self, h: int) -> HeadTerms:
+        """:class:`HeadTerms` of spectral head ``h`` at its degree, computed on first use."""
+        key = (h, self.degrees[h])
+        if key not in self._terms:
+            self._terms[key] = head_terms(self.model.d, self.degrees[h], self.model.beta, self._factor(h))
+        return self._terms[key]
+
     # -- transforms of point groups ---------------------------------------------------------
     @staticmethod
     def _transform(kept: dict, used: dict, role: str, points: np.ndarray, key: tuple | None, L: int,
-                   epsilon: float, adjoint: bool) -> PointTransform:
+                   epsilon: float, adjoint: bool) -> Transform:
         """The transform of ``points`` for ``role``; ``key`` (the array key of a fixed group, or
         None) finds it among the plans ``kept`` from the previous call, and keeps it in ``used``."""
         full = (role, key)
         plan = kept.get(full) if key is not None else None
         if plan is None:
-            plan = PointTransform(np.ascontiguousarray(points, dtype=float), L, epsilon, adjoint)
+            plan = point_transform(np.ascontiguousarray(points, dtype=float), L, epsilon, adjoint, key is not None)
         if key is not None:
             used[full] = plan
         return plan
 
     def _measure(
         self, kept: dict, used: dict, sources: Sequence[PointGroup], L: int, epsilon: float
-    ) -> tuple[Measure, list[tuple[np.ndarray, PointTransform]]]:
+    ) -> tuple[Measure, list[tuple[np.ndarray, Transform]]]:
         """The global measure (:class:`Measure`, coefficients of degree L) and the transforms
         used with their points (for targets that are also sources, :func:`plan_of`).
         Collective: one ``Allreduce``."""
         d = self.model.d
         spectrum = spectrum_for(d, L)
         local = np.zeros(spectrum.shape, dtype=complex)
-        extra = np.zeros(d + 1)  # sum w y, sum w
-        plans: list[tuple[np.ndarray, PointTransform]] = []
+        extra = np.zeros(d + 3)  # sum w y, sum w; sum epsilon |w|, sum |w| (the accuracy)
+        plans: list[tuple[np.ndarray, Transform]] = []
         for g in sources:
             key = array_key(g.points) if g.fixed else None
             plan = self._transform(kept, used, "sources", g.points, key, L, epsilon, True)
             w = np.asarray(g.weights, dtype=float)
             local += plan.adjoint(w)
-            extra += np.concatenate([w @ g.points, [w.sum()]])
+            mass = float(np.abs(w).sum())
+            extra[:d] += w @ g.points
+            extra[d:] += (w.sum(), plan.epsilon * mass, mass)
             plans.append((g.points, plan))
         flat = allreduce_sum(self.comm, np.concatenate([local.ravel().view(float), extra]))
-        coeffs = flat[: -(d + 1)].view(complex).reshape(spectrum.shape)
-        return Measure(coeffs, flat[-(d + 1) :]), plans
+        coeffs = flat[: -(d + 3)].view(complex).reshape(spectrum.shape)
+        weighted, mass = flat[-2:]
+        return Measure(coeffs, flat[-(d + 3) : -2], weighted / mass if mass > 0 else 0.0), plans
 
     # -- per-head preparation ----------------------------------------------------------------
     def _spectral_head(self, h: int, measure: Measure, vector: np.ndarray) -> SpectralHead:
-        d, L = self.model.d, self.degrees[h]
-        c, R = self._factor(h)
-        kappa = self.model.beta * c
-        if kappa == 0.0:
-            return SpectralHead(h, 0.0, None, None, measure.sums)
-        stack = np.concatenate([resize(vector, d, L + 1), resize(measure.coefficients, d, L + 1)[None]])
-        if not np.array_equal(R, np.eye(d)):
-            stack = spectrum_for(d, L + 1).rotate(stack, R)
-        mult = kernel_multipliers(d, L + 1, kappa)
-        stack = stack * (mult[:, None] if d == 3 else mult)
-        kept = resize(stack, d, L)
-        return SpectralHead(h, kappa, kept, stack - resize(kept, d, L + 1))
+        d, L, terms = self.model.d, self.degrees[h], self._head_terms(h)
+        if terms.kappa == 0.0:
+            return SpectralHead(h, 0.0, L, None, measure.sums)
+        block = (slice(0, L + 2),) * (d - 1)
+        stack = np.empty((d + 1,) + (L + 2,) * (d - 1), dtype=complex)
+        stack[:d] = vector[(slice(None),) + block]
+        stack[d] = measure.coefficients[block]
+        if terms.rotation is not None:
+            stack = spectrum_for(d, L + 1).rotate(stack, terms.rotation)
+        stack *= terms.multipliers
+        return SpectralHead(h, terms.kappa, L, stack)
 
     def _synthesise(
-        self, plan: PointTransform, heads: list[SpectralHead], which: Sequence[str]
+        self, plan: Transform, heads: list[SpectralHead], which: Sequence[str]
     ) -> list[list[np.ndarray]]:
-        """For each name in ``which`` (``"fields"``, ``"neglected"``), per head, ``[G, F]``
-        (shape (d + 1, m)) at the plan's points from the head's coefficient sets of that name,
-        in one synthesis call; constant kernels give their constants (and no neglected part)."""
+        """For each name in ``which`` (``"fields"``: degrees up to L, ``"neglected"``: degree
+        L + 1), per head, ``[G, F]`` (shape (d + 1, m)) at the plan's points, in one synthesis
+        call; constant kernels give their constants (and no neglected part)."""
         d, m = self.model.d, plan.size
-        sets = [resize(getattr(s, name), d, plan.L) for name in which for s in heads if s.constant is None]
-        values = iter(plan.synthesis(np.concatenate(sets)).reshape(len(sets), d + 1, m) if sets else ())
+        active = [s for s in heads if s.constant is None]
+        count = len(which) * len(active)
+        sets = np.zeros((count, d + 1) + plan.spectrum.shape, dtype=complex)
+        for i, (name, s) in enumerate((name, s) for name in which for s in active):
+            assert s.coefficients is not None  # every active head has them
+            L = s.degree
+            place(sets[i], s.coefficients, slice(0, L + 1) if name == "fields" else slice(L + 1, L + 2))
+        sets = sets.reshape((-1,) + plan.spectrum.shape)
+        # count, not -1: with no points (m = 0: the atoms on ranks other than 0) numpy cannot
+        # infer it, and a rank-local error there leaves the other ranks in a collective
+        values = iter(plan.synthesis(sets).reshape(count, d + 1, m) if active else ())
         out = []
         for name in which:
             per_head = []
@@ -298,7 +374,11 @@ class FastEvaluator(NonlocalEvaluator):
     def evaluate_groups(
         self, targets: Sequence[PointGroup], sources: Sequence[PointGroup]
     ) -> list[FieldValues]:
-        """See :meth:`NonlocalEvaluator.evaluate_groups`; ``log_scale`` is ``kappa_h(x)``."""
+        """See :meth:`NonlocalEvaluator.evaluate_groups`; ``log_scale`` is ``kappa_h(x)``.
+
+        Keeps what the a-posteriori estimate needs at the sampled targets
+        (:class:`EstimateInput`); :meth:`diagnostics` computes the estimate from it.
+        """
         model, d = self.model, self.model.d
         spectral = self.spectral_heads
         used: dict = {}
@@ -322,34 +402,26 @@ class FastEvaluator(NonlocalEvaluator):
                 weights = np.asarray(g.weights, dtype=float)
                 local += exact_moments(points, weights, L, self.cache, ("sources", i), g.fixed)
             moments = allreduce_sum(self.comm, local)
-        results, worst, scale = [], 0.0, 0.0
+        results, inputs = [], []
         for t_index, group in enumerate(targets):
             points = np.ascontiguousarray(group.points, dtype=float)
             m, H = points.shape[0], len(model.heads)
             values = FieldValues.empty(H, m, d)
             sample = estimate_samples(m)
-            change = np.zeros(sample.size)  # sum over heads of |dX_h|, the first neglected degree's effect
+            every = isinstance(sample, slice)
+            record = EstimateInput(points[sample].copy(), prepared)  # a copy: the caller's points may change
             if prepared:
                 key = array_key(group.points) if group.fixed else None
+                L = max(self.degrees[h] for h in spectral)
                 plan = plan_of(source_plans, points) or self._transform(
-                    self._plans, used, "targets", points, key, max(self.degrees[h] for h in spectral) + 1,
-                    self.epsilon, False,
+                    self._plans, used, "targets", points, key, L, self.epsilon, False
                 )
-                if sample.size == m:  # the estimate looks at every target: one synthesis for both
-                    fields, neglected = self._synthesise(plan, prepared, ("fields", "neglected"))
-                else:
-                    probe = self._transform(
-                        self._plans, used, "estimate", points[sample], key, plan.L, self.epsilon, False
-                    )
-                    fields = self._synthesise(plan, prepared, ("fields",))[0]
-                    neglected = self._synthesise(probe, prepared, ("neglected",))[0]
-                for s, GF, dGF in zip(prepared, fields, neglected):
-                    kappa = np.full(sample.size, s.kappa)
+                fields = self._synthesise(plan, prepared, ("fields",))[0]
+                record.degree, record.probe = L + 1, plan if every and plan.L > L else None
+                record.epsilon = max(measure.epsilon, plan.epsilon)
+                for s, GF in zip(prepared, fields):
                     self._store(values, s.index, GF, s.kappa)
-                    dX = self._first_order_change(s.index, GF[:, sample], dGF, kappa, points[sample])
-                    if s.constant is None:
-                        dX = dX + self._transform_change(s.index, GF[:, sample], s.kappa)
-                    change += abs(model.heads[s.index].weight) * dX
+                    record.fields.append(GF[:, sample])  # the evaluation's own arrays: views kept
             for h, head in enumerate(model.heads):
                 if h in spectral:
                     continue
@@ -358,22 +430,46 @@ class FastEvaluator(NonlocalEvaluator):
                     (t_index, h), group.fixed,
                 )
                 self._store(values, h, sums, kappa)
-                change += abs(head.weight) * self._first_order_change(
-                    h, sums[:, sample], extra[:, sample], kappa[sample], points[sample]
-                )
+                record.expanded.append((h, sums[:, sample], extra[:, sample], kappa[sample]))
+            record.values = FieldValues(values.N[:, sample].copy(), values.Z[:, sample].copy(),
+                                        values.log_scale[:, sample].copy())  # the caller's
             results.append(values)
-            if m:
-                probed = FieldValues(values.N[:, sample], values.Z[:, sample], values.log_scale[:, sample])
-                worst = max(worst, float(change.max()))
-                scale = max(scale, float(np.abs(probed.velocity(model, points[sample])).max()))
+            inputs.append(record)
         self._plans = used
-        self._estimate = worst / scale if scale > 0 else None
+        self._estimate_inputs = inputs
         return results
+
+    def _estimate(self) -> float | None:
+        """The a-posteriori estimate of the last evaluation at this rank's sampled targets (see
+        the module docstring): the largest first-order change of the velocity by the first
+        neglected degree (and, for spectral heads, the NUFFTs' error), relative to the largest
+        velocity; None before an evaluation or where the velocity vanishes."""
+        model = self.model
+        worst, scale = 0.0, 0.0
+        for record in self._estimate_inputs:
+            n = record.points.shape[0]
+            if n == 0:
+                continue
+            change = np.zeros(n)  # sum over heads of |dX_h|
+            if record.heads:
+                probe = record.probe or point_transform(record.points, record.degree, self.epsilon, False, fixed=False)
+                neglected = self._synthesise(probe, record.heads, ("neglected",))[0]
+                for s, GF, dGF in zip(record.heads, record.fields, neglected):
+                    dX = self._first_order_change(s.index, GF, dGF, np.full(n, s.kappa), record.points)
+                    if s.constant is None:
+                        dX = dX + self._transform_change(s.index, GF, s.kappa, record.epsilon)
+                    change += abs(model.heads[s.index].weight) * dX
+            for h, sums, extra, kappa in record.expanded:
+                change += abs(model.heads[h].weight) * self._first_order_change(h, sums, extra, kappa, record.points)
+            assert record.values is not None  # set by the evaluation that made the record
+            worst = max(worst, float(change.max()))
+            scale = max(scale, float(np.abs(record.values.velocity(model, record.points)).max()))
+        return worst / scale if scale > 0 else None
 
     def _store(self, values: FieldValues, h: int, sums: np.ndarray, kappa: np.ndarray | float) -> None:
         """Write head h's scaled sums ``[G, F]`` (shape (d + 1, m)) as N = V G, Z = F."""
         d, V = self.model.d, self.model.heads[h].V
-        values.N[h].T[...] = sums[:d] if np.array_equal(V, np.eye(d)) else V @ sums[:d]
+        values.N[h].T[...] = sums[:d] if self._plain_V[h] else V @ sums[:d]
         values.Z[h] = sums[d]
         values.log_scale[h] = kappa
 
@@ -394,17 +490,20 @@ class FastEvaluator(NonlocalEvaluator):
         change = change - np.einsum("ij,ij->i", targets, change)[:, None] * targets
         return np.linalg.norm(change, axis=1)
 
-    def _transform_change(self, h: int, sums: np.ndarray, kappa: float) -> np.ndarray:
+    def _transform_change(self, h: int, sums: np.ndarray, kappa: float, epsilon: float) -> np.ndarray:
         """The NUFFTs' effect on ``|X_h|`` per target (unit head weight), for errors of
         ``epsilon`` relative to the local ``|G|`` and ``F`` (measured: at most 0.8 epsilon of
-        the largest value on S^1 and 0.2 epsilon on S^2, adjoint and synthesis together)."""
+        the largest value on S^1 and 0.2 epsilon on S^2, adjoint and synthesis together); zero
+        for exact sums (``epsilon = 0``: :class:`~.transforms.DirectTransform` both ways)."""
         d = self.model.d
         normV = self._norms_V[h]
         G, F = np.linalg.norm(sums[:d], axis=0), sums[d]
+        if epsilon == 0.0:
+            return np.zeros_like(F)
         if not self.model.softmax:
-            return normV * self.epsilon * G * np.exp(kappa)
+            return normV * epsilon * G * np.exp(kappa)
         safe = np.where(F > 0, F, np.inf)
-        return np.where(F > 0, 2.0 * normV * self.epsilon * G / safe, np.inf)
+        return np.where(F > 0, 2.0 * normV * epsilon * G / safe, np.inf)
 
     # -- energy --------------------------------------------------------------------------
     def energy(self, sources: Sequence[PointGroup]) -> float:
@@ -459,5 +558,5 @@ class FastEvaluator(NonlocalEvaluator):
             "nufft_epsilon": self.epsilon if self.spectral_heads else None,
             "kappa_max": [float(k) for k in self.kmax],
             "a_priori_tail": max(tails),
-            "error_estimate": self._estimate,
+            "error_estimate": self._estimate(),
         }

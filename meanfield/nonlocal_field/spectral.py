@@ -155,22 +155,28 @@ class SphereSpectrum:
         applied to ``conj(Y_lm)`` (``c_{l,-1} = -conj(c_{l,1})``).
         """
         L = self.L
-        ext = np.zeros((L + 2, L + 3), dtype=complex)  # rows l = 0..L+1, columns m = -1..L+1
-        ext[: L + 1, 1 : L + 2] = c
+        ext = np.zeros((L + 2) * (L + 3) + 1, dtype=complex)  # rows l = 0..L+1, columns m = -1..L+1; a zero
+        grid = ext[:-1].reshape(L + 2, L + 3)
+        grid[: L + 1, 1 : L + 2] = c
         if L >= 1:
-            ext[: L + 1, 0] = -np.conj(c[:, 1])
-
-        def shifted(dl: int, dm: int) -> np.ndarray:  # c_{l+dl, m+dm} for l, m = 0..L-1
-            out = np.zeros((L, L), dtype=complex)
-            lo = max(0, -dl)
-            out[lo:] = ext[lo + dl : L + dl, 1 + dm : 1 + dm + L]
-            return out
-
-        a = self._recurrence
-        z = a[0] * shifted(1, 0) + a[1] * shifted(-1, 0)
-        minus = a[2] * shifted(1, 1) + a[3] * shifted(-1, 1)  # sum w (x - iy) conj(Y_lm)
-        plus = a[4] * shifted(1, -1) + a[5] * shifted(-1, -1)  # sum w (x + iy) conj(Y_lm)
+            grid[: L + 1, 0] = -np.conj(c[:, 1])
+        terms = self._recurrence * ext[self._shifted]
+        z = terms[0] + terms[1]
+        minus = terms[2] + terms[3]  # sum w (x - iy) conj(Y_lm)
+        plus = terms[4] + terms[5]  # sum w (x + iy) conj(Y_lm)
         return np.stack([(plus + minus) / 2.0, (plus - minus) / 2j, z])
+
+    @cached_property
+    def _shifted(self) -> np.ndarray:
+        """Indices into :meth:`vector_moments`' flat extended array of ``c_{l+dl, m+dm}``,
+        l, m = 0..L-1, for the six shifts ``(dl, dm)`` its recurrence coefficients multiply;
+        the last (zero) element where ``l + dl < 0``."""
+        L = self.L
+        l, m = np.meshgrid(np.arange(L), np.arange(L), indexing="ij")
+        out = []
+        for dl, dm in ((1, 0), (-1, 0), (1, 1), (-1, 1), (1, -1), (-1, -1)):
+            out.append(np.where(l + dl >= 0, (l + dl) * (L + 3) + (m + dm + 1), (L + 2) * (L + 3)))
+        return np.stack(out)
 
     @cached_property
     def _recurrence(self) -> np.ndarray:

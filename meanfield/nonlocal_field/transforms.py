@@ -19,6 +19,15 @@ values of the coefficients or weights it is given); ducc0 accepts ``epsilon > 2e
 (:data:`EPSILON_FLOOR`).  The oversampling factor is pinned (:data:`SIGMA`), so the
 kernel ducc0 picks depends only on ``epsilon`` and the dimension, never on how many points a
 rank holds: sums over ranks then equal the serial result to round-off.
+
+A :class:`DirectTransform` offers the same two directions by the exact sums, from the
+harmonics at the points kept as one real matrix (``size x 2K``, K the coefficients): its cost
+is ``size * K`` and it has none of the NUFFT's fixed cost, the FFT of the oversampled grid,
+which does not shrink with the points.  :func:`point_transform` picks the cheaper of the two
+for a point set by a measured cost model (:data:`DIRECT_NS`, :data:`NUFFT_NS`): few points
+(a rank's share of a large mesh on many ranks, atoms) take the direct sums.  The two agree to
+the NUFFT's ``epsilon``; sums over ranks equal the serial result to round-off wherever the
+ranks and the serial run pick the same kind of transform (see :func:`point_transform`).
 """
 
 from __future__ import annotations
@@ -36,6 +45,15 @@ EPSILON_FLOOR = 2e-13
 #: Oversampling window passed to ducc0: narrow, so the kernel choice never depends on the
 #: number of points (ducc0's cost model would otherwise weigh it).
 SIGMA = (1.95, 2.05)
+#: Direct sums: ns per point and real basis value (the adjoint and a synthesis of 4 real
+#: functions together), by d; measured on one core of a 2-core AMD EPYC, single-threaded BLAS.
+DIRECT_NS = {2: 0.9, 3: 0.8}
+#: Largest basis matrix of a direct transform (bytes): beyond a few MB it leaves the cache and
+#: the direct sums cost 2-3 times more per value (measured), besides the memory.
+DIRECT_BYTES = 4 * 2**20
+#: NUFFT, by d: (fixed ns, ns per mode of the (2L + 1)^(d - 1) grid, ns per point), the same
+#: machine: the fixed part is mostly the FFTs of the oversampled grid.
+NUFFT_NS = {2: (30000.0, 0.0, 50.0), 3: (0.0, 170.0, 210.0)}
 
 
 def spherical_angles(points: np.ndarray) -> np.ndarray:
@@ -114,6 +132,7 @@ class PointTransform:
         self.d = points.shape[1]
         self.L = L
         self.size = points.shape[0]
+        self.epsilon = float(epsilon)  # the accuracy of both directions (module docstring)
         if self.d == 2:
             self.spectrum: CircleSpectrum | SphereSpectrum = spectrum_for(2, L)
             coord = np.arctan2(points[:, 1], points[:, 0])[:, None]
@@ -165,3 +184,79 @@ class PointTransform:
         torus = CircleSpectrum.full(coefficients) if self.d == 2 else self._to_torus(coefficients)
         values = self._plan.u2nu(forward=False, grid=_pairs(torus))
         return _unpair(values, k)
+
+
+class DirectTransform:
+    """The two directions of :class:`PointTransform` by the exact sums over the points.
+
+    The harmonics at the points (K coefficients of degree <= L: ``e^{i n psi}``, n = 0..L, on
+    S^1; ``Y_lm``, 0 <= m <= l <= L, on S^2) are kept as one real matrix ``A`` whose rows are
+    ``Re Y`` and ``-Im Y`` of the orders m > 0 (``Y`` is real at m = 0), shape (2K - L - 1, n),
+    so that the adjoint is ``A w`` and the synthesis of real functions ``[f Re c, f Im c] A``
+    with ``f`` = 1 for order 0 and 2 otherwise (the negative orders, see :mod:`.spectral`).
+    Parameters as :class:`PointTransform` (``epsilon`` and ``adjoint`` are accepted for the
+    same signature and not used: the sums are exact, and the ``epsilon`` attribute is 0).
+    """
+
+    def __init__(self, points: np.ndarray, L: int, epsilon: float = 0.0, adjoint: bool = True) -> None:
+        self.d, self.L, self.size = points.shape[1], L, points.shape[0]
+        self.epsilon = 0.0
+        self.spectrum = spectrum_for(self.d, L)
+        # rows of the real basis (harmonic_basis) and their factors: Y_n = cos + i sin on S^1;
+        # on S^2 row l^2 + l + m holds Y_l0 (m = 0) and sqrt 2 (-1)^m Re / Im Y_l|m| (m > 0 / < 0)
+        if self.d == 2:
+            order = np.arange(L + 1)
+            flat = order  # positions of the coefficients in the flattened spectrum
+            rows = np.concatenate([np.where(order == 0, 0, 2 * order - 1), 2 * order[1:]])
+            scale = np.concatenate([np.ones(L + 1), -np.ones(L)])
+        elif self.d == 3:
+            l, order = np.tril_indices(L + 1)  # the nonzero [l, m] of the spectrum: m <= l
+            flat = np.ravel_multi_index((l, order), self.spectrum.shape)
+            rows = np.concatenate([l * l + l + order, (l * l + l - order)[order > 0]])
+            sign = np.where(order % 2 == 0, 1.0, -1.0) / np.sqrt(2.0)
+            scale = np.concatenate([np.where(order == 0, 1.0, sign), -sign[order > 0]])
+        else:
+            raise ValueError(f"point transforms: d must be 2 or 3, got {self.d}")
+        self._matrix = np.ascontiguousarray(harmonic_basis(points, L)[rows] * scale[:, None])
+        # the matrix's rows as positions in a coefficient array seen as reals (re, im pairs)
+        self._reals = np.concatenate([2 * flat, 2 * flat[order > 0] + 1])
+        self._factor = np.where(np.concatenate([order, order[order > 0]]) > 0, 2.0, 1.0)
+
+    def adjoint(self, weights: np.ndarray) -> np.ndarray:
+        """Coefficients of ``sum_j w_j delta_{y_j}`` (this rank's points only)."""
+        out = np.zeros(self.spectrum.shape, dtype=complex)
+        out.reshape(-1).view(float)[self._reals] = self._matrix @ np.asarray(weights, dtype=float)
+        return out
+
+    def synthesis(self, coefficients: np.ndarray) -> np.ndarray:
+        """Values at the points, shape (k, n), of the k real functions with coefficient sets
+        ``coefficients`` (shape (k,) + spectrum shape, degrees <= L)."""
+        k = coefficients.shape[0]
+        reals = np.ascontiguousarray(coefficients, dtype=complex).reshape(k, -1).view(float)
+        return (reals[:, self._reals] * self._factor) @ self._matrix
+
+
+#: Either kind of transform of a point set (the same attributes and methods).
+Transform = PointTransform | DirectTransform
+
+
+def point_transform(points: np.ndarray, L: int, epsilon: float, adjoint: bool = True,
+                    fixed: bool = True) -> Transform:
+    """The cheaper transform of ``points`` at degree L: the direct sums, at :data:`DIRECT_NS`
+    per point and real basis value while their matrix fits in :data:`DIRECT_BYTES`, or a NUFFT,
+    at a fixed cost (per grid mode) and a cost per point (:data:`NUFFT_NS`).  The direct sums
+    are only for ``fixed`` point sets (the mesh's, transformed at every evaluation of a run):
+    building their matrix costs 10-20 ns per value, many evaluations' worth, where a NUFFT
+    plan costs about 0.1 us per point.
+
+    The choice depends on this rank's number of points only (no communication), so a run on
+    many ranks may take the direct sums where one rank takes a NUFFT: the two then differ by
+    the NUFFT's accuracy ``epsilon`` (far below the field's tolerance), not by round-off.
+    """
+    d, n = points.shape[1], points.shape[0]
+    basis = 2 * L + 1 if d == 2 else (L + 1) ** 2  # real values per point (DirectTransform)
+    fixed_ns, per_mode, per_point = NUFFT_NS[d]
+    nufft = fixed_ns + per_mode * (2 * L + 1) ** (d - 1) + per_point * n
+    if fixed and 8 * n * basis <= DIRECT_BYTES and DIRECT_NS[d] * basis * n < nufft:
+        return DirectTransform(points, L, epsilon, adjoint)
+    return PointTransform(points, L, epsilon, adjoint)
