@@ -32,9 +32,12 @@ field and step times and their parallel efficiency against one rank at the best 
 measured at any n (:meth:`StepModel.efficiencies`: cache gains are not parallel speedup).
 ``--baseline REV`` runs the same measurements (part 1's steps and part 2's evaluations) with
 the nonlocal field of git revision REV in the same run, interleaved, and prints its tables and
-the goals before and after.
+the goals before and after.  ``--direct-sums`` measures the working tree with
+``nonlocal.direct_sums = true`` (a rank's few mesh points summed exactly instead of a NUFFT,
+whose grid FFT every rank repeats; rank counts then agree to the NUFFT's accuracy, not to
+round-off), the default without.
 
-    python benchmarks/bench_scaling.py [--level 6] [--ranks 1,2] [--steps 3] [--tol 1e-6]
+    python benchmarks/bench_scaling.py [--level 6] [--ranks 1,2] [--steps 3] [--tol 1e-6] [--direct-sums]
     python benchmarks/bench_scaling.py --comm-only [--alpha 2e-6] [--bandwidth 1e10] [--baseline 14fe2db]
 """
 
@@ -47,6 +50,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 from common import run_json, setup_process, table
@@ -83,7 +87,7 @@ def best_seconds(comm, fn, repeats: int = COLLECTIVE_REPEATS) -> float:
     return best
 
 
-def worker(level: int, steps: int, tol: float, out: str | None, baseline: str | None) -> None:
+def worker(level: int, steps: int, tol: float, out: str | None, baseline: str | None, direct_sums: bool) -> None:
     setup_process()
     from mpi4py import MPI
 
@@ -95,9 +99,11 @@ def worker(level: int, steps: int, tol: float, out: str | None, baseline: str | 
     if baseline is not None:  # the same solver with the nonlocal field of another revision
         from baseline import load_baseline
 
-        select.FastEvaluator = load_baseline(baseline).FastEvaluator  # type: ignore[misc]
+        old = load_baseline(baseline).FastEvaluator
+        select.FastEvaluator = lambda model, comm=None, tol=1e-6, direct_sums=False: old(model, comm, tol)  # type: ignore
     comm = MPI.COMM_WORLD
-    config = load_config(None, [f"mesh.resolution={level}", 'nonlocal.method="fast"', f"nonlocal.tol={tol}"])
+    config = load_config(None, [f"mesh.resolution={level}", 'nonlocal.method="fast"', f"nonlocal.tol={tol}",
+                                f"nonlocal.direct_sums={str(direct_sums and baseline is None).lower()}"])
     sim = build_simulation(config, comm)
     state, t = sim.stepper.step(sim.state, 0.0, 10.0)
     best, field = float("inf"), 0.0
@@ -143,7 +149,7 @@ class FieldCosts:
 
 
 def field_costs(tol: float, sizes: Sequence[int], repeats: int, baseline: str | None = None,
-                beta: float = 4.0) -> dict[str, FieldCosts]:
+                beta: float = 4.0, direct_sums: bool = False) -> dict[str, FieldCosts]:
     """:class:`FieldCosts` of the working tree (``"current"``) and, with ``baseline`` (a git
     revision), of that revision's evaluator, at each n of ``sizes``: best of ``repeats`` rounds
     or more (:data:`ROUND_SECONDS`), the codes interleaved at each n (one n after the other,
@@ -156,7 +162,7 @@ def field_costs(tol: float, sizes: Sequence[int], repeats: int, baseline: str | 
     from meanfield.model import AttentionModel
     from meanfield.nonlocal_field import FastEvaluator
 
-    classes = {"current": FastEvaluator}
+    classes = {"current": partial(FastEvaluator, direct_sums=direct_sums)}
     if baseline is not None:
         from baseline import load_baseline
 
@@ -262,6 +268,8 @@ def measured_runs(args: argparse.Namespace, ranks: list[int], codes: Sequence[st
             for code in codes:
                 out = os.path.join(tmp, f"rho{P}-{code}.npy")
                 extra = ["--baseline", code] if code else []
+                if args.direct_sums and not code:
+                    extra.append("--direct-sums")
                 r = run_json([__file__, "--worker", "--level", str(args.level), "--steps", str(args.steps),
                               "--tol", str(args.tol), "--out", out, *extra], ranks=P)
                 rho = np.load(out)
@@ -283,11 +291,13 @@ def main() -> None:
     p.add_argument("--steps-per-output", type=int, default=10, help="steps between outputs in the model")
     p.add_argument("--baseline", default=None, help="git revision whose nonlocal field to measure too")
     p.add_argument("--comm-only", action="store_true", help="skip the scaling table (P = 1, 2 still run)")
+    p.add_argument("--direct-sums", action="store_true",
+                   help="the working tree with nonlocal.direct_sums = true (rank counts agree to the NUFFT's accuracy)")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--out", default=None, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.worker:
-        worker(args.level, args.steps, args.tol, args.out, args.baseline)
+        worker(args.level, args.steps, args.tol, args.out, args.baseline, args.direct_sums)
         return
     cores = len(os.sched_getaffinity(0))
     if args.comm_only:
@@ -297,6 +307,7 @@ def main() -> None:
     codes: list[str | None] = [None] + ([args.baseline] if args.baseline else [])
     runs = measured_runs(args, sorted(set(ranks) | {1, 2}), codes)
     names = {code: code or "current" for code in codes}
+    print(f"current: the working tree, nonlocal.direct_sums = {str(args.direct_sums).lower()}")
     one, two = runs[None, 1], runs[None, 2]
     if not args.comm_only:
         rows = [[names[code], P, r["step"], 100 * r["field"] / r["step"], runs[code, 1]["step"] / r["step"],
@@ -306,7 +317,8 @@ def main() -> None:
         print(table(["code", "ranks", "s/step", "field %", "speedup", "efficiency %", "max |rho - rho_1| / max rho"],
                     rows))
         print()
-    costs = field_costs(args.tol, local_sizes(MODEL_LEVELS), args.repeats, args.baseline)
+    costs = field_costs(args.tol, local_sizes(MODEL_LEVELS), args.repeats, args.baseline,
+                        direct_sums=args.direct_sums)
     sizes = sorted(costs["current"].seconds)
     print(f"field evaluation at n sources and 1.5 n targets on one core, ms (interleaved, best of >= {args.repeats}; "
           f"n = {FIXED_POINTS}: the work that does not shrink with P)")

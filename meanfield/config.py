@@ -157,6 +157,10 @@ SCHEMA: dict[str, dict[str, tuple[Any, Callable[[Any], bool], str]]] = {
         "tol": (DEFAULT_TOL, lambda v: _positive(v) and v < 1, "a number in (0, 1)"),
         "threads": (None, _optional(_positive_int),
                     "threads per MPI rank, a positive integer (default: MEANFIELD_NUM_THREADS or 1)"),
+        "direct_sums": (False, lambda v: isinstance(v, bool),
+                        "true or false: the fast field sums exactly over a rank's few mesh points where that is "
+                        "cheaper than a NUFFT (many ranks); rank counts then agree to the NUFFT's accuracy "
+                        "(below tol / 10), not round-off"),
     },
     "particles": {
         "n": (None, _optional(_positive_int), "a positive integer (number of tokens)"),

@@ -107,7 +107,8 @@ class PDESimulation(Simulation):
         self.raw = on_root(comm, build, MeshError, broadcast=False)
         msh = distribute(comm, self.raw)
         self.schedule = problem.schedule()
-        self.field = LayerVelocity(self.schedule, comm, problem.field.method, problem.field.tol, fixed_points=True)
+        self.field = LayerVelocity(self.schedule, comm, problem.field.method, problem.field.tol, fixed_points=True,
+                                   direct_sums=problem.field.direct_sums)
         v = problem.velocity
         plain: VelocityField = self.field if v.is_attention else v.rotation(problem.d)
         coupling = (AtomCoupling(self.field.groups, plain, comm, problem.d, self.field.direct_groups)

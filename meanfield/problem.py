@@ -91,6 +91,7 @@ class FieldSpec:
     method: str
     tol: float
     threads: int | None
+    direct_sums: bool = False
 
 
 @dataclass(frozen=True)
@@ -182,7 +183,7 @@ class Problem:
                              t["wall_limit"])
         self.scheme = SchemeSpec(data["scheme"]["kind"], bool(data["scheme"]["limiter"]))
         nl = data["nonlocal"]
-        self.field = FieldSpec(nl["method"], float(nl["tol"]), nl["threads"])
+        self.field = FieldSpec(nl["method"], float(nl["tol"]), nl["threads"], bool(nl["direct_sums"]))
         self.particles = ParticleSpec(p["n"], int(p["seed"]), particle_dimension(data), p["dt"], p["sampler"],
                                       p["integrator"])
         a = data["atoms"]

@@ -34,7 +34,7 @@ class LayerVelocity:
         The layer schedule.
     comm
         MPI communicator of the evaluators (``None``: serial).
-    method, tol
+    method, tol, direct_sums
         The ``[nonlocal]`` settings of the evaluators.
     fixed_points
         Promise the evaluators that targets and sources are the same arrays at every call
@@ -49,8 +49,9 @@ class LayerVelocity:
     """
 
     def __init__(self, schedule: LayerSchedule, comm=None, method: str = "direct", tol: float = 1e-10,
-                 fixed_points: bool = False) -> None:
+                 fixed_points: bool = False, direct_sums: bool = False) -> None:
         self.schedule, self.comm, self.method, self.tol = schedule, comm, method, tol
+        self.direct_sums = direct_sums
         self.fixed_points = fixed_points
         self.index = -1
         self.evaluator: NonlocalEvaluator | None = None
@@ -72,7 +73,7 @@ class LayerVelocity:
             self.evaluator = None
         elif current is None or attention.to_dict() != current.to_dict():
             self.evaluator = None  # release the old caches before building the new ones
-            self.evaluator = make_evaluator(attention, self.comm, self.method, self.tol)
+            self.evaluator = make_evaluator(attention, self.comm, self.method, self.tol, self.direct_sums)
         self.index = index
 
     def __call__(self, targets: np.ndarray, sources: np.ndarray, weights: np.ndarray) -> np.ndarray:

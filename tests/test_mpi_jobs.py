@@ -235,6 +235,26 @@ def test_hybrid_fast_run_on_two_ranks_matches_one(tmp_path):
             assert np.abs(a[key] - b[key]).max(initial=0.0) <= 1e-12, key
 
 
+FAST_S2 = ('name = "fast-s2"\n[mesh]\nsphere = "S2"\nresolution = 4\n[nonlocal]\nmethod = "fast"\n'
+           '[time]\nt_final = 0.2\noutputs = 1\n')
+
+
+@pytest.mark.parametrize("direct_sums", [False, True])
+def test_fast_field_on_four_ranks(tmp_path, direct_sums):
+    """``mpirun -n 4`` (oversubscribed here) against one rank, the fast field on S^2: identical
+    to round-off by default (every rank count takes the same kind of transform); with
+    ``nonlocal.direct_sums`` a rank's few points are summed exactly where one rank takes a
+    NUFFT, and the two agree to the NUFFT's accuracy (below ``nonlocal.tol / 10``: 4e-8 here) instead."""
+    cfg = _case(tmp_path, FAST_S2.replace("[time]", f"direct_sums = {str(direct_sums).lower()}\n[time]"))
+    proc = meanfield_job("run", str(cfg), "--out", str(tmp_path / "four"), "--quiet", ranks=4, timeout=90)
+    assert proc.returncode == 0, proc.stderr
+    four = meanfield.load_run(tmp_path / "four")
+    one = meanfield.run(cfg, out=tmp_path / "one", comm=MPI.COMM_SELF, quiet=True)
+    difference = np.abs(four.densities - one.densities).max() / np.abs(one.densities).max()
+    assert difference <= (0.1 * 1e-6 if direct_sums else 1e-12), difference
+    assert not direct_sums or difference > 1e-12  # the key took effect: 1280 cells a rank summed, one rank a NUFFT
+
+
 # -- signals, kill -9 and resume ----------------------------------------------------------------
 def _checkpoint_t(run: Path) -> str:
     """The time of the run's checkpoint (read before the resume overwrites it), for messages."""

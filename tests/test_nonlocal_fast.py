@@ -241,7 +241,6 @@ def test_fast_mpi_matches_serial(parallel_comm, d):
     np.testing.assert_allclose(split.Z, serial.Z[:, mine], rtol=1e-12)
 
 
-@pytest.mark.parametrize("d", [2, 3])
 def _planned_transforms(monkeypatch) -> list[int]:
     """The sizes of the point sets the fast evaluator plans a transform for (a NUFFT or the
     direct sums), in the order planned."""
@@ -256,6 +255,33 @@ def _planned_transforms(monkeypatch) -> list[int]:
 
     monkeypatch.setattr(fast, "point_transform", counting)
     return planned
+
+
+@pytest.mark.parametrize("d", [2, 3])
+@pytest.mark.parametrize("asked", [False, True])
+def test_direct_sums_at_a_few_fixed_points_only_when_asked(rng, d, asked, monkeypatch):
+    """nonlocal.direct_sums: a few fixed points (a rank's share on many ranks) are summed
+    exactly instead of by a NUFFT only when asked, so by default every rank count takes the
+    same kind of transform; either way the velocity meets the tolerance."""
+    import meanfield.nonlocal_field.fast as fast_module
+    from meanfield.nonlocal_field.transforms import DirectTransform
+
+    kinds: set[type] = set()
+    real = fast_module.point_transform
+
+    def recording(*args, **kwargs):
+        plan = real(*args, **kwargs)
+        kinds.add(type(plan))
+        return plan
+
+    monkeypatch.setattr(fast_module, "point_transform", recording)
+    model = AttentionModel(d, 4.0, "softmax")
+    y, w = quadrature_points(60, d)
+    x = random_sphere_points(rng, 40, d)
+    values = FastEvaluator(model, tol=1e-8, direct_sums=asked).evaluate(x, y, w, fixed_sources=True,
+                                                                        fixed_targets=True)
+    assert velocity_error(model, values, direct_sums(model, x, y, w), x) < 1e-8
+    assert (DirectTransform in kinds) == asked
 
 
 @pytest.mark.parametrize("d", [2, 3])

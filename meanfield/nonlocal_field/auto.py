@@ -74,9 +74,9 @@ class AutoEvaluator(NonlocalEvaluator):
 
     name = "auto"
 
-    def __init__(self, model: AttentionModel, comm=None, tol: float = DEFAULT_TOL) -> None:
+    def __init__(self, model: AttentionModel, comm=None, tol: float = DEFAULT_TOL, direct_sums: bool = False) -> None:
         super().__init__(model, comm)
-        self.tol = float(tol)
+        self.tol, self.direct_sums = float(tol), direct_sums
         self.chosen: NonlocalEvaluator | None = None
         self._costs: dict[str, float] | None = None
 
@@ -85,7 +85,7 @@ class AutoEvaluator(NonlocalEvaluator):
             return DirectEvaluator(self.model, self.comm)
         local = [sum(g.points.shape[0] for g in targets), sum(g.points.shape[0] for g in sources)]
         counts = allreduce_sum(self.comm, np.array(local, dtype=float))
-        fast = FastEvaluator(self.model, self.comm, self.tol)
+        fast = FastEvaluator(self.model, self.comm, self.tol, direct_sums=self.direct_sums)
         self._costs = estimated_costs(
             fast, int(counts[0]), int(counts[1]),
             all(g.fixed for g in targets), all(g.fixed for g in sources),

@@ -233,6 +233,12 @@ class FastEvaluator(NonlocalEvaluator):
         Byte budget of the per-target expansion's basis cache (heads with varying
         ``kappa``); default :func:`.expansion.default_cache_bytes`.  Transform plans are
         always kept for fixed point groups (their memory is linear in the points).
+    direct_sums
+        Transform a fixed point group by exact sums where that is cheaper than a NUFFT (a
+        rank's few points: :func:`.transforms.point_transform`).  Off by default: a NUFFT's
+        result differs from the exact sums by its accuracy (below ``tol / 10``), so with direct
+        sums a run on many ranks (few points each) and one on one rank agree to that accuracy,
+        not to round-off.
     """
 
     name = "fast"
@@ -243,11 +249,12 @@ class FastEvaluator(NonlocalEvaluator):
         comm=None,
         tol: float = DEFAULT_TOL,
         cache_bytes: int | None = None,
+        direct_sums: bool = False,
     ) -> None:
         if model.d not in (2, 3):
             raise ValueError(f"nonlocal.method 'fast': needs d = 2 or 3, got d = {model.d}")
         super().__init__(model, comm)
-        self.tol = float(tol)
+        self.tol, self.direct_sums = float(tol), direct_sums
         self.kmax = head_concentrations(model)
         self.degrees = tuple(truncation_degree(model.d, k, self.tol) for k in self.kmax)
         self.transforms = self.tol >= TRANSFORM_TOL_FLOOR
@@ -288,15 +295,15 @@ class FastEvaluator(NonlocalEvaluator):
         return self._terms[key]
 
     # -- transforms of point groups ---------------------------------------------------------
-    @staticmethod
-    def _transform(kept: dict, used: dict, role: str, points: np.ndarray, key: tuple | None, L: int,
+    def _transform(self, kept: dict, used: dict, role: str, points: np.ndarray, key: tuple | None, L: int,
                    epsilon: float, adjoint: bool) -> Transform:
         """The transform of ``points`` for ``role``; ``key`` (the array key of a fixed group, or
         None) finds it among the plans ``kept`` from the previous call, and keeps it in ``used``."""
         full = (role, key)
         plan = kept.get(full) if key is not None else None
         if plan is None:
-            plan = point_transform(np.ascontiguousarray(points, dtype=float), L, epsilon, adjoint, key is not None)
+            plan = point_transform(np.ascontiguousarray(points, dtype=float), L, epsilon, adjoint,
+                                   self.direct_sums and key is not None)
         if key is not None:
             used[full] = plan
         return plan
@@ -522,7 +529,8 @@ class FastEvaluator(NonlocalEvaluator):
                 return super().energy(sources)
             if self._exact is None:
                 # streams its basis (no second cache next to the field's)
-                self._exact = FastEvaluator(model, self.comm, ENERGY_TOL, cache_bytes=0)
+                self._exact = FastEvaluator(model, self.comm, ENERGY_TOL, cache_bytes=0,
+                                            direct_sums=self.direct_sums)
             return self._exact.energy(sources)
         factors = [self._factor(h) for h in range(len(model.heads))]  # every head is spectral here
         degrees = [truncation_degree(d, model.beta * f[0], tol) for f in factors]

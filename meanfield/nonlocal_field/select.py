@@ -14,7 +14,7 @@ __all__ = ["DEFAULT_TOL", "METHODS", "make_evaluator"]
 
 
 def make_evaluator(
-    model: AttentionModel, comm=None, method: str = "direct", tol: float = DEFAULT_TOL
+    model: AttentionModel, comm=None, method: str = "direct", tol: float = DEFAULT_TOL, direct_sums: bool = False
 ) -> NonlocalEvaluator:
     """Build the evaluator named ``method`` for ``model`` on ``comm``.
 
@@ -30,11 +30,15 @@ def make_evaluator(
         decided at the first evaluation).
     tol
         Requested relative accuracy of the velocity (used by approximate evaluators).
+    direct_sums
+        Let the fast evaluator sum exactly over a rank's few fixed points instead of a NUFFT
+        where that is cheaper (:func:`~meanfield.nonlocal_field.transforms.point_transform`):
+        results then agree across rank counts to the NUFFT's accuracy, not to round-off.
     """
     if method == "direct":
         return DirectEvaluator(model, comm)
     if method == "fast":
-        return FastEvaluator(model, comm, tol)
+        return FastEvaluator(model, comm, tol, direct_sums=direct_sums)
     if method == "auto":
-        return AutoEvaluator(model, comm, tol)
+        return AutoEvaluator(model, comm, tol, direct_sums)
     raise ValueError(f"nonlocal.method: must be one of {METHODS}, got {method!r}")

@@ -251,7 +251,8 @@ def point_transform(points: np.ndarray, L: int, epsilon: float, adjoint: bool = 
 
     The choice depends on this rank's number of points only (no communication), so a run on
     many ranks may take the direct sums where one rank takes a NUFFT: the two then differ by
-    the NUFFT's accuracy ``epsilon`` (far below the field's tolerance), not by round-off.
+    the NUFFT's accuracy ``epsilon`` (far below the field's tolerance), not by round-off.  The
+    evaluators therefore pass ``fixed`` only when asked to (``nonlocal.direct_sums``).
     """
     d, n = points.shape[1], points.shape[0]
     basis = 2 * L + 1 if d == 2 else (L + 1) ** 2  # real values per point (DirectTransform)
