@@ -173,6 +173,26 @@ def test_softmax_positions_of_an_s_independent_density_follow_the_run_without_ma
     assert np.allclose(causal.observables["mean_0"], plain.observables["mean_0"], rtol=0, atol=1e-14)
 
 
+@pytest.mark.parametrize("slices", [2, 8])
+def test_the_first_slice_follows_the_non_causal_dynamics_of_its_own_density(tmp_path, slices):
+    """Under SA the first slice feels half of itself and nothing else: numerator and denominator
+    are both (1/2M) times its own, so it moves as a run without the mask started from
+    rho0(s_0, .) (MODEL.md: position s -> 0 follows the non-causal dynamics of its own density;
+    s_0 = 1/(2M) -> 0).  A fixed step, so that both runs take the same steps."""
+    base = tomllib.loads(S1_CAUSAL)
+    base["initial"]["expression"] = "exp(3*(1 - s)*x) + 0.5*exp(2*s*y)"
+    base["positions"] = {"slices": slices}
+    base["time"] = {**base["time"], "dt": 0.01}
+    causal = meanfield.run(base, out=tmp_path / "causal", quiet=True, comm=MPI.COMM_SELF)
+    s0 = 0.5 / slices
+    plain_config = {**base, "model": {"beta": 4.0},
+                    "initial": {"kind": "expression", "expression": f"exp(3*(1 - {s0!r})*x) + 0.5*exp(2*{s0!r}*y)"}}
+    plain_config.pop("positions")
+    plain = meanfield.run(plain_config, out=tmp_path / "plain", quiet=True, comm=MPI.COMM_SELF)
+    assert np.abs(causal.densities[:, 0] - plain.densities).max() < 1e-12 * plain.densities.max()
+    assert np.abs(causal.densities[-1, 1] - plain.densities[-1]).max() > 1e-4  # the next slice does not
+
+
 @pytest.mark.parametrize("slices", [None, 3])
 def test_a_non_finite_value_is_named_at_its_cell_and_slice(slices):
     """The stepper names the cell (and the position slice) of the first non-finite entry of a
