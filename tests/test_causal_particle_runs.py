@@ -7,6 +7,7 @@ import csv
 import subprocess
 import sys
 import tomllib
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -94,6 +95,7 @@ def test_samplers_that_cannot_draw_by_position_are_refused(sampler):
 
 # --- the CLI ---------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_causal_particles_serial_and_on_two_ranks(tmp_path, serial):
     """``meanfield particles`` and ``mpirun -n 2 meanfield particles`` on a causal config (fast
     field): the same tokens to round-off, positions in run.nc and on the run."""
@@ -124,6 +126,7 @@ def test_an_ordered_sampler_is_refused_in_one_line(tmp_path, serial):
     assert not (tmp_path / "p").exists()
 
 
+@pytest.mark.slow
 def test_resumed_causal_particles_take_the_same_steps(tmp_path, serial):
     """A causal particle run stopped at t = 0.25 and resumed to 0.5 ends where an uninterrupted one does."""
     cfg = tmp_path / "c.toml"
@@ -140,14 +143,19 @@ def test_resumed_causal_particles_take_the_same_steps(tmp_path, serial):
     assert np.abs(cut.at(0.5) - whole.at(0.5)).max() < 1e-14
 
 
+def _validate(tmp_path: Path, n: str, seeds: str) -> Path:
+    """``meanfield validate`` of the causal case (direct field) into tmp_path/v, checked to succeed."""
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(CASE.format(method="direct"))
+    out = cli("validate", str(cfg), "--n", n, "--seeds", seeds, "--no-refine", "--out", str(tmp_path / "v"), "--quiet")
+    assert out.returncode == 0, out.stderr
+    return tmp_path / "v"
+
+
 def test_validate_a_causal_config(tmp_path, serial):
     """``meanfield validate``: causal particles against the causal PDE, a first-moment metric of
     the whole measure and one position by position in validation.csv."""
-    cfg = tmp_path / "c.toml"
-    cfg.write_text(CASE.format(method="direct"))
-    out = cli("validate", str(cfg), "--n", "50,100", "--seeds", "1", "--no-refine", "--out", str(tmp_path / "v"),
-              "--quiet")
-    assert out.returncode == 0, out.stderr
+    _validate(tmp_path, "50,100", "1")
     with open(tmp_path / "v" / "validation.csv") as fh:
         rows = list(csv.DictReader(fh))
     names = {r["metric"] for r in rows}
@@ -159,12 +167,7 @@ def test_validate_a_causal_config(tmp_path, serial):
 def test_validate_a_causal_config_observes_the_rate(tmp_path, serial):
     """``meanfield validate --n 50,200,800 --seeds 6``: summary.csv's slopes of the first-moment
     errors (whole measure, and position by position) are about -1/2."""
-    cfg = tmp_path / "c.toml"
-    cfg.write_text(CASE.format(method="direct"))
-    out = cli("validate", str(cfg), "--n", "50,200,800", "--seeds", "6", "--no-refine", "--out", str(tmp_path / "v"),
-              "--quiet")
-    assert out.returncode == 0, out.stderr
-    with open(tmp_path / "v" / "summary.csv") as fh:
+    with open(_validate(tmp_path, "50,200,800", "6") / "summary.csv") as fh:
         slopes = {row["metric"]: float(row["slope_rms"]) for row in csv.DictReader(fh)}
     for metric in ("mean_error", "mean_error_by_position"):
         assert -0.75 <= slopes[metric] <= -0.25, slopes

@@ -114,6 +114,7 @@ def test_whole_measure_moments_converge_at_second_order_in_one_over_M():
     assert np.all((full > 0.85) & (full < 1.15)), full
 
 
+@pytest.mark.slow
 @serial_only
 def test_cli_run_writes_a_density_per_position(tmp_path):
     """``meanfield run`` of a causal config: run.nc with a position dimension, load_run with

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 import xarray as xr
 from helpers.mpi import TIMEOUT, job_command, meanfield_job
+from helpers.s1_cases import CAPTURE, COLLAPSING, two_bumps
 from mpi4py import MPI
 
 import meanfield
@@ -26,17 +27,7 @@ from meanfield.config import load_config
 from meanfield.runner import layout
 from meanfield.runner.checkpoint import Checkpoint
 
-S1_CASE = """name = "case"
-[mesh]
-sphere = "S1"
-resolution = 64
-[model]
-beta = 4.0
-[initial]
-kind = "vmf"
-centers = [[1.0, 0.0], [-0.6, 0.8]]
-kappas = [3.0, 3.0]
-[time]
+S1_CASE = two_bumps(4.0, 3.0) + """[time]
 t_final = 0.4
 outputs = 4
 [particles]
@@ -186,33 +177,8 @@ def test_a_write_error_on_rank_0_fails_the_run_cleanly(tmp_path):
 
 #: A hybrid S^1 run with the fast field: two atoms captured at the first steps, so that rank 0
 #: holds atoms as targets and rank 1 an empty target group for most of the run.
-HYBRID_FAST_CASE = """name = "hybrid"
-[mesh]
-sphere = "S1"
-resolution = 64
-[model]
-beta = 9.0
-[initial]
-kind = "vmf"
-centers = [[1.0, 0.0], [-0.6, 0.8]]
-kappas = [100.0, 100.0]
-[scheme]
-kind = "dg1"
-[nonlocal]
-method = "fast"
-[time]
-t_final = 0.75
-outputs = 3
-[atoms]
-capture = true
-min_height = 5.0
-core_fraction = 0.5
-core_level = 0.3
-absorb_mass = 0.0
-lipschitz_step = 0.25
-[output]
-xdmf = false
-"""
+HYBRID_FAST_CASE = (COLLAPSING + '[scheme]\nkind = "dg1"\n[nonlocal]\nmethod = "fast"\n[time]\nt_final = 0.75\n'
+                    'outputs = 3\n' + CAPTURE)
 
 
 def test_hybrid_fast_run_on_two_ranks_matches_one(tmp_path):
@@ -239,6 +205,7 @@ FAST_S2 = ('name = "fast-s2"\n[mesh]\nsphere = "S2"\nresolution = 4\n[nonlocal]\
            '[time]\nt_final = 0.2\noutputs = 1\n')
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("direct_sums", [False, True])
 def test_fast_field_on_four_ranks(tmp_path, direct_sums):
     """``mpirun -n 4`` (oversubscribed here) against one rank, the fast field on S^2: identical

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers.s1_cases import CAPTURE, COLLAPSING
 from mpi4py import MPI
 
 import meanfield
@@ -25,30 +26,8 @@ from meanfield.runner import layout
 
 # two clusters that collapse onto a few cells and are captured as atoms by t = 0.5; the core
 # level leaves their rims in the density (absorb_mass = 0: they stay there)
-CASE = """name = "case"
-[mesh]
-sphere = "S1"
-resolution = 64
-[model]
-beta = 9.0
-[initial]
-kind = "vmf"
-centers = [[1.0, 0.0], [-0.6, 0.8]]
-kappas = [100.0, 100.0]
-[nonlocal]
-method = "direct"
-[time]
-t_final = 0.75
-outputs = 3
-[atoms]
-capture = true
-min_height = 5.0
-core_fraction = 0.5
-core_level = 0.3
-absorb_mass = 0.0
-[output]
-xdmf = false
-"""
+CASE = (COLLAPSING + '[nonlocal]\nmethod = "direct"\n[time]\nt_final = 0.75\noutputs = 3\n'
+        + CAPTURE.replace("lipschitz_step = 0.25\n", ""))
 TIMEOUT = 300
 CHANGES = ["atoms.absorb_mass=0.5", "atoms.lipschitz_step=0.5", "atoms.merge_distance=0.002",
            "atoms.core_level=0.2", "atoms.core_cells=4", "atoms.min_height=10.0", "atoms.core_fraction=0.8"]

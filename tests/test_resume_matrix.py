@@ -21,6 +21,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from helpers.mpi import mpirun
+from helpers.s1_cases import CAPTURE as COLLAPSE_INTO_ATOMS
+from helpers.s1_cases import COLLAPSING, two_bumps
 from mpi4py import MPI
 
 import meanfield
@@ -31,17 +33,7 @@ pytestmark = pytest.mark.skipif(MPI.COMM_WORLD.size > 1, reason="starts its own 
 TOL = 1e-12
 TIMEOUT = 180
 
-S1 = """name = "case"
-[mesh]
-sphere = "S1"
-resolution = 64
-[model]
-beta = 4.0
-[initial]
-kind = "vmf"
-centers = [[1.0, 0.0], [-0.6, 0.8]]
-kappas = [3.0, 3.0]
-[output]
+S1 = two_bumps(4.0, 3.0) + """[output]
 xdmf = false
 """
 S2 = """name = "case"
@@ -59,26 +51,7 @@ xdmf = false
 """
 # two clusters that collapse onto a few cells and are captured as atoms by t = 0.5; the density
 # stays (absorb_mass = 0) and keeps the step small, so that step 80 falls between two outputs
-CAPTURE = """name = "case"
-[mesh]
-sphere = "S1"
-resolution = 64
-[model]
-beta = 9.0
-[initial]
-kind = "vmf"
-centers = [[1.0, 0.0], [-0.6, 0.8]]
-kappas = [100.0, 100.0]
-[atoms]
-capture = true
-min_height = 5.0
-core_fraction = 0.5
-core_level = 0.3
-absorb_mass = 0.0
-lipschitz_step = 0.25
-[output]
-xdmf = false
-"""
+CAPTURE = COLLAPSING + COLLAPSE_INTO_ATOMS
 # a causal run (4 position slices) whose positions start from different densities
 CAUSAL = """
 mask = "causal"
