@@ -47,6 +47,14 @@ def is_collective(error: BaseException) -> bool:
     return isinstance(error, (CollectiveFailure, *INPUT_ERRORS)) or bool(getattr(error, "collective", False))
 
 
+def raised_everywhere(error: BaseException) -> bool:
+    """True if ``error`` is known to be raised on every rank alike: a :class:`CollectiveFailure`
+    or an error re-raised by :func:`on_root` / :func:`everywhere`.  Unlike :func:`is_collective`,
+    bad input is not assumed: inside a time step (the config checked long before) a
+    ``ValueError`` is a failure that may be one rank's alone."""
+    return isinstance(error, CollectiveFailure) or bool(getattr(error, "collective", False))
+
+
 def _mark(error: BaseException) -> BaseException:
     try:
         error.collective = True  # type: ignore[attr-defined]

@@ -137,13 +137,16 @@ def test_config_readable_on_rank_0_only(tmp_path):
 
 
 # -- one rank failing ends every rank ---------------------------------------------------------
-def test_one_rank_raising_mid_run_ends_the_job(tmp_path):
+@pytest.mark.parametrize("error", ["RuntimeError", "ValueError"])
+def test_one_rank_raising_mid_run_ends_the_job(tmp_path, error):
+    """A bug on one rank inside a step ends the job: a ValueError there is not bad input that
+    every rank shares (it once left the other rank stepping alone: a hang)."""
     cfg = _case(tmp_path, S1_CASE.replace("t_final = 0.4", "t_final = 50.0"))
     patch = ("from mpi4py import MPI\nfrom meanfield.pde import PDESimulation\n"
              "if MPI.COMM_WORLD.rank == 1:\n"
              "    real = PDESimulation.step\n"
              "    def step(self, t_end):\n"
-             "        if self.stepper.stats.steps == 5: raise RuntimeError('injected failure')\n"
+             f"        if self.stepper.stats.steps == 5: raise {error}('injected failure')\n"
              "        return real(self, t_end)\n"
              "    PDESimulation.step = step\n")
     proc = meanfield_job("run", str(cfg), "--out", str(tmp_path / "o"), "--quiet", patch=patch)  # ends, or fails

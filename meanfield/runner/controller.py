@@ -41,7 +41,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from ..collective import CollectiveFailure, is_collective, on_root
+from ..collective import CollectiveFailure, on_root, raised_everywhere
 from ..config import MAX_STEPS
 from .callbacks import Callback, OutputState, call_all
 from .checkpoint import Checkpoint
@@ -217,11 +217,12 @@ class Controller:
         return output if landing is None or landing >= output else landing
 
     def _collective(self, work: Callable[[], T]) -> T:
-        """Call collective simulation code; an error that may be this rank's alone aborts the job."""
+        """Call collective simulation code; an error that may be this rank's alone (anything but
+        one known to be raised everywhere) aborts the job."""
         try:
             return work()
         except Exception as exc:
-            if self.comm.size == 1 or is_collective(exc):
+            if self.comm.size == 1 or raised_everywhere(exc):
                 raise
             message = f"rank {self.comm.rank}: {type(exc).__name__}: {exc}"
             print(f"error: the run failed on {message}; aborting all ranks", file=sys.stderr, flush=True)
