@@ -93,3 +93,18 @@ def test_s2_nested_levels(tmp_path):
     np.testing.assert_allclose(transfer(fine, coarse) * coarse.areas, nested * parents, rtol=1e-12)
     table = compare(fine, coarse).table
     assert np.isfinite(table["w1"]).all() and (table["w1"] < 0.2).all() and (table["l1"] < 0.5).all()
+
+
+def test_a_causal_run_is_compared_as_its_whole_token_distribution(runs, tmp_path):
+    """Under softmax attention an s-independent density gives every position the run without the
+    mask (MODEL.md): the causal run compared with fv64 is zero to round-off; two slice counts of
+    an s-dependent case differ a little, less with more slices."""
+    plain = runs["fv64"]
+    causal = _run(tmp_path, "causal", model={"beta": 4.0, "mask": "causal"}, positions={"slices": 4})
+    table = compare(causal, plain).table
+    assert table["l1"].max() < 1e-12 and table["w1"].max() < 1e-12
+    expression = {"kind": "expression", "expression": "exp(2*(1 - s)*x + 2*s*y)"}
+    coarse, fine, finest = (_run(tmp_path, f"m{m}", model={"beta": 4.0, "mask": "causal"}, positions={"slices": m},
+                                 initial=expression) for m in (2, 4, 16))
+    l1 = [compare(run, finest).table["l1"].iloc[-1] for run in (coarse, fine)]
+    assert 0 < l1[1] < l1[0] < 0.05, l1

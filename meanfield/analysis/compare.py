@@ -15,7 +15,9 @@ overlap.  Runs on the same mesh are compared cell by cell.  Then, on the coarser
   grows as the square of the cells);
 
 and the observables both runs have, side by side (``a_<name>``, ``b_<name>``).  Hybrid runs'
-atoms are left out of the distances (they are in the observables).
+atoms are left out of the distances (they are in the observables).  A causal run is compared as
+its whole token distribution (the mean of its positions' densities, as its observables.csv
+describes it), so it can be set beside a run without the mask or with another slice count.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import numpy as np
 from ..config import ConfigError
 from ..runner.files import write_text
 from ..runner.results import RunResult, load_run
+from .causal import whole_measure
 from .collect import check_table_output
 from .metrics import w1_circle, w1_exact
 
@@ -174,7 +177,7 @@ def _pde_run(run: str | Path | RunResult) -> RunResult:
     result = run if isinstance(run, RunResult) else load_run(run)
     if not isinstance(result, RunResult):
         raise ConfigError(f"{result.path}: a particle run; compare takes PDE runs")
-    return result
+    return result if result.positions is None else whole_measure(result)
 
 
 def _span(times: np.ndarray) -> str:
