@@ -316,17 +316,29 @@ def _mesh_size(problem: Problem) -> tuple[int, int, int]:
     return mesh.cells.shape[0], len(mesh.points), mesh.cells.shape[1]
 
 
-def _memory(problem: Problem, cells: int, ranks: int) -> tuple[Estimate, str]:
-    """The run's memory estimate and whether it fits in what is available now."""
+def _estimate(problem: Problem, cells: int, ranks: int) -> Estimate:
+    """The run's memory estimate per rank on ``ranks`` ranks."""
     from .memory import pde_estimate
 
-    estimate = problem_estimate(problem, ranks) or pde_estimate(problem.sphere, problem.scheme.kind, cells,
-                                                                f"mesh.file {problem.mesh.file}", ranks, problem.slices)
-    room = memory.available_memory()
-    available = f"the {format_bytes(room[0])} available ({room[1]})" if room else "the available memory (unknown)"
+    return problem_estimate(problem, ranks) or pde_estimate(problem.sphere, problem.scheme.kind, cells,
+                                                            f"mesh.file {problem.mesh.file}", ranks, problem.slices)
+
+
+def _fits(estimate: Estimate, ranks: int) -> bool:
+    """Whether ``ranks`` ranks of ``estimate`` fit in the memory available now."""
     try:
         memory.check_memory(estimate, ranks)
     except MemoryEstimateError:
+        return False
+    return True
+
+
+def _memory(problem: Problem, cells: int, ranks: int) -> tuple[Estimate, str]:
+    """The run's memory estimate and whether it fits in what is available now."""
+    estimate = _estimate(problem, cells, ranks)
+    room = memory.available_memory()
+    available = f"the {format_bytes(room[0])} available ({room[1]})" if room else "the available memory (unknown)"
+    if not _fits(estimate, ranks):
         return estimate, f"more than {available}: a run would be refused (--no-memory-check to run anyway)"
     return estimate, f"fits in {available}"
 
@@ -365,7 +377,7 @@ def check_config(config: Config | dict | str | Path | None, overrides: list[str]
     except RunDirectoryError as exc:
         state = f"a run would be refused: {exc}"
     memory_estimate, memory_state = _memory(problem, cells, ranks)
-    if t.dt is None and cells <= ESTIMATE_CELLS and _memory(problem, cells, 1)[1].startswith("fits"):
+    if t.dt is None and cells <= ESTIMATE_CELLS and _fits(_estimate(problem, cells, 1), 1):
         estimate = StepEstimate.measure(problem)
         steps = estimate.steps
     return CheckReport(config, cells, vertices, fields, targets, sources, steps, t.output_times, directory, state,
