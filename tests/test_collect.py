@@ -109,6 +109,21 @@ def test_final_densities_of_a_sweep(tmp_path):
             assert np.array_equal(ds.cell_area.values, run.areas)
 
 
+def test_final_densities_of_a_sweep_over_slices(tmp_path):
+    """A causal sweep over positions.slices: each run's whole token distribution (the mean of
+    its positions' last densities, each of mass 1), so runs of different M share one table."""
+    causal = {**BASE, "model": {"mask": "causal"},
+              "initial": {"kind": "expression", "expression": "exp(2*(1 - s)*x)"}}
+    sweep(causal, ["positions.slices=2,5"], out=tmp_path / "m", quiet=True)
+    table = write_table(collect([tmp_path / "m"], final=True), tmp_path / "final.nc", densities=True)
+    with xr.open_dataset(table) as ds:
+        assert ds.density.dims == ("run", "cell") and list(ds["positions.slices"].values) == [2, 5]
+        for i, path in enumerate(ds.run.values):
+            run = meanfield.load_run(path)
+            np.testing.assert_allclose(ds.density.values[i], run.densities[-1].mean(axis=0), rtol=1e-15)
+            assert ds.density.values[i] @ run.areas == pytest.approx(1.0, abs=1e-12)
+
+
 @pytest.mark.parametrize("args, message", [
     (["-o", "final.csv", "--densities"], "--densities: needs -o TABLE.nc"),
     (["-o", "final.nc", "--densities"], "--densities: "),  # two meshes (16 and 32 cells)

@@ -16,7 +16,9 @@ per parameter.
 
 With ``densities`` (netCDF only, one row per run) the Dataset also holds every run's final
 density, ``density(run, cell)``, with the cells' centroids and areas: the runs must be PDE runs
-on one mesh (a sweep of model parameters, seeds, schemes)::
+on one mesh (a sweep of model parameters, seeds, schemes); a causal run's is the density of its
+whole token distribution (the mean over its positions), so sweeps over ``positions.slices``
+collect too::
 
     ds = xarray.open_dataset("final.nc")
     ds.density.sel(run=ds.run[ds["model.beta"] == 4])      # the final densities at beta = 4
@@ -198,8 +200,10 @@ def with_densities(ds: xarray.Dataset) -> xarray.Dataset:
         A particle run, or runs on different meshes.
     """
     from ..runner.results import RunResult, load_run
+    from .causal import whole_measure
 
     runs = [load_run(path) for path in ds["run"].values]
+    runs = [whole_measure(run) if isinstance(run, RunResult) and run.positions is not None else run for run in runs]
     first = next((run for run in runs if isinstance(run, RunResult)), None)
     for run in runs:
         if not isinstance(run, RunResult):
