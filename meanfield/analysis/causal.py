@@ -69,7 +69,7 @@ def attention_shares(model: AttentionModel, points: np.ndarray, areas: np.ndarra
     head_weights = head_weights / head_weights.sum()
     shares = np.zeros((M, M))
     for k in range(M):
-        log_c = np.full(k + 1, 0.0)
+        log_c = np.zeros(k + 1)
         log_c[k] = np.log(0.5)
         logits = log_c[:, None, None] + log_z[: k + 1]  # (k+1, heads, C)
         with np.errstate(invalid="ignore"):
@@ -111,8 +111,12 @@ def attention_map(result: Any, t: float, *, method: str | None = None) -> np.nda
 
 
 def whole_measure(result: Any) -> Any:
-    """A causal run result as the plain run of the whole token distribution: the mean of the
-    slices' densities (each a probability density, so the mean has mass 1)."""
+    """A causal PDE run result as the plain run of the whole token distribution: the mean of the
+    slices' densities (each a probability density, so the mean has mass 1; its observables are
+    already the whole distribution's).  Any other run (without positions, or of particles)
+    is returned as it is."""
+    if getattr(result, "positions", None) is None or getattr(result, "densities", None) is None:
+        return result
     vertex = result.vertex_densities
     return replace(result, densities=result.densities.mean(axis=1), positions=None, observables_by_position={},
                    vertex_densities=None if vertex is None else vertex.mean(axis=1))

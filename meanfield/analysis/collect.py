@@ -203,7 +203,7 @@ def with_densities(ds: xarray.Dataset) -> xarray.Dataset:
     from .causal import whole_measure
 
     runs = [load_run(path) for path in ds["run"].values]
-    runs = [whole_measure(run) if isinstance(run, RunResult) and run.positions is not None else run for run in runs]
+    runs = [whole_measure(run) for run in runs]
     first = next((run for run in runs if isinstance(run, RunResult)), None)
     for run in runs:
         if not isinstance(run, RunResult):

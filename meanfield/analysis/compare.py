@@ -177,7 +177,7 @@ def _pde_run(run: str | Path | RunResult) -> RunResult:
     result = run if isinstance(run, RunResult) else load_run(run)
     if not isinstance(result, RunResult):
         raise ConfigError(f"{result.path}: a particle run; compare takes PDE runs")
-    return result if result.positions is None else whole_measure(result)
+    return whole_measure(result)
 
 
 def _span(times: np.ndarray) -> str:

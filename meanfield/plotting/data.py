@@ -139,19 +139,22 @@ def run_data(result: Any) -> RunData:
         points = np.asarray(result.points, float)
         return RunData("particles", SPHERE_OF_DIMENSION.get(points.shape[-1]), name, times, _observables(result),
                        points=points, layer_ends=_layer_ends(result, times))
-    vertex = getattr(result, "vertex_densities", None)
-    vertex = None if vertex is None else np.asarray(vertex, float)
-    densities = np.asarray(result.densities, float)
+    from ..analysis.causal import whole_measure
+
+    whole = whole_measure(result)  # a causal run: the whole token distribution; any other run as it is
     atoms = getattr(result, "atoms", None)
-    positions = getattr(result, "positions", None)
     data = RunData("pde", result.sphere, name, times, _observables(result),
-                   vertices=np.asarray(result.vertices, float), cells=np.asarray(result.cells), densities=densities,
-                   vertex_densities=vertex, atoms=None if atoms is None else list(atoms),
-                   layer_ends=_layer_ends(result, times))
-    if positions is None:
+                   vertices=np.asarray(result.vertices, float), cells=np.asarray(result.cells),
+                   densities=_floats(whole.densities),
+                   vertex_densities=_floats(getattr(whole, "vertex_densities", None)),
+                   atoms=None if atoms is None else list(atoms), layer_ends=_layer_ends(result, times))
+    if whole is result:
         return data
-    # a causal run: the whole token distribution is the mean of the slices' densities
     by_position = getattr(result, "observables_by_position", None) or {}
-    return replace(data, densities=densities.mean(axis=1), vertex_densities=None if vertex is None else
-                   vertex.mean(axis=1), positions=np.asarray(positions, float), slice_densities=densities,
-                   slice_vertex_densities=vertex, by_position={k: np.asarray(v, float) for k, v in by_position.items()})
+    return replace(data, positions=_floats(result.positions), slice_densities=_floats(result.densities),
+                   slice_vertex_densities=_floats(result.vertex_densities),
+                   by_position={k: np.asarray(v, float) for k, v in by_position.items()})
+
+
+def _floats(values: Any) -> np.ndarray | None:
+    return None if values is None else np.asarray(values, float)

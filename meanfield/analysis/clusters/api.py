@@ -143,9 +143,8 @@ def analyse_run(run: Any, *, threshold: float | None = None, prominence: float |
         Also write clusters.png.
     """
     result = load_run(run) if isinstance(run, (str, Path)) else run
+    result = whole_measure(result)  # a causal PDE run: its whole token distribution
     particles = hasattr(result, "points")
-    if not particles and getattr(result, "positions", None) is not None:  # a causal PDE run
-        result = whole_measure(result)
     mesh, fields = particle_fields(result, bandwidth, resolution) if particles else pde_fields(result)
     token_field = fields[0][1] if particles and fields else None
     if prominence is None:

@@ -31,12 +31,13 @@ from pathlib import Path
 
 import numpy as np
 
+from ...analysis.causal import whole_measure
 from ...mesh import raw_mesh
 from ...problem import Problem
 from ...references.exact import ExactDensity, exact_solution
 from ...runner.results import RunResult, load_pde_run
 from ...sphere import cell_averages
-from .ladder import ConvergenceError, Ladder, level_of, mesh_width, resolution, whole_densities
+from .ladder import ConvergenceError, Ladder, level_of, mesh_width, resolution
 
 DENSITY_NORMS = ("L1", "L2", "max")
 OBSERVABLE_NORMS = ("energy", "moments")
@@ -137,7 +138,7 @@ def error_rows(ladder: Ladder, reference: str | Path = "finest") -> list[Row]:
 
     def density_diff(i: int, ref: RunResult) -> dict[str, np.ndarray]:
         run = ladder.runs[i]
-        return density_norms(whole_densities(run) - ladder.transfer(ref, i), run.areas)
+        return density_norms(run.densities - ladder.transfer(ref, i), run.areas)
 
     if reference == "exact":
         exact = exact_solution(ladder.problem)
@@ -146,12 +147,12 @@ def error_rows(ladder: Ladder, reference: str | Path = "finest") -> list[Row]:
         for i, run in enumerate(ladder.runs):
             ref = exact_cell_averages(exact, ladder.sphere, ladder.cells(i), times)
             ref /= ref[0] @ run.areas  # the runs normalise the discrete mass to 1
-            errors.append(density_norms(whole_densities(run) - ref, run.areas))
+            errors.append(density_norms(run.densities - ref, run.areas))
         against_reference(errors)
     elif reference == "finest":
         self_convergence(lambda i, j: density_diff(i, ladder.runs[j]))
     else:
-        reference_run = load_pde_run(reference)
+        reference_run = whole_measure(load_pde_run(reference))
         against_reference([density_diff(i, reference_run) for i in range(n)])
 
     if reference in ("exact", "finest"):  # observables: no exact values, self-convergence

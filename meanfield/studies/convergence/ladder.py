@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ...analysis.causal import whole_measure
 from ...config import Config, load_config
 from ...problem import Problem
 from ...runner.results import RunResult
@@ -31,9 +32,6 @@ AXES = ("mesh", "dt", "slices")
 WIDTH_NAMES = {"mesh": "h", "dt": "dt", "slices": "1/M"}
 
 
-def whole_densities(run: RunResult) -> np.ndarray:
-    """(T, cells) the density of the whole token distribution: a causal run's slices averaged."""
-    return run.densities if run.positions is None else run.densities.mean(axis=1)
 
 
 def parse_slices(text: str) -> list[int]:
@@ -109,7 +107,8 @@ def coarsen(values: np.ndarray, areas: np.ndarray, sphere: str, times: int = 1) 
 
 @dataclass
 class Ladder:
-    """The runs of a study and what each was run with."""
+    """The runs of a study and what each was run with (a causal run as its whole token
+    distribution, :func:`~meanfield.analysis.causal.whole_measure`)."""
 
     problem: Problem
     levels: list[int]
@@ -134,13 +133,13 @@ class Ladder:
         return self.step(i) if self.axis == "dt" else mesh_width(self.sphere, self.cells(i))
 
     def transfer(self, ref: RunResult, i: int) -> np.ndarray:
-        """A finer run's (whole-distribution) densities on the mesh of run i."""
+        """A finer run's densities on the mesh of run i."""
         if self.axis != "mesh":
-            return whole_densities(ref)
+            return ref.densities
         steps = level_of(self.sphere, len(ref.areas)) - level_of(self.sphere, self.cells(i))
         if steps < 0:
             raise ConvergenceError(f"the reference {ref.path} is coarser than level {self.levels[i]}")
-        return coarsen(whole_densities(ref), ref.areas, self.sphere, steps)[0]
+        return coarsen(ref.densities, ref.areas, self.sphere, steps)[0]
 
 
 def level_name(level: int, axis: str) -> str:
@@ -179,6 +178,7 @@ def run_ladder(problem: Problem, levels: list[int], out: Path, axis: str = "mesh
     and read the runs back."""
     from ...pde import run
 
-    runs = [run(config, out=Path(out) / level_name(level, axis), comm=comm, quiet=quiet, overwrite=overwrite)
+    runs = [whole_measure(run(config, out=Path(out) / level_name(level, axis), comm=comm, quiet=quiet,
+                              overwrite=overwrite))
             for level, config in zip(levels, ladder_configs(problem, levels, axis), strict=True)]
     return Ladder(problem, levels, runs, axis)

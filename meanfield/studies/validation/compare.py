@@ -26,7 +26,7 @@ the slices of ``|m_1 - m_1^ref|``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -37,16 +37,6 @@ from ...runner.results import RunResult
 
 #: Exact W_1 (``ot.emd2``) is computed only when the dense cost matrix has at most this many entries.
 W1_MAX_ENTRIES = 20_000_000
-
-
-def whole_measure(run: RunResult) -> RunResult:
-    """A causal run seen as the density of its whole measure (the mean of the slices, as a
-    run without a mask; the observables are already the whole measure's); other runs as they are."""
-    if not run.causal:
-        return run
-    vertex = None if run.vertex_densities is None else run.vertex_densities.mean(axis=1)
-    return replace(run, densities=run.densities.mean(axis=1), vertex_densities=vertex, positions=None,
-                   observables_by_position={})
 
 
 def _row(observables: dict[str, np.ndarray], i: int) -> dict[str, float]:

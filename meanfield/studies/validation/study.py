@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ...analysis.causal import whole_measure
 from ...analysis.clusters.compare import ClusterValidation
 from ...collective import everywhere, on_root
 from ...config import Config, ConfigError, load_config
@@ -36,7 +37,7 @@ from ...problem import Problem
 from ...runner.directory import is_run, prepare_study
 from ...runner.results import RunResult, load_pde_run
 from ...runner.session import check_size, resolve_config
-from .compare import PDEReference, whole_measure
+from .compare import PDEReference
 
 log = logging.getLogger("meanfield")
 
