@@ -21,6 +21,16 @@ the slices in its coefficients).  :class:`CausalScheme` stacks M states of one s
 and steps each slice with its own velocity, so SSP-RK3 advances all slices together (one step
 size: the CFL bound is the largest over the slices).  :class:`PrefixSums` accumulates field
 values at targets, for sources that differ from slice to slice (tokens).
+
+Positional decay (ALiBi) ``lambda`` adds ``-lambda (s - s')`` to the logits, so slice j enters
+slice k's sums with the factor ``e^{-lambda (s_k - s_j)}`` (inside N and Z: under SA the ratio
+keeps it).  The prefix becomes a recursively weighted sum, ``P_{k+1} = e^{-lambda/M} (P_k + w_k)``,
+still one evaluation per slice.  ``normalise`` (unnormalised attention) divides slice k's
+measure by its positional mass ``m_k = (1/M) (sum_{j<k} e^{-lambda (s_k - s_j)} + 1/2)``, the
+midpoint rule of ``int_0^s e^{-lambda (s - s')} ds'`` (``= s_k`` exactly at ``lambda = 0``): the
+field is then ``int_0^s k_lambda(s, s') N[rho(s')] ds'`` with
+``k_lambda(s, s') = lambda e^{-lambda (s - s')} / (1 - e^{-lambda s})``, the model of Duerinckx,
+Geshkovski and Rossi, and an s-independent density carries the non-causal solution exactly.
 """
 
 from __future__ import annotations
@@ -87,6 +97,10 @@ class CausalVelocity:
         The layer velocity (the active layer's attention and feed-forward block).
     slices
         The number M of slices.
+    decay
+        The positional decay lambda >= 0 (see the module docstring).
+    normalise
+        Divide each slice's measure by its positional mass (see the module docstring).
 
     Attributes
     ----------
@@ -95,10 +109,12 @@ class CausalVelocity:
         the own slice full weight, a first-order rule (kept to check that order in the tests).
     """
 
-    def __init__(self, field: LayerVelocity, slices: int) -> None:
+    def __init__(self, field: LayerVelocity, slices: int, decay: float = 0.0, normalise: bool = False) -> None:
         self.field, self.slices = field, slices
         self.ds = 1.0 / slices
         self.own_weight = 0.5
+        self.factor = float(np.exp(-decay * self.ds))
+        self.normalise = normalise
         self.start()
 
     def start(self) -> None:
@@ -106,6 +122,13 @@ class CausalVelocity:
         self.slice = 0
         self.sources: np.ndarray | None = None
         self.prefix: np.ndarray | None = None
+        self.mass = 0.0  # the prefix's positional mass in units of ds
+
+    def measure(self, weights: np.ndarray) -> np.ndarray:
+        """The weights of the measure that the next slice (with ``weights``) feels."""
+        assert self.prefix is not None
+        own = self.prefix + self.own_weight * weights
+        return own / (self.mass + self.own_weight) if self.normalise else self.ds * own
 
     def __call__(self, targets: np.ndarray, sources: np.ndarray, weights: np.ndarray) -> np.ndarray:
         """The velocity of the next slice at the targets, from its measure (sources, weights)."""
@@ -117,8 +140,9 @@ class CausalVelocity:
             raise ValueError("causal velocity: the slices' measures must share their points (a scheme's "
                              "quadrature points)")
         self.slice += 1
-        X = self.field(targets, sources, self.ds * (self.prefix + self.own_weight * weights))
-        self.prefix = self.prefix + weights
+        X = self.field(targets, sources, self.measure(weights))
+        self.prefix = self.factor * (self.prefix + weights)
+        self.mass = self.factor * (self.mass + 1.0)
         return X
 
 
@@ -137,12 +161,15 @@ class CausalScheme:
         The layer velocity (attention evaluator and feed-forward block of the active layer).
     slices
         The number M of slices.
+    decay, normalise
+        The positional decay and normalisation (:class:`CausalVelocity`).
     """
 
-    def __init__(self, scheme: SpatialScheme, field: LayerVelocity, slices: int) -> None:
+    def __init__(self, scheme: SpatialScheme, field: LayerVelocity, slices: int, decay: float = 0.0,
+                 normalise: bool = False) -> None:
         self.scheme, self.slices = scheme, slices
         self.positions = slice_positions(slices)
-        self.velocity = CausalVelocity(field, slices)
+        self.velocity = CausalVelocity(field, slices, decay, normalise)
         scheme.velocity = self.velocity
         self.comm, self.geometry = scheme.comm, scheme.geometry
 

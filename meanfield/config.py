@@ -137,6 +137,12 @@ SCHEMA: dict[str, dict[str, tuple[Any, Callable[[Any], bool], str]]] = {
         "slices": (None, _optional(_positive_int),
                    f"an integer >= 1 (the number M of position slices of a causal run; default "
                    f"{DEFAULT_SLICES} with model.mask = 'causal')"),
+        "decay": (None, _optional(lambda v: _is_number(v) and v >= 0),
+                  "a number >= 0 (positional decay lambda of a causal run: -lambda (s - s') added to the logits; "
+                  "default 0)"),
+        "normalise": (None, _optional(lambda v: isinstance(v, bool)),
+                      "true or false (a causal unnormalized run: divide each position's field by its positional "
+                      "mass; default false)"),
     },
     "initial": {"kind": ("vmf", _anything, "an initial-density kind")},  # parameters checked by initial.py
     "time": {
@@ -388,8 +394,10 @@ def _resolve(data: dict, base_dir: Path | None, default_name: str) -> None:
     mesh = data["mesh"]
     if mesh["file"] is None and mesh["resolution"] is None:
         mesh["resolution"] = 4 if mesh["sphere"] == "S2" else 256
-    if data["model"]["mask"] == "causal" and data["positions"]["slices"] is None:
-        data["positions"]["slices"] = DEFAULT_SLICES
+    if data["model"]["mask"] == "causal":
+        for key, default in (("slices", DEFAULT_SLICES), ("decay", 0.0), ("normalise", False)):
+            if data["positions"][key] is None:
+                data["positions"][key] = default
     if data["atoms"]["core_cells"] is None:
         data["atoms"]["core_cells"] = default_core_cells(mesh["sphere"], mesh["resolution"] if mesh["file"] is None
                                                          else None)
@@ -439,9 +447,15 @@ def _check_mask(data: Mapping[str, Any]) -> None:
     without atoms (the initial density's use of ``s`` is checked by :func:`make_initial_density`)."""
     m = data["model"]
     if m["mask"] != "causal":
-        if data["positions"]["slices"] is not None:
-            raise ConfigError("positions.slices: needs model.mask = 'causal' (a run without a mask has no positions)")
+        for key, value in data["positions"].items():
+            if value is not None:
+                raise ConfigError(f"positions.{key}: needs model.mask = 'causal' (a run without a mask has no "
+                                  "positions)")
         return
+    if data["positions"]["normalise"] and "softmax" in [m["attention"]] + [layer.get("attention")
+                                                                            for layer in m["layers"] or []]:
+        raise ConfigError("positions.normalise: needs model.attention = 'unnormalized' (softmax attention is "
+                          "already normalised over positions)")
     if m["velocity"] != "attention":
         raise ConfigError("model.mask: 'causal' needs model.velocity = 'attention'")
     for key in ("capture", "initial"):

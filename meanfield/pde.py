@@ -119,7 +119,8 @@ class PDESimulation(Simulation):
         self.num_cells = msh.topology.index_map(msh.topology.dim).size_global
         self.causal: CausalScheme | None = None
         if problem.slices is not None:  # a causal run: the scheme steps one slice at a time
-            self.causal = CausalScheme(self.scheme, self.field, problem.slices)
+            self.causal = CausalScheme(self.scheme, self.field, problem.slices, problem.decay,
+                                       problem.normalise)
             self.velocity = TimedVelocity(self.causal.velocity)
             self.scheme.velocity = self.velocity
             self.atoms_component: AtomsComponent = NoAtoms(self.causal)
@@ -308,6 +309,10 @@ class PDESimulation(Simulation):
     def describe(self) -> str:
         field = self.field.describe() if self.problem.velocity.is_attention else "rotation field"
         mask = "" if self.problem.slices is None else f", causal mask, {self.problem.slices} position slices"
+        if self.problem.decay > 0:
+            mask += f", positional decay {self.problem.decay:g}"
+        if self.problem.normalise:
+            mask += ", normalised over positions"
         return f"{self.problem.sphere} mesh, {self.num_cells} cells, scheme {self.scheme.name}, {field}{mask}"
 
     def facts(self) -> dict[str, Any]:

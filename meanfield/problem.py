@@ -168,6 +168,12 @@ class Problem:
         has no positions; a causal run with one slice is a different model).
     positions
         The slices' positions ``s_k = (k + 1/2) / M`` (M,) of a causal run, ``None`` without a mask.
+    decay
+        The positional decay lambda >= 0 of a causal run (``-lambda (s - s')`` added to the
+        logits; 0 without a mask).
+    normalise
+        Whether a causal run divides each position's field by its positional mass (unnormalized
+        attention; ``False`` without a mask).
 
     The initial density of position s at points is ``problem.initial(d).at(points, s)``.
     """
@@ -194,6 +200,8 @@ class Problem:
         self.mask: str = m["mask"]
         self.slices: int | None = data["positions"]["slices"] if self.causal else None
         self.positions: np.ndarray | None = None if self.slices is None else slice_positions(self.slices)
+        self.decay: float = float(data["positions"]["decay"] or 0.0) if self.causal else 0.0
+        self.normalise: bool = bool(data["positions"]["normalise"]) if self.causal else False
         self.output = OutputSpec(Path(o["dir"] or Path("runs") / self.name), bool(o["xdmf"]),
                                  float(o["checkpoint_every"]), o["log_every"], trackers(data))
         self._schedules: dict[int, LayerSchedule] = {}

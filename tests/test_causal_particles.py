@@ -5,16 +5,22 @@ import pytest
 from scipy.stats import special_ortho_group
 
 from meanfield.layers import LayerSchedule
-from meanfield.particles.causal import CausalTokenField
+from meanfield.particles.causal import CausalTokenField, PositionalDecay
 from meanfield.velocity import LayerVelocity
 
 
-def masked_velocity(heads, beta, softmax, x, weights):
-    """Token i's velocity from the tokens j <= i: plain numpy, the full n x n matrix per head."""
+def masked_velocity(heads, beta, softmax, x, weights, decay=0.0, normalise=False):
+    """Token i's velocity from the tokens j <= i: plain numpy, the full n x n matrix per head;
+    with positional decay ``e^{-decay (s_i - s_j)}`` in the logits, and divided by the
+    positional mass ``sum_{j<=i} w_j e^{-decay (s_i - s_j)}`` when ``normalise``."""
     out = np.zeros_like(x)
+    s = (np.arange(len(x)) + 0.5) / len(x)
+    positional = np.tril(np.exp(-decay * np.abs(s[:, None] - s[None, :]))) * weights
     for head in heads:
         Q, K, V, w = (np.asarray(head[k]) for k in ("Q", "K", "V", "weight"))
-        kernel = np.tril(np.exp(beta * (x @ Q.T) @ (x @ K.T).T)) * weights
+        kernel = np.exp(beta * (x @ Q.T) @ (x @ K.T).T) * positional
+        if normalise:
+            kernel /= positional.sum(axis=1)[:, None]
         v = kernel @ (x @ V.T)
         out += w * (v / kernel.sum(axis=1)[:, None] if softmax else v)
     return out - np.sum(out * x, axis=1)[:, None] * x
@@ -33,10 +39,15 @@ def heads_of(d, kind, seed=1):
     return {"spectral": spectral, "general": general, "mixed": [spectral[1], {**general[0], "weight": -0.4}]}[kind]
 
 
-def causal_field(d, heads, beta, attention, method, tol=1e-6, block=64, comm=None):
+def causal_field(d, heads, beta, attention, method, tol=1e-6, block=64, comm=None, decay=0.0, normalise=False):
     table = {"beta": beta, "attention": attention,
              "heads": [{k: np.asarray(v).tolist() if k != "weight" else v for k, v in h.items()} for h in heads]}
-    return CausalTokenField(LayerVelocity(LayerSchedule.build(d, table), comm, method, tol), comm, block)
+    return CausalTokenField(LayerVelocity(LayerSchedule.build(d, table), comm, method, tol), comm, block,
+                            PositionalDecay(decay, normalise))
+
+
+#: (decay, normalise): none (today's model), ALiBi, ALiBi normalised over positions (DGR).
+DECAYS = [(0.0, False), (3.0, False), (3.0, True)]
 
 
 def tokens(n, d, seed=0):
@@ -47,26 +58,31 @@ def tokens(n, d, seed=0):
 @pytest.mark.parametrize("d", [2, 3, 4])
 @pytest.mark.parametrize("attention", ["softmax", "unnormalized"])
 @pytest.mark.parametrize("kind", ["spectral", "mixed"])
-def test_direct_route_equals_masked_sum(d, attention, kind):
-    """Blocked direct sums (n not a multiple of the block) = the masked O(n^2) sum, to round-off."""
+@pytest.mark.parametrize("decay, normalise", DECAYS)
+def test_direct_route_equals_masked_sum(d, attention, kind, decay, normalise):
+    """Blocked direct sums (n not a multiple of the block) = the masked O(n^2) sum, to round-off,
+    with and without positional decay and normalisation."""
     heads, x = heads_of(d, kind), tokens(301, d)
     w = np.full(len(x), 1.0 / len(x))
-    expected = masked_velocity(heads, 2.0, attention == "softmax", x, w)
-    X = causal_field(d, heads, 2.0, attention, "direct", block=64)(x, x, w)
+    expected = masked_velocity(heads, 2.0, attention == "softmax", x, w, decay, normalise)
+    X = causal_field(d, heads, 2.0, attention, "direct", block=64, decay=decay, normalise=normalise)(x, x, w)
     assert np.abs(X - expected).max() <= 1e-13 * np.abs(expected).max()
 
 
 @pytest.mark.parametrize("d", [2, 3])
 @pytest.mark.parametrize("attention", ["softmax", "unnormalized"])
 @pytest.mark.parametrize("kind", ["spectral", "general", "mixed"])
-def test_fast_route_within_tolerance(d, attention, kind):
-    """Prefix summaries (harmonic coefficients, basis moments) = the masked sum to the fast field's tol."""
+@pytest.mark.parametrize("decay, normalise", DECAYS)
+def test_fast_route_within_tolerance(d, attention, kind, decay, normalise):
+    """Prefix summaries (harmonic coefficients, basis moments) = the masked sum to the fast field's
+    tol, with and without positional decay (recursively weighted prefix) and normalisation."""
     heads, x = heads_of(d, kind), tokens(600, d, seed=2)
     w = np.full(len(x), 1.0 / len(x))
-    expected = masked_velocity(heads, 3.0, attention == "softmax", x, w)
+    expected = masked_velocity(heads, 3.0, attention == "softmax", x, w, decay, normalise)
     scale = np.abs(expected).max()
     for tol in (1e-6, 1e-10, 1e-13):  # 1e-13: below the transforms, every head by the expansion
-        X = causal_field(d, heads, 3.0, attention, "fast", tol=tol, block=50)(x, x, w)
+        X = causal_field(d, heads, 3.0, attention, "fast", tol=tol, block=50, decay=decay,
+                         normalise=normalise)(x, x, w)
         assert np.abs(X - expected).max() <= tol * scale, tol
 
 
@@ -80,8 +96,10 @@ def test_first_token_sees_itself_alone():
 
 @pytest.mark.mpi
 @pytest.mark.parametrize("method", ["direct", "fast"])
-def test_ranks_agree(parallel_comm, method):
-    """Tokens split over the ranks (blocks cut across ranks): the serial velocity to round-off."""
+@pytest.mark.parametrize("decay", [0.0, 3.0])
+def test_ranks_agree(parallel_comm, method, decay):
+    """Tokens split over the ranks (blocks cut across ranks): the serial velocity to round-off,
+    with and without positional decay."""
     from mpi4py import MPI
 
     from meanfield.particles.system import token_block
@@ -90,9 +108,9 @@ def test_ranks_agree(parallel_comm, method):
     heads, x = heads_of(3, "mixed"), tokens(n, 3, seed=3)
     w = np.full(n, 1.0 / n)
     mine = token_block(n, comm.rank, comm.size)
-    serial = causal_field(3, heads, 2.0, "softmax", method, block=50, comm=MPI.COMM_SELF)(x, x, w)[mine]
+    serial = causal_field(3, heads, 2.0, "softmax", method, block=50, comm=MPI.COMM_SELF, decay=decay)(x, x, w)[mine]
     local = np.ascontiguousarray(x[mine])
-    parallel = causal_field(3, heads, 2.0, "softmax", method, block=50, comm=comm)(local, local, w[mine])
+    parallel = causal_field(3, heads, 2.0, "softmax", method, block=50, comm=comm, decay=decay)(local, local, w[mine])
     assert np.abs(parallel - serial).max() <= 1e-13 * np.abs(serial).max()
 
 
@@ -118,3 +136,25 @@ def test_auto_takes_the_direct_route_for_few_tokens_and_the_fast_one_for_many():
     assert field.route(field.field.evaluator, 100) is None
     field = causal_field(3, heads_of(3, "spectral"), 2.0, "softmax", "auto")
     assert field.route(field.field.evaluator, 100_000) is not None
+
+
+def test_dgr_velocity_is_beta_times_the_normalised_decayed_velocity():
+    """The model of Duerinckx, Geshkovski and Rossi (ALiBi normalised over positions) written as
+    they write it on the circle: theta_j' = sum_k c_jk w'(theta_j - theta_k), w(u) = e^{beta cos u},
+    c_jk = e^{-lambda (j - k)/N} / sum_k e^{-lambda (j - k)/N}.  It is beta times the velocity of
+    unnormalized attention with ``decay = lambda`` and ``normalise = true``, so t_here = beta t_DGR.
+    (Token k = j is included in both sums here: its term w'(0) = 0 moves nothing but counts in the
+    normalisation; DGR's k < j differs from it by O(1/N) per token, not in the mean-field limit.)"""
+    beta, decay, n = 2.5, 1.5, 97
+    theta = np.random.default_rng(4).uniform(-np.pi, np.pi, n)
+    x = np.column_stack([np.cos(theta), np.sin(theta)])
+    j = np.arange(n)
+    c = np.tril(np.exp(-decay * (j[:, None] - j[None, :]) / n))
+    c /= c.sum(axis=1)[:, None]
+    u = theta[:, None] - theta[None, :]
+    dgr = np.sum(c * (-beta * np.sin(u) * np.exp(beta * np.cos(u))), axis=1)
+    eye = np.eye(2).tolist()
+    X = causal_field(2, [{"Q": eye, "K": eye, "V": eye, "weight": 1.0}], beta, "unnormalized", "direct", block=16,
+                     decay=decay, normalise=True)(x, x, np.full(n, 1.0 / n))
+    here = X[:, 1] * np.cos(theta) - X[:, 0] * np.sin(theta)  # theta' = <X, e_theta>
+    assert np.abs(dgr - beta * here).max() < 1e-12 * np.abs(dgr).max()

@@ -34,8 +34,15 @@ CAUSAL = '[model]\nmask = "causal"\n'
     (S1 + CAUSAL + "[atoms]\ninitial = [[0.5, 1.0, 0.0]]\n", "atoms.initial: atoms are not supported"),
     (S1 + '[model]\nmask = "causal"\nvelocity = "rotation"\n', "model.mask: 'causal' needs model.velocity"),
     (S1 + CAUSAL + '[initial]\nkind = "expression"\nexpression = "1 + t*x"\n', "initial.expression: unknown name 't'"),
+    (S1 + CAUSAL + "[positions]\ndecay = -1.0\n", "positions.decay: must be a number >= 0"),
+    (S1 + "[positions]\ndecay = 1.0\n", "positions.decay: needs model.mask = 'causal'"),
+    (S1 + CAUSAL + "[positions]\nnormalise = true\n", "positions.normalise: needs model.attention = 'unnormalized'"),
+    (S1 + '[model]\nmask = "causal"\nattention = "unnormalized"\n[[model.layers]]\nt_end = 10.0\n'
+     'attention = "softmax"\n[positions]\nnormalise = true\n', "positions.normalise: needs model.attention"),
+    (S1 + CAUSAL + '[positions]\nnormalise = "yes"\n', "positions.normalise: must be true or false"),
 ], ids=["zero", "fraction", "without-mask", "typo", "mask-value", "s-without-mask", "capture", "atoms",
-        "rotation", "unknown-name"])
+        "rotation", "unknown-name", "negative-decay", "decay-without-mask", "normalise-softmax",
+        "normalise-softmax-layer", "normalise-not-bool"])
 def test_refused_before_anything_is_written(tmp_path, capsys, text, field):
     refused(tmp_path, capsys, text, field)
 

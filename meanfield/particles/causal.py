@@ -10,6 +10,14 @@ moves with the field of the tokens up to and including itself,
 ``w_j = 1/n``: under SA the weights cancel, under USA they are the ``1/n`` of ``MODEL.md``.  Heads
 are summed with their weights and the feed-forward block added, as for the non-causal model.
 
+Positional decay (ALiBi) ``lambda`` multiplies token j's weight in token i's sums by
+``e^{-lambda (s_i - s_j)}``; ``normalise`` (unnormalised attention) divides token i's sums by
+its positional mass ``sum_{j<=i} w_j e^{-lambda (s_i - s_j)}`` (the model of Duerinckx,
+Geshkovski and Rossi, :mod:`meanfield.causal`).  Block k's sums are taken with the weights
+``w_j e^{-lambda (r_k - s_j)}`` relative to the block's first position ``r_k`` and shifted by
+``-lambda (s_i - r_k)`` in their ``log_scale`` (nothing overflows); the fast route's prefix of
+summaries is then the recursively weighted sum ``P_{k+1} = e^{-lambda (r_{k+1} - r_k)} P_k + S_k``.
+
 The tokens are cut into global blocks of :attr:`CausalTokenField.block` consecutive tokens.
 Token i in block k gets the sums over the tokens before the block (``j < k b``, the *prefix*)
 plus the masked sums over its own block (``k b <= j <= i``, direct and exact), added at a common
@@ -30,8 +38,9 @@ MPI: rank r owns the contiguous tokens :func:`~meanfield.particles.system.token_
 rank gathers all tokens (one ``Allgatherv``), so that blocks are global (the split of a token's
 sum into prefix and own block does not depend on the rank count).  Rank r sums the summaries
 of the blocks that start in ``[b floor(start_r / b), b floor(stop_r / b))``, and an exclusive
-scan (``Exscan``) of these gives every rank the summary of all blocks before its first one;
-1 and P ranks then differ by the order of the additions only.
+scan of these (each rank's total gathered and weighted by the decay to this rank's first block)
+gives every rank the summary of all blocks before its first one; 1 and P ranks then differ by
+the order of the additions only.
 """
 
 from __future__ import annotations
@@ -40,6 +49,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
+from scipy import signal
 
 from ..causal import PrefixSums
 from ..model import AttentionModel
@@ -96,15 +106,52 @@ def _rows(values: FieldValues, rows: slice) -> FieldValues:
     return FieldValues(values.N[:, rows], values.Z[:, rows], values.log_scale[:, rows])
 
 
-def _exclusive_scan(comm, local: np.ndarray) -> np.ndarray:
-    """Sum of ``local`` over the ranks before this one (zeros on rank 0 and without MPI)."""
+def _exclusive_scan(comm, local: np.ndarray, end: float, start: float, decay: float) -> np.ndarray:
+    """Sum over the ranks q before this one of ``e^{-decay (start - end_q)} local_q`` (zeros on
+    rank 0 and without MPI): ``local_q`` is rank q's total relative to the position ``end_q``,
+    the result is relative to this rank's ``start``."""
     if comm is None or comm.size == 1:
         return np.zeros_like(local)
-    from mpi4py import MPI
-
     out = np.zeros_like(local)
-    comm.Exscan(np.ascontiguousarray(local), out, op=MPI.SUM)
-    return out if comm.rank > 0 else np.zeros_like(local)
+    for total, at in comm.allgather((np.ascontiguousarray(local), end))[: comm.rank]:
+        out += np.exp(-decay * (start - at)) * total
+    return out
+
+
+@dataclass(frozen=True)
+class PositionalDecay:
+    """Positional decay ``lambda`` and normalisation of causal tokens (see the module docstring)."""
+
+    rate: float = 0.0
+    normalise: bool = False
+
+    def reference(self, layout: TokenLayout, k: int) -> float:
+        """The position ``r_k`` of block k's first token (also past the last block)."""
+        return (k * layout.block + 0.5) / layout.n
+
+    def relative(self, weights: np.ndarray, positions: np.ndarray, at: float) -> np.ndarray:
+        """``weights * e^{-lambda (at - positions)}``."""
+        return weights * np.exp(-self.rate * (at - positions)) if self.rate > 0 else weights
+
+    def shift(self, values: FieldValues, positions: np.ndarray, at: float, mass: np.ndarray | None) -> FieldValues:
+        """``values`` (relative to ``at``) multiplied by ``e^{-lambda (positions - at)}``, and
+        divided by the targets' positional mass when given."""
+        shift = -self.rate * (positions - at)
+        if mass is not None:
+            shift = shift - np.log(mass)
+        return FieldValues(values.N, values.Z, values.log_scale + shift)
+
+    def masses(self, weights: np.ndarray) -> np.ndarray | None:
+        """Every token's positional mass ``sum_{j<=i} w_j e^{-lambda (s_i - s_j)}`` (all n,
+        global order), or ``None`` without normalisation."""
+        if not self.normalise:
+            return None
+        return signal.lfilter([1.0], [1.0, -np.exp(-self.rate / weights.size)], weights)
+
+
+def token_positions(n: int) -> np.ndarray:
+    """The positions ``s_i = (i + 1/2) / n`` of n tokens."""
+    return (np.arange(n) + 0.5) / n
 
 
 @dataclass(frozen=True)
@@ -239,44 +286,54 @@ class FastSummaries:
 
 
 def causal_direct_sums(model: AttentionModel, tokens: np.ndarray, weights: np.ndarray,
-                       layout: TokenLayout) -> FieldValues:
+                       layout: TokenLayout, decay: PositionalDecay = PositionalDecay()) -> FieldValues:
     """The masked sums at this rank's tokens by direct sums; ``tokens`` and ``weights`` are all
     n tokens (gathered, global order)."""
     local = layout.stop - layout.start
     out = FieldValues.empty(len(model.heads), local, model.d)
+    s, masses = token_positions(layout.n), decay.masses(weights)
     for k in layout.blocks():
         span = layout.span(k)
         rows, where = layout.owned(k)
         targets = tokens[span][rows]
-        prefix = direct_sums(model, targets, tokens[: span.start], weights[: span.start])
-        own = _rows(masked_block_sums(model, tokens[span], weights[span]), rows)
-        _write(out, where, _added(prefix, own))
+        r = decay.reference(layout, k)
+        relative = decay.relative(weights[: span.stop], s[: span.stop], r)
+        prefix = direct_sums(model, targets, tokens[: span.start], relative[: span.start])
+        own = _rows(masked_block_sums(model, tokens[span], relative[span]), rows)
+        _write(out, where, decay.shift(_added(prefix, own), s[span][rows], r,
+                                       None if masses is None else masses[span][rows]))
     return out
 
 
 def causal_fast_sums(summaries: FastSummaries, tokens: np.ndarray, weights: np.ndarray, layout: TokenLayout,
-                     comm) -> FieldValues:
+                     comm, decay: PositionalDecay = PositionalDecay()) -> FieldValues:
     """The masked sums at this rank's tokens from prefix summaries; ``tokens`` and ``weights``
-    are all n tokens (gathered, global order).  Collective: one ``Exscan``."""
+    are all n tokens (gathered, global order).  Collective: one ``allgather``."""
     model = summaries.fast.model
     blocks = list(layout.blocks())
+    s, masses = token_positions(layout.n), decay.masses(weights)
     plans = [summaries.plan(tokens[layout.span(k)]) for k in blocks]
-    own_summaries = [summaries.summary(plan, tokens[layout.span(k)], weights[layout.span(k)])
+    own_summaries = [summaries.summary(plan, tokens[layout.span(k)],
+                                       decay.relative(weights[layout.span(k)], s[layout.span(k)],
+                                                      decay.reference(layout, k + 1)))
                      if layout.summed_here(k) else None for k, plan in zip(blocks, plans)]
+    end = decay.reference(layout, layout.stop // layout.block)
     total = np.zeros(summaries.width)
-    for s in own_summaries:
-        if s is not None:
-            total += s
-    prefix = _exclusive_scan(comm, total)
+    for k, summary in zip(blocks, own_summaries):
+        if summary is not None:
+            total += np.exp(-decay.rate * (end - decay.reference(layout, k + 1))) * summary
+    prefix = _exclusive_scan(comm, total, end, decay.reference(layout, layout.start // layout.block), decay.rate)
     out = FieldValues.empty(len(model.heads), layout.stop - layout.start, model.d)
     for k, plan, own_summary in zip(blocks, plans, own_summaries):
         span = layout.span(k)
         rows, where = layout.owned(k)
+        r = decay.reference(layout, k)
         before = _rows(summaries.values(prefix, plan, tokens[span]), rows)
-        own = _rows(masked_block_sums(model, tokens[span], weights[span]), rows)
-        _write(out, where, _added(before, own))
+        own = _rows(masked_block_sums(model, tokens[span], decay.relative(weights[span], s[span], r)), rows)
+        _write(out, where, decay.shift(_added(before, own), s[span][rows], r,
+                                       None if masses is None else masses[span][rows]))
         if own_summary is not None:
-            prefix = prefix + own_summary
+            prefix = np.exp(-decay.rate * (decay.reference(layout, k + 1) - r)) * prefix + own_summary
     return out
 
 
@@ -301,12 +358,15 @@ class CausalTokenField:
         MPI communicator of the tokens (``None``: serial).
     block
         Tokens per block (see the module docstring).
+    decay
+        The positional decay and normalisation.
     """
 
-    def __init__(self, field: LayerVelocity, comm=None, block: int = DEFAULT_BLOCK) -> None:
+    def __init__(self, field: LayerVelocity, comm=None, block: int = DEFAULT_BLOCK,
+                 decay: PositionalDecay = PositionalDecay()) -> None:
         if block < 1:
             raise ValueError(f"causal tokens: block must be >= 1, got {block!r}")
-        self.field, self.comm, self.block = field, comm, block
+        self.field, self.comm, self.block, self.decay = field, comm, block, decay
         self._route: tuple[NonlocalEvaluator, FastSummaries | None] | None = None
 
     def route(self, evaluator: NonlocalEvaluator, n: int) -> FastSummaries | None:
@@ -331,8 +391,8 @@ class CausalTokenField:
         all_weights = allgather_rows(self.comm, np.ascontiguousarray(weights, dtype=float))
         summaries = self.route(evaluator, layout.n)
         if summaries is None:
-            return causal_direct_sums(evaluator.model, every, all_weights, layout)
-        return causal_fast_sums(summaries, every, all_weights, layout, self.comm)
+            return causal_direct_sums(evaluator.model, every, all_weights, layout, self.decay)
+        return causal_fast_sums(summaries, every, all_weights, layout, self.comm, self.decay)
 
     def __call__(self, targets: np.ndarray, sources: np.ndarray, weights: np.ndarray) -> np.ndarray:
         """X_i at this rank's tokens; ``targets`` must be the ``sources`` (the tokens)."""

@@ -33,7 +33,7 @@ from ..runner.session import check_new_target, check_size, configure_process, re
 from ..runner.simulation import Simulation
 from ..runner.writers import ObservablesWriter, OutputWriter, SnapshotWriter, particle_run_file
 from ..velocity import LayerVelocity
-from .causal import CausalTokenField
+from .causal import CausalTokenField, PositionalDecay
 from .integrator import INTEGRATORS, EqualSteps
 from .sampling import resolve_sampler, sample_initial, sample_tokens
 from .system import ParticleSystem, default_dt, token_block
@@ -91,7 +91,8 @@ class ParticleSimulation(Simulation):
                 raise ConfigError(f"model.velocity: 'rotation' needs d = 2 or 3, got d = {d}")
             field = problem.velocity.rotation(d)
         elif problem.causal:
-            field = self.causal_field = CausalTokenField(self.field, comm)
+            decay = PositionalDecay(problem.decay, problem.normalise)
+            field = self.causal_field = CausalTokenField(self.field, comm, decay=decay)
         if self.sampler == "mesh" and d != problem.d:
             raise ConfigError(f"particles.sampler: 'mesh' samples the mesh's sphere (d = {problem.d}), not d = {d}")
         self.dts = [p.dt if p.dt is not None else default_dt(layer) for layer in self.schedule.layers]
