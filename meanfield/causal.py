@@ -117,6 +117,13 @@ class CausalVelocity:
         self.normalise = normalise
         self.start()
 
+    def kernel(self) -> np.ndarray:
+        """(M, M) the slices' weights: slice k moves with the field of ``sum_j W[k, j] mu_j``
+        (``ds`` for j < k, ``own_weight * ds`` for j = k, 0 after), the matrix the adjoint of
+        a causal run (:mod:`meanfield.adjoint`) transposes."""
+        M = self.slices
+        return self.ds * (np.tril(np.ones((M, M)), -1) + self.own_weight * np.eye(M))
+
     def start(self) -> None:
         """Forget the prefix: the next call is slice 0 of a new stage."""
         self.slice = 0

@@ -4,6 +4,8 @@
     meanfield resume RUN_DIR [--t-final T] [--set section.key=value ...] [--quiet]
     meanfield particles CONFIG --n N [--seed S] [--out DIR] [--overwrite] [--set ...] [--quiet]
     meanfield validate CONFIG --n 1000,4000 [--seeds 4] [--out DIR] [--pde RUN_DIR [--force]] [--overwrite] [--quiet]
+    meanfield response CONFIG --observable [NAME=]EXPR [--observable ...] --at T1,T2,... [--wrt model.beta ...]
+                       [--out DIR] [--set ...] [--overwrite] [--quiet]
     meanfield convergence CONFIG --levels 3:6 [--dt-ladder] [--reference exact|finest|RUN_DIR] [--out DIR]
     meanfield convergence CONFIG --slices 8,16,32 [--reference finest|RUN_DIR] [--out DIR]
                           [--overwrite] [--quiet]
@@ -26,7 +28,7 @@ they are refused) and ``--quiet`` (no progress, log or summary on the terminal),
 ``resume``, which continues its run and replaces nothing.  Default output folders are named
 after the config (:mod:`meanfield.runner.names`).
 
-run, resume, particles, validate, convergence, sweep and mesh estimate the memory per rank
+run, resume, particles, validate, response, convergence, sweep and mesh estimate the memory per rank
 before building anything and refuse a job that does not fit in the memory available
 (exit 2); ``--no-memory-check`` (or ``MEANFIELD_MEMORY_CHECK=off``) runs it anyway.
 
@@ -122,6 +124,14 @@ def _cmd_validate(args: argparse.Namespace) -> None:
                       refine=not args.no_refine, overrides=args.set, quiet=args.quiet, force=args.force,
                       overwrite=args.overwrite)
     _echo(f"results: {result.path}")
+
+
+def _cmd_response(args: argparse.Namespace) -> None:
+    from .response import response
+
+    result = response(args.config, args.observable, args.at, wrt=args.wrt, out=args.out, overrides=args.set,
+                      quiet=args.quiet, overwrite=args.overwrite)
+    _echo(f"results: {result.path}/response.csv, {result.path}/influence.nc")
 
 
 def _cmd_convergence(args: argparse.Namespace) -> None:
@@ -434,6 +444,21 @@ def _add_validate(sub) -> None:
     p.set_defaults(handler=_cmd_validate)
 
 
+def _add_response(sub) -> None:
+    p = sub.add_parser("response", help="observables' values, influence functions (the adjoint), predicted "
+                       "fluctuations n_var and sensitivities to model parameters")
+    p.add_argument("config", help="TOML config (no atoms)")
+    p.add_argument("--observable", action="append", required=True, metavar="[NAME=]EXPR",
+                   help="an observable phi, an expression in x, y, z such as 'z' or 'cos2=x**2 - y**2'; repeatable")
+    p.add_argument("--at", type=_number_list(float, "number"), required=True, metavar="T1,T2,...",
+                   help="times in [0, time.t_final] of the values <phi, rho(t)>")
+    p.add_argument("--wrt", action="append", default=[], metavar="PARAMETER",
+                   help="a model parameter by its config path, e.g. model.beta, model.Q[0][1], "
+                        "model.heads[1].weight, model.layers[0].beta: adds the column d_value_d_PARAMETER; repeatable")
+    _add_common(p, "output directory (default: runs/<name>-response)")
+    p.set_defaults(handler=_cmd_response)
+
+
 def _add_convergence(sub) -> None:
     p = sub.add_parser("convergence", help="errors and observed orders over a ladder of meshes or time steps")
     p.add_argument("config", help="TOML config of the case")
@@ -593,9 +618,9 @@ def _add_info(sub) -> None:
 
 
 #: Each registers one subcommand; add new commands here.
-COMMANDS: list[Callable] = [_add_run, _add_resume, _add_particles, _add_validate, _add_convergence, _add_clusters,
-                            _add_longtime, _add_sweep, _add_collect, _add_compare, _add_check, _add_plot, _add_mesh,
-                            _add_info]
+COMMANDS: list[Callable] = [_add_run, _add_resume, _add_particles, _add_validate, _add_response, _add_convergence,
+                            _add_clusters, _add_longtime, _add_sweep, _add_collect, _add_compare, _add_check, _add_plot,
+                            _add_mesh, _add_info]
 
 
 #: The top-level ``meanfield --help``: what the tool is for, three commands to start from, the docs.

@@ -441,14 +441,7 @@ class RunFile:
         self._create(self.build(times, stack_outputs(snapshots), observables))
 
     def _create(self, ds: xarray.Dataset) -> None:
-        tmp = self.path.with_name(f".{self.path.name}.tmp-{os.getpid()}")
-        unlimited = ["time", *([ATOM_DIM] if ATOM_DIM in ds.dims else [])]
-        try:
-            _text_as_char(ds).to_netcdf(tmp, engine="h5netcdf", unlimited_dims=unlimited, encoding=_encoding(ds))
-            os.replace(tmp, self.path)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
+        write_dataset(ds, self.path)
 
     def write(self, t: float, row: Mapping[str, float], snapshot: Mapping[str, np.ndarray]) -> None:
         """Append one output (creating the file at the first).
@@ -502,6 +495,19 @@ class RunFile:
 
         with h5netcdf.File(self.path, "r", locking=False) as f:
             return [float(t) for t in f.variables["time"][:]]
+
+
+def write_dataset(ds: xarray.Dataset, path: Path) -> None:
+    """Write a Dataset of this module's conventions to ``path`` at once (through a temporary
+    file): ``time`` (and ``atom``) unlimited, no fill values, text as characters."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    unlimited = ["time", *([ATOM_DIM] if ATOM_DIM in ds.dims else [])]
+    try:
+        _text_as_char(ds).to_netcdf(tmp, engine="h5netcdf", unlimited_dims=unlimited, encoding=_encoding(ds))
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def _padded(values: np.ndarray, count: int) -> np.ndarray:

@@ -1,0 +1,231 @@
+"""The adjoint of the linearised equation at one state, on the cells of the mesh.
+
+For a state ``u`` of the forward scheme (every position slice of a causal run), the
+semi-discrete linearised equation of the cell averages is ``d nu / dt = J(u) nu`` with the
+first-order upwind flux of :mod:`meanfield.discretisation.fv`: through facet e (cells l, r,
+unit normal n_e from l to r, length |e|, midpoint m_e, ``u_e = X[u](m_e) . n_e``)
+
+    F_e = |e| (u_e^+ rho_l - u_e^- rho_r),   dF_e = |e| (u_e^+ nu_l - u_e^- nu_r) + |e| rho_up dX[nu](m_e) . n_e.
+
+The adjoint in the cells' inner product ``<Phi, nu> = sum_c |c| Phi_c nu_c`` is
+``A(u) Phi = M^{-1} J(u)^T M Phi``, ``M = diag |c|``:
+
+    (A Phi)_c = (1/|c|) sum_{e: c = l} |e| u_e^+ (Phi_r - Phi_l) - (1/|c|) sum_{e: c = r} |e| u_e^- (Phi_r - Phi_l)
+                + G(x_c),
+
+the upwind discretisation of ``X . grad Phi`` plus the nonlocal term ``G`` of
+:mod:`.sums` with the tangent vectors ``a_e = |e| rho_up (Phi_r - Phi_l) n_e`` at the facets.
+For the finite-volume scheme this is the exact transpose of its Jacobian (the discrete
+adjoint of the semi-discretisation); for DG1 it is a consistent first-order discretisation
+of the continuous adjoint along the DG1 trajectory (velocity and cell averages of the DG1
+state).
+
+Causal runs: slice k moves with the field of the measure ``sum_j W[k, j] mu_j`` (the slices'
+measures mu_j on the same points, :meth:`meanfield.causal.CausalVelocity.kernel`), so the
+nonlocal term of slice j collects ``sum_k W[k, j] b_k`` from the slices that attend to it:
+one adjoint sum per slice.  Phi is kept per slice, scaled so that ``(1/M) sum_k <Phi_k,
+nu_k>`` is the pairing (``Phi_k = phi`` at the final time for an observable of the whole
+token distribution).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from .._fem import dolfinx as _dolfinx
+from ..discretisation.base import SpatialScheme
+from ..model import AttentionModel, VelocityField
+from ..nonlocal_field.base import FieldValues
+from ..velocity import LayerVelocity
+from .sums import AdjointSums
+
+
+@dataclass
+class Linearisation:
+    """What the adjoint needs of one forward state, per slice k (arrays with a leading M axis).
+
+    Attributes
+    ----------
+    points, weights
+        (q, d) and (M, q): the measure each slice's field comes from (the kernel's mixture
+        of the slices' measures, on the scheme's points).
+    normal_velocity
+        (M, F): ``u_e``, the velocity's normal component at the facet midpoints.
+    upwind
+        (M, F): the upwind cell average ``rho_up`` at every facet.
+    model
+        The attention model of the layer (``None``: no attention, no nonlocal term).
+    inverse_Z, ratio
+        (M, H, F) and (M, H, F, d): ``1/Z`` and ``N/Z`` per head at the facets (softmax only).
+    """
+
+    points: np.ndarray
+    weights: np.ndarray
+    normal_velocity: np.ndarray
+    upwind: np.ndarray
+    model: AttentionModel | None
+    inverse_Z: np.ndarray | None = None
+    ratio: np.ndarray | None = None
+
+
+class AdjointOperator:
+    """``A(u)`` of the module docstring for a spatial scheme, its layers and its slices.
+
+    Parameters
+    ----------
+    scheme
+        The forward spatial scheme (one slice's; FV or DG1).
+    field
+        A layer velocity of the run's schedule, for this operator's own use (its evaluators
+        are kept apart from the forward run's); ``enter`` its layer before :meth:`linearise`.
+    kernel
+        (M, M) the slices' weights ``W[k, j]`` (``[[1.0]]`` without a mask).
+    plain
+        The velocity field when it is not the attention field (a prescribed rotation), else ``None``.
+    method, tol, direct_sums
+        The ``[nonlocal]`` settings of the adjoint sums.
+    """
+
+    def __init__(self, scheme: SpatialScheme, field: LayerVelocity, kernel: np.ndarray,
+                 plain: VelocityField | None = None, method: str = "direct", tol: float = 1e-10,
+                 direct_sums: bool = False) -> None:
+        self.scheme, self.field, self.plain = scheme, field, plain
+        self.kernel = np.asarray(kernel, dtype=float)
+        self.comm = scheme.comm
+        self.method, self.tol, self.direct_sums = method, tol, direct_sums
+        g = self.geometry = scheme.geometry
+        self.midpoints = np.ascontiguousarray(g.facet_midpoint)
+        self.targets = np.ascontiguousarray(g.centroid[: g.num_owned])
+        self.left, self.right = g.facet_cells[:, 0], g.facet_cells[:, 1]
+        # a facet between an owned and a ghost cell is seen by two ranks: each counts half of it
+        self.share = 0.5 * ((self.left < g.num_owned).astype(float) + (self.right < g.num_owned))
+        dolfinx = _dolfinx()
+        space = dolfinx.fem.functionspace(scheme.msh, ("DG", 0))
+        self._ghosts = dolfinx.fem.Function(space)
+        self._dof = np.asarray(space.dofmap.list[: g.num_local, 0], dtype=np.int64)
+        self._sums: AdjointSums | None = None
+
+    @property
+    def slices(self) -> int:
+        return self.kernel.shape[0]
+
+    def with_ghosts(self, owned: np.ndarray) -> np.ndarray:
+        """(num_owned, P) values per owned cell -> (num_local, P) with the ghosts' values."""
+        g = self.geometry
+        out = np.empty((g.num_local, owned.shape[1]))
+        arr = self._ghosts.x.array
+        for p in range(owned.shape[1]):
+            arr[self._dof[: g.num_owned]] = owned[:, p]
+            self._ghosts.x.scatter_forward()
+            out[:, p] = arr[self._dof]
+        return out
+
+    def _values(self, points: np.ndarray, weights: np.ndarray) -> FieldValues:
+        assert self.field.evaluator is not None
+        return self.field.evaluator.evaluate(self.midpoints, points, weights, fixed_sources=True,
+                                             fixed_targets=True)
+
+    def velocity(self, points: np.ndarray, weights: np.ndarray, field: LayerVelocity | None = None) -> np.ndarray:
+        """The velocity (F, d) at the facet midpoints of the measure (points, weights) under
+        ``field``'s active layer (default: this operator's)."""
+        field = field or self.field
+        if self.plain is not None:
+            return self.plain(self.midpoints, points, weights)
+        return field(self.midpoints, points, weights)
+
+    def linearise(self, slices: Sequence[np.ndarray]) -> Linearisation:
+        """The :class:`Linearisation` at a forward state given as its slices' states (collective)."""
+        g = self.geometry
+        points = self.scheme.measure(slices[0])[0]
+        masses = np.array([self.scheme.measure(s)[1] for s in slices])
+        weights = self.kernel @ masses
+        averages = self.with_ghosts(np.array([self.scheme.cell_averages(s) for s in slices]).T).T
+        model = None if self.plain is not None else self.field.layer.attention
+        velocities, inverse_Z, ratio = [], [], []
+        for k in range(len(slices)):
+            if model is None:
+                X = self.velocity(points, weights[k])
+            else:
+                values = self._values(points, weights[k])
+                X = values.velocity(model, self.midpoints)
+                ffn = self.field.layer.ffn
+                if ffn is not None:
+                    X = X + ffn.velocity(self.midpoints)
+                if model.softmax:
+                    Z = values.partition_function()
+                    inv = np.divide(1.0, Z, out=np.zeros_like(Z), where=Z > 0)
+                    inverse_Z.append(inv)
+                    ratio.append(values.N * np.divide(1.0, values.Z, out=np.zeros_like(values.Z),
+                                                      where=values.Z > 0)[..., None])
+            velocities.append(np.einsum("ij,ij->i", X, g.facet_normal))
+        u = np.array(velocities)
+        upwind = np.where(u > 0, averages[:, self.left], averages[:, self.right])
+        softmax = model is not None and model.softmax
+        return Linearisation(points, weights, u, upwind, model, np.array(inverse_Z) if softmax else None,
+                             np.array(ratio) if softmax else None)
+
+    def tangents(self, lin: Linearisation, phi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The facet differences (M, F, P) ``Phi_r - Phi_l`` and the tangent vectors
+        (M, F, d, P) ``a_e = share_e |e| rho_up (Phi_r - Phi_l) n_e`` of ``phi`` (M, num_owned, P)."""
+        g = self.geometry
+        diff = np.array([(lambda loc: loc[self.right] - loc[self.left])(self.with_ghosts(p)) for p in phi])
+        size = (self.share * g.facet_measure)[None, :, None] * lin.upwind[..., None] * diff
+        return diff, size[:, :, None, :] * g.facet_normal[None, :, :, None]
+
+    def apply(self, lin: Linearisation, phi: np.ndarray) -> np.ndarray:
+        """``A(u) Phi`` for ``phi`` of shape (M, num_owned, P) (collective)."""
+        g = self.geometry
+        n = g.num_owned
+        diff, a = self.tangents(lin, phi)
+        out = np.empty_like(phi)
+        for k in range(phi.shape[0]):
+            u = lin.normal_velocity[k]
+            from_left = g.facet_measure * np.maximum(u, 0.0)
+            from_right = g.facet_measure * np.maximum(-u, 0.0)
+            for p in range(phi.shape[2]):
+                flow = np.bincount(self.left, from_left * diff[k, :, p], g.num_local)[:n] \
+                    - np.bincount(self.right, from_right * diff[k, :, p], g.num_local)[:n]
+                out[k, :, p] = flow / g.measure[:n]
+        if lin.model is not None:
+            out += self.nonlocal_term(lin, a)
+        return out
+
+    def nonlocal_term(self, lin: Linearisation, a: np.ndarray) -> np.ndarray:
+        """``G`` (M, num_owned, P) at the cells of the tangent vectors ``a`` (M, F, d, P) (collective)."""
+        model = lin.model
+        assert model is not None
+        if self._sums is None or self._sums.model is not model:
+            self._sums = AdjointSums(model, self.comm, self.method, self.tol, self.direct_sums)
+        w = np.array([h.weight for h in model.heads])
+        if model.softmax:
+            assert lin.inverse_Z is not None and lin.ratio is not None
+            # (M, H, F, d, P) and (M, H, F, P)
+            vectors = w[None, :, None, None, None] * lin.inverse_Z[:, :, :, None, None] * a[:, None]
+            scalars = np.einsum("khfdp,khfd->khfp", vectors, lin.ratio)
+        else:
+            vectors = w[None, :, None, None, None] * np.broadcast_to(a[:, None], (a.shape[0], len(w)) + a.shape[1:])
+            scalars = None
+        out = []
+        for j in range(self.slices):
+            column = self.kernel[:, j]
+            if not np.any(column):
+                out.append(np.zeros((self.targets.shape[0], a.shape[-1])))
+                continue
+            vj = np.einsum("k,khfdp->hfdp", column, vectors)
+            sj = None if scalars is None else np.einsum("k,khfp->hfp", column, scalars)
+            out.append(self._sums(self.targets, self.midpoints, vj, sj))
+        return np.array(out)
+
+    def pairing(self, lin: Linearisation, phi: np.ndarray, velocity_change: np.ndarray) -> np.ndarray:
+        """``sum_k (1/M) sum_e a_e . dX_k(m_e)`` over all ranks: the change of ``(1/M) sum_k
+        <Phi_k, L_k(u)>`` (P,) when the velocity at the facets changes by ``velocity_change`` (M, F, d)
+        (collective)."""
+        from ..nonlocal_field.parallel import allreduce_sum
+
+        _, a = self.tangents(lin, phi)
+        local = np.einsum("kfdp,kfd->p", a, velocity_change) / self.slices
+        return allreduce_sum(self.comm, local)
+

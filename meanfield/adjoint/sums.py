@@ -1,0 +1,101 @@
+"""The nonlocal term of the adjoint: attention-type sums with Q and K exchanged.
+
+The linearised velocity of a perturbation ``nu`` of the measure at a facet point ``m`` is
+``dX(m) = int D(m, x) dnu(x)`` with (per head h, weight w_h; MODEL.md "Beyond the limit")
+
+    USA:  D(m, x) = w_h P_m exp(beta <Q m, K x>) V x,
+    SA:   D(m, x) = w_h P_m exp(beta <Q m, K x>) (V x - N(m)/Z(m)) / Z(m).
+
+Its adjoint, paired with tangent vectors ``a_e`` at the facet points ``m_e``, is the function
+
+    G(x) = sum_h [ S_h(x) . V_h x - s_h(x) ],   [S_h, s_h](x) = sum_e exp(beta <Q_h m_e, K_h x>) [b_e, c_e],
+
+with vector sources ``b_e`` and scalar sources ``c_e`` (USA: ``b = w_h a``, ``c = 0``; SA:
+``b = w_h a / Z(m)``, ``c = w_h a . N(m) / Z(m)^2``): an attention sum whose sources are the
+facet points and whose targets are the cells, the roles of Q and K exchanged.
+:class:`AdjointSums` evaluates it with the run's ``[nonlocal]`` method: ``direct`` sums all
+columns in one pass (:func:`~meanfield.nonlocal_field.direct.exp_sums`, sources gathered
+over the ranks), ``fast`` and ``auto`` evaluate the partition function of the exchanged
+single-head model once per column (signed weights), so the cost of one adjoint term is
+``(d + 1) x columns`` forward-type evaluations for SA (``d x columns`` for USA).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..model import AttentionModel, Head
+from ..nonlocal_field import NonlocalEvaluator, make_evaluator
+from ..nonlocal_field.direct import exp_sums
+from ..nonlocal_field.parallel import allgather_rows
+
+
+class AdjointSums:
+    """``G(x)`` of the module docstring for one attention model, at fixed targets from fixed sources.
+
+    Parameters
+    ----------
+    model
+        The attention model of the layer.
+    comm
+        MPI communicator over which the sources (facet points) are distributed.
+    method, tol, direct_sums
+        The run's ``[nonlocal]`` settings.
+    """
+
+    def __init__(self, model: AttentionModel, comm=None, method: str = "direct", tol: float = 1e-10,
+                 direct_sums: bool = False) -> None:
+        self.model, self.comm, self.method = model, comm, method
+        eye = np.eye(model.d)
+        self.evaluators: list[NonlocalEvaluator] = [] if method == "direct" else [
+            make_evaluator(AttentionModel(model.d, model.beta, "unnormalized", (Head(h.K, h.Q, eye, 1.0),)),
+                           comm, method, tol, direct_sums) for h in model.heads]
+        self._gathered: tuple[np.ndarray, np.ndarray] | None = None
+
+    def __call__(self, targets: np.ndarray, sources: np.ndarray, vectors: np.ndarray,
+                 scalars: np.ndarray | None) -> np.ndarray:
+        """``G`` at this rank's targets (m, d) from this rank's sources (n, d) (collective).
+
+        Parameters
+        ----------
+        targets, sources
+            The same arrays at every call (the cells' and the facets' points).
+        vectors
+            (heads, n, d, P): the vector sources ``b_e`` of each head and column.
+        scalars
+            (heads, n, P): the scalar sources ``c_e`` (``None``: zero, USA).
+
+        Returns
+        -------
+        (m, P) the values of ``G`` for every column.
+        """
+        H, n, d, P = vectors.shape
+        out = np.zeros((targets.shape[0], P))
+        for h, head in enumerate(self.model.heads):
+            columns = vectors[h].reshape(n, d * P)
+            if scalars is not None:
+                columns = np.concatenate([columns, scalars[h]], axis=1)
+            sums = self._sums(h, targets, sources, columns)
+            vx = targets @ head.V.T
+            out += np.einsum("mdp,md->mp", sums[:, : d * P].reshape(-1, d, P), vx)
+            if scalars is not None:
+                out -= sums[:, d * P:]
+        return out
+
+    def _sums(self, h: int, targets: np.ndarray, sources: np.ndarray, columns: np.ndarray) -> np.ndarray:
+        """``sum_e exp(beta <Q_h m_e, K_h x>) columns_e`` at the targets, unscaled (m, k)."""
+        head = self.model.heads[h]
+        if self.method == "direct":
+            if self._gathered is None or self._gathered[0] is not sources:
+                self._gathered = (sources, allgather_rows(self.comm, np.ascontiguousarray(sources)))
+            every = self._gathered[1]
+            sums, log_scale = exp_sums(targets @ head.K.T, self.model.beta * (every @ head.Q.T),
+                                       allgather_rows(self.comm, np.ascontiguousarray(columns)))
+            return sums * np.exp(np.where(np.isfinite(log_scale), log_scale, 0.0))[:, None]
+        evaluator = self.evaluators[h]
+        out = np.empty((targets.shape[0], columns.shape[1]))
+        for k in range(columns.shape[1]):
+            values = evaluator.evaluate(targets, sources, np.ascontiguousarray(columns[:, k]),
+                                        fixed_sources=True, fixed_targets=True)
+            out[:, k] = values.partition_function()[0]
+        return out

@@ -1,0 +1,350 @@
+"""The response of observables to the initial density and the model: ``meanfield response``.
+
+For observables ``phi`` (expressions in x, y, z) and times T, :func:`response` runs the PDE
+forward to the times and the adjoint back (:mod:`meanfield.adjoint`), and writes::
+
+    response.csv      observable, t, value, n_var [, d_value_d_<parameter> ...]
+    influence.nc      the influence functions Phi_0 per observable and time (CF/UGRID, the
+                      mesh of run.nc), with the density at each time
+    influence-<k>.png            their pictures, observable k (S^2: influence-<k>-t<i>.png
+                                 at the i-th time)
+    config.toml, metadata.json, study.json
+
+``value = <phi, rho(T)>``; ``n_var = Var_rho0(Phi_0)``, the limit of n times the variance of
+``<phi, mu_n(T)>`` over iid draws of n initial tokens (a causal run: the mean over positions
+of each position's variance, tokens at fixed positions); ``d_value_d_<parameter>`` the
+derivative of the value with respect to a model parameter (:func:`parse_parameter`).
+
+Observables: ``EXPR`` or ``NAME=EXPR``; the column ``observable`` holds NAME where given, else
+EXPR as given.  A causal run's observable is that of the whole token distribution (the mean
+of the positions' densities, as in observables.csv).
+"""
+
+from __future__ import annotations
+
+import copy
+import csv
+import re
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .config import Config, ConfigError, load_config
+from .expression import VARIABLES, Function, compile_function
+from .trackers import TRACKER_NAME
+
+#: A parameter path: ``model.beta``, ``model.Q[0][1]``, ``model.heads[1].weight``, ``model.layers[0].V[2][0]``.
+_PART = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)((?:\[\d+\])*)")
+#: Relative step of the central differences of the field in a parameter.
+PARAMETER_STEP = 1e-5
+
+
+@dataclass(frozen=True)
+class Observable:
+    """An observable ``phi``: its label (NAME, or the expression as given) and compiled expression."""
+
+    label: str
+    expression: str
+    function: Function
+
+    def __call__(self, points: np.ndarray) -> np.ndarray:
+        env = {v: points[:, i] if i < points.shape[1] else np.zeros(len(points)) for i, v in enumerate(VARIABLES)}
+        return np.broadcast_to(np.asarray(self.function(env), dtype=float), (len(points),)).copy()
+
+
+@dataclass
+class ResponseResult:
+    """What :func:`response` produced: its directory and the rows of response.csv."""
+
+    path: Path
+    rows: list[dict[str, Any]]
+
+
+def parse_observable(text: str) -> Observable:
+    """``EXPR`` or ``NAME=EXPR`` -> :class:`Observable` (``ExpressionError`` naming ``--observable``)."""
+    name, sep, rest = text.partition("=")
+    named = bool(sep) and TRACKER_NAME.fullmatch(name.strip()) is not None and not rest.startswith("=")
+    label, expression = (name.strip(), rest.strip()) if named else (text, text)
+    return Observable(label, expression, compile_function(expression, f"--observable {text!r}", VARIABLES))
+
+
+def parse_parameter(text: str) -> list[str | int]:
+    """A parameter path (``model.beta``, ``model.Q[0][1]``, ``model.heads[1].weight``,
+    ``model.layers[0].beta``, ``model.ffn.W[0][1]``) -> its keys and indices into the config."""
+    keys: list[str | int] = []
+    for part in text.split("."):
+        match = _PART.fullmatch(part)
+        if match is None:
+            raise ConfigError(f"--wrt {text!r}: expected a config path such as model.beta or model.Q[0][1]")
+        keys.append(match.group(1))
+        keys.extend(int(i) for i in re.findall(r"\[(\d+)\]", match.group(2)))
+    if keys[0] != "model":
+        raise ConfigError(f"--wrt {text!r}: a parameter of the model (model.beta, model.Q[0][1], ...)")
+    return keys
+
+
+def moved_config(config: Config, keys: Sequence[str | int], text: str, step: float) -> tuple[Config, float]:
+    """The config with the parameter at ``keys`` moved by ``step`` times its scale, and the step taken."""
+    data = copy.deepcopy(config.data)
+    d = 2 if data["mesh"]["sphere"] == "S1" else 3
+    parent: Any = data
+    for i, key in enumerate(keys[:-1]):
+        child = parent[key] if _has(parent, key) else None
+        if child is None and key in ("Q", "K", "V"):
+            child = parent[key] = np.eye(d).tolist()  # unset: the identity
+        if child is None:
+            raise ConfigError(f"--wrt {text}: {'.'.join(map(str, keys[: i + 1]))} is not set in the config")
+        parent = child
+    last = keys[-1]
+    value = parent[last] if _has(parent, last) else None
+    if value is None and last == "weight":
+        value = 1.0
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"--wrt {text}: not a number in the config (got {value!r})")
+    h = step * max(1.0, abs(float(value)))
+    parent[last] = float(value) + h
+    return load_config(data), h
+
+
+def _has(container: Any, key: str | int) -> bool:
+    if isinstance(key, int):
+        return isinstance(container, list) and 0 <= key < len(container)
+    return isinstance(container, Mapping) and key in container
+
+
+def check_times(times: Sequence[float], t_final: float) -> list[float]:
+    """The requested times, each in [0, t_final] and distinct (``ConfigError`` naming ``--at``)."""
+    out: list[float] = []
+    for t in times:
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not np.isfinite(t) or not 0 <= t <= t_final:
+            raise ConfigError(f"--at: times must lie in [0, time.t_final = {t_final:g}], got {t!r}")
+        if any(abs(t - u) <= 1e-9 * max(1.0, t) for u in out):
+            raise ConfigError(f"--at: time {t:g} is given twice")
+        out.append(float(t))
+    if not out:
+        raise ConfigError("--at: give at least one time")
+    return out
+
+
+def response(
+    config: Config | Mapping | str | Path | None,
+    observables: Sequence[str],
+    times: Sequence[float],
+    *,
+    wrt: Sequence[str] = (),
+    out: str | Path | None = None,
+    overrides: list[str] | None = None,
+    comm=None,
+    quiet: bool = False,
+    overwrite: bool = False,
+) -> ResponseResult:
+    """Values, influence functions, predicted fluctuations and sensitivities of observables.
+
+    Parameters
+    ----------
+    config
+        Config (or mapping / TOML path) of the PDE run to linearise (no atoms).
+    observables
+        ``EXPR`` or ``NAME=EXPR``, expressions in x, y, z (:mod:`meanfield.expression`).
+    times
+        Times T in [0, t_final].
+    wrt
+        Model parameters (:func:`parse_parameter`) whose derivatives to add as columns
+        ``d_value_d_<parameter>``.
+    out
+        Output directory (default ``runs/<name>-response``).
+    comm
+        MPI communicator (default COMM_WORLD).
+    quiet
+        No report on the terminal.
+    overwrite
+        Redo a response study already in ``out``.
+
+    Returns
+    -------
+    The directory and the rows of response.csv (on every rank).
+    """
+    from mpi4py import MPI
+
+    from .adjoint import AdjointSolver, Sensitivity, check_supported
+    from .collective import everywhere, on_root
+    from .pde import PDESimulation
+    from .problem import Problem
+    from .runner.directory import prepare_study
+    from .runner.environment import run_environment
+    from .runner.files import write_json, write_text
+    from .runner.names import derived_directory
+    from .runner.session import check_size, configure_process, resolve_config
+    from .velocity import LayerVelocity
+
+    comm = comm or MPI.COMM_WORLD
+    config = resolve_config(config, overrides, comm)
+    problem = Problem(config)
+    compiled = [parse_observable(text) for text in observables]
+    if not compiled:
+        raise ConfigError("--observable: give at least one observable")
+    labels = [o.label for o in compiled]
+    if len(set(labels)) < len(labels):
+        raise ConfigError(f"--observable: two observables share the name {labels!r}")
+    times = check_times(times, problem.time.t_final)
+    try:
+        check_supported(problem)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    moved = []
+    for text in wrt:
+        keys = parse_parameter(text)
+        plus, h = moved_config(config, keys, text, PARAMETER_STEP)
+        minus, _ = moved_config(config, keys, text, -PARAMETER_STEP)
+        moved.append((text, h, plus, minus))
+    check_size(problem, comm)
+    path = Path(out) if out is not None else derived_directory(config, "response")
+    on_root(comm, lambda: prepare_study(path, "response", overwrite=overwrite))
+    environment = run_environment(comm)
+    threads = configure_process(problem.field.threads)
+    started = time.perf_counter()
+
+    sim = PDESimulation(problem, comm)
+    solver = AdjointSolver(sim)
+    f = problem.field
+    sensitivities = [Sensitivity(text, h, *(LayerVelocity(Problem(c).schedule(), comm, f.method, f.tol,
+                                                          fixed_points=True, direct_sums=f.direct_sums)
+                                           for c in (plus, minus)))
+                     for text, h, plus, minus in moved]
+    states = solver.forward(times)
+    forward_seconds = time.perf_counter() - started
+    g = sim.scheme.geometry
+    n, M = g.num_owned, 1 if sim.causal is None else sim.causal.slices
+    centroids, areas = g.centroid[:n], g.measure[:n]
+    phis = np.stack([o(centroids) for o in compiled], axis=1)  # (n, observables)
+    P = len(compiled)
+    finals = {}
+    for i, t in enumerate(times):
+        final = np.zeros((M, n, P * len(times)))
+        final[:, :, i * P:(i + 1) * P] = phis[None]
+        finals[t] = final
+    tic = time.perf_counter()
+    phi0, derivatives = solver.backward(finals, sensitivities)
+    backward_seconds = time.perf_counter() - tic
+
+    def slices(state: np.ndarray) -> np.ndarray:
+        parts = [state] if sim.causal is None else sim.causal.split(state)
+        return np.array([sim.scheme.cell_averages(p) for p in parts])  # (M, n)
+
+    rho0 = slices(solver.initial)
+    local = np.concatenate([
+        [np.einsum("kc,c,cp->p", slices(states[t]), areas, phis) / M for t in times],
+        [np.einsum("kc,c,kcp->p", rho0, areas, phi0)],
+        [np.einsum("kc,c,kcp->kp", rho0, areas, phi0 ** 2).ravel()],
+        [np.einsum("kc,c,kcp->kp", rho0, areas, phi0).ravel()]], axis=None)
+    total = comm.allreduce(local, op=MPI.SUM)
+    columns = P * len(times)
+    values = total[: columns].reshape(len(times), P)
+    second = total[2 * columns: 2 * columns + M * columns].reshape(M, columns)
+    first = total[2 * columns + M * columns:].reshape(M, columns)
+    n_var = (second - first ** 2).mean(axis=0)
+    rows = []
+    for i, t in enumerate(times):
+        for p, o in enumerate(compiled):
+            row = {"observable": o.label, "t": t, "value": float(values[i, p]), "n_var": float(n_var[i * P + p])}
+            for s, sens in enumerate(sensitivities):
+                row[f"d_value_d_{sens.name}"] = float(derivatives[s, i * P + p])
+            rows.append(row)
+    influence = _gather_slices(sim, phi0)
+    densities = {t: _gather_slices(sim, slices(states[t])[..., None]) for t in times}
+    mesh = sim.static_arrays()
+    seconds = {"forward": forward_seconds, "backward": backward_seconds, "total": time.perf_counter() - started}
+
+    def write() -> None:
+        with open(path / "response.csv", "w", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+        write_text(path / "config.toml", config.to_toml())
+        write_json(path / "metadata.json", {
+            "kind": "response", "observables": [{"name": o.label, "expression": o.expression} for o in compiled],
+            "times": times, "wrt": [s.name for s in sensitivities], "threads": threads,
+            "steps": len(solver.trajectory.steps), "kept_states": len(solver.trajectory.kept),
+            "adjoint": "discrete adjoint of FV + SSP-RK3" if problem.scheme.kind == "fv"
+            else "continuous adjoint, first-order cell discretisation along the DG1 trajectory",
+            "timings": seconds, **environment})
+        _write_influence(path, config, mesh, times, compiled, influence, densities)
+        _plot_influence(path, mesh, times, compiled, influence)
+        if not quiet:
+            print(format_rows(rows), flush=True)
+
+    on_root(comm, write)
+    return ResponseResult(path, everywhere(comm, lambda: rows))
+
+
+def _gather_slices(sim, values: np.ndarray) -> np.ndarray | None:
+    """(M, num_owned, P) per slice and owned cell -> (M, C, P) in global cell order on rank 0."""
+    rows = sim._gather(np.ascontiguousarray(np.moveaxis(values, 0, 1)).reshape(values.shape[1], -1))
+    if rows is None:
+        return None
+    return np.moveaxis(rows.reshape(rows.shape[0], values.shape[0], values.shape[2]), 0, 1)
+
+
+def format_rows(rows: list[dict[str, Any]]) -> str:
+    """response.csv as a fixed-width table for the terminal."""
+    keys = list(rows[0])
+    width = max(12, *(len(str(r["observable"])) for r in rows))
+    lines = [f"{keys[0]:>{width}s}  " + "  ".join(f"{k:>14s}" for k in keys[1:])]
+    for r in rows:
+        lines.append(f"{r['observable']:>{width}s}  " + "  ".join(f"{r[k]:>14.6g}" for k in keys[1:]))
+    return "\n".join(lines)
+
+
+def _write_influence(path: Path, config: Config, mesh: Mapping[str, np.ndarray] | None, times: list[float],
+                     observables: Sequence[Observable], influence: np.ndarray | None,
+                     densities: Mapping[float, np.ndarray | None]) -> None:
+    """influence.nc: the run's mesh and the density at each time (:func:`~meanfield.runner.netcdf.pde_dataset`)
+    and ``influence_<k>`` (time, [position,] cell) per observable k, named in its attributes."""
+    from .runner.netcdf import pde_dataset, run_attributes, write_dataset
+
+    assert mesh is not None and influence is not None
+    causal = "positions" in mesh
+    stacked = np.array([densities[t] for t in times])[..., 0]  # (T, M, C)
+    attrs = {**run_attributes("pde", config.data), "title": f"meanfield influence functions {config.data['name']}"}
+    ds = pde_dataset(mesh, np.array(times), {"density": stacked if causal else stacked[:, 0]}, {}, attrs)
+    P = len(observables)
+    dims = ("time", "position", "cell") if causal else ("time", "cell")
+    for p, o in enumerate(observables):
+        values = np.array([influence[:, :, i * P + p] for i in range(len(times))])  # (T, M, C)
+        ds[f"influence_{p}"] = (dims, values if causal else values[:, 0], {
+            "long_name": f"influence function Phi_0 of <phi, rho(t)>, phi = {o.expression}", "observable": o.label,
+            "mesh": "mesh", "location": ds["density"].attrs["location"], "cell_measures": "area: area", "units": "1",
+            **({"comment": "per token position s: d<phi, rho(t)>/d rho0(s) = int ds <Phi_0(s), d rho0(s)>"}
+               if causal else {})})
+    write_dataset(ds, path / "influence.nc")
+
+
+def _plot_influence(path: Path, mesh: Mapping[str, np.ndarray] | None, times: list[float],
+                    observables: Sequence[Observable], influence: np.ndarray | None) -> None:
+    """influence-<k>.png per observable: Phi_0 at every time (S^1: lines, a causal run's over (theta, s);
+    S^2: one map per time)."""
+    from .plotting.causal import position_images
+    from .plotting.circle import circle_density
+    from .plotting.sphere_maps import sphere_map
+
+    assert mesh is not None and influence is not None
+    vertices, cells = mesh["vertices"], mesh["cells"]
+    P = len(observables)
+    for p, o in enumerate(observables):
+        per_time = [influence[:, :, i * P + p] for i in range(len(times))]  # (M, C) each
+        title = f"influence function Phi_0 of {o.label}"
+        if vertices.shape[1] == 2:
+            if "positions" in mesh:
+                fig = position_images(vertices, cells, mesh["positions"], times, np.array(per_time), title=title)
+            else:
+                fig = circle_density(vertices, cells, [v[0] for v in per_time], times=times, title=title)
+            fig.axes[0].set_ylabel("Phi_0")
+            fig.savefig(path / f"influence-{p}.png", dpi=120)
+            continue
+        for i, t in enumerate(times):
+            fig = sphere_map(vertices, cells, per_time[i].mean(axis=0), title=f"{title} at t = {t:g}")
+            fig.savefig(path / f"influence-{p}-t{i}.png", dpi=120)
