@@ -119,10 +119,13 @@ class CausalVelocity:
 
     def kernel(self) -> np.ndarray:
         """(M, M) the slices' weights: slice k moves with the field of ``sum_j W[k, j] mu_j``
-        (``ds`` for j < k, ``own_weight * ds`` for j = k, 0 after), the matrix the adjoint of
-        a causal run (:mod:`meanfield.adjoint`) transposes."""
+        (``ds e^{-lambda (s_k - s_j)}`` for j < k, ``own_weight * ds`` for j = k, 0 after; each
+        row divided by its sum when normalised), the matrix the adjoint of a causal run
+        (:mod:`meanfield.adjoint`) transposes."""
         M = self.slices
-        return self.ds * (np.tril(np.ones((M, M)), -1) + self.own_weight * np.eye(M))
+        lag = np.subtract.outer(np.arange(M), np.arange(M))
+        W = self.ds * np.where(lag > 0, self.factor ** np.maximum(lag, 0), 0.0) + self.ds * self.own_weight * np.eye(M)
+        return W / W.sum(axis=1)[:, None] if self.normalise else W
 
     def start(self) -> None:
         """Forget the prefix: the next call is slice 0 of a new stage."""

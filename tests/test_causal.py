@@ -208,3 +208,18 @@ def test_ranks_agree_and_fast_matches_direct(kind, method):
     scale = np.abs(results["serial"]).max()
     assert np.abs(results["world"] - results["serial"]).max() < 1e-12 * scale
     assert np.abs(results["direct"] - results["serial"]).max() < 1e-8 * scale
+
+
+@pytest.mark.parametrize("decay, normalise", [(0.0, False), (2.0, False), (2.0, True), (0.0, True)])
+def test_the_slice_kernel_is_the_measure_each_slice_feels(decay, normalise):
+    """CausalVelocity.kernel() (the matrix the adjoint transposes) row k = the weights of the
+    measure slice k's field is evaluated on, with decay and normalisation."""
+    from meanfield.causal import CausalVelocity
+
+    M = 6
+    velocity = CausalVelocity(lambda targets, sources, weights: weights, M, decay, normalise)
+    weights = np.random.default_rng(0).random((M, 5))
+    felt = np.array([velocity(None, np.zeros(5), w) for w in weights])
+    assert np.allclose(felt, velocity.kernel() @ weights, rtol=1e-14, atol=0)
+    if normalise:
+        assert np.allclose(velocity.kernel().sum(axis=1), 1.0)
