@@ -6,6 +6,8 @@
     meanfield validate CONFIG --n 1000,4000 [--seeds 4] [--out DIR] [--pde RUN_DIR [--force]] [--overwrite] [--quiet]
     meanfield response CONFIG --observable [NAME=]EXPR [--observable ...] --at T1,T2,... [--wrt model.beta ...]
                        [--out DIR] [--set ...] [--overwrite] [--quiet]
+    meanfield response CONFIG --retrieval --at T1,... [--modes 1,2,3] [--codewords M]
+                       [--observable PSI --source PHI ...] [--out DIR] [--set ...] [--overwrite] [--quiet]
     meanfield convergence CONFIG --levels 3:6 [--dt-ladder] [--reference exact|finest|RUN_DIR] [--out DIR]
     meanfield convergence CONFIG --slices 8,16,32 [--reference finest|RUN_DIR] [--out DIR]
                           [--overwrite] [--quiet]
@@ -127,9 +129,26 @@ def _cmd_validate(args: argparse.Namespace) -> None:
 
 
 def _cmd_response(args: argparse.Namespace) -> None:
+    from .config import ConfigError
+
+    if args.retrieval:
+        from .retrieval import retrieval
+
+        if args.wrt:
+            raise ConfigError("--wrt: not with --retrieval (sensitivities are response.csv's)")
+        found = retrieval(args.config, args.at, modes=args.modes or (), codewords=args.codewords,
+                          observables=args.observable or (), sources=args.source, out=args.out,
+                          overrides=args.set, quiet=args.quiet, overwrite=args.overwrite)
+        _echo(f"results: {found.path}/retrieval.csv, {found.path}/retrieval.png")
+        return
     from .response import response
 
-    result = response(args.config, args.observable, args.at, wrt=args.wrt, out=args.out, overrides=args.set,
+    for option in ("modes", "codewords"):
+        if getattr(args, option) is not None:
+            raise ConfigError(f"--{option}: only with --retrieval")
+    if args.source:
+        raise ConfigError("--source: only with --retrieval")
+    result = response(args.config, args.observable or [], args.at, wrt=args.wrt, out=args.out, overrides=args.set,
                       quiet=args.quiet, overwrite=args.overwrite)
     _echo(f"results: {result.path}/response.csv, {result.path}/influence.nc")
 
@@ -448,14 +467,26 @@ def _add_response(sub) -> None:
     p = sub.add_parser("response", help="observables' values, influence functions (the adjoint), predicted "
                        "fluctuations n_var and sensitivities to model parameters")
     p.add_argument("config", help="TOML config (no atoms)")
-    p.add_argument("--observable", action="append", required=True, metavar="[NAME=]EXPR",
-                   help="an observable phi, an expression in x, y, z such as 'z' or 'cos2=x**2 - y**2'; repeatable")
+    p.add_argument("--observable", action="append", metavar="[NAME=]EXPR",
+                   help="an observable phi, an expression in x, y, z such as 'z' or 'cos2=x**2 - y**2'; repeatable "
+                        "(required without --retrieval; with it, the last token's psi of a pair)")
     p.add_argument("--at", type=_number_list(float, "number"), required=True, metavar="T1,T2,...",
                    help="times in [0, time.t_final] of the values <phi, rho(t)>")
     p.add_argument("--wrt", action="append", default=[], metavar="PARAMETER",
                    help="a model parameter by its config path, e.g. model.beta, model.Q[0][1], "
                         "model.heads[1].weight, model.layers[0].beta: adds the column d_value_d_PARAMETER; repeatable")
-    _add_common(p, "output directory (default: runs/<name>-response)")
+    p.add_argument("--retrieval", action="store_true",
+                   help="a causal run's retrieval profile R(t; s0) of the last position against every source "
+                        "position: retrieval.csv and retrieval.png (default directory runs/<name>-retrieval)")
+    p.add_argument("--modes", type=_number_list(int, "integer"), metavar="N1,N2,...",
+                   help="with --retrieval on S^1: Fourier modes n, psi = e^{-in theta}, phi = e^{in theta} "
+                        "(default 1)")
+    p.add_argument("--codewords", type=int, metavar="M",
+                   help="with --retrieval on S^1: add DGR's retrieval score for M codewords (mode 0)")
+    p.add_argument("--source", action="append", default=[], metavar="EXPR",
+                   help="with --retrieval: the source observable phi of the pair whose psi is the --observable "
+                        "of the same rank; repeatable (S^1 or S^2)")
+    _add_common(p, "output directory (default: runs/<name>-response, runs/<name>-retrieval with --retrieval)")
     p.set_defaults(handler=_cmd_response)
 
 

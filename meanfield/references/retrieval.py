@@ -53,12 +53,15 @@ def mode_rate(mode: int, beta: float) -> float:
     return growth_rate(2, mode, beta, False)
 
 
-def retrieval_mode(t: float, s0: np.ndarray | float, mode: int, beta: float, decay: float) -> np.ndarray:
-    """``R_n(t; s0)`` for source positions ``s0`` in (0, 1) (see the module docstring)."""
-    a, Y = mode_rate(mode, beta) * t, log_mass_ratio(s0, decay)
+def retrieval_mode(t: float, s0: np.ndarray | float, mode: int, beta: float, decay: float,
+                   s: float = 1.0) -> np.ndarray:
+    """``R_n(t; s0)`` for source positions ``s0`` in (0, s) (see the module docstring); the
+    target position ``s`` (default 1, the last token) replaces 1 in ``k_lambda(1, s0)`` and
+    ``Y = log(g(s) / g(s0))``."""
+    a, Y = mode_rate(mode, beta) * t, log_mass_ratio(s0, decay) - log_mass_ratio(s, decay)
     root = np.sqrt(a * Y)
     series = np.where(root > 0, np.sqrt(a / np.where(Y > 0, Y, 1.0)) * special.iv(1, 2.0 * root), a)  # -> a as Y -> 0
-    return positional_kernel(1.0, s0, decay) * series
+    return positional_kernel(s, s0, decay) * series
 
 
 def codeword_weights(codewords: int, modes: int) -> np.ndarray:
@@ -67,9 +70,9 @@ def codeword_weights(codewords: int, modes: int) -> np.ndarray:
     return np.exp(-(np.pi**2) * n**2 / (2.0 * codewords**2))
 
 
-def score_modes(codewords: int) -> int:
-    """How many modes the score sums: those whose weight is above :data:`SCORE_CUTOFF`."""
-    return int(np.ceil(codewords * np.sqrt(2.0 * -np.log(SCORE_CUTOFF)) / np.pi))
+def score_modes(codewords: int, cutoff: float = SCORE_CUTOFF) -> int:
+    """How many modes the score sums: those whose weight is above ``cutoff``."""
+    return int(np.ceil(codewords * np.sqrt(2.0 * -np.log(cutoff)) / np.pi))
 
 
 def retrieval_score(t: float, s0: np.ndarray | float, beta: float, decay: float, codewords: int) -> np.ndarray:

@@ -1,0 +1,254 @@
+"""The retrieval profile of a causal run: how much the last token remembers each source position.
+
+For a causal run (``model.mask = "causal"``) the retrieval profile of an observable pair
+``(psi, phi)`` is (MODEL.md, "Positional decay (ALiBi) and the retrieval profile")
+
+    R(t; s0) = lim_N N Cov( psi(x_N(t)), phi(x_{ceil(N s0)}(0)) ) = Cov_{rho0(s0)}( Phi_0(s0, .), phi ),
+
+``Phi_0`` the influence function of ``<psi, rho(t, last position)>`` with respect to the initial
+density of position s0: one adjoint solve per observable psi and time (:mod:`meanfield.adjoint`;
+all of them in one backward sweep), whatever the prompt distribution, attention or sphere.
+The last position is the last slice, ``s = 1 - 1/(2M)``; the source positions are the other
+slices' ``s_k`` (the last slice's own covariance holds the token itself, O(1) and not a profile).
+
+On S^1 by Fourier mode n: ``psi = e^{-in theta}``, ``phi = e^{in theta}``, value the real part,
+``Cov(Phi_0[cos n theta], cos n theta) + Cov(Phi_0[sin n theta], sin n theta)`` (two adjoint
+columns per mode); DGR's retrieval score for M codewords sums the modes with weights
+``e^{-pi^2 n^2 / (2 M^2)}`` while they exceed :data:`SCORE_WEIGHT_CUTOFF`.  On either sphere,
+given pairs ``(psi, phi)`` of expressions in x, y, z.
+
+Writes ``retrieval.csv`` (``t, source_position, mode, value``: mode n >= 1 a Fourier mode or the
+n-th given pair, mode 0 the score), ``retrieval.png`` (the profile against source position per
+time, primacy, recency and the interior minimum marked), config.toml, metadata.json, study.json.
+"""
+
+from __future__ import annotations
+
+import csv
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .config import Config, ConfigError
+from .references.retrieval import codeword_weights, score_modes
+from .response import check_times, parse_observable
+
+#: The score sums the modes whose codeword weight e^{-pi^2 n^2 / (2 M^2)} is above this (the
+#: rest changes it by less than this fraction of the largest R_n).
+SCORE_WEIGHT_CUTOFF = 1e-6
+
+#: retrieval.csv's columns.
+COLUMNS = ("t", "source_position", "mode", "value")
+
+
+@dataclass
+class RetrievalResult:
+    """What :func:`retrieval` produced: its directory and the rows of retrieval.csv."""
+
+    path: Path
+    rows: list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Profiles:
+    """The functions psi and phi the profiles need, and each profile as weighted covariances.
+
+    ``profiles[i] = (mode, [(weight, p, q), ...])``: profile ``mode`` is the sum of
+    ``weight * Cov(Phi_0[psis[p]], phis[q])``."""
+
+    psis: Sequence[Callable[[np.ndarray], np.ndarray]]
+    phis: Sequence[Callable[[np.ndarray], np.ndarray]]
+    profiles: list[tuple[int, list[tuple[float, int, int]]]]
+
+
+def _fourier(points: np.ndarray, n: int) -> np.ndarray:
+    """cos(n theta) (n > 0) or sin(|n| theta) (n < 0) at points on S^1."""
+    theta = np.arctan2(points[:, 1], points[:, 0])
+    return np.cos(n * theta) if n > 0 else np.sin(-n * theta)
+
+
+def profiles_of(problem: Any, modes: Sequence[int], codewords: int | None, observables: Sequence[str],
+                sources: Sequence[str]) -> Profiles:
+    """The profiles asked for, checked against the problem (``ConfigError`` naming the field)."""
+    if not problem.causal:
+        raise ConfigError("--retrieval: needs a causal run (model.mask = 'causal')")
+    if problem.slices is None or problem.slices < 2:
+        raise ConfigError("positions.slices: the retrieval profile needs at least 2 slices")
+    if len(observables) != len(sources):
+        raise ConfigError(f"--source: give one per --observable (got {len(sources)} for {len(observables)})")
+    if observables and (modes or codewords is not None):
+        raise ConfigError("--observable: give either Fourier modes (--modes, --codewords) or pairs "
+                          "(--observable PSI --source PHI), not both")
+    if any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in modes) or len(set(modes)) < len(modes):
+        raise ConfigError(f"--modes: distinct integers >= 1, got {list(modes)}")
+    if codewords is not None and (isinstance(codewords, bool) or not isinstance(codewords, int) or codewords < 1):
+        raise ConfigError(f"--codewords: an integer >= 1, got {codewords!r}")
+    if observables:
+        psis = [parse_observable(text) for text in observables]
+        phis = [parse_observable(text) for text in sources]
+        return Profiles(list(psis), list(phis), [(i + 1, [(1.0, i, i)]) for i in range(len(psis))])
+    if problem.sphere != "S1":
+        raise ConfigError("--modes: Fourier modes need S^1; on S^2 give pairs --observable PSI --source PHI")
+    modes = list(modes) if modes or codewords is not None else [1]
+    weights = None
+    if codewords is not None:
+        count = score_modes(codewords, SCORE_WEIGHT_CUTOFF)
+        weights = codeword_weights(codewords, count)
+    every = sorted(set(modes) | set(range(1, 0 if weights is None else len(weights) + 1)))
+    keys = [n for m in every for n in (m, -m)]  # cos, sin
+    functions = [partial(_fourier, n=n) for n in keys]
+    profiles = [(m, [(1.0, keys.index(m), keys.index(m)), (1.0, keys.index(-m), keys.index(-m))]) for m in modes]
+    if weights is not None:
+        profiles.append((0, [(float(w), keys.index(sign * m), keys.index(sign * m))
+                             for m, w in enumerate(weights, start=1) for sign in (1, -1)]))
+    return Profiles(functions, functions, profiles)
+
+
+def retrieval(
+    config: Config | Any,
+    times: Sequence[float],
+    *,
+    modes: Sequence[int] = (),
+    codewords: int | None = None,
+    observables: Sequence[str] = (),
+    sources: Sequence[str] = (),
+    out: str | Path | None = None,
+    overrides: list[str] | None = None,
+    comm=None,
+    quiet: bool = False,
+    overwrite: bool = False,
+) -> RetrievalResult:
+    """The retrieval profile R(t; s0) of a causal run (module docstring).
+
+    Parameters
+    ----------
+    config
+        Config (or mapping / TOML path) of a causal PDE run (no atoms).
+    times
+        Times t in [0, t_final].
+    modes
+        Fourier modes n >= 1 (S^1): psi = e^{-in theta}, phi = e^{in theta}.
+    codewords
+        M >= 1: add DGR's retrieval score (mode 0) for M codewords (S^1).
+    observables, sources
+        Pairs (psi, phi) of expressions in x, y, z (S^1 or S^2; not with ``modes`` or
+        ``codewords``), the i-th pair written as mode ``i + 1``.  Without pairs, modes or
+        codewords: mode 1.
+    out
+        Output directory (default ``runs/<name>-retrieval``).
+    comm
+        MPI communicator (default COMM_WORLD).
+    quiet
+        No report on the terminal.
+    overwrite
+        Redo a retrieval study already in ``out``.
+
+    Returns
+    -------
+    The directory and the rows of retrieval.csv (on every rank).
+    """
+    from mpi4py import MPI
+
+    from .adjoint import AdjointSolver, check_supported
+    from .collective import everywhere, on_root
+    from .pde import PDESimulation
+    from .problem import Problem
+    from .runner.directory import prepare_study
+    from .runner.environment import run_environment
+    from .runner.files import write_json, write_text
+    from .runner.names import derived_directory
+    from .runner.session import check_size, configure_process, resolve_config
+
+    comm = comm or MPI.COMM_WORLD
+    config = resolve_config(config, overrides, comm)
+    problem = Problem(config)
+    asked = profiles_of(problem, modes, codewords, observables, sources)
+    times = check_times(times, problem.time.t_final)
+    try:
+        check_supported(problem)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    check_size(problem, comm)
+    path = Path(out) if out is not None else derived_directory(config, "retrieval")
+    on_root(comm, lambda: prepare_study(path, "retrieval", overwrite=overwrite))
+    environment = run_environment(comm)
+    threads = configure_process(problem.field.threads)
+    started = time.perf_counter()
+
+    sim = PDESimulation(problem, comm)
+    assert sim.causal is not None  # checked by _pairs
+    solver = AdjointSolver(sim)
+    solver.forward(times)
+    g = sim.scheme.geometry
+    n, M = g.num_owned, sim.causal.slices
+    centroids, areas = g.centroid[:n], g.measure[:n]
+    P, Q = len(asked.psis), len(asked.phis)
+    finals = {}
+    for i, t in enumerate(times):
+        final = np.zeros((M, n, P * len(times)))
+        for p, psi in enumerate(asked.psis):
+            final[-1, :, i * P + p] = M * psi(centroids)  # the last position's <psi, rho(t)>
+        finals[t] = final
+    phi0, _ = solver.backward(finals)  # (M, n, P T): Phi_0(s_k) per slice
+    rho0 = np.array([sim.scheme.cell_averages(part) for part in sim.causal.split(solver.initial)])  # (M, n)
+    sources_at = np.stack([phi(centroids) for phi in asked.phis], axis=1)  # (n, Q)
+    weighted = rho0 * areas  # (M, n)
+    local = np.concatenate([np.einsum("kc,kcp,cq->kpq", weighted, phi0, sources_at).ravel(),
+                            np.einsum("kc,kcp->kp", weighted, phi0).ravel(),
+                            np.einsum("kc,cq->kq", weighted, sources_at).ravel()])
+    total = comm.allreduce(local, op=MPI.SUM)
+    columns = P * len(times)
+    product = total[: M * columns * Q].reshape(M, columns, Q)
+    mean_phi0 = total[M * columns * Q: M * columns * (Q + 1)].reshape(M, columns)
+    mean_source = total[M * columns * (Q + 1):].reshape(M, Q)
+    covariance = product - mean_phi0[:, :, None] * mean_source[:, None, :]  # (M, P T, Q)
+    positions = sim.causal.positions
+    rows = []
+    for i, t in enumerate(times):
+        for mode, terms in asked.profiles:
+            profile = sum(w * covariance[:, i * P + p, q] for w, p, q in terms)
+            for k in range(M - 1):
+                rows.append({"t": t, "source_position": float(positions[k]), "mode": mode,
+                             "value": float(profile[k])})
+    seconds = time.perf_counter() - started
+
+    def write() -> None:
+        with open(path / "retrieval.csv", "w", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=list(COLUMNS))
+            writer.writeheader()
+            writer.writerows(rows)
+        write_text(path / "config.toml", config.to_toml())
+        write_json(path / "metadata.json", {
+            "kind": "retrieval", "times": times, "modes": [mode for mode, _ in asked.profiles], "codewords": codewords,
+            "pairs": [{"psi": o, "phi": s} for o, s in zip(observables, sources)],
+            "last_position": float(positions[-1]), "threads": threads,
+            "steps": len(solver.trajectory.steps), "timings": {"total": seconds}, **environment})
+        from .plotting.retrieval import retrieval_figure
+
+        fig = retrieval_figure(rows, title=f"retrieval profile of {config.data['name']} (last position "
+                                           f"s = {positions[-1]:.4g})")
+        fig.savefig(path / "retrieval.png", dpi=120)
+        if not quiet:
+            print(format_profile(rows), flush=True)
+
+    on_root(comm, write)
+    return RetrievalResult(path, everywhere(comm, lambda: rows))
+
+
+def format_profile(rows: Sequence[dict[str, Any]]) -> str:
+    """Per time and mode: primacy (first source), the interior minimum (where there is one) and
+    recency (last source), for the terminal."""
+    from .plotting.retrieval import interior_minimum, split_profiles
+
+    lines = [f"{'t':>8s}  {'mode':>4s}  {'primacy':>12s}  {'minimum':>12s}  {'at s0':>8s}  {'recency':>12s}"]
+    for (t, mode), (s, v) in split_profiles(rows).items():
+        i = interior_minimum(v)
+        low = f"{v[i]:12.5g}  {s[i]:8.4f}" if i is not None else f"{'-':>12s}  {'-':>8s}"
+        lines.append(f"{t:8.4g}  {mode:4d}  {v[0]:12.5g}  {low}  {v[-1]:12.5g}")
+    return "\n".join(lines)
+
