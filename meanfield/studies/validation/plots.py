@@ -10,7 +10,8 @@ from .compare import PDEReference
 
 
 def plot_errors(path: Path, rows: list[dict], summary: list[dict], t: float) -> None:
-    """Each metric at time t against n on log-log axes: seeds, RMS over seeds, n^-1/2, PDE floor."""
+    """Each metric at time t against n on log-log axes: seeds, RMS over seeds, n^-1/2, PDE floor,
+    and where the summary has it the predicted RMS sqrt(n_var / n) (a line, no fit)."""
     from matplotlib.figure import Figure
     from matplotlib.ticker import NullFormatter
 
@@ -26,6 +27,9 @@ def plot_errors(path: Path, rows: list[dict], summary: list[dict], t: float) -> 
         rms = np.array([s[f"rms_n{int(n)}"] for n in ns])
         ax.loglog(ns, rms, "o-", label=f"RMS, slope {s['slope_rms']:.2f}")
         ax.loglog(ns, rms[0] * np.sqrt(ns[0] / ns), "k--", lw=0.8, label="n^-1/2")
+        predicted = np.array([s.get(f"predicted_n{int(n)}", np.nan) for n in ns])
+        if np.all(np.isfinite(predicted)):
+            ax.loglog(ns, predicted, "g-", lw=1.2, label="predicted sqrt(n_var/n)")
         if np.isfinite(s["pde_floor"]) and s["pde_floor"] > 0:
             ax.axhline(s["pde_floor"], color="r", ls=":", label="PDE floor")
         ax.set(title=s["metric"], xlabel="n")

@@ -10,7 +10,10 @@ at every output time.  Files written (rank 0) under the study directory::
     validation.csv           metric, time, n, seed, value (with the cluster-level metrics of
                              meanfield.analysis.clusters.compare.ClusterValidation)
     summary.csv              per error metric at the final time: fitted log-log slopes vs n,
-                             RMS over seeds at each n, and the PDE floor
+                             RMS over seeds at each n, the PDE floor, and for the moment
+                             errors the predicted RMS sqrt(n_var / n) and the ratio measured /
+                             predicted at each n (:mod:`.prediction`)
+    response/                the influence functions behind the prediction (meanfield response)
     clusters.csv             cluster agreement at the final time (metric, n, mean and worst
                              over seeds): a separate table, without slopes, since the count
                              error is an integer that is 0 once the clusters are resolved
@@ -38,6 +41,7 @@ from ...runner.directory import is_run, prepare_study
 from ...runner.results import RunResult, load_pde_run
 from ...runner.session import check_size, resolve_config
 from .compare import PDEReference
+from .prediction import add_predictions, predicted_variances
 
 log = logging.getLogger("meanfield")
 
@@ -254,6 +258,9 @@ def validate(
     on_root(comm, check_given_runs)
     on_root(comm, lambda: prepare_study(path, "validation", overwrite=overwrite))
     reference = _pde_runs(config, path, pde, pde_fine, refine, comm, quiet, overwrite)
+    t_final = float(reference.coarse.times[-1])
+    variances = {} if problem.atoms.enabled else predicted_variances(config, reference.d, t_final, path / "response",
+                                                                      comm, overwrite)
     clusters = ClusterValidation(whole_measure(reference.coarse))  # cluster-level agreement
     base = problem.particles.seed
     rows: list[dict] = []
@@ -278,8 +285,7 @@ def validate(
             on_root(comm, compare)
 
     def report() -> tuple[list[dict], list[dict]]:
-        t_final = float(reference.coarse.times[-1])
-        summary = summarise(rows, t_final, reference.floor(t_final))
+        summary = add_predictions(summarise(rows, t_final, reference.floor(t_final)), variances)
         cluster_table = summarise_clusters(rows, t_final)
         _write_csv(path / "validation.csv", rows)
         _write_csv(path / "summary.csv", summary)
@@ -290,7 +296,9 @@ def validate(
         plot_density(path / "density.png", reference, finals[(max(ns), base)], t_final)
         if not quiet:
             print(f"mean-field validation at t = {t_final:g} (slopes of log error vs log n; "
-                  f"pde_floor: metric between the PDE at h and h/2)\n{format_summary(summary)}\n"
+                  f"pde_floor: metric between the PDE at h and h/2; predicted: sqrt(n_var / n) from the "
+                  f"influence functions, ratio: measured RMS / predicted, about 1 within the seeds' "
+                  f"scatter)\n{format_summary(summary)}\n"
                   f"cluster agreement at t = {t_final:g} (no rate: count error 0 when the clusters match; "
                   f"mean and worst over seeds)\n{format_summary(cluster_table)}", flush=True)
         return summary, cluster_table
