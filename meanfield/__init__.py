@@ -10,6 +10,7 @@ The Python API mirrors the CLI::
     ds = result.to_xarray()                         # the run as an xarray Dataset (like runs/short/run.nc)
     meanfield.sweep(cfg, ["model.beta=1,4"], out="runs/beta")   # same as `meanfield sweep ...`
     table = meanfield.collect(["runs/beta"])        # observables of many runs, a pandas DataFrame
+    meanfield.response(cfg, ["z"], [1.0, 2.0])       # values, influence functions, n_var (the adjoint)
 
 Importing this package is cheap: dolfinx and MPI are imported when a run starts.
 """
@@ -24,8 +25,9 @@ from .version import __version__ as __version__
 # library convention: no output unless the application (or a run, on rank 0) attaches handlers
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
-__all__ = ["load_config", "run", "resume", "load_run", "run_particles", "sweep", "collect", "AttentionModel", "Config",
-           "Problem", "RunResult", "ParticleRunResult", "RunInterrupted", "StopRun", "OutputState"]
+__all__ = ["load_config", "run", "resume", "load_run", "run_particles", "sweep", "collect", "response",
+           "AttentionModel", "Config", "Problem", "RunResult", "ParticleRunResult", "RunInterrupted", "StopRun",
+           "OutputState"]
 
 _LAZY = {
     "load_config": ("config", "load_config"),
@@ -37,6 +39,7 @@ _LAZY = {
     "load_run": ("runner.results", "load_run"),
     "sweep": ("studies.sweep", "sweep"),
     "collect": ("analysis.collect", "collect"),
+    "response": ("studies.response", "response"),
     "RunResult": ("runner.results", "RunResult"),
     "ParticleRunResult": ("runner.results", "ParticleRunResult"),
     "RunInterrupted": ("runner.controller", "RunInterrupted"),
@@ -56,6 +59,7 @@ if TYPE_CHECKING:
     from .runner.callbacks import OutputState, StopRun
     from .runner.controller import RunInterrupted
     from .runner.results import ParticleRunResult, RunResult, load_run
+    from .studies.response import response
     from .studies.sweep import sweep
 
 

@@ -127,7 +127,7 @@ def _cmd_validate(args: argparse.Namespace) -> None:
 
 
 def _cmd_response(args: argparse.Namespace) -> None:
-    from .response import response
+    from .studies.response import response
 
     result = response(args.config, args.observable, args.at, wrt=args.wrt, out=args.out, overrides=args.set,
                       quiet=args.quiet, overwrite=args.overwrite)
