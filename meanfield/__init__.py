@@ -10,6 +10,8 @@ The Python API mirrors the CLI::
     ds = result.to_xarray()                         # the run as an xarray Dataset (like runs/short/run.nc)
     meanfield.sweep(cfg, ["model.beta=1,4"], out="runs/beta")   # same as `meanfield sweep ...`
     table = meanfield.collect(["runs/beta"])        # observables of many runs, a pandas DataFrame
+    meanfield.response(cfg, ["z"], [1.0, 2.0])       # values, influence functions, n_var (the adjoint)
+    meanfield.retrieval(causal_cfg, [1.0], codewords=8)  # a causal run's retrieval profile R(t; s0)
 
 Importing this package is cheap: dolfinx and MPI are imported when a run starts.
 """
@@ -24,8 +26,9 @@ from .version import __version__ as __version__
 # library convention: no output unless the application (or a run, on rank 0) attaches handlers
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
-__all__ = ["load_config", "run", "resume", "load_run", "run_particles", "sweep", "collect", "AttentionModel", "Config",
-           "Problem", "RunResult", "ParticleRunResult", "RunInterrupted", "StopRun", "OutputState"]
+__all__ = ["load_config", "run", "resume", "load_run", "run_particles", "sweep", "collect", "response",
+           "retrieval", "AttentionModel", "Config", "Problem", "RunResult", "ParticleRunResult", "RunInterrupted",
+           "StopRun", "OutputState"]
 
 _LAZY = {
     "load_config": ("config", "load_config"),
@@ -37,6 +40,8 @@ _LAZY = {
     "load_run": ("runner.results", "load_run"),
     "sweep": ("studies.sweep", "sweep"),
     "collect": ("analysis.collect", "collect"),
+    "response": ("studies.response", "response"),
+    "retrieval": ("studies.retrieval", "retrieval"),
     "RunResult": ("runner.results", "RunResult"),
     "ParticleRunResult": ("runner.results", "ParticleRunResult"),
     "RunInterrupted": ("runner.controller", "RunInterrupted"),
@@ -56,6 +61,8 @@ if TYPE_CHECKING:
     from .runner.callbacks import OutputState, StopRun
     from .runner.controller import RunInterrupted
     from .runner.results import ParticleRunResult, RunResult, load_run
+    from .studies.response import response
+    from .studies.retrieval import retrieval
     from .studies.sweep import sweep
 
 

@@ -132,7 +132,7 @@ def _cmd_response(args: argparse.Namespace) -> None:
     from .config import ConfigError
 
     if args.retrieval:
-        from .retrieval import retrieval
+        from .studies.retrieval import retrieval
 
         if args.wrt:
             raise ConfigError("--wrt: not with --retrieval (sensitivities are response.csv's)")
@@ -141,7 +141,7 @@ def _cmd_response(args: argparse.Namespace) -> None:
                           overrides=args.set, quiet=args.quiet, overwrite=args.overwrite)
         _echo(f"results: {found.path}/retrieval.csv, {found.path}/retrieval.png")
         return
-    from .response import response
+    from .studies.response import response
 
     for option in ("modes", "codewords"):
         if getattr(args, option) is not None:

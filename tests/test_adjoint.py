@@ -117,6 +117,7 @@ def test_finite_volumes_taylor_heads_layers(model, comm):
     assert gaps[0] < 1e-5, gaps
 
 
+@pytest.mark.slow
 @pytest.mark.mpi
 @pytest.mark.parametrize("model", [{"attention": "softmax", "Q": None, "K": None, "V": None},
                                    {"attention": "unnormalized"}], ids=["SA", "USA"])

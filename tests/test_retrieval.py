@@ -1,4 +1,4 @@
-"""The retrieval profile (meanfield.retrieval, ``meanfield response --retrieval``) against DGR's
+"""The retrieval profile (meanfield.studies.retrieval, ``meanfield response --retrieval``) against DGR's
 closed form (meanfield.references.retrieval) for iid uniform tokens, on S^1 and S^2."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from scipy.special import iv, spherical_in
 
 from meanfield.config import load_config
 from meanfield.references.retrieval import codeword_weights, positional_kernel, retrieval_mode, score_modes
-from meanfield.retrieval import SCORE_WEIGHT_CUTOFF, retrieval
+from meanfield.studies.retrieval import SCORE_WEIGHT_CUTOFF, retrieval
 
 #: DGR's setting: USA, beta = 1, ALiBi lambda = 1 normalised over positions, uniform tokens.
 DGR = """name = "dgr"
@@ -116,9 +116,10 @@ def test_a_pair_on_s2_against_the_closed_form(tmp_path):
      "positions.slices: the retrieval profile needs at least 2"),
     (S1 + '[model]\nmask = "causal"\n', ["--retrieval", "--at", "0.1", "--wrt", "model.beta"], "--wrt: not with"),
     (S1, ["--observable", "x", "--at", "0.1", "--modes", "1"], "--modes: only with --retrieval"),
+    (S1, ["--at", "0.1"], "--observable: give at least one"),
     (S1 + '[model]\nmask = "causal"\n', ["--retrieval", "--at", "0.1", "--observable", "x", "--source", "x",
                                          "--modes", "1"], "--observable: give either"),
 ], ids=["not-causal", "modes-on-s2", "pair-without-source", "mode-zero", "codewords-zero", "one-slice", "wrt",
-        "modes-without-retrieval", "pairs-and-modes"])
+        "modes-without-retrieval", "no-observable", "pairs-and-modes"])
 def test_refused_in_one_line(tmp_path, capsys, text, extra, field):
     refused(tmp_path, capsys, text, field, *extra, command="response")

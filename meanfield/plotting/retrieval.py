@@ -1,4 +1,4 @@
-"""The retrieval profile R(t; s0) against source position (:mod:`meanfield.retrieval`).
+"""The retrieval profile R(t; s0) against source position (:mod:`meanfield.studies.retrieval`).
 
 :func:`retrieval_figure`: one panel per time, one line per mode (the score, mode 0, drawn
 thick), with primacy (the first source), recency (the last source) and the interior minimum

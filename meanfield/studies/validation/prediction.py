@@ -46,7 +46,7 @@ def observables(d: int) -> dict[str, list[tuple[str, float]]]:
 def predicted_variances(config: Config, d: int, t: float, out: Path, comm, overwrite: bool) -> dict[str, float]:
     """Metric -> ``sum n_var`` at time t (the limit of n times the mean square error), from
     ``meanfield response`` written under ``out`` (collective)."""
-    from ...response import response
+    from ..response import response
 
     wanted = observables(d)
     texts = [text for terms in wanted.values() for text, _ in terms]

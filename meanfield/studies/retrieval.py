@@ -34,8 +34,8 @@ from typing import Any
 
 import numpy as np
 
-from .config import Config, ConfigError
-from .references.retrieval import codeword_weights, score_modes
+from ..config import Config, ConfigError
+from ..references.retrieval import codeword_weights, score_modes
 from .response import check_times, parse_observable
 
 #: The score sums the modes whose codeword weight e^{-pi^2 n^2 / (2 M^2)} is above this (the
@@ -154,15 +154,15 @@ def retrieval(
     """
     from mpi4py import MPI
 
-    from .adjoint import AdjointSolver, check_supported
-    from .collective import everywhere, on_root
-    from .pde import PDESimulation
-    from .problem import Problem
-    from .runner.directory import prepare_study
-    from .runner.environment import run_environment
-    from .runner.files import write_json, write_text
-    from .runner.names import derived_directory
-    from .runner.session import check_size, configure_process, resolve_config
+    from ..adjoint import AdjointSolver, check_supported
+    from ..collective import everywhere, on_root
+    from ..pde import PDESimulation
+    from ..problem import Problem
+    from ..runner.directory import prepare_study
+    from ..runner.environment import run_environment
+    from ..runner.files import write_json, write_text
+    from ..runner.names import derived_directory
+    from ..runner.session import check_size, configure_process, resolve_config
 
     comm = comm or MPI.COMM_WORLD
     config = resolve_config(config, overrides, comm)
@@ -228,7 +228,7 @@ def retrieval(
             "pairs": [{"psi": o, "phi": s} for o, s in zip(observables, sources)],
             "last_position": float(positions[-1]), "threads": threads,
             "steps": len(solver.trajectory.steps), "timings": {"total": seconds}, **environment})
-        from .plotting.retrieval import retrieval_figure
+        from ..plotting.retrieval import retrieval_figure
 
         fig = retrieval_figure(rows, title=f"retrieval profile of {config.data['name']} (last position "
                                            f"s = {positions[-1]:.4g})")
@@ -243,7 +243,7 @@ def retrieval(
 def format_profile(rows: Sequence[dict[str, Any]]) -> str:
     """Per time and mode: primacy (first source), the interior minimum (where there is one) and
     recency (last source), for the terminal."""
-    from .plotting.retrieval import interior_minimum, split_profiles
+    from ..plotting.retrieval import interior_minimum, split_profiles
 
     lines = [f"{'t':>8s}  {'mode':>4s}  {'primacy':>12s}  {'minimum':>12s}  {'at s0':>8s}  {'recency':>12s}"]
     for (t, mode), (s, v) in split_profiles(rows).items():

@@ -33,9 +33,9 @@ from typing import Any
 
 import numpy as np
 
-from .config import Config, ConfigError, load_config
-from .expression import VARIABLES, Function, compile_function
-from .trackers import TRACKER_NAME
+from ..config import Config, ConfigError, load_config
+from ..expression import VARIABLES, Function, compile_function
+from ..trackers import TRACKER_NAME
 
 #: A parameter path: ``model.beta``, ``model.Q[0][1]``, ``model.heads[1].weight``, ``model.layers[0].V[2][0]``.
 _PART = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)((?:\[\d+\])*)")
@@ -170,16 +170,16 @@ def response(
     """
     from mpi4py import MPI
 
-    from .adjoint import AdjointSolver, Sensitivity, check_supported
-    from .collective import everywhere, on_root
-    from .pde import PDESimulation
-    from .problem import Problem
-    from .runner.directory import prepare_study
-    from .runner.environment import run_environment
-    from .runner.files import write_json, write_text
-    from .runner.names import derived_directory
-    from .runner.session import check_size, configure_process, resolve_config
-    from .velocity import LayerVelocity
+    from ..adjoint import AdjointSolver, Sensitivity, check_supported
+    from ..collective import everywhere, on_root
+    from ..pde import PDESimulation
+    from ..problem import Problem
+    from ..runner.directory import prepare_study
+    from ..runner.environment import run_environment
+    from ..runner.files import write_json, write_text
+    from ..runner.names import derived_directory
+    from ..runner.session import check_size, configure_process, resolve_config
+    from ..velocity import LayerVelocity
 
     comm = comm or MPI.COMM_WORLD
     config = resolve_config(config, overrides, comm)
@@ -304,7 +304,7 @@ def _write_influence(path: Path, config: Config, mesh: Mapping[str, np.ndarray] 
                      densities: Mapping[float, np.ndarray | None]) -> None:
     """influence.nc: the run's mesh and the density at each time (:func:`~meanfield.runner.netcdf.pde_dataset`)
     and ``influence_<k>`` (time, [position,] cell) per observable k, named in its attributes."""
-    from .runner.netcdf import pde_dataset, run_attributes, write_dataset
+    from ..runner.netcdf import pde_dataset, run_attributes, write_dataset
 
     assert mesh is not None and influence is not None
     causal = "positions" in mesh
@@ -327,9 +327,9 @@ def _plot_influence(path: Path, mesh: Mapping[str, np.ndarray] | None, times: li
                     observables: Sequence[Observable], influence: np.ndarray | None) -> None:
     """influence-<k>.png per observable: Phi_0 at every time (S^1: lines, a causal run's over (theta, s);
     S^2: one map per time)."""
-    from .plotting.causal import position_images
-    from .plotting.circle import circle_density
-    from .plotting.sphere_maps import sphere_map
+    from ..plotting.causal import position_images
+    from ..plotting.circle import circle_density
+    from ..plotting.sphere_maps import sphere_map
 
     assert mesh is not None and influence is not None
     vertices, cells = mesh["vertices"], mesh["cells"]
