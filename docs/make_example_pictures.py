@@ -4,7 +4,9 @@
 
 Each example runs shortened (a coarser mesh or an earlier ``t_final``, listed in
 :data:`PICTURES`, so that the whole set takes minutes on a laptop), ``meanfield plot`` draws it,
-and one of its pictures is shrunk into ``docs/_static/examples/<example>.png``.  The pictures
+and one of its pictures is shrunk into ``docs/_static/examples/<example>.png``.  The retrieval
+examples (:data:`RETRIEVALS`) run in full as the study their header states (``meanfield
+response --retrieval``), and their ``retrieval.png`` is shrunk the same way.  The pictures
 show what each example does, not its full-length result.  The features' pictures
 (:data:`FEATURES`: a hybrid run's observables, the plots' focus, particle clusters, ParaView)
 go to ``docs/_static/features/<name>.png``; the ParaView one is the run's own
@@ -45,6 +47,14 @@ PICTURES: dict[str, tuple[list[str], str]] = {
     "s2-transformer": ([], "density_final.png"),
     "s1-causal": ([], "positions.png"),
     "s2-causal": ([], "position_clusters.png"),
+}
+
+
+#: example -> the options of ``meanfield response EXAMPLE --retrieval`` that draw its picture
+#: (retrieval.png; each under a minute of CPU time).
+RETRIEVALS: dict[str, list[str]] = {
+    "s1-lost-in-the-middle": ["--at", "0.5,1,2", "--modes", "1,2", "--codewords", "8"],
+    "s1-clustered-prompt-retrieval": ["--at", "0.5,1,2", "--modes", "1,2,3"],
 }
 
 
@@ -91,12 +101,18 @@ def main() -> None:
                         help="where the short runs go")
     parser.add_argument("--only", nargs="*", help="examples and features to draw (default: all)")
     args = parser.parse_args()
-    missing = sorted({p.stem for p in EXAMPLES.glob("*.toml")} - set(PICTURES))
+    missing = sorted({p.stem for p in EXAMPLES.glob("*.toml")} - set(PICTURES) - set(RETRIEVALS))
     if missing:
-        parser.error(f"no picture recipe for {missing}: add them to PICTURES")
+        parser.error(f"no picture recipe for {missing}: add them to PICTURES or RETRIEVALS")
     OUT.mkdir(parents=True, exist_ok=True)
     FEATURES_OUT.mkdir(parents=True, exist_ok=True)
-    wanted = args.only or [*sorted(PICTURES), *FEATURES]
+    wanted = args.only or [*sorted(PICTURES), *sorted(RETRIEVALS), *FEATURES]
+    for name in (n for n in wanted if n in RETRIEVALS):
+        run_dir = args.runs / name
+        meanfield("response", str(EXAMPLES / f"{name}.toml"), "--retrieval", *RETRIEVALS[name], "--out", str(run_dir),
+                  "--overwrite", "--quiet")
+        shrink(run_dir / "retrieval.png", OUT / f"{name}.png")
+        print(f"wrote {OUT / name}.png", flush=True)
     for name in (n for n in wanted if n in FEATURES):
         command, picture = FEATURES[name]
         run_dir = args.runs / name
@@ -106,7 +122,7 @@ def main() -> None:
         print(f"wrote {FEATURES_OUT / name}.png", flush=True)
         if name == PARAVIEW_RUN:
             paraview(run_dir)
-    for name in (n for n in wanted if n not in FEATURES):
+    for name in (n for n in wanted if n not in FEATURES and n not in RETRIEVALS):
         overrides, picture = PICTURES[name]
         run_dir = args.runs / name
         sets = [x for o in overrides for x in ("--set", o)]
