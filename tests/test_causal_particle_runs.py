@@ -116,6 +116,26 @@ def test_causal_particles_serial_and_on_two_ranks(tmp_path, serial):
     assert "token i at s_i = (i + 1/2)/n attends to the tokens j <= i" in cli("info", str(tmp_path / "one")).stdout
 
 
+@pytest.mark.slow
+def test_causal_particles_with_decay_serial_and_on_two_ranks(tmp_path, serial):
+    """``meanfield particles`` on DGR's model (unnormalized attention, ``positions.decay`` and
+    ``normalise``; fast field, blocks cut across ranks): 1 and 2 ranks give the same tokens to
+    round-off, and the keys move the tokens (against the run without them)."""
+    text = CASE.format(method="fast").replace('[model]\n', '[model]\nattention = "unnormalized"\n')
+    runs = {}
+    for name, keys in (("plain", ""), ("dgr", "decay = 2.0\nnormalise = true\n")):
+        cfg = tmp_path / f"{name}.toml"
+        cfg.write_text(text.replace("slices = 8\n", "slices = 8\n" + keys))
+        one = cli("particles", str(cfg), "--n", "301", "--out", str(tmp_path / f"{name}-one"), "--quiet")
+        assert one.returncode == 0, one.stderr
+        runs[name] = meanfield.load_run(tmp_path / f"{name}-one")
+    two = meanfield_job("particles", str(tmp_path / "dgr.toml"), "--n", "301", "--out", str(tmp_path / "dgr-two"),
+                        "--quiet")
+    assert two.returncode == 0, two.stderr
+    assert np.abs(meanfield.load_run(tmp_path / "dgr-two").points - runs["dgr"].points).max() < 1e-12
+    assert np.abs(runs["dgr"].points[-1] - runs["plain"].points[-1]).max() > 1e-3
+
+
 def test_an_ordered_sampler_is_refused_in_one_line(tmp_path, serial):
     cfg = tmp_path / "c.toml"
     cfg.write_text(CASE.format(method="direct"))

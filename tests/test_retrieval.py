@@ -105,6 +105,25 @@ def test_a_pair_on_s2_against_the_closed_form(tmp_path):
     assert np.max(np.abs(value[2:] / expected[2:] - 1)) < 0.02, value / expected
 
 
+@pytest.mark.slow
+def test_one_and_two_ranks_agree(tmp_path):
+    """``mpirun -n 2 meanfield response --retrieval`` gives the serial profile to round-off (S^1,
+    64 cells, 8 slices, a position-dependent prompt under softmax attention with decay)."""
+    text = DGR.format(sphere="S1", resolution=64, slices=8)
+    text = text.replace('attention = "unnormalized"', 'attention = "softmax"')
+    text = text.replace("normalise = true\n", "").replace('kind = "uniform"', 'kind = "expression"\n'
+                                                         'expression = "exp(2*(1 - s)*x + s*y)"')
+    (tmp_path / "case.toml").write_text(text)
+    profiles = []
+    for ranks in (1, 2):
+        done = cli(["response", "case.toml", "--retrieval", "--at", "0.5", "--modes", "1,2", "--out", f"r{ranks}",
+                    "--quiet"], tmp_path, ranks=ranks)
+        assert done.returncode == 0, done.stderr
+        profiles.append(np.array([r["value"] for r in rows_of(tmp_path / f"r{ranks}")]))
+    assert profiles[0].size == 2 * 7 and np.all(np.isfinite(profiles[0]))
+    assert np.abs(profiles[1] - profiles[0]).max() <= 1e-10 * np.abs(profiles[0]).max()
+
+
 @pytest.mark.parametrize("text, extra, field", [
     (S1, ["--retrieval", "--at", "0.1"], "--retrieval: needs a causal run"),
     (S2 + '[model]\nmask = "causal"\n', ["--retrieval", "--at", "0.1", "--modes", "1"],
