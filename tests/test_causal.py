@@ -43,11 +43,13 @@ def test_prefix_sums_rescale_without_overflow():
     assert np.allclose(sums.total.Z * np.exp(sums.total.log_scale - top), expected, rtol=1e-14)
 
 
-def test_one_field_evaluation_per_slice_and_stage(monkeypatch):
-    """A right-hand side of M slices evaluates the field M times (prefix sums, not M^2); a
-    scheme that asks for more slices than M without a new stage is refused."""
+@pytest.mark.parametrize("decay, normalise", [(0.0, False), (2.0, True)])
+def test_one_field_evaluation_per_slice_and_stage(monkeypatch, decay, normalise):
+    """A right-hand side of M slices evaluates the field M times (prefix sums, not M^2; with
+    positional decay a recursively weighted prefix, still M); a scheme that asks for more slices
+    than M without a new stage is refused."""
     sim = simulation(mesh={"sphere": "S1", "resolution": 32}, initial=S1_BUMPS, **{"nonlocal": {"method": "direct"}})
-    scheme = CausalScheme(sim.scheme, sim.field, 5)
+    scheme = CausalScheme(sim.scheme, sim.field, 5, decay, normalise)
     state = scheme.initial_state(lambda p, s: np.exp(s * p[:, 0]))
     calls = []
     evaluate = sim.field.evaluator.evaluate_groups
@@ -223,3 +225,5 @@ def test_the_slice_kernel_is_the_measure_each_slice_feels(decay, normalise):
     assert np.allclose(felt, velocity.kernel() @ weights, rtol=1e-14, atol=0)
     if normalise:
         assert np.allclose(velocity.kernel().sum(axis=1), 1.0)
+    if decay == 0 and not normalise:  # without the keys: the midpoint prefix sums of before, exactly
+        assert np.array_equal(velocity.kernel(), (np.tril(np.ones((M, M)), -1) + 0.5 * np.eye(M)) / M)
