@@ -10,7 +10,8 @@ PDE on S^1                ``density.FMT`` (density at up to 5 times),
 tokens on S^2             ``tokens_initial.FMT``, ``tokens_final.FMT``, ``tokens.gif`` / ``.mp4``
 tokens on S^1             as the PDE on S^1 with the tokens' histogram (about sqrt(n) bins),
                           ``tokens.gif`` / ``.mp4``
-every run                 ``observables.FMT`` (time series)
+every run                 ``observables.FMT`` (time series, the config's own
+                          observables included)
 causal PDE runs           the pictures above of the whole token distribution, and
                           ``positions.FMT`` (S^1: the density over (theta, s) at up to
                           four times), ``slices_initial.FMT`` / ``slices_final.FMT``
@@ -292,7 +293,8 @@ def plot_run(result: Any, out_dir: str | Path, *, movie: bool = True, fmt: str =
     out.mkdir(parents=True, exist_ok=True)
     w = _Writer(out, fmt, dpi, movie, max_frames, fps, frames)
     if "t" in data.observables:
-        w.figure(time_series(data.observables, title=data.name, layer_ends=data.layer_ends), "observables")
+        w.figure(time_series(data.observables, title=data.name, layer_ends=data.layer_ends, trackers=data.trackers),
+                 "observables")
     if data.kind == "pde":
         vertices, cells, densities = data.vertices, data.cells, data.densities
         assert vertices is not None and cells is not None and densities is not None  # run_data requires them
