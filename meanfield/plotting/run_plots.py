@@ -50,7 +50,7 @@ from matplotlib.figure import Figure
 from ..sphere import subsample
 from .circle import CircleLines, circle_density, circle_segments, circle_spacetime, histogram_bins, token_histogram
 from .data import RunData, run_data
-from .focus import colour_limits, heaviest_direction
+from .focus import colour_limits, heaviest_direction, residual_floor
 from .movie import FPS, MAX_FRAMES, frame_indices, write_movie
 from .series import time_series
 from .sphere_maps import (
@@ -186,9 +186,11 @@ def _circle_density(data: RunData, vertices: np.ndarray, cells: np.ndarray, fram
                     averages: np.ndarray, w: _Writer, scale: Scale, name: str, shown: list[int] | None) -> None:
     shown = list(frame_indices(len(data.times), 5)) if shown is None else shown
     atoms = data.point_masses()
+    # a hybrid run's log axis reaches down to the residual floor: not fitted to the one time whose density is left
+    vmin = scale.vmin if scale.vmin is not None or atoms is None or not scale.log else residual_floor(2)
     w.figure(circle_density(vertices, cells, frames[shown], times=[float(data.times[i]) for i in shown],
                             log=scale.log, title=data.name, atoms=None if atoms is None else [atoms[i] for i in shown],
-                            vmin=scale.vmin, vmax=scale.vmax), "density")
+                            vmin=vmin, vmax=scale.vmax), "density")
     w.figure(circle_spacetime(vertices, cells, data.times, averages, log=scale.log, title=data.name, atoms=atoms,
                               vmin=scale.vmin, vmax=scale.vmax), "spacetime")
     lines = CircleLines(circle_segments(vertices, cells), cells, scale.norm(frames))
