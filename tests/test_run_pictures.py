@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from helpers.cli import cli
+from helpers.pictures import figures_of
 
 import meanfield
-from meanfield.plotting import run_plots
 from meanfield.plotting.focus import residual_floor
 from meanfield.plotting.series import DENSITY_DECADES
 
@@ -31,20 +31,6 @@ capture = true
 merge_distance = 0.02
 initial = [[0.3, 1.0, 0.0], [0.25, 0.955336489125606, 0.29552020666133955]]
 """
-
-
-def figures_of(monkeypatch, run_dir, **options) -> dict:
-    """The figures :func:`meanfield.plotting.plot_run_directory` saves, by file stem."""
-    kept = {}
-    save = run_plots._Writer.figure
-
-    def keep(self, fig, name):
-        kept[name] = fig
-        save(self, fig, name)
-
-    monkeypatch.setattr(run_plots._Writer, "figure", keep)
-    run_plots.plot_run_directory(run_dir, run_dir / "again", movie=False, overwrite=True, **options)
-    return kept
 
 
 @pytest.fixture(scope="module")
