@@ -392,10 +392,10 @@ COLOURS = '''
 import json, runpy, sys
 from paraview.simple import GetColorTransferFunction
 
-script, picture = sys.argv[1], sys.argv[2]
+script, picture, name = sys.argv[1], sys.argv[2], sys.argv[3]
 sys.argv = [script, picture]
 runpy.run_path(script, run_name="__main__")
-colours = GetColorTransferFunction("density").RGBPoints
+colours = GetColorTransferFunction(name).RGBPoints
 print("RESULT " + json.dumps({"range": [colours[0], colours[-4]]}))
 '''
 
@@ -410,5 +410,20 @@ def test_view_script_colour_scale_starts_at_zero_on_dg1_vertex_values(runs, tmp_
     with h5py.File(path / layout.RUN_FILE, "r+") as f:
         f["vertex_density"][-1, 0, 0] = -0.28  # a dip as a steep front gives one
         top = float(np.max(f["vertex_density"][()]))
-    seen = _paraview(COLOURS, path / layout.PARAVIEW_SCRIPT, tmp_path / "picture.png", folder=tmp_path, display=True)
+    seen = _paraview(COLOURS, path / layout.PARAVIEW_SCRIPT, tmp_path / "picture.png", "density", folder=tmp_path,
+                     display=True)
     assert seen["range"] == pytest.approx([0.0, top], rel=1e-12)
+
+
+@pytest.mark.skipif(XVFB_RUN is None, reason="xvfb-run is not installed (apt-get install xvfb): no picture drawn")
+@needs_pvbatch
+def test_view_script_of_a_causal_run_colours_the_last_position(tmp_path):
+    """A causal run has one array per position (no ``density``): the view colours the last
+    position's, on its range over the outputs."""
+    config = {**_config("S1", "fv"), "model": {"mask": "causal"}, "positions": {"slices": 3},
+              "initial": {"kind": "expression", "expression": "exp(2*(1 - s)*x + 2*s*y)"}}
+    run = meanfield.run(config, out=tmp_path / "run", quiet=True)
+    last = run.densities[:, -1]
+    seen = _paraview(COLOURS, tmp_path / "run" / layout.PARAVIEW_SCRIPT, tmp_path / "picture.png",
+                     f"density_s{run.positions[-1]:.4f}", folder=tmp_path, display=True)
+    assert seen["range"] == pytest.approx([float(last.min()), float(last.max())], rel=1e-12)

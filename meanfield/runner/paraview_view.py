@@ -2,7 +2,8 @@
 
 ParaView's Glyph filter places glyphs by default on a sample of the points ("Uniform Spatial
 Distribution"), which leaves out atoms close to others; the script sets up what a user would
-otherwise click together: the density coloured by ``density`` on one colour scale for every
+otherwise click together: the density coloured by ``density`` (a causal run: the last token
+position's ``density_s<s>``) on one colour scale for every
 output, from 0 (DG1 vertex values, which dip below 0 near steep fronts, do not set it) to the
 largest value over the outputs (not the last output's: a hybrid run's residual density beside
 its atoms is ~1e-38), the atoms (when the run has
@@ -44,7 +45,14 @@ RUN = os.path.dirname(os.path.abspath(__file__)) if "__file__" in globals() else
 DENSITY, CENTRE = @DENSITY@, @CENTRE@
 
 
-def density_range(source, centre, name="density"):
+def density_array(source, centre):
+    """The array to colour by: ``density``, or for a causal run (one array per token position,
+    ``density_s<s>``) the last position's."""
+    names = list((source.CellData if centre == "CELLS" else source.PointData).keys())
+    return "density" if "density" in names or not names else sorted(names)[-1]
+
+
+def density_range(source, centre, name):
     """The density's range over every output, from 0 up: DG1 vertex values dip below 0 near
     steep fronts and a hybrid run's last density is a residual of ~1e-38 beside its atoms, so
     neither the last output nor the vertex values' minimum make the colour scale."""
@@ -63,12 +71,13 @@ def density_range(source, centre, name="density"):
 view = GetActiveViewOrCreate("RenderView")
 density = OpenDataFile(os.path.join(RUN, DENSITY), registrationName=DENSITY)
 shown = Show(density, view)
-ColorBy(shown, (CENTRE, "density"))
-RANGE = density_range(density, CENTRE)
-colours = GetColorTransferFunction("density")
+ARRAY = density_array(density, CENTRE)
+ColorBy(shown, (CENTRE, ARRAY))
+RANGE = density_range(density, CENTRE, ARRAY)
+colours = GetColorTransferFunction(ARRAY)
 colours.AutomaticRescaleRangeMode = "Never"  # one scale for every output
 colours.RescaleTransferFunction(*RANGE)
-GetOpacityTransferFunction("density").RescaleTransferFunction(*RANGE)
+GetOpacityTransferFunction(ARRAY).RescaleTransferFunction(*RANGE)
 shown.SetScalarBarVisibility(view, True)
 shown.LineWidth = 3.0  # S^1: the circle's cells are lines
 if os.path.exists(os.path.join(RUN, "atoms.pvd")):
