@@ -33,4 +33,5 @@ numpydoc_xref_param_type = False
 
 html_theme = "furo"
 html_title = f"meanfield {release}"
-html_static_path: list[str] = []
+html_static_path = ["_css"]  # the pictures under _static/ are copied as the pages use them
+html_css_files = ["meanfield.css"]  # code blocks wrap long lines instead of clipping them

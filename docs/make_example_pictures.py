@@ -8,7 +8,8 @@ and one of its pictures is shrunk into ``docs/_static/examples/<example>.png``. 
 examples (:data:`RETRIEVALS`) run in full as the study their header states (``meanfield
 response --retrieval``), and their ``retrieval.png`` is shrunk the same way.  The pictures
 show what each example does, not its full-length result.  The features' pictures
-(:data:`FEATURES`: a hybrid run's observables, the plots' focus, particle clusters, ParaView)
+(:data:`FEATURES`: a hybrid run's observables, the plots' focus, particle clusters, a causal
+run's attention, a validation study's errors, ParaView)
 go to ``docs/_static/features/<name>.png``; the ParaView one is the run's own
 ``view-in-paraview.py`` under ``xvfb-run pvbatch`` (skipped, with a line, without ParaView).
 The run directories are left under ``--runs``.
@@ -66,6 +67,9 @@ FEATURES: dict[str, tuple[list[str], str]] = {
                "--set", "output.xdmf=true"], "plots/density_final.png"),
     "particle-clusters": (["particles", "runs/examples/s2-clustering.toml", "--n", "10000"], "inner_products.png"),
     "causal-attention": (["run", "runs/examples/s1-causal.toml"], "plots/attention.png"),
+    "causal-attending": (["run", "runs/examples/s1-causal.toml"], "plots/attending.png"),
+    "validation-errors": (["validate", "runs/examples/s1-validation.toml", "--n", "500,2000,8000", "--seeds", "2",
+                           "--set", "mesh.resolution=256"], "errors.png"),
 }
 #: The feature run that ParaView draws (docs/_static/features/paraview.png).
 PARAVIEW_RUN = "focus"
@@ -117,7 +121,8 @@ def main() -> None:
         command, picture = FEATURES[name]
         run_dir = args.runs / name
         meanfield(*command, "--out", str(run_dir), "--overwrite", "--quiet")
-        meanfield("plot", str(run_dir), "--no-movie", "--overwrite")
+        if picture.startswith("plots/"):  # a picture of `meanfield plot` (a study draws its own)
+            meanfield("plot", str(run_dir), "--no-movie", "--overwrite")
         shrink(run_dir / picture, FEATURES_OUT / f"{name}.png")
         print(f"wrote {FEATURES_OUT / name}.png", flush=True)
         if name == PARAVIEW_RUN:

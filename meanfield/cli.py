@@ -270,13 +270,14 @@ def _cmd_plot(args: argparse.Namespace) -> None:
     from .plotting import plot_run_directory
 
     times = None if args.times is None else _numbers(args.times, "--times")
+    attending = None if args.attending is None else _numbers(args.attending, "--attending")
     centre = None if args.centre is None else _direction(args.centre)
 
     def draw() -> list[str]:
         return [str(p) for p in plot_run_directory(args.run_dir, args.out, overwrite=args.overwrite,
                                                    movie=not args.no_movie, fmt=args.format, log=args.log,
                                                    times=times, vmin=args.vmin, vmax=args.vmax, center=centre,
-                                                   fps=args.fps, frames=args.frames)]
+                                                   fps=args.fps, frames=args.frames, attending=attending)]
 
     paths = on_root(MPI.COMM_WORLD, draw)
     for path in paths if not args.quiet else []:
@@ -524,6 +525,8 @@ def _add_plot(sub) -> None:
                    "(default: the densest point)")
     p.add_argument("--fps", type=float, default=8.0, help="frames per second of the movie (default 8)")
     p.add_argument("--frames", action="store_true", help="also every movie frame as a PNG (density_frameNNNN.png)")
+    p.add_argument("--attending", metavar="S1,S2,...", help="causal runs: the token positions in [0, 1] whose "
+                   "attention attending.png and attending.csv show (default the last position)")
     _add_overwrite(p, "replace the pictures of an earlier `meanfield plot` in the folder")
     _add_quiet(p, "no list of the files written")
     p.set_defaults(handler=_cmd_plot)

@@ -9,10 +9,12 @@ pointwise expression of the density ``rho`` and the coordinates ``x, y, z`` (the
   mean vector's last component of a finite-volume run;
 * ``max(f)``, ``min(f)``: the largest and smallest value of f over the cells;
 
-combined by numbers, arithmetic and the functions of :data:`meanfield.expression.FUNCTIONS`,
-e.g. ``integral(rho * z) / integral(rho)`` or ``max(rho) / integral(rho)``.  Each tracker is
-evaluated at the output times that are multiples of its ``every`` (every output without it)
-and is ``nan`` at the others.  The reductions are collective: each rank reduces its cells,
+combined by numbers, arithmetic, comparisons and the functions of
+:data:`meanfield.expression.FUNCTIONS`, e.g. ``integral(rho * z) / integral(rho)``,
+``max(rho) / integral(rho)`` or an order parameter
+``sqrt(integral(rho * x)**2 + integral(rho * y)**2)``.  Each tracker is evaluated at the
+output times that are multiples of its ``every`` (every output without it) and is ``nan`` at
+the others.  The reductions are collective: each rank reduces its cells,
 then the ranks combine their numbers, so the values do not depend on the rank count beyond
 round-off.
 
@@ -34,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from .expression import CONSTANTS, ExpressionError, Function, compile_function
+from .expression import ARITY, CONSTANTS, FUNCTIONS, ExpressionError, Function, compile_function
 
 #: The reductions and what they do to the cells' values.
 REDUCTIONS = ("integral", "max", "min")
@@ -63,6 +65,15 @@ class _Reductions(ast.NodeTransformer):
                 raise ExpressionError(f"{self.field}: {node.func.id} takes one argument, got {ast.unparse(node)!r}")
             self.parts.append((node.func.id, compile_function(ast.unparse(node.args[0]), self.field, FIELD_NAMES)))
             return ast.Name(id=f"_{len(self.parts) - 1}", ctx=ast.Load())
+        if isinstance(node.func, ast.Name) and node.func.id in FUNCTIONS:  # sqrt(integral(...)): reduce the arguments
+            if len(node.args) != ARITY[node.func.id] or node.keywords:
+                raise ExpressionError(f"{self.field}: {node.func.id} takes {ARITY[node.func.id]} argument(s), got "
+                                      f"{ast.unparse(node)!r}")
+            node.args = [self.visit(a) for a in node.args]
+            return node
+        if isinstance(node.func, ast.Name):
+            raise ExpressionError(f"{self.field}: unknown function {node.func.id!r}; allowed: {', '.join(REDUCTIONS)} "
+                                  f"and, of their values, {sorted(FUNCTIONS)}")
         return self.generic_visit(node)
 
     def visit_Name(self, node: ast.Name) -> ast.AST:

@@ -46,6 +46,45 @@ def test_attention_shares_match_their_definition(rng):
     assert np.all(np.triu(a, 1) == 0.0)
 
 
+def _regions_brute_force(model: AttentionModel, x: np.ndarray, areas: np.ndarray, rho: np.ndarray, k: int,
+                         labels: np.ndarray, regions: int) -> np.ndarray:
+    """Slice k's attention over regions by its definition, term by term: a token at x gives
+    region r the share sum_{y in r} c_kj K(x, y) rho_j(y) / sum_y ..., averaged over heads and tokens."""
+    c = np.append(np.ones(k), 0.5)
+    source = areas * (c @ rho[: k + 1])
+    parts = np.where(labels < 0, regions, labels)
+    total = sum(abs(h.weight) for h in model.heads)
+    out = np.zeros(regions + 1)
+    for head in model.heads:
+        kernel = np.exp(model.beta * (x @ head.Q.T) @ (x @ head.K.T).T)  # (targets, sources)
+        for r in range(regions + 1):
+            share = (kernel @ np.where(parts == r, source, 0.0)) / (kernel @ source)
+            out[r] += abs(head.weight) / total * (share @ (areas * rho[k])) / (areas @ rho[k])
+    return out
+
+
+@pytest.mark.parametrize("method", ["direct", "fast"])
+def test_attention_over_regions_matches_its_definition(rng, method):
+    """Two heads, five slices, three regions and cells in none: the shares by the definition
+    (fast: to its tolerance); they sum to 1, and one region holding every cell gets it all."""
+    from meanfield.analysis.causal import attention_over_regions
+
+    x = random_sphere_points(rng, 80, 3)
+    areas = rng.uniform(0.5, 1.5, 80) * 4 * np.pi / 80
+    rho = rng.uniform(0.0, 2.0, (5, 80))
+    heads = [{"Q": rng.standard_normal((3, 3)) / 2, "K": rng.standard_normal((3, 3)) / 2, "V": np.eye(3),
+              "weight": w} for w in (1.0, -0.5)]
+    model = AttentionModel.build(d=3, beta=3.0, heads=heads)
+    labels = rng.integers(-1, 3, 80)
+    for k in (0, 2, 4):
+        shares = attention_over_regions(model, x, areas, rho, k, labels, 3, method=method)
+        expected = _regions_brute_force(model, x, areas, rho, k, labels, 3)
+        np.testing.assert_allclose(shares, expected, rtol=1e-9 if method == "direct" else 1e-6, atol=1e-12)
+        assert shares.sum() == pytest.approx(1.0, rel=1e-12) and shares.min() > 0.05
+    whole = attention_over_regions(model, x, areas, rho, 4, np.zeros(80, int), 1, method=method)
+    np.testing.assert_allclose(whole, [1.0, 0.0], atol=1e-12)
+
+
 @pytest.mark.parametrize("method", ["direct", "fast"])
 def test_an_s_independent_density_gives_every_earlier_position_its_fair_share(rng, method):
     """Z_j is the same for every slice: a[k, j] = c_kj / (k + 1/2) (1 for j < k, 1/2 for j = k)."""
@@ -114,3 +153,73 @@ def test_clusters_position_by_position(tmp_path):
 
     for _, rows in by_position.groupby("position"):
         np.testing.assert_allclose(table(rows), table(whole), rtol=1e-9, atol=1e-12)
+
+
+def test_whom_a_position_attends_to_through_the_cli(tmp_path, monkeypatch):
+    """``meanfield plot RUN --attending 0.5,1``: attending.csv gives each chosen position's row
+    of the attention map (absolute shares over the source positions, summing to 1) and its
+    shares over the whole distribution's clusters (numbered as ``meanfield clusters`` numbers
+    them, summing to 1 with the cells in no cluster); the figures: attending.png's bars,
+    position_clusters.png coloured by each position's cluster count, and positions.png's
+    nearly uniform t = 0 panel on a linear scale of its own showing its s-dependence."""
+    import pandas as pd
+    from helpers.pictures import figures_of
+
+    from meanfield.analysis.causal import attention_over_regions
+    from meanfield.analysis.clusters import analyse_positions, analyse_run
+
+    run = meanfield.run(CASE, out=tmp_path / "run", quiet=True)
+    done = cli(["plot", "run", "--no-movie", "--attending", "0.5,1", "--log"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    table = pd.read_csv(tmp_path / "run" / "plots" / "attending.csv")
+    assert sorted(table["attending"].unique()) == pytest.approx([run.positions[2], run.positions[5]])  # nearest slices
+    history = analyse_run(run, plots=False)
+    model = AttentionModel.build(d=2, beta=9.0)
+    for (s, t), rows in table.groupby(["attending", "t"]):
+        k, i = int(np.argmin(np.abs(run.positions - s))), int(np.argmin(np.abs(run.times - t)))
+        over = rows[rows["over"] == "position"]
+        np.testing.assert_allclose(over["source"], run.positions[: k + 1], rtol=1e-12)
+        np.testing.assert_allclose(over["share"], attention_map(run, t)[k, : k + 1], rtol=1e-9)
+        clusters = rows[rows["over"] == "cluster"]
+        frame = history.frames[i]
+        assert clusters["source"].tolist() == [*history.ids[i].tolist(), -1]
+        expected = attention_over_regions(model, run.centroids, run.areas, run.density(t), k, frame.labels,
+                                          frame.count)
+        np.testing.assert_allclose(clusters["share"], expected, rtol=1e-9, atol=1e-15)
+        assert clusters["share"].sum() == pytest.approx(1.0)
+        np.testing.assert_allclose(clusters["theta"].to_numpy()[:-1],
+                                   np.arctan2(frame.positions[:, 1], frame.positions[:, 0]), atol=1e-12)
+    figures = figures_of(monkeypatch, tmp_path / "run", attending=[1.0], log=True)
+    bars = figures["attending"].axes[1].patches
+    last = table[(table["attending"] == run.positions[-1]) & (table["over"] == "cluster")]
+    np.testing.assert_allclose(sorted(b.get_width() for b in bars), sorted(last["share"][last["share"] > 0]),
+                               rtol=1e-12)
+    counts = np.array([h.counts for h in analyse_positions(run)]).T
+    image = figures["position_clusters"].axes[0].collections[0]
+    np.testing.assert_array_equal(np.asarray(image.get_array()).reshape(counts.T.shape), counts.T)
+    assert len(np.unique(counts)) > 1  # states with different cluster counts, told apart by their colours
+    first = figures["positions"].axes[0]
+    assert first.get_title() == "t = 0 (own linear scale)"
+    start = first.collections[0]
+    assert type(start.norm).__name__ == "Normalize"
+    assert (start.norm.vmin, start.norm.vmax) == pytest.approx((run.densities[0].min(), run.densities[0].max()))
+    assert run.densities[0].max() > 1.2 * run.densities[0].min()  # the s-dependence the panel shows
+
+
+@pytest.mark.parametrize("args, message", [(["--attending", "1.5"], "--attending 1.5"),
+                                           (["--attending", "x"], "--attending x")])
+def test_attending_refused_through_the_cli(tmp_path, args, message):
+    meanfield.run({**CASE, "time": {"t_final": 0.5, "outputs": 1}}, out=tmp_path / "run", quiet=True)
+    done = cli(["plot", "run", "--no-movie", *args], tmp_path)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1 and message in lines[0], done.stderr
+    assert not (tmp_path / "run" / "plots").exists()
+
+
+def test_attending_refused_on_a_run_without_positions(tmp_path):
+    meanfield.run({**CASE, "model": {"beta": 9.0}, "positions": {}, "initial": {}, "time": {"t_final": 0.5,
+                                                                                              "outputs": 1}},
+                  out=tmp_path / "plain", quiet=True)
+    done = cli(["plot", "plain", "--no-movie", "--attending", "1"], tmp_path)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1 and "only a causal run" in lines[0], done.stderr

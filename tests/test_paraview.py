@@ -320,13 +320,15 @@ def test_paraview_opens_what_two_ranks_wrote(tmp_path):
 
 GLYPHS = '''
 import json, runpy, sys
-from paraview.simple import FindSource
+from paraview.simple import FindSource, GetColorTransferFunction
 
 script, picture = sys.argv[1], sys.argv[2]
 sys.argv = [script, picture]
 runpy.run_path(script, run_name="__main__")
 atoms, glyphs = FindSource("atoms.pvd"), FindSource("atoms")
-out = {"mode": glyphs.GlyphMode.GetData(), "scale": [str(v) for v in glyphs.ScaleArray], "steps": []}
+colours = GetColorTransferFunction("density").RGBPoints
+out = {"mode": glyphs.GlyphMode.GetData(), "scale": [str(v) for v in glyphs.ScaleArray], "steps": [],
+       "range": [colours[0], colours[-4]]}
 for t in atoms.TimestepValues:
     atoms.UpdatePipeline(t)
     glyphs.UpdatePipeline(t)
@@ -381,3 +383,47 @@ def test_view_script_draws_every_atom_as_a_glyph(tmp_path, sphere):
     assert len(per_glyph) == 1 and per_glyph.pop() > 1  # every atom has its sphere
     assert all(g == 0 for _, n, g in seen["steps"] if not n)
     assert picture.stat().st_size > 10_000
+    # one colour scale: the density's range over every output (not the last output's residual)
+    values = run.vertex_densities if run.vertex_densities is not None else run.densities
+    assert seen["range"] == pytest.approx([max(float(values.min()), 0.0), float(values.max())], rel=1e-12, abs=1e-300)
+
+
+COLOURS = '''
+import json, runpy, sys
+from paraview.simple import GetColorTransferFunction
+
+script, picture, name = sys.argv[1], sys.argv[2], sys.argv[3]
+sys.argv = [script, picture]
+runpy.run_path(script, run_name="__main__")
+colours = GetColorTransferFunction(name).RGBPoints
+print("RESULT " + json.dumps({"range": [colours[0], colours[-4]]}))
+'''
+
+
+@pytest.mark.skipif(XVFB_RUN is None, reason="xvfb-run is not installed (apt-get install xvfb): no picture drawn")
+@needs_pvbatch
+def test_view_script_colour_scale_starts_at_zero_on_dg1_vertex_values(runs, tmp_path):
+    """DG1 vertex values may dip below 0 (the limiter acts at the edge Gauss points): the view's
+    colour scale is [0, the largest value over the outputs], not down to the dip."""
+    path = tmp_path / "run"
+    shutil.copytree(runs["dg1-S2"], path)
+    with h5py.File(path / layout.RUN_FILE, "r+") as f:
+        f["vertex_density"][-1, 0, 0] = -0.28  # a dip as a steep front gives one
+        top = float(np.max(f["vertex_density"][()]))
+    seen = _paraview(COLOURS, path / layout.PARAVIEW_SCRIPT, tmp_path / "picture.png", "density", folder=tmp_path,
+                     display=True)
+    assert seen["range"] == pytest.approx([0.0, top], rel=1e-12)
+
+
+@pytest.mark.skipif(XVFB_RUN is None, reason="xvfb-run is not installed (apt-get install xvfb): no picture drawn")
+@needs_pvbatch
+def test_view_script_of_a_causal_run_colours_the_last_position(tmp_path):
+    """A causal run has one array per position (no ``density``): the view colours the last
+    position's, on its range over the outputs."""
+    config = {**_config("S1", "fv"), "model": {"mask": "causal"}, "positions": {"slices": 3},
+              "initial": {"kind": "expression", "expression": "exp(2*(1 - s)*x + 2*s*y)"}}
+    run = meanfield.run(config, out=tmp_path / "run", quiet=True)
+    last = run.densities[:, -1]
+    seen = _paraview(COLOURS, tmp_path / "run" / layout.PARAVIEW_SCRIPT, tmp_path / "picture.png",
+                     f"density_s{run.positions[-1]:.4f}", folder=tmp_path, display=True)
+    assert seen["range"] == pytest.approx([float(last.min()), float(last.max())], rel=1e-12)

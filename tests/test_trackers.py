@@ -144,3 +144,66 @@ def test_token_trackers_rank_count_independence(parallel_comm, tmp_path):
         for name in ("zbar", "top", "spread"):
             np.testing.assert_allclose(parallel.observables[name], serial.observables[name], rtol=1e-12, atol=1e-15)
     parallel_comm.barrier()
+
+
+ORDER = "sqrt(integral(rho * x)**2 + integral(rho * y)**2 + integral(rho * z)**2) / integral(rho)"
+OWN = [{"name": "op", "expression": ORDER}, {"name": "lean", "expression": "arctan2(integral(rho * y), max(x) + 1)",
+                                             "every": 0.5}]
+
+
+def test_functions_of_integrals_through_the_cli(tmp_path):
+    """As users run it: an order parameter written as a function of integrals equals the built-in
+    ``order`` column (FV: the integrals are the mean vector's components, mass 1); run.nc names
+    its expression (CF attributes), and observables.png draws it (its panel's data and labels)."""
+    from meanfield.plotting.data import run_data
+    from meanfield.plotting.series import time_series
+
+    (tmp_path / "case.toml").write_text(
+        'name = "own"\n[mesh]\nsphere = "S2"\nresolution = 2\n[time]\nt_final = 1.0\noutputs = 4\n'
+        '[initial]\nkind = "expression"\nexpression = "1 + 0.5*z + 0.3*x"\n'
+        + "".join(f'[[output.observables]]\nname = "{e["name"]}"\nexpression = "{e["expression"]}"\n'
+                  + (f'every = {e["every"]}\n' if "every" in e else "") for e in OWN))
+    done = cli(["run", "case.toml", "--out", "run", "--quiet"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    run = meanfield.load_run(tmp_path / "run")
+    np.testing.assert_allclose(run.observables["op"], run.observables["order"], rtol=1e-12)
+    assert run.observables["order"][0] > 0.1  # not a uniform density: the order parameter is not 0
+    due = np.isfinite(run.observables["lean"])
+    assert due.tolist() == [True, False, True, False, True]
+    with xarray.open_dataset(tmp_path / "run" / "run.nc") as ds:
+        assert ds["op"].attrs["expression"] == ORDER and ORDER in ds["op"].attrs["long_name"]
+        assert "every 0.5" in ds["lean"].attrs["comment"] and ds["order"].attrs["long_name"].startswith("order")
+    done = cli(["plot", "run", "--no-movie", "--quiet"], tmp_path)
+    assert done.returncode == 0 and (tmp_path / "run" / "plots" / "observables.png").is_file(), done.stderr
+    figure = time_series(run_data(run).observables, trackers=run_data(run).trackers)
+    panels = {ax.get_title(): ax for ax in figure.axes if ax.get_visible()}
+    assert {"op", "lean", "order parameter |mean|"} <= set(panels)
+    np.testing.assert_allclose(panels["op"].get_lines()[0].get_ydata(), run.observables["op"], rtol=1e-15)
+    assert panels["op"].get_ylabel().startswith("sqrt(integral(rho * x)**2")
+    np.testing.assert_array_equal(panels["lean"].get_lines()[0].get_xdata(), run.times[due])
+
+
+def test_particle_runs_take_functions_of_token_sums(tmp_path):
+    """On tokens the integrals are sums over the tokens: the same order parameter equals the
+    particle run's ``order`` column, and run.nc has its attributes."""
+    case = {**TOKENS, "output": {"observables": OWN[:1]}}
+    run = meanfield.run_particles(case, out=tmp_path / "p", comm=MPI.COMM_SELF, quiet=True)
+    np.testing.assert_allclose(run.observables["op"], run.observables["order"], rtol=1e-12)
+    with xarray.open_dataset(tmp_path / "p" / "run.nc") as ds:
+        assert ds["op"].attrs["expression"] == ORDER
+
+
+@pytest.mark.parametrize("expression, message", [
+    ("sqrt(integral(rho), 2)", "sqrt takes 1 argument(s)"),
+    ("foo(integral(rho))", "unknown function 'foo'"),
+    ("sqrt(rho)", "'rho' outside"),
+])
+def test_functions_of_integrals_refused(tmp_path, expression, message):
+    """What cannot be evaluated is refused through the CLI: exit 2, one line naming the field."""
+    (tmp_path / "case.toml").write_text(
+        'name = "x"\n[mesh]\nsphere = "S1"\nresolution = 32\n[time]\nt_final = 0.2\noutputs = 2\n'
+        f'[[output.observables]]\nname = "q"\nexpression = "{expression}"\n')
+    done = cli(["run", "case.toml", "--out", "out", "--quiet"], tmp_path)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1 and "output.observables[0].expression" in lines[0], done.stderr
+    assert message in lines[0] and not (tmp_path / "out").exists()

@@ -153,3 +153,37 @@ def test_measured_errors_match_the_predicted_fluctuations(tmp_path):
             assert row[f"predicted_n{n}"] == pytest.approx(np.sqrt(v.sum() / n))
             assert abs(row[f"ratio_n{n}"] - 1) < 3 * scatter + 0.05, (metric, n, row[f"ratio_n{n}"], scatter)
     assert np.isnan(summary["mmd"]["ratio_n50"])  # no prediction for the distances
+
+
+@pytest.mark.slow
+def test_errors_picture_through_the_cli(tmp_path):
+    """``meanfield validate`` as users run it: errors.png labels every n on its axis, and its
+    n^-1/2 guide goes through the geometric mean of the RMS errors (drawn again from the CSV
+    files the command wrote, with the function that drew it)."""
+    from helpers.cli import cli
+
+    from meanfield.studies.validation.plots import plot_errors
+
+    (tmp_path / "case.toml").write_text(
+        'name = "v"\n[mesh]\nsphere = "S1"\nresolution = 64\n[model]\nbeta = 1.0\n'
+        '[initial]\nkind = "vmf"\ncenters = [[1.0, 0.0]]\nkappas = [2.0]\n[time]\nt_final = 0.25\noutputs = 1\n'
+        '[particles]\ndt = 0.25\n[output]\nxdmf = false\n')
+    done = cli(["validate", "case.toml", "--n", "50,200,800", "--seeds", "2", "--no-refine", "--out", "v", "--quiet"],
+               tmp_path)
+    assert done.returncode == 0 and (tmp_path / "v" / "errors.png").is_file(), done.stderr
+    with open(tmp_path / "v" / "validation.csv") as fh:
+        rows = [{**r, "time": float(r["time"]), "n": int(r["n"]), "value": float(r["value"])}
+                for r in csv.DictReader(fh)]
+    with open(tmp_path / "v" / "summary.csv") as fh:
+        summary = [{k: v if k == "metric" else float(v) for k, v in s.items()} for s in csv.DictReader(fh)]
+    t = max(r["time"] for r in rows)
+    figure = plot_errors(tmp_path / "again.png", rows, summary, t)
+    panels = {ax.get_title(): ax for ax in figure.axes if ax.get_visible()}
+    ax = panels["mean_error"]
+    assert [label.get_text() for label in ax.get_xticklabels()] == ["50", "200", "800"]
+    rms = next(line for line in ax.get_lines() if line.get_label().startswith("RMS")).get_ydata()
+    guide = next(line for line in ax.get_lines() if line.get_label() == "n^-1/2")
+    ns = np.array([50.0, 200.0, 800.0])
+    np.testing.assert_allclose(guide.get_xdata(), ns)
+    np.testing.assert_allclose(np.diff(np.log(guide.get_ydata())) / np.diff(np.log(ns)), -0.5, rtol=1e-12)
+    np.testing.assert_allclose(np.exp(np.mean(np.log(guide.get_ydata()))), np.exp(np.mean(np.log(rms))), rtol=1e-12)

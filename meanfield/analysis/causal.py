@@ -54,32 +54,107 @@ def attention_shares(model: AttentionModel, points: np.ndarray, areas: np.ndarra
     -------
     (M, M) lower-triangular array whose rows sum to 1 (slices with mass).
     """
-    from mpi4py import MPI
-
     densities = np.atleast_2d(np.asarray(densities, float))
     M = densities.shape[0]
-    evaluator = make_evaluator(model, MPI.COMM_SELF, method, tol)
-    # log Z_j(x) per head: (M, heads, C); a slice without mass has log Z = -inf
-    log_z = np.empty((M, len(model.heads), len(points)))
-    for j, rho in enumerate(densities):
-        values = evaluator.evaluate(points, points, areas * rho, fixed_sources=True, fixed_targets=True)
-        with np.errstate(divide="ignore"):
-            log_z[j] = np.log(values.Z) + values.log_scale
-    head_weights = np.abs([h.weight for h in model.heads])
-    head_weights = head_weights / head_weights.sum()
+    log_z = _log_z(model, points, [areas * rho for rho in densities], method, tol)
     shares = np.zeros((M, M))
     for k in range(M):
         log_c = np.zeros(k + 1)
         log_c[k] = np.log(0.5)
-        logits = log_c[:, None, None] + log_z[: k + 1]  # (k+1, heads, C)
-        with np.errstate(invalid="ignore"):
-            w = np.exp(logits - logsumexp(logits, axis=0))  # the softmax over the positions j <= k
-        w = np.einsum("jhc,h->jc", np.nan_to_num(w), head_weights)  # (k+1, C): the heads' average
-        mass = areas * densities[k]
-        total = mass.sum()
-        if total > 0:
-            shares[k, : k + 1] = (w @ mass) / total
+        shares[k, : k + 1] = _shares(model, log_c[:, None, None] + log_z[: k + 1], areas * densities[k])
     return shares
+
+
+def _log_z(model: AttentionModel, points: np.ndarray, weights: list[np.ndarray], method: str,
+           tol: float) -> np.ndarray:
+    """log Z(x) per head of each source measure (cell weights): (measures, heads, C); a measure
+    without mass has log Z = -inf."""
+    from mpi4py import MPI
+
+    evaluator = make_evaluator(model, MPI.COMM_SELF, method, tol)
+    log_z = np.empty((len(weights), len(model.heads), len(points)))
+    for j, w in enumerate(weights):
+        values = evaluator.evaluate(points, points, w, fixed_sources=True, fixed_targets=True)
+        with np.errstate(divide="ignore"):  # a fast field's round-off may leave a part without mass at -0
+            log_z[j] = np.log(np.maximum(values.Z, 0.0)) + values.log_scale
+    return log_z
+
+
+def _shares(model: AttentionModel, logits: np.ndarray, mass: np.ndarray) -> np.ndarray:
+    """The softmax over the first axis of ``logits`` (parts, heads, C) averaged over the heads
+    (weights ``|w_h|``) and over the attending tokens (cell masses ``mass``): (parts,), summing
+    to 1 (zeros when ``mass`` has none)."""
+    head_weights = np.abs([h.weight for h in model.heads])
+    head_weights = head_weights / head_weights.sum()
+    with np.errstate(invalid="ignore"):
+        w = np.exp(logits - logsumexp(logits, axis=0))
+    w = np.einsum("jhc,h->jc", np.nan_to_num(w), head_weights)  # (parts, C): the heads' average
+    total = mass.sum()
+    return (w @ mass) / total if total > 0 else np.zeros(len(logits))
+
+
+def attention_over_regions(model: AttentionModel, points: np.ndarray, areas: np.ndarray, densities: np.ndarray,
+                           k: int, labels: np.ndarray, regions: int, *, method: str = "auto",
+                           tol: float = 1e-10) -> np.ndarray:
+    """Where slice ``k``'s attention goes on the sphere: the share of it that falls on each region.
+
+    Slice k's tokens attend to the measure ``mu_k = sum_{j<=k} c_kj rho_j`` (module docstring);
+    split into the regions' parts ``mu_k^r`` (``Z_k = sum_r Z_k^r``, linear in the measure), a
+    token at x gives region r the share ``Z_k^r(x) / Z_k(x)`` (per head, then the heads'
+    average); averaged over slice k's tokens.
+
+    Parameters
+    ----------
+    model, points, areas, densities
+        As in :func:`attention_shares`.
+    k
+        The attending slice.
+    labels
+        (C,) region of each cell, in ``0 .. regions - 1``, or -1 (a region of its own: the cells
+        in no cluster, last in the result).
+    regions
+        The number of regions (clusters).
+
+    Returns
+    -------
+    (regions + 1,) shares summing to 1: one per region, the last for the cells labelled -1.
+    """
+    densities = np.atleast_2d(np.asarray(densities, float))
+    c = np.ones(k + 1)
+    c[k] = 0.5
+    source = areas * (c @ densities[: k + 1])
+    parts = np.where(np.asarray(labels) < 0, regions, labels)
+    log_z = _log_z(model, points, [np.where(parts == r, source, 0.0) for r in range(regions + 1)], method, tol)
+    return _shares(model, log_z, areas * densities[k])
+
+
+def attention_from(result: Any, t: float, attending: int, labels: np.ndarray, regions: int, *,
+                   method: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Whom slice ``attending`` of a causal run attends to at the output time nearest ``t``: its
+    row of :func:`attention_map` (shares over the source positions) and
+    :func:`attention_over_regions` (shares over the sphere's regions ``labels``)."""
+    layer, problem = _attention_layer(result, t)
+    points, areas, rho = np.asarray(result.centroids), np.asarray(result.areas), result.density(t)
+    method, tol = method or problem.field.method, problem.field.tol
+    by_position = attention_shares(layer, points, areas, rho[: attending + 1], method=method, tol=tol)[attending]
+    by_region = attention_over_regions(layer, points, areas, rho, attending, labels, regions, method=method, tol=tol)
+    return np.pad(by_position, (0, len(rho) - attending - 1)), by_region
+
+
+def _attention_layer(result: Any, t: float) -> tuple[AttentionModel, Any]:
+    """The attention of the layer at the output time nearest ``t`` and the run's problem."""
+    from ..config import load_config
+    from ..problem import Problem
+
+    if getattr(result, "positions", None) is None:
+        raise ValueError(f"{getattr(result, 'path', 'run')}: not a causal run (model.mask = 'causal'): "
+                         "no positions to map")
+    problem = Problem(load_config(result.config))
+    schedule = problem.schedule()
+    layer = schedule.layers[schedule.index_until(float(result.times[int(np.argmin(np.abs(result.times - t)))]))]
+    if layer.attention is None:
+        raise ValueError("the layer at this time has no attention: no attention map")
+    return layer.attention, problem
 
 
 def attention_map(result: Any, t: float, *, method: str | None = None) -> np.ndarray:
@@ -95,18 +170,8 @@ def attention_map(result: Any, t: float, *, method: str | None = None) -> np.nda
     method
         The nonlocal evaluator (default the run's ``nonlocal.method``).
     """
-    from ..config import load_config
-    from ..problem import Problem
-
-    if getattr(result, "positions", None) is None:
-        raise ValueError(f"{getattr(result, 'path', 'run')}: not a causal run (model.mask = 'causal'): "
-                         "no positions to map")
-    problem = Problem(load_config(result.config))
-    schedule = problem.schedule()
-    layer = schedule.layers[schedule.index_until(float(result.times[int(np.argmin(np.abs(result.times - t)))]))]
-    if layer.attention is None:
-        raise ValueError("the layer at this time has no attention: no attention map")
-    return attention_shares(layer.attention, np.asarray(result.centroids), np.asarray(result.areas),
+    attention, problem = _attention_layer(result, t)
+    return attention_shares(attention, np.asarray(result.centroids), np.asarray(result.areas),
                             result.density(t), method=method or problem.field.method, tol=problem.field.tol)
 
 

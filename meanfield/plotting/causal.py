@@ -2,22 +2,28 @@
 attention map.
 
 * :func:`position_images` (S^1): the density over (theta, s) at a few output times, one panel
-  each, on one colour scale: the slices' densities stacked by position.
-* :func:`position_clusters`: the order parameter ``|mean|`` of each position against time (an
-  image over (t, s)) with the time at which each position's peak density first reaches
-  ``factor`` times the uniform density: early positions lead when that curve rises with s.
+  each, on one colour scale (a nearly uniform start on a log scale: a linear one of its own):
+  the slices' densities stacked by position.
+* :func:`position_clusters`: the number of clusters of each position against time (an image
+  over (t, s), one colour per count) with the time at which each position's peak density
+  first reaches ``factor`` times the uniform density: early positions lead when that curve
+  rises with s.
 * :func:`slice_maps` (S^2): Mollweide maps of a few positions' densities at one time.
 * :func:`attention_figure`: the attention map a(t; s, s') (:mod:`meanfield.analysis.causal`)
   at a few times, relative to the share an s-independent density gives (1: s' gets its fair
   share; above 1: s draws more from s' than from the other positions before it).
+* :func:`attending_figure`: whom chosen positions attend to, in absolute shares
+  (:mod:`meanfield.analysis.attending`): over the source positions, and over the sphere's
+  clusters.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
-from matplotlib.colors import TwoSlopeNorm
+from matplotlib.colors import Normalize, TwoSlopeNorm
 from matplotlib.figure import Figure
 
 from .circle import circle_segments, theta_axis
@@ -25,8 +31,14 @@ from .projections import Mollweide
 from .sphere_maps import MapPanel
 from .style import clip_to, color_norm, density_label
 
+if TYPE_CHECKING:
+    from ..analysis.attending import Attending
+
 #: Peak density, in units of the uniform density, at which a position counts as clustered.
 CLUSTERED_FACTOR = 10.0
+#: On a log scale, a panel of :func:`position_images` whose densities lie within this factor
+#: gets a linear scale of its own.
+OWN_SCALE_SPAN = 10.0
 
 
 def _edges(centres: np.ndarray, low: float | None = None, high: float | None = None) -> np.ndarray:
@@ -45,6 +57,10 @@ def position_images(vertices: np.ndarray, cells: np.ndarray, positions: np.ndarr
                     vmax: float | None = None, title: str | None = None) -> Figure:
     """S^1: the density over (theta, s) at each of ``times`` (one panel each, one colour scale).
 
+    On a log scale a panel whose densities lie within a factor :data:`OWN_SCALE_SPAN` (a nearly
+    uniform start, which the shared scale shows in one colour) gets a linear scale of its own,
+    with its own colour bar, so that its dependence on s shows (unless ``vmin``/``vmax`` fix the scale).
+
     Parameters
     ----------
     vertices, cells
@@ -59,18 +75,25 @@ def position_images(vertices: np.ndarray, cells: np.ndarray, positions: np.ndarr
     seg = circle_segments(vertices, cells)
     densities = np.asarray(densities, float)
     norm = color_norm(densities, log=log, vmin=vmin, vmax=vmax)
-    fig = Figure(figsize=(3.6 * len(times) + 1.2, 3.6), layout="constrained")
+    own = [log and vmin is None and vmax is None and rho.min() > 0 and rho.max() < OWN_SCALE_SPAN * rho.min()
+           for rho in densities]
+    fig = Figure(figsize=(3.6 * len(times) + 1.2 + 1.0 * sum(own), 3.6), layout="constrained")
     axes = fig.subplots(1, len(times), squeeze=False, sharey=True)[0]
     s_edges = _edges(positions, 0.0, 1.0)
-    image = None
-    for ax, t, rho in zip(axes, times, densities):
-        image = ax.pcolormesh(seg.edges(), s_edges, clip_to(norm, rho[:, seg.index]), norm=norm, shading="flat",
+    shared = []
+    for ax, t, rho, alone in zip(axes, times, densities, own):
+        panel = Normalize(rho.min(), rho.max()) if alone else norm
+        image = ax.pcolormesh(seg.edges(), s_edges, clip_to(panel, rho[:, seg.index]), norm=panel, shading="flat",
                               rasterized=True)
         theta_axis(ax)
-        ax.set_title(f"t = {t:g}", fontsize=10)
+        ax.set_title(f"t = {t:g}" + (" (own linear scale)" if alone else ""), fontsize=10)
+        if alone:
+            fig.colorbar(image, ax=ax, label=density_label("S1"))
+        else:
+            shared.append((ax, image))
     axes[0].set_ylabel("token position s")
-    if image is not None:
-        fig.colorbar(image, ax=list(axes), label=density_label("S1"))
+    if shared:
+        fig.colorbar(shared[-1][1], ax=[ax for ax, _ in shared], label=density_label("S1"))
     if title:
         fig.suptitle(title)
     return fig
@@ -94,16 +117,17 @@ def first_reaching(times: np.ndarray, values: np.ndarray, level: float) -> np.nd
     return out
 
 
-def position_clusters(times: np.ndarray, positions: np.ndarray, order: np.ndarray, rho_max: np.ndarray | None,
+def position_clusters(times: np.ndarray, positions: np.ndarray, counts: np.ndarray, rho_max: np.ndarray | None,
                       uniform: float, *, factor: float = CLUSTERED_FACTOR, title: str | None = None) -> Figure:
-    """The order parameter of each position against time, and when each position clusters.
+    """The number of clusters of each position against time, and when each position clusters.
 
     Parameters
     ----------
     times, positions
         (T,) output times and (M,) slice positions.
-    order
-        (T, M) each slice's order parameter ``|mean|``.
+    counts
+        (T, M) each slice's number of clusters (:func:`meanfield.analysis.clusters.analyse_positions`):
+        one colour per count, so that states (four bumps, three clusters, ...) stand apart.
     rho_max
         (T, M) each slice's peak density (``None``: no clustering curve).
     uniform
@@ -111,14 +135,22 @@ def position_clusters(times: np.ndarray, positions: np.ndarray, order: np.ndarra
     factor
         A position counts as clustered once its peak reaches ``factor * uniform``.
     """
+    from matplotlib import colormaps
+    from matplotlib.colors import BoundaryNorm, ListedColormap
+
+    counts = np.asarray(counts, int)
+    low, top = (int(counts.min()), int(counts.max())) if counts.size else (0, 0)
+    palette = colormaps["tab10"]
+    cmap = ListedColormap([palette(k % 10) for k in range(low, top + 1)])
     fig = Figure(figsize=(7.5, 4.2), layout="constrained")
     ax = fig.subplots()
-    image = ax.pcolormesh(_edges(times), _edges(positions, 0.0, 1.0), np.asarray(order, float).T, shading="flat",
-                          cmap="magma", rasterized=True)
-    fig.colorbar(image, ax=ax, label="order parameter |mean| of the position")
+    image = ax.pcolormesh(_edges(times), _edges(positions, 0.0, 1.0), counts.T, shading="flat", cmap=cmap,
+                          norm=BoundaryNorm(np.arange(low, top + 2) - 0.5, top - low + 1), rasterized=True)
+    bar = fig.colorbar(image, ax=ax, label="number of clusters of the position")
+    bar.set_ticks(range(low, top + 1))
     if rho_max is not None:
         reached = first_reaching(times, rho_max, factor * uniform)
-        ax.plot(reached, positions, color="c", lw=2.0, label=f"peak density reaches {factor:g} x uniform")
+        ax.plot(reached, positions, color="k", lw=2.0, label=f"peak density reaches {factor:g} x uniform")
         ax.legend(loc="upper right", fontsize=8)
     ax.set(xlabel="t", ylabel="token position s", title=title or "")
     return fig
@@ -191,4 +223,55 @@ def attention_figure(maps: Sequence[tuple[float, np.ndarray]], positions: np.nda
     if image is not None:
         fig.colorbar(image, ax=list(axes), shrink=0.85, label="share / share if rho were s-independent")
     fig.suptitle(title or "what each position draws from the positions before it")
+    return fig
+
+
+def _where(point: np.ndarray) -> str:
+    """A cluster peak's place: theta on S^1, lon/lat on S^2 (degrees)."""
+    if len(point) == 2:
+        return f"\N{GREEK SMALL LETTER THETA} = {np.arctan2(point[1], point[0]):.2f}"
+    return f"{np.degrees(np.arctan2(point[1], point[0])):.0f}\N{DEGREE SIGN}, " \
+           f"{np.degrees(np.arcsin(np.clip(point[2], -1.0, 1.0))):.0f}\N{DEGREE SIGN}"
+
+
+def attending_figure(items: Sequence[Attending], *, title: str | None = None) -> Figure:
+    """Whom chosen positions attend to (:func:`meanfield.analysis.attending.attending`): one
+    row per attending position; left, the share of its attention that each source position s'
+    gets (one line per time); right, the shares of the sphere's clusters (one stacked bar per
+    time, each cluster labelled with its id and peak, grey: no cluster).
+    """
+    from matplotlib import colormaps
+
+    attending = list(dict.fromkeys(item.position for item in items))
+    times = list(dict.fromkeys(item.t for item in items))
+    fig = Figure(figsize=(11.0, 3.4 * len(attending) + 0.4), layout="constrained")
+    axes = fig.subplots(len(attending), 2, squeeze=False)
+    colours = colormaps["viridis"]
+    palette = colormaps["tab10"]
+    for (left, right), s in zip(axes, attending):
+        mine = [item for item in items if item.position == s]
+        for item in mine:
+            colour = colours(times.index(item.t) / max(len(times) - 1, 1))
+            upto = item.positions <= item.position
+            left.plot(item.positions[upto], item.by_position[upto], ".-", color=colour, label=f"t = {item.t:g}")
+        left.set(xlabel="source position s'", ylabel="share of the attention", xlim=(0.0, 1.0),
+                 title=f"position s = {s:.3g}: over the positions before it")
+        left.set_ylim(bottom=0.0)
+        left.legend(fontsize=8)
+        left.grid(alpha=0.3)
+        for row, item in enumerate(mine):
+            start = 0.0
+            for cluster, point, share in zip(item.cluster_ids, item.cluster_points, item.by_cluster):
+                right.barh(row, share, left=start, color=palette(int(cluster) % 10), edgecolor="w")
+                if share > 0.08:
+                    right.text(start + share / 2, row, f"#{int(cluster)}\n{_where(point)}\n{share:.0%}",
+                               ha="center", va="center", fontsize=7)
+                start += share
+            if item.outside > 0:
+                right.barh(row, item.outside, left=start, color="0.8", edgecolor="w")
+        right.set_yticks(range(len(mine)), [f"t = {item.t:g}" for item in mine])
+        right.set(xlim=(0.0, 1.0), xlabel="share of the attention",
+                  title="over the clusters (#id as in clusters.csv; grey: no cluster)")
+        right.invert_yaxis()
+    fig.suptitle(title or "whom a position attends to")
     return fig

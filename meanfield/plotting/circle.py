@@ -172,6 +172,13 @@ class CircleLines:
                                zorder=3, transform=self.ax.get_xaxis_transform(), **style)  # y in axes units
 
 
+def label_masses(ax, points: np.ndarray, masses: np.ndarray) -> None:
+    """Write each point mass's mass above its circle on the theta axis (``ax``'s bottom)."""
+    for (x, y), m in zip(np.reshape(points, (-1, 2)), masses):
+        ax.annotate(f"{m:.3g}", (np.arctan2(y, x), 0.0), xycoords=ax.get_xaxis_transform(), xytext=(0, 9),
+                    textcoords="offset points", ha="center", va="bottom", fontsize=8, color="red")
+
+
 def circle_density(vertices: np.ndarray, cells: np.ndarray, values: np.ndarray | Sequence[np.ndarray], *,
                    times: Sequence[float] | None = None, log: bool = False, points: np.ndarray | None = None,
                    masses: np.ndarray | None = None, atoms: Sequence[tuple[np.ndarray, np.ndarray]] | None = None,
@@ -193,7 +200,8 @@ def circle_density(vertices: np.ndarray, cells: np.ndarray, values: np.ndarray |
         Optional point masses (m, 2) drawn as circles on the theta axis, area proportional to mass.
     atoms
         With ``times``: the point masses (positions (m, 2), masses (m,)) of each time, drawn
-        like ``points`` in the colour of that time's line.
+        like ``points`` in the colour of that time's line; the legend gives each time's atom
+        mass and the circles' meaning, and the atoms of the last time are labelled with their masses.
     title
         Figure title.
     vmin, vmax
@@ -209,9 +217,14 @@ def circle_density(vertices: np.ndarray, cells: np.ndarray, values: np.ndarray |
         cmap = colormaps["viridis"]
         for k, (t, v) in enumerate(zip(times, series)):
             color = cmap(k / max(len(series) - 1, 1))
-            lines.add(v, color=color, label=f"t = {t:.3g}")
+            held = float(np.sum(atoms[k][1])) if atoms is not None else 0.0
+            lines.add(v, color=color, label=f"t = {t:.3g}" + (f", atoms hold {held:.3g}" if held > 0 else ""))
             if atoms is not None:
                 lines.mark(np.asarray(atoms[k][0], float), atoms[k][1], color=color)
+        if atoms is not None and any(len(m) for _, m in atoms):
+            lines.ax.scatter([], [], s=marker_sizes(1, None) / 4, label="atom (circle area \N{PROPORTIONAL TO} mass)",
+                             **ATOM_STYLE)
+            label_masses(lines.ax, np.asarray(atoms[-1][0], float), np.asarray(atoms[-1][1], float))
         lines.ax.legend(fontsize=8)
     if points is not None:
         lines.update(points=np.asarray(points, float), masses=masses)

@@ -47,6 +47,8 @@ class RunData:
         Hybrid PDE runs: the point masses of each output (:class:`~meanfield.atoms.Atoms`); else None.
     layer_ends
         Times before the last output where a layer of ``[[model.layers]]`` ends and the next begins.
+    trackers
+        The run's own observables (``[[output.observables]]``): column name -> expression.
     positions
         Causal runs: (M,) the slices' token positions; ``densities`` and ``vertex_densities``
         are then the whole token distribution's (the mean over the slices), and
@@ -66,6 +68,7 @@ class RunData:
     points: np.ndarray | None = None
     atoms: list[Atoms] | None = None
     layer_ends: tuple[float, ...] = ()
+    trackers: dict[str, str] = field(default_factory=dict)
     positions: np.ndarray | None = None
     slice_densities: np.ndarray | None = None
     slice_vertex_densities: np.ndarray | None = None
@@ -125,6 +128,13 @@ def _layer_ends(result: Any, times: np.ndarray) -> tuple[float, ...]:
     return tuple(float(layer["t_end"]) for layer in layers if float(layer["t_end"]) < last)
 
 
+def _trackers(result: Any) -> dict[str, str]:
+    """The run's own observables (its config's ``[[output.observables]]``): name -> expression."""
+    config = getattr(result, "config", None) or {}
+    entries = (config.get("output") or {}).get("observables") or []
+    return {str(entry["name"]): str(entry["expression"]) for entry in entries}
+
+
 def run_data(result: Any) -> RunData:
     """Read a PDE or particle run result (duck-typed, see the module docstring)."""
     meta = getattr(result, "metadata", None) or {}
@@ -138,7 +148,7 @@ def run_data(result: Any) -> RunData:
     if kind == "particles":
         points = np.asarray(result.points, float)
         return RunData("particles", SPHERE_OF_DIMENSION.get(points.shape[-1]), name, times, _observables(result),
-                       points=points, layer_ends=_layer_ends(result, times))
+                       points=points, layer_ends=_layer_ends(result, times), trackers=_trackers(result))
     from ..analysis.causal import whole_measure
 
     whole = whole_measure(result)  # a causal run: the whole token distribution; any other run as it is
@@ -147,7 +157,8 @@ def run_data(result: Any) -> RunData:
                    vertices=np.asarray(result.vertices, float), cells=np.asarray(result.cells),
                    densities=_floats(whole.densities),
                    vertex_densities=_floats(getattr(whole, "vertex_densities", None)),
-                   atoms=None if atoms is None else list(atoms), layer_ends=_layer_ends(result, times))
+                   atoms=None if atoms is None else list(atoms), layer_ends=_layer_ends(result, times),
+                   trackers=_trackers(result))
     if whole is result:
         return data
     by_position = getattr(result, "observables_by_position", None) or {}

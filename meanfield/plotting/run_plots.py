@@ -10,13 +10,17 @@ PDE on S^1                ``density.FMT`` (density at up to 5 times),
 tokens on S^2             ``tokens_initial.FMT``, ``tokens_final.FMT``, ``tokens.gif`` / ``.mp4``
 tokens on S^1             as the PDE on S^1 with the tokens' histogram (about sqrt(n) bins),
                           ``tokens.gif`` / ``.mp4``
-every run                 ``observables.FMT`` (time series)
+every run                 ``observables.FMT`` (time series, the config's own
+                          observables included)
 causal PDE runs           the pictures above of the whole token distribution, and
                           ``positions.FMT`` (S^1: the density over (theta, s) at up to
                           four times), ``slices_initial.FMT`` / ``slices_final.FMT``
                           (S^2: four positions' maps), ``position_clusters.FMT``
-                          (each position's order parameter over time, and when it
-                          clusters), ``attention.FMT`` (the attention map a(t; s, s'))
+                          (each position's number of clusters over time, and when
+                          it clusters), ``attention.FMT`` (the attention map a(t; s, s')),
+                          ``attending.FMT`` and ``attending.csv`` (whom chosen
+                          positions attend to: absolute shares over the source
+                          positions and over the sphere's clusters)
 ========================  ==========================================================
 
 ``times`` replaces the stills' times (S^2: initial and final; S^1: up to five spread over the
@@ -49,7 +53,7 @@ from matplotlib.figure import Figure
 from ..sphere import subsample
 from .circle import CircleLines, circle_density, circle_segments, circle_spacetime, histogram_bins, token_histogram
 from .data import RunData, run_data
-from .focus import colour_limits, heaviest_direction
+from .focus import colour_limits, heaviest_direction, residual_floor
 from .movie import FPS, MAX_FRAMES, frame_indices, write_movie
 from .series import time_series
 from .sphere_maps import (
@@ -185,9 +189,11 @@ def _circle_density(data: RunData, vertices: np.ndarray, cells: np.ndarray, fram
                     averages: np.ndarray, w: _Writer, scale: Scale, name: str, shown: list[int] | None) -> None:
     shown = list(frame_indices(len(data.times), 5)) if shown is None else shown
     atoms = data.point_masses()
+    # a hybrid run's log axis reaches down to the residual floor: not fitted to the one time whose density is left
+    vmin = scale.vmin if scale.vmin is not None or atoms is None or not scale.log else residual_floor(2)
     w.figure(circle_density(vertices, cells, frames[shown], times=[float(data.times[i]) for i in shown],
                             log=scale.log, title=data.name, atoms=None if atoms is None else [atoms[i] for i in shown],
-                            vmin=scale.vmin, vmax=scale.vmax), "density")
+                            vmin=vmin, vmax=scale.vmax), "density")
     w.figure(circle_spacetime(vertices, cells, data.times, averages, log=scale.log, title=data.name, atoms=atoms,
                               vmin=scale.vmin, vmax=scale.vmax), "spacetime")
     lines = CircleLines(circle_segments(vertices, cells), cells, scale.norm(frames))
@@ -209,11 +215,14 @@ def _sphere_tokens(data: RunData, points: np.ndarray, w: _Writer, views: list[Vi
                 len(data.times), "tokens")
 
 
-def _causal_pictures(data: RunData, result: Any, w: _Writer, scale: Scale, shown: list[int] | None) -> None:
+def _causal_pictures(data: RunData, result: Any, w: _Writer, scale: Scale, shown: list[int] | None,
+                     attending_positions: Sequence[float] | None) -> None:
     """The pictures of a causal run's positions (module docstring)."""
+    from ..analysis.attending import attending, attending_slices, write_attending
     from ..analysis.causal import attention_map
+    from ..analysis.clusters import analyse_positions
     from ..sphere import sphere_area
-    from .causal import attention_figure, position_clusters, position_images, slice_maps
+    from .causal import attending_figure, attention_figure, position_clusters, position_images, slice_maps
 
     assert data.positions is not None and data.slice_densities is not None and data.vertices is not None
     assert data.cells is not None
@@ -230,20 +239,24 @@ def _causal_pictures(data: RunData, result: Any, w: _Writer, scale: Scale, shown
         for name, i in (("initial", 0), ("final", T - 1)):
             w.figure(slice_maps(data.vertices, data.cells, positions, values[i], picks, log=log, vmin=scale.vmin,
                                 vmax=scale.vmax, title=f"{data.name}   t = {data.times[i]:g}"), f"slices_{name}")
-    if "order" in data.by_position:
-        uniform = 1.0 / sphere_area(data.vertices.shape[1])
-        w.figure(position_clusters(data.times, positions, data.by_position["order"], data.by_position.get("rho_max"),
-                                   uniform, title=data.name), "position_clusters")
+    counts = np.array([history.counts for history in analyse_positions(result)]).T  # (T, M)
+    w.figure(position_clusters(data.times, positions, counts, data.by_position.get("rho_max"),
+                               1.0 / sphere_area(data.vertices.shape[1]), title=data.name), "position_clusters")
     times = data.times[sorted({round(i) for i in np.linspace(0, T - 1, min(T, 3))})]
     w.figure(attention_figure([(float(t), attention_map(result, float(t))) for t in times], positions,
                               title=f"{data.name}: what each position draws from the positions before it"),
              "attention")
+    items = attending(result, [float(t) for t in (data.times[shown] if shown is not None else times)],
+                      attending_slices(positions, attending_positions))
+    w.figure(attending_figure(items, title=f"{data.name}: whom a position attends to (absolute shares)"), "attending")
+    w.written.append(write_attending(w.out_dir / "attending.csv", items))
 
 
 def plot_run(result: Any, out_dir: str | Path, *, movie: bool = True, fmt: str = "png", log: bool | None = None,
              views: tuple[View, ...] = VIEWS, center: np.ndarray | None = None, max_frames: int = MAX_FRAMES,
              fps: float = FPS, dpi: float = 100, max_points: int = 4000, times: Sequence[float] | None = None,
-             vmin: float | None = None, vmax: float | None = None, frames: bool = False) -> list[Path]:
+             vmin: float | None = None, vmax: float | None = None, frames: bool = False,
+             attending: Sequence[float] | None = None) -> list[Path]:
     """Write the pictures of a PDE or particle run (see the module docstring for the files).
 
     Parameters
@@ -274,6 +287,9 @@ def plot_run(result: Any, out_dir: str | Path, *, movie: bool = True, fmt: str =
         Limits of the colour scale (density axis) of every picture.
     frames
         Also write every movie frame as a PNG file.
+    attending
+        Causal runs: the positions (in [0, 1]; the nearest slices) whose attention attending.FMT
+        and attending.csv show (default the last).
 
     Returns
     -------
@@ -288,11 +304,18 @@ def plot_run(result: Any, out_dir: str | Path, *, movie: bool = True, fmt: str =
     if not len(data.times):
         raise ValueError(f"run {data.name!r} has no output times to plot")
     shown = None if times is None else still_indices(data.times, times)
+    if attending is not None:
+        from ..analysis.attending import attending_slices
+
+        if data.positions is None:
+            raise ValueError("--attending: only a causal run (model.mask = 'causal') has token positions")
+        attending_slices(data.positions, attending)  # refused before anything is drawn
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     w = _Writer(out, fmt, dpi, movie, max_frames, fps, frames)
     if "t" in data.observables:
-        w.figure(time_series(data.observables, title=data.name, layer_ends=data.layer_ends), "observables")
+        w.figure(time_series(data.observables, title=data.name, layer_ends=data.layer_ends, trackers=data.trackers),
+                 "observables")
     if data.kind == "pde":
         vertices, cells, densities = data.vertices, data.cells, data.densities
         assert vertices is not None and cells is not None and densities is not None  # run_data requires them
@@ -302,7 +325,7 @@ def plot_run(result: Any, out_dir: str | Path, *, movie: bool = True, fmt: str =
         else:
             _circle_density(data, vertices, cells, data.frames(), densities, w, scale, "density", shown)
         if data.positions is not None:
-            _causal_pictures(data, result, w, scale, shown)
+            _causal_pictures(data, result, w, scale, shown, attending)
         return w.written
     points = data.points
     assert points is not None  # a particle run: run_data requires its points (and reads no other kind)
@@ -329,7 +352,8 @@ def check_format(fmt: str) -> None:
 
 #: Stems of the files :func:`plot_run` writes (with any extension).
 PLOT_STEMS = ("observables", "density", "density_initial", "density_final", "spacetime", "tokens", "tokens_initial",
-              "tokens_final", "positions", "slices_initial", "slices_final", "position_clusters", "attention")
+              "tokens_final", "positions", "slices_initial", "slices_final", "position_clusters", "attention",
+              "attending")
 #: Stems of the stills at chosen times and of the movie frames.
 PLOT_STEM_PATTERN = re.compile(r"(density|tokens)_(t.+|frame[0-9]{4})")
 

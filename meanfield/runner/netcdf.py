@@ -22,6 +22,8 @@ h5netcdf, no netCDF C library needed).  A PDE run on S^2 (``ncdump -h``, abridge
         double vertex_density(time, cell, corner) ;           DG1 only (see below)
         double mass(time), order(time), energy(time), mean_0(time), ..., rho_min(time),
                rho_max(time), dt(time), wall(time) ;          the rows of observables.csv
+        double zbar(time) ;            an [[output.observables]] entry: long_name,
+                                       expression = "integral(rho * z)", comment
     // global attributes: Conventions = "CF-1.11 UGRID-1.0", title, source, kind, name,
     //                    sphere, scheme
 
@@ -148,9 +150,25 @@ def _time_coordinate(times: np.ndarray) -> tuple[str, np.ndarray, dict[str, str]
     return "time", np.asarray(times, float), {"long_name": "model time t", "units": "1"}
 
 
-def _observables(observables: Mapping[str, np.ndarray], density_units: str) -> dict[str, Any]:
-    """The observables as variables along time (``t`` is left out: it is the time coordinate)."""
-    return {name: ("time", np.asarray(values, float), observable_attributes(name, density_units))
+def tracker_attributes(config: Mapping[str, Any]) -> dict[str, dict[str, str]]:
+    """Attributes of the variables of the config's own observables (``[[output.observables]]``):
+    name -> ``long_name``, ``expression`` and a ``comment`` on when it is evaluated."""
+    out = {}
+    for entry in (config.get("output") or {}).get("observables") or []:
+        every = entry.get("every")
+        when = "at every output" if every is None else f"every {every:g} model time (nan at the outputs between)"
+        out[str(entry["name"])] = {"long_name": f"observable of one's own: {entry['expression']}",
+                                   "expression": str(entry["expression"]),
+                                   "comment": f"[[output.observables]] entry of the run's config, evaluated {when}"}
+    return out
+
+
+def _observables(observables: Mapping[str, np.ndarray], density_units: str,
+                 trackers: Mapping[str, Mapping[str, str]]) -> dict[str, Any]:
+    """The observables as variables along time (``t`` is left out: it is the time coordinate);
+    ``trackers``: the attributes of the config's own (:func:`tracker_attributes`)."""
+    return {name: ("time", np.asarray(values, float),
+                   dict(trackers[name]) if name in trackers else observable_attributes(name, density_units))
             for name, values in observables.items() if name not in ("t", "atom_count")}
 
 
@@ -271,7 +289,8 @@ def atoms_from_dataset(ds: xarray.Dataset) -> list[Atoms]:
 
 
 def pde_dataset(mesh: Mapping[str, np.ndarray], times: np.ndarray, outputs: Mapping[str, np.ndarray],
-                observables: Mapping[str, np.ndarray], attrs: Mapping[str, Any]) -> xarray.Dataset:
+                observables: Mapping[str, np.ndarray], attrs: Mapping[str, Any],
+                trackers: Mapping[str, Mapping[str, str]] | None = None) -> xarray.Dataset:
     """The Dataset of a PDE run (module docstring): mesh, cell coordinates, densities, observables.
 
     Parameters
@@ -289,6 +308,8 @@ def pde_dataset(mesh: Mapping[str, np.ndarray], times: np.ndarray, outputs: Mapp
         Column name -> (T,) values (``t`` is left out: it is the time coordinate).
     attrs
         Global attributes (see :func:`run_attributes`).
+    trackers
+        Attributes of the config's own observables (:func:`tracker_attributes`).
     """
     import xarray as xr
 
@@ -313,7 +334,7 @@ def pde_dataset(mesh: Mapping[str, np.ndarray], times: np.ndarray, outputs: Mapp
             "units": on_mesh["units"],
             "comment": "may be negative where the cell averages are positive: the positivity limiter acts at the "
                        "edge Gauss points, not at the vertices (see meanfield.runner.netcdf)"})
-    data.update(_observables(observables, on_mesh["units"]))
+    data.update(_observables(observables, on_mesh["units"], trackers or {}))
     data.update(_position_observables(outputs, on_mesh["units"]))
     atom_data, atom_coords = _atoms(times, outputs)
     data.update(atom_data)
@@ -325,9 +346,11 @@ def pde_dataset(mesh: Mapping[str, np.ndarray], times: np.ndarray, outputs: Mapp
 
 
 def particle_dataset(times: np.ndarray, outputs: Mapping[str, np.ndarray], observables: Mapping[str, np.ndarray],
-                     attrs: Mapping[str, Any], positions: np.ndarray | None = None) -> xarray.Dataset:
-    """The Dataset of a particle run: ``points`` (T, n, d) and the observables; a causal run's
-    token ``positions`` (n,) in [0, 1] as the coordinate ``position`` of the token dimension."""
+                     attrs: Mapping[str, Any], positions: np.ndarray | None = None,
+                     trackers: Mapping[str, Mapping[str, str]] | None = None) -> xarray.Dataset:
+    """The Dataset of a particle run: ``points`` (T, n, d) and the observables (``trackers``: the
+    attributes of the config's own, :func:`tracker_attributes`); a causal run's token
+    ``positions`` (n,) in [0, 1] as the coordinate ``position`` of the token dimension."""
     import xarray as xr
 
     points = np.asarray(outputs["points"], float)
@@ -336,7 +359,7 @@ def particle_dataset(times: np.ndarray, outputs: Mapping[str, np.ndarray], obser
     data = {"points": (("time", "token", "coordinate"), points,
                        {"long_name": f"token positions on the unit sphere S^{d - 1} (global token order)",
                         "units": "1"}),
-            **_observables(observables, "1")}
+            **_observables(observables, "1", trackers or {})}
     coords = {"time": _time_coordinate(times),
               "coordinate": ("coordinate", labels, {"long_name": "ambient coordinate"})}
     if positions is not None:

@@ -2,7 +2,11 @@
 
 ParaView's Glyph filter places glyphs by default on a sample of the points ("Uniform Spatial
 Distribution"), which leaves out atoms close to others; the script sets up what a user would
-otherwise click together: the density coloured by ``density``, the atoms (when the run has
+otherwise click together: the density coloured by ``density`` (a causal run: the last token
+position's ``density_s<s>``) on one colour scale for every
+output, from 0 (DG1 vertex values, which dip below 0 near steep fronts, do not set it) to the
+largest value over the outputs (not the last output's: a hybrid run's residual density beside
+its atoms is ~1e-38), the atoms (when the run has
 atoms.pvd) as red spheres of diameter ``ATOM_SCALE * sqrt(mass)`` on every point ("All
 Points"), the animation on the outputs' times.  Run it as
 
@@ -33,17 +37,47 @@ Written by meanfield.  Atoms (runs with atoms.pvd) are red spheres of diameter
 import os
 import sys
 
-from paraview.simple import (Calculator, ColorBy, GetActiveViewOrCreate, GetAnimationScene, Glyph,
-                             OpenDataFile, Render, SaveScreenshot, Show)
+from paraview.simple import (Calculator, ColorBy, GetActiveViewOrCreate, GetAnimationScene,
+                             GetColorTransferFunction, GetOpacityTransferFunction, Glyph, OpenDataFile,
+                             Render, SaveScreenshot, Show)
 
 RUN = os.path.dirname(os.path.abspath(__file__)) if "__file__" in globals() else @RUN@
 DENSITY, CENTRE = @DENSITY@, @CENTRE@
 
+
+def density_array(source, centre):
+    """The array to colour by: ``density``, or for a causal run (one array per token position,
+    ``density_s<s>``) the last position's."""
+    names = list((source.CellData if centre == "CELLS" else source.PointData).keys())
+    return "density" if "density" in names or not names else sorted(names)[-1]
+
+
+def density_range(source, centre, name):
+    """The density's range over every output, from 0 up: DG1 vertex values dip below 0 near
+    steep fronts and a hybrid run's last density is a residual of ~1e-38 beside its atoms, so
+    neither the last output nor the vertex values' minimum make the colour scale."""
+    steps = source.TimestepValues  # a property listing the times (a bare number for one output)
+    steps = [float(t) for t in steps] if hasattr(steps, "__len__") else [float(steps)] if steps is not None else []
+    low, high = float("inf"), float("-inf")
+    for t in steps or [None]:
+        source.UpdatePipeline() if t is None else source.UpdatePipeline(t)
+        arrays = source.CellData if centre == "CELLS" else source.PointData
+        a, b = arrays[name].GetRange()
+        low, high = min(low, a), max(high, b)
+    low = max(low, 0.0)
+    return low, high if high > low else low + 1.0
+
+
 view = GetActiveViewOrCreate("RenderView")
 density = OpenDataFile(os.path.join(RUN, DENSITY), registrationName=DENSITY)
 shown = Show(density, view)
-ColorBy(shown, (CENTRE, "density"))
-shown.RescaleTransferFunctionToDataRange(True, False)
+ARRAY = density_array(density, CENTRE)
+ColorBy(shown, (CENTRE, ARRAY))
+RANGE = density_range(density, CENTRE, ARRAY)
+colours = GetColorTransferFunction(ARRAY)
+colours.AutomaticRescaleRangeMode = "Never"  # one scale for every output
+colours.RescaleTransferFunction(*RANGE)
+GetOpacityTransferFunction(ARRAY).RescaleTransferFunction(*RANGE)
 shown.SetScalarBarVisibility(view, True)
 shown.LineWidth = 3.0  # S^1: the circle's cells are lines
 if os.path.exists(os.path.join(RUN, "atoms.pvd")):
@@ -61,7 +95,6 @@ scene.UpdateAnimationUsingDataTimeSteps()
 view.ResetCamera()
 if len(sys.argv) > 1 and sys.argv[-1].lower().endswith((".png", ".jpg", ".jpeg", ".tif", ".tiff")):
     scene.AnimationTime = density.TimestepValues[-1]
-    shown.RescaleTransferFunctionToDataRange(False, True)
     SaveScreenshot(sys.argv[-1], view, ImageResolution=[800, 800])
 else:
     Render(view)

@@ -188,7 +188,7 @@ class RunResult(_Tabulated):
         Built from the snapshots (the crash-safe record), so it works on interrupted runs too.
         The atoms of a hybrid run are the ragged ``atom`` variables (:mod:`meanfield.runner.netcdf`).
         """
-        from .netcdf import BY_POSITION, pde_dataset, ragged_atoms, run_attributes
+        from .netcdf import BY_POSITION, pde_dataset, ragged_atoms, run_attributes, tracker_attributes
 
         mesh = {"vertices": self.vertices, "cells": self.cells, "centroids": self.centroids, "areas": self.areas}
         if self.positions is not None:
@@ -199,7 +199,8 @@ class RunResult(_Tabulated):
             outputs["vertex_density"] = self.vertex_densities
         if self.atoms is not None:
             outputs.update(ragged_atoms([a.arrays() for a in self.atoms]))
-        return pde_dataset(mesh, self.times, outputs, self.observables, run_attributes("pde", self.config))
+        return pde_dataset(mesh, self.times, outputs, self.observables, run_attributes("pde", self.config),
+                           tracker_attributes(self.config))
 
 
 @dataclass
@@ -239,10 +240,11 @@ class ParticleRunResult(_Tabulated):
     def to_xarray(self) -> xarray.Dataset:
         """The run as an xarray Dataset laid out like its run.nc: ``points`` (time, token, coordinate)
         and the observables, from the snapshots."""
-        from .netcdf import particle_dataset, run_attributes
+        from .netcdf import particle_dataset, run_attributes, tracker_attributes
 
         return particle_dataset(self.times, {"points": self.points}, self.observables,
-                                run_attributes("particles", self.config), self.positions)
+                                run_attributes("particles", self.config), self.positions,
+                                tracker_attributes(self.config))
 
 
 def read_header(path: Path) -> tuple[dict, dict]:

@@ -16,7 +16,7 @@ import numpy as np
 
 from . import layout
 from .files import append_csv_row, read_csv_columns, save_npz, write_csv_columns
-from .netcdf import DatasetBuilder, RunFile, particle_dataset, pde_dataset, run_attributes
+from .netcdf import DatasetBuilder, RunFile, particle_dataset, pde_dataset, run_attributes, tracker_attributes
 from .paraview import AtomPoints, XdmfFiles
 
 
@@ -115,10 +115,10 @@ def pde_run_file(run: Path, static: Mapping[str, np.ndarray], config: Mapping[st
                  paraview: bool) -> RunFileOutput:
     """run.nc of a PDE run from its static arrays (mesh.npz) and config, with the ParaView files if
     ``paraview`` (XDMF; hybrid runs also the atoms' point files)."""
-    attrs = run_attributes("pde", config)
+    attrs, trackers = run_attributes("pde", config), tracker_attributes(config)
 
     def build(times: np.ndarray, outputs: Mapping[str, np.ndarray], observables: Mapping[str, np.ndarray]):
-        return pde_dataset(static, times, outputs, observables, attrs)
+        return pde_dataset(static, times, outputs, observables, attrs, trackers)
 
     if not paraview:
         return RunFileOutput(run, build)
@@ -129,9 +129,9 @@ def pde_run_file(run: Path, static: Mapping[str, np.ndarray], config: Mapping[st
 
 def particle_run_file(run: Path, config: Mapping[str, Any], positions: np.ndarray | None = None) -> RunFileOutput:
     """run.nc of a particle run (with the token ``positions`` of a causal run)."""
-    attrs = run_attributes("particles", config)
+    attrs, trackers = run_attributes("particles", config), tracker_attributes(config)
 
     def build(times: np.ndarray, outputs: Mapping[str, np.ndarray], observables: Mapping[str, np.ndarray]):
-        return particle_dataset(times, outputs, observables, attrs, positions)
+        return particle_dataset(times, outputs, observables, attrs, positions, trackers)
 
     return RunFileOutput(run, build)

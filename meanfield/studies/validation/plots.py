@@ -3,15 +3,29 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .compare import PDEReference
 
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
-def plot_errors(path: Path, rows: list[dict], summary: list[dict], t: float) -> None:
-    """Each metric at time t against n on log-log axes: seeds, RMS over seeds, n^-1/2, PDE floor,
-    and where the summary has it the predicted RMS sqrt(n_var / n) (a line, no fit)."""
+
+def half_rate_guide(ns: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """The line c n^-1/2 through the geometric mean of the positive ``values`` (the least-squares
+    fit of a slope -1/2 in log-log), not pinned to the first point."""
+    ns, values = np.asarray(ns, float), np.asarray(values, float)
+    ok = values > 0
+    log_c = float(np.mean(np.log(values[ok]) + 0.5 * np.log(ns[ok]))) if ok.any() else 0.0
+    return np.exp(log_c) / np.sqrt(ns)
+
+
+def plot_errors(path: Path, rows: list[dict], summary: list[dict], t: float) -> Figure:
+    """Each metric at time t against n on log-log axes: seeds, RMS over seeds, the n^-1/2 guide
+    (:func:`half_rate_guide`), PDE floor, and where the summary has it the predicted RMS
+    sqrt(n_var / n) (a line, no fit); every n a labelled tick.  Returns the figure it saved."""
     from matplotlib.figure import Figure
     from matplotlib.ticker import NullFormatter
 
@@ -26,13 +40,14 @@ def plot_errors(path: Path, rows: list[dict], summary: list[dict], t: float) -> 
         ns = np.array(sorted({r["n"] for r in sel}), float)
         rms = np.array([s[f"rms_n{int(n)}"] for n in ns])
         ax.loglog(ns, rms, "o-", label=f"RMS, slope {s['slope_rms']:.2f}")
-        ax.loglog(ns, rms[0] * np.sqrt(ns[0] / ns), "k--", lw=0.8, label="n^-1/2")
+        ax.loglog(ns, half_rate_guide(ns, rms), "k--", lw=0.8, label="n^-1/2")
         predicted = np.array([s.get(f"predicted_n{int(n)}", np.nan) for n in ns])
         if np.all(np.isfinite(predicted)):
             ax.loglog(ns, predicted, "g-", lw=1.2, label="predicted sqrt(n_var/n)")
         if np.isfinite(s["pde_floor"]) and s["pde_floor"] > 0:
             ax.axhline(s["pde_floor"], color="r", ls=":", label="PDE floor")
         ax.set(title=s["metric"], xlabel="n")
+        ax.set_xticks(ns, [f"{n:g}" for n in ns])  # every n labelled (a log axis over < 1 decade labels none)
         ax.xaxis.set_minor_formatter(NullFormatter())
         ax.legend(fontsize=7)
     for ax in list(axes.flat)[len(summary):]:
@@ -40,6 +55,7 @@ def plot_errors(path: Path, rows: list[dict], summary: list[dict], t: float) -> 
     fig.suptitle(f"particles vs PDE at t = {t:g}")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
+    return fig
 
 
 def plot_density(path: Path, reference: PDEReference, points: np.ndarray, t: float) -> None:

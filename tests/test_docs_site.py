@@ -1,0 +1,50 @@
+"""The documentation as readers get it: ``sphinx -b html docs`` (as ``make docs`` builds it),
+then the home page and the style sheet checked in the HTML."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+#: The pictures the home page shows: the two time scales, a causal run, a validation study.
+HOME_PICTURES = ("s1-long-time.png", "s1-causal.png", "validation-errors.png")
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    if importlib.util.find_spec("sphinx") is None or importlib.util.find_spec("furo") is None:
+        pytest.skip("sphinx and furo are not installed (pip install -e .[docs])")
+    out = tmp_path_factory.mktemp("site")
+    done = subprocess.run([sys.executable, "-m", "sphinx", "-E", "-q", "-b", "html", str(DOCS), str(out)],
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+@pytest.mark.slow
+def test_home_page_shows_what_the_package_does(site):
+    """Not a bare table of contents: the three pictures (committed under docs/_static), each
+    with a caption, before the contents."""
+    page = (site / "index.html").read_text()
+    images = re.findall(r'<img alt="[^"]+" src="_images/([^"]+)"', page)
+    assert tuple(images) == HOME_PICTURES
+    for name in images:
+        assert (site / "_images" / name).stat().st_size > 5_000
+    assert page.count("<figcaption>") >= 3
+    assert page.index("_images/s1-long-time.png") < page.index('class="toctree-wrapper')
+
+
+@pytest.mark.slow
+def test_code_blocks_wrap_instead_of_being_clipped(site):
+    """Every page links the project's style sheet, whose rule wraps long lines of code blocks."""
+    sheet = (site / "_static" / "meanfield.css").read_text()
+    rule = re.search(r"\.highlight pre,\s*pre\.literal-block\s*\{([^}]*)\}", sheet)
+    assert rule is not None and "white-space: pre-wrap" in rule.group(1)
+    for page in ("index.html", "outputs.html", "causal.html"):
+        assert re.search(r'<link rel="stylesheet"[^>]*href="_static/meanfield\.css', (site / page).read_text()), page

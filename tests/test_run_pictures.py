@@ -1,0 +1,70 @@
+"""What ``meanfield plot`` draws, checked on its figures: the data and labels of a hybrid S^1 run's
+density.png and observables.png (the command is run as users run it, then the same pictures are
+drawn in-process with the figures kept)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from helpers.cli import cli
+from helpers.pictures import figures_of
+
+import meanfield
+from meanfield.plotting.focus import residual_floor
+from meanfield.plotting.series import DENSITY_DECADES
+
+HYBRID = """name = "hybrid"
+[mesh]
+sphere = "S1"
+resolution = 128
+[model]
+beta = 9.0
+[initial]
+kind = "vmf"
+centers = [[-1.0, 0.0]]
+kappas = [4.0]
+[time]
+t_final = 2.0
+outputs = 8
+[atoms]
+capture = true
+merge_distance = 0.02
+initial = [[0.3, 1.0, 0.0], [0.25, 0.955336489125606, 0.29552020666133955]]
+"""
+
+
+@pytest.fixture(scope="module")
+def hybrid(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("hybrid")
+    (folder / "case.toml").write_text(HYBRID)
+    done = cli(["run", "case.toml", "--out", "run", "--quiet"], folder)
+    assert done.returncode == 0, done.stderr
+    done = cli(["plot", "run", "--no-movie", "--log", "--quiet"], folder)
+    assert done.returncode == 0, done.stderr
+    assert {"density.png", "observables.png"} <= {p.name for p in (folder / "run" / "plots").iterdir()}
+    return folder / "run"
+
+
+def test_hybrid_density_lines_reach_the_residual_floor_and_label_the_atoms(hybrid, monkeypatch):
+    run = meanfield.load_run(hybrid)
+    ax = figures_of(monkeypatch, hybrid, log=True)["density"].axes[0]
+    assert ax.get_yscale() == "log" and ax.get_ylim()[0] == pytest.approx(residual_floor(2))
+    legend = [text.get_text() for text in ax.get_legend().get_texts()]
+    last = run.atoms[-1]
+    assert legend[-1].startswith("atom (circle area") and f"atoms hold {last.mass:.3g}" in legend[-2]
+    masses = sorted(float(text.get_text()) for text in ax.texts)
+    np.testing.assert_allclose(masses, np.sort(last.masses), rtol=2e-3)  # 3 significant digits
+
+
+def test_hybrid_observables_grid_on_one_time_axis(hybrid, monkeypatch):
+    run = meanfield.load_run(hybrid)
+    figure = figures_of(monkeypatch, hybrid)["observables"]
+    panels = {ax.get_title(): ax for ax in figure.axes if ax.get_visible()}
+    assert {"atoms", "mass held by atoms", "extreme densities", "order parameter |mean|"} <= set(panels)
+    assert len({ax.get_xscale() for ax in panels.values()}) == 1
+    rows = {round(ax.get_position().y0, 3) for ax in panels.values()}
+    assert len(rows) == -(-len(panels) // 3)  # three a row
+    peak = np.nanmax(run.observables["rho_max"])
+    assert panels["extreme densities"].get_ylim()[0] >= peak * 10.0**-DENSITY_DECADES / 1.5
+    steps = panels["atoms"].get_lines()[0]
+    np.testing.assert_array_equal(steps.get_ydata(), run.observables["atom_count"])
