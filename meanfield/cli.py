@@ -276,6 +276,7 @@ def _cmd_longtime(args: argparse.Namespace) -> None:
     from .config import load_config
     from .runner.names import derived_directory
     from .studies.longtime import long_time_study
+    from .studies.longtime.study import format_comparison
 
     given = {k: getattr(args, k) for k in ("betas", "n", "t_final", "run", "delta")}
     options = {k: v for k, v in given.items() if v is not None}  # the API's defaults otherwise
@@ -285,8 +286,10 @@ def _cmd_longtime(args: argparse.Namespace) -> None:
         out = args.out or derived_directory(config, "longtime")
         study = long_time_study(config, out, plots=not args.no_plots, overwrite=args.overwrite, **options)
         for row in study.rows if not args.quiet else []:
-            _echo(f"beta {row.beta:g}: merges at {', '.join(f'{t:.6g}' for t in row.merges) or 'none'}; "
+            _echo(f"reference beta {row.beta:g}: merges at {', '.join(f'{t:.6g}' for t in row.merges) or 'none'}; "
                   f"final masses {', '.join(f'{m:.4f}' for m in row.final_masses)}")
+        if study.comparison is not None and not args.quiet:
+            _echo(format_comparison(study.comparison))
         _echo(f"results: {out}")
 
     on_root(MPI.COMM_WORLD, work)
