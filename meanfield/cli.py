@@ -184,17 +184,26 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 def _cmd_collect(args: argparse.Namespace) -> None:
     from mpi4py import MPI
 
-    from .analysis.collect import check_densities_output, check_table_output, collect, write_table
+    from .analysis.collect import check_densities_output, check_table_output, collect, parameters, write_table
+    from .analysis.phase import check_picture, picture_path, write_clusters_figure
     from .collective import on_root
 
     def work() -> str:
         check_table_output(args.output, overwrite=args.overwrite)  # before reading the runs
         if args.densities:
             check_densities_output(args.output)
+        if args.clusters:
+            check_picture(picture_path(args.output), overwrite=args.overwrite)
         final = args.final or args.densities
-        table = collect(args.dirs, final=final)
+        table = collect(args.dirs, final=final, clusters=args.clusters)
         path = write_table(table, args.output, final=final, overwrite=args.overwrite, densities=args.densities)
-        return f"wrote {path}: {counted(table['run'].nunique(), 'run')}, {counted(len(table), 'row')}"
+        done = f"wrote {path}: {counted(table['run'].nunique(), 'run')}, {counted(len(table), 'row')}"
+        swept = parameters(table)
+        if args.clusters and swept:
+            done += f"; {write_clusters_figure(table, swept, picture_path(args.output))}: clusters against {swept[0]}"
+        elif args.clusters:
+            done += "; no picture: the runs differ in no parameter"
+        return done
 
     _echo(on_root(MPI.COMM_WORLD, work))
 
@@ -543,6 +552,9 @@ def _add_collect(sub) -> None:
     p.add_argument("--final", action="store_true", help="only the last output of each run (one row per run)")
     p.add_argument("--densities", action="store_true", help="with -o TABLE.nc: also every run's final density, "
                    "density(run, cell), with the cells' centroids and areas (PDE runs on one mesh; implies --final)")
+    p.add_argument("--clusters", action="store_true", help="also the number of clusters at each output and each "
+                   "run's formation time (max density reaching 10x uniform; the analysis of `meanfield clusters`), "
+                   "and TABLE-clusters.png: both against the first swept parameter")
     _add_overwrite(p, "replace an existing output file")
     _add_quiet(p, "(accepted for symmetry: collect prints only the line naming the table)")
     p.set_defaults(handler=_cmd_collect)

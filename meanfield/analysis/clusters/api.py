@@ -90,6 +90,13 @@ def particle_fields(result: Any, bandwidth: float | None = None,
     return mesh, [(float(t), TokenField(mesh, x, bandwidth=bandwidth)) for t, x in zip(result.times, result.points)]
 
 
+def default_prominence(mesh: AnalysisMesh, field: TokenField, threshold: float | None = None) -> float:
+    """The default prominence of a token field: :data:`PROMINENCE`, and no less than the
+    sampling noise of its tokens at the threshold (:func:`.noise.token_prominence`)."""
+    least = 1.0 / sphere_area(mesh.d) if threshold is None else threshold
+    return token_prominence(len(field.points), mesh.d, field.bandwidth, least, PROMINENCE)
+
+
 def check_options(*, threshold: float | None = None, prominence: float | None = PROMINENCE,
                   factors: Sequence[float] = FACTORS, bandwidth: float | None = None,
                   resolution: int | None = None) -> None:
@@ -154,8 +161,7 @@ def analyse_run(run: Any, *, threshold: float | None = None, prominence: float |
         prominence = PROMINENCE
         if token_field is not None:
             assert isinstance(token_field, TokenField)  # particle_fields builds TokenFields
-            least = 1.0 / sphere_area(mesh.d) if threshold is None else threshold
-            prominence = token_prominence(len(token_field.points), mesh.d, token_field.bandwidth, least, PROMINENCE)
+            prominence = default_prominence(mesh, token_field, threshold)
     history = analyse_fields(fields, mesh.sphere, threshold=threshold, prominence=prominence, factors=factors,
                              source=str(getattr(result, "path", "")))
     history.info.update(data=fields[0][1].kind if fields else "none", cells=mesh.num_cells,
