@@ -492,3 +492,31 @@ def test_clusters_command_writes_tables_and_refuses_a_foreign_folder(tmp_path, c
     assert main(["clusters", str(tmp_path / "run"), "--out", str(mine), "--quiet"]) == 2
     assert "not cluster tables" in capsys.readouterr().err
     assert (mine / "clusters.csv").read_text().startswith("ok to")
+
+
+@pytest.mark.slow
+def test_summary_agrees_with_its_table_through_the_cli(tmp_path):
+    """``meanfield clusters`` of the s1-validation example: the global maximum is above 2x
+    uniform at t = 0 and below 5x throughout, and the summary says so (it used to say "reaches
+    no factor; not 2x, 5x ..."); crossings.csv says why a time is missing."""
+    import re
+
+    from helpers.cli import REPO, cli
+
+    done = cli(["run", str(REPO / "runs" / "examples" / "s1-validation.toml"), "--set", "mesh.resolution=256",
+                "--out", "run", "--quiet"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    done = cli(["clusters", "run"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    table = [(float(t), int(k), float(m)) for t, k, m in
+             re.findall(r"^  ([0-9.]+) +(\d+) +([0-9.e+-]+)$", done.stdout, flags=re.MULTILINE)]
+    assert [t for t, _, _ in table] == [0.0, 0.5, 1.0, 1.5, 2.0] and all(k == 2 for _, k, _ in table)
+    maxima = [m for _, _, m in table]
+    assert maxima[0] >= 2 and max(maxima) < 5  # measured 2.007 ... 4.9
+    assert "global max: already above 2x at t = 0 (the first output); never reaches 5x, 10x, 20x, 50x by t = 2" \
+        in done.stdout
+    assert "merge" not in done.stdout and "vanished" not in done.stdout
+    with open(tmp_path / "run" / "clusters" / "crossings.csv") as fh:
+        rows = {r["factor"]: r for r in csv.DictReader(fh) if r["id"] == "max"}
+    assert {f: (r["status"], r["time"]) for f, r in rows.items()} == {
+        "2.0": ("already", ""), **{f: ("never", "") for f in ("5.0", "10.0", "20.0", "50.0")}}

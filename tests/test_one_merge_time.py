@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import csv
 import re
 import shutil
+from collections import Counter
 
 import pytest
 from helpers.cli import REPO, cli
@@ -38,7 +40,10 @@ def test_run_log_clusters_and_longtime_report_one_merge_time(tmp_path):
                        r"(\d+) clusters at t = 40 \(reference (\d+)\)", done.stdout)
     assert hybrid is not None, done.stdout
     events = (tmp_path / "study" / "hybrid-events.csv").read_text().splitlines()
-    assert [line.split(",")[0] for line in events[1:]].count("merge") == 1  # formation: births only, no spikes
+    assert [line.split(",")[0] for line in events[1:]].count("merge") == 1  # formation: births only
+    with open(tmp_path / "study" / "hybrid-clusters.csv") as fh:
+        counts = Counter(row["t"] for row in csv.DictReader(fh))
+    assert max(counts.values()) == 4  # as the reference: cells 0.05 rad apart link (they made 20 clusters)
     # one merge, one time (the log interpolates within a step, the analyses between outputs:
     # exact for the exponential approach; measured to 1e-6 relative)
     for time in (*analysed, float(hybrid[1])):

@@ -101,7 +101,8 @@ def _timed(event: Event, frames: list[Frame], ids: list[np.ndarray]) -> Event:
     if pair is not None and min(pair) >= 0:
         times, distances = _atom_distances(frames, pair)
     time = merge_time(np.array([*times, event.time]), np.array([*distances, 0.0]))
-    return Event("merge", event.time if time is None else time, event.ids)
+    assert time is not None  # the distance is 0 at the event
+    return Event("merge", time, event.ids)
 
 
 def _atom_distances(frames: list[Frame], pair: tuple[int, int]) -> tuple[list[float], list[float]]:
