@@ -213,17 +213,26 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 def _cmd_collect(args: argparse.Namespace) -> None:
     from mpi4py import MPI
 
-    from .analysis.collect import check_densities_output, check_table_output, collect, write_table
+    from .analysis.collect import check_densities_output, check_table_output, collect, parameters, write_table
+    from .analysis.phase import check_picture, picture_path, write_clusters_figure
     from .collective import on_root
 
     def work() -> str:
         check_table_output(args.output, overwrite=args.overwrite)  # before reading the runs
         if args.densities:
             check_densities_output(args.output)
+        if args.clusters:
+            check_picture(picture_path(args.output), overwrite=args.overwrite)
         final = args.final or args.densities
-        table = collect(args.dirs, final=final)
+        table = collect(args.dirs, final=final, clusters=args.clusters)
         path = write_table(table, args.output, final=final, overwrite=args.overwrite, densities=args.densities)
-        return f"wrote {path}: {counted(table['run'].nunique(), 'run')}, {counted(len(table), 'row')}"
+        done = f"wrote {path}: {counted(table['run'].nunique(), 'run')}, {counted(len(table), 'row')}"
+        swept = parameters(table)
+        if args.clusters and swept:
+            done += f"; {write_clusters_figure(table, swept, picture_path(args.output))}: clusters against {swept[0]}"
+        elif args.clusters:
+            done += "; no picture: the runs differ in no parameter"
+        return done
 
     _echo(on_root(MPI.COMM_WORLD, work))
 
@@ -306,6 +315,7 @@ def _cmd_longtime(args: argparse.Namespace) -> None:
     from .config import load_config
     from .runner.names import derived_directory
     from .studies.longtime import long_time_study
+    from .studies.longtime.study import format_comparison
 
     given = {k: getattr(args, k) for k in ("betas", "n", "t_final", "run", "delta")}
     options = {k: v for k, v in given.items() if v is not None}  # the API's defaults otherwise
@@ -315,8 +325,10 @@ def _cmd_longtime(args: argparse.Namespace) -> None:
         out = args.out or derived_directory(config, "longtime")
         study = long_time_study(config, out, plots=not args.no_plots, overwrite=args.overwrite, **options)
         for row in study.rows if not args.quiet else []:
-            _echo(f"beta {row.beta:g}: merges at {', '.join(f'{t:.6g}' for t in row.merges) or 'none'}; "
+            _echo(f"reference beta {row.beta:g}: merges at {', '.join(f'{t:.6g}' for t in row.merges) or 'none'}; "
                   f"final masses {', '.join(f'{m:.4f}' for m in row.final_masses)}")
+        if study.comparison is not None and not args.quiet:
+            _echo(format_comparison(study.comparison))
         _echo(f"results: {out}")
 
     on_root(MPI.COMM_WORLD, work)
@@ -599,6 +611,9 @@ def _add_collect(sub) -> None:
     p.add_argument("--final", action="store_true", help="only the last output of each run (one row per run)")
     p.add_argument("--densities", action="store_true", help="with -o TABLE.nc: also every run's final density, "
                    "density(run, cell), with the cells' centroids and areas (PDE runs on one mesh; implies --final)")
+    p.add_argument("--clusters", action="store_true", help="also the number of clusters at each output and each "
+                   "run's formation time (max density reaching 10x uniform; the analysis of `meanfield clusters`), "
+                   "and TABLE-clusters.png: both against the first swept parameter")
     _add_overwrite(p, "replace an existing output file")
     _add_quiet(p, "(accepted for symmetry: collect prints only the line naming the table)")
     p.set_defaults(handler=_cmd_collect)

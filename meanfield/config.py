@@ -371,6 +371,17 @@ def _check(data: dict) -> None:
                 raise ConfigError(f"{name}: must be {what}, got {table[key]!r}")
 
 
+def _as_floats(data: dict) -> None:
+    """Integers given for keys whose default is a float become floats (``beta = 4`` is 4.0), so
+    a config and every table made of configs (``meanfield collect``) keep the key's type."""
+    for section, keys in SCHEMA.items():
+        table = data if section == "" else data[section]
+        for key, (default, _, _) in keys.items():
+            value = table.get(key)
+            if isinstance(default, float) and isinstance(value, int) and not isinstance(value, bool):
+                table[key] = float(value)
+
+
 #: The default capture core (``atoms.core_cells``) is this many cells of the reference mesh of
 #: each sphere (S^2: a vertex star of the level-4 icosphere, about 0.07 rad across; S^1: three
 #: of 1024 cells), so that a core is captured at the same width on any mesh.
@@ -564,6 +575,7 @@ def load_config(
     _merge(data, user)
     _apply_overrides(data, overrides or [])
     _check(data)
+    _as_floats(data)
     _check_mask(data)
     _resolve(data, base_dir, default_name)
     trackers(data)

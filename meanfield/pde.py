@@ -185,9 +185,10 @@ class PDESimulation(Simulation):
     def step(self, t_end: float) -> float:
         self.field.enter(self.schedule.index_from(self.t))
         state, dt = self.stepper.step(self.atoms_component.stepped_state(self.state), self.t, t_end - self.t)
-        self.state = self.atoms_component.after_step(state)
         close = t_end - (self.t + dt) <= LANDING_TOL * max(1.0, abs(t_end))
-        self.t = t_end if close else self.t + dt
+        t = t_end if close else self.t + dt
+        self.state = self.atoms_component.after_step(state, self.t, t)
+        self.t = t
         return dt
 
     def step_info(self) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from meanfield.pde import run
 from meanfield.runner.results import load_run
 
 # the default S^1 initial density (three bumps) at beta = 9: they collapse into three atoms,
-# the third initial atom sits 1e-3 rad from the first and merges with it at the first step
+# the third initial atom sits 1e-3 rad from the first and the solver combines them at the first step
 CONFIG = {"mesh": {"sphere": "S1", "resolution": 128}, "model": {"beta": 9.0}, "nonlocal": {"method": "direct"},
           "time": {"t_final": 12.0, "outputs": 4},
           "atoms": {"capture": True, "absorb_mass": 1e-3, "merge_distance": 2e-3,
@@ -23,16 +23,27 @@ CONFIG = {"mesh": {"sphere": "S1", "resolution": 128}, "model": {"beta": 9.0}, "
 NUMBER = r"([-+0-9.e]+)"
 
 
-def test_journal_tells_captures_merges_and_absorption():
-    before = Atoms(np.array([0.2, 0.3, 0.1]), np.array([[1.0, 0, 0], [0, 1.0, 0], [0, 0.999, 0.0447]]),
-                   np.array([0, 1, 2]))
+def _on_circle(*angles: float) -> np.ndarray:
+    return np.array([[np.cos(a), np.sin(a), 0.0] for a in angles])
+
+
+def test_journal_tells_merges_captures_combinations_and_absorption():
+    # atom 2 approaches atom 1 from 0.02 to 0.005 rad during a step from t = 1 to t = 2:
+    # the merge distance 0.01 is reached at t = 1 + log(0.02/0.01) / log(0.02/0.005) = 1.5
+    start = Atoms(np.array([0.2, 0.3, 0.1]), _on_circle(0.0, np.pi / 2, np.pi / 2 + 0.02), np.array([0, 1, 2]))
+    before = Atoms(start.masses, _on_circle(0.0, np.pi / 2, np.pi / 2 + 0.005), start.ids)
     after = Atoms(np.array([0.2 + 0.05, 0.4, 0.15]), np.array([[1.0, 0, 0], [0, 1.0, 0], [0, 0, 1.0]]),
                   np.array([0, 1, 3]))
     journal = Journal()
-    journal.record(before, after)
+    journal.record(before, after, start, (1.0, 2.0))
     lines = journal.drain()
-    assert lines == ["merge: atom 2 (mass 0.1) into atom 1 at (0.0000, 1.0000, 0.0000), mass now 0.4",
+    assert lines == ["merge: atom 2 (mass 0.1) and atom 1 (mass 0.3) within 0.01 rad at t = 1.500000",
+                     "combine: atom 2 (mass 0.1) into atom 1 at (0.0000, 1.0000, 0.0000), mass now 0.4 "
+                     "(closer than atoms.merge_distance)",
                      "capture: atom 3 at (0.0000, 0.0000, 1.0000), mass 0.15"]
+    # atoms already within the merge distance at the step's start do not merge again
+    journal.record(before, before, before, (2.0, 3.0))
+    assert journal.drain() == []
     # atom 0 gained 0.05 from the density; atom 1's gain is the merged atom's mass
     assert abs(journal.absorbed - 0.05) < 1e-15 and journal.drain() == []
     assert journal.status(after) == "atoms 3, mass 0.8 (absorbed 0.05)"
@@ -45,8 +56,9 @@ def test_hybrid_run_log(tmp_path):
     with open(tmp_path / "h" / "observables.csv") as fh:
         rows = list(csv.DictReader(fh))
 
-    merges = re.findall(r"t = \S+  merge: atom (\d+) \(mass " + NUMBER + r"\) into atom (\d+)", text)
-    assert merges == [("0", "0.01", "1")]  # the lighter initial atom into the heavier
+    combined = re.findall(r"t = \S+  combine: atom (\d+) \(mass " + NUMBER + r"\) into atom (\d+)", text)
+    assert combined == [("0", "0.01", "1")]  # the lighter initial atom into the heavier
+    assert "merge:" not in text  # they were never apart (1e-3 rad from the start): no merge of clusters
     captures = re.findall(r"t = " + NUMBER + r"  capture: atom (\d+) at \(.*\), mass " + NUMBER, text)
     ids = sorted({int(i) for a in result.atoms for i in a.ids})
     assert ids == [0, 1, *sorted(int(c[1]) for c in captures)]  # every new id of the snapshots was logged

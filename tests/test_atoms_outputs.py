@@ -23,6 +23,7 @@ from meanfield.analysis.clusters import analyse_run
 from meanfield.analysis.clusters.crossing import first_crossing
 from meanfield.analysis.events import Event
 from meanfield.atoms import Atoms
+from meanfield.merging import crossing_time
 from meanfield.runner import layout
 from meanfield.runner.netcdf import atoms_from_dataset
 from meanfield.runner.results import describe, load_run
@@ -154,9 +155,11 @@ def test_clusters_of_a_hybrid_run_count_atoms_and_report_their_merge(tmp_path):
     write_hybrid_run(tmp_path / "r", mesh, outputs)
     history = analyse_run(tmp_path / "r", out=tmp_path / "c")
     assert list(history.counts) == [3, 3, 3, 3, 2, 2]
-    # captures keep the cluster ids (no births or deaths); the two atoms merge between t = 3 and 4
+    # captures keep the cluster ids (no births or deaths); the two atoms, 0.3 rad apart at t = 3,
+    # are one at t = 4: the merge distance 0.01 is reached at 3 + (0.3 - 0.01) / 0.3 (meanfield.merging)
     survivor, absorbed = (int(history.ids[3][np.flatnonzero(history.frames[3].atom_ids == i)[0]]) for i in (0, 1))
-    assert history.events == [Event("merge", 4.0, (survivor, absorbed))]
+    assert len(history.events) == 1 and history.events[0].ids == (survivor, absorbed)
+    assert (history.events[0].kind, history.events[0].time) == ("merge", pytest.approx(3.0 + 0.29 / 0.3, rel=1e-12))
     for (_, rho, atoms), frame in zip(outputs, history.frames):
         assert atoms is not None and frame.atom_masses is not None and frame.atom_ids is not None
         # regions partition the circle: the clusters hold all the mass, density and atoms
@@ -175,7 +178,7 @@ def test_clusters_of_a_hybrid_run_count_atoms_and_report_their_merge(tmp_path):
     assert len(atom_rows) == sum(a.count for _, _, a in outputs if a is not None)
     assert all(r["height"] == "inf" for r in atom_rows)
     with open(tmp_path / "c" / "events.csv") as fh:
-        assert list(csv.reader(fh))[1:] == [["merge", "4.0", f"{survivor} {absorbed}"]]
+        assert list(csv.reader(fh))[1:] == [["merge", repr(history.events[0].time), f"{survivor} {absorbed}"]]
     assert (tmp_path / "c" / "clusters.png").stat().st_size > 0
 
 
@@ -187,7 +190,9 @@ def test_clusters_of_a_hybrid_run_on_the_sphere(tmp_path):
     assert list(history.counts) == [2, 2, 1]
     heavier = int(history.ids[1][np.flatnonzero(history.frames[1].atom_ids == 0)[0]])
     lighter = int(history.ids[1][np.flatnonzero(history.frames[1].atom_ids == 1)[0]])
-    assert history.events == [Event("merge", 2.0, (heavier, lighter))]
+    # pi/2 apart at t = 1, one at t = 2: 0.01 rad reached at 1 + (pi/2 - 0.01) / (pi/2)
+    assert history.events == [Event("merge", pytest.approx(1.0 + (np.pi / 2 - 0.01) / (np.pi / 2), rel=1e-12),
+                                    (heavier, lighter))]
     last = history.frames[-1]
     np.testing.assert_allclose(last.positions[0], outputs[-1][2].positions[0], rtol=0, atol=1e-15)
     assert abs(last.masses.sum() - (outputs[-1][1] @ mesh.areas + 0.52)) < 1e-12
@@ -330,7 +335,12 @@ def _check_hybrid_run(path) -> None:
     assert run.atoms[merged].ids.tolist() == [0]
     history = analyse_run(path, out=path / "clusters")
     merges = [e for e in history.events if e.kind == "merge"]
-    assert [e.time for e in merges] == [run.times[merged]] and not [e for e in history.events if e.kind == "birth"]
+    # the merge time: when the atoms came within 0.01 rad, interpolated (meanfield.merging)
+    last = run.atoms[merged - 1]
+    apart = float(np.arccos(np.clip(last.positions[0] @ last.positions[1], -1.0, 1.0)))
+    expected = crossing_time(run.times[merged - 1], apart, run.times[merged], 0.0)
+    assert [e.time for e in merges] == [pytest.approx(expected, rel=1e-12)]
+    assert run.times[merged - 1] < expected < run.times[merged] and not [e for e in history.events if e.kind == "birth"]
     before = history.frames[merged - 1]
     survivor, absorbed = (int(history.ids[merged - 1][before.atom_ids == i][0]) for i in (0, 1))
     assert merges[0].ids == (survivor, absorbed)

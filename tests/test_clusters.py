@@ -197,9 +197,12 @@ def test_tracking_keeps_ids_through_drift_and_records_a_scripted_merge():
         script.append((t, bumps))
     history = _s1_frames(script)
     assert history.counts.tolist() == [3, 3, 3, 2, 3, 3]
-    kinds = [(e.kind, e.time) for e in history.events]
-    assert kinds == [("merge", 3.0), ("birth", 4.0)]
     merge, birth = history.events
+    assert (merge.kind, birth.kind, birth.time) == ("merge", "birth", 4.0)
+    # the merge time (meanfield.merging): the peaks, s0 apart at t = 2 and one at t = 3, reach
+    # 0.01 rad at 2 + (s0 - 0.01) / s0 (linear in s when one of them is gone)
+    s0 = float(geodesic(history.frames[2].positions[0], history.frames[2].positions[1]))
+    assert s0 == pytest.approx(0.4, abs=0.02) and merge.time == pytest.approx(2.0 + (s0 - 0.01) / s0, rel=1e-12)
     third = history.ids[0][int(np.argmin(geodesic(history.frames[0].positions, on_circle(2.5))))]
     heavier = history.ids[0][int(np.argmin(geodesic(history.frames[0].positions, on_circle(0.6))))]
     lighter = history.ids[0][int(np.argmin(geodesic(history.frames[0].positions, on_circle(-0.6))))]
@@ -211,6 +214,16 @@ def test_tracking_keeps_ids_through_drift_and_records_a_scripted_merge():
                                2.5 + 0.1 * track["t"], atol=1e-3)
     assert history.track(heavier)["masses"][-1] == pytest.approx(0.55, abs=1e-3)
     assert lighter not in history.ids[-1]
+
+
+def test_a_bump_that_sinks_below_the_threshold_vanishes_not_merges():
+    """A small bump beside a big one loses its mass: its peak sinks below the threshold while its
+    place becomes part of the big bump's region -- a death (vanished), not a merge."""
+    history = _s1_frames([(0.0, [(0.0, 40.0, 0.85), (1.5, 40.0, 0.15)]), (1.0, [(0.0, 40.0, 0.98), (1.5, 40.0, 0.02)])])
+    assert history.counts.tolist() == [2, 1]
+    assert [(e.kind, e.ids, e.time) for e in history.events] == [("death", (1,), 1.0)]
+    assert "vanished at t = 1: cluster 1 (its peak sank below the threshold)" in format_summary(history)
+    assert "merge" not in format_summary(history)
 
 
 def test_tracking_death_when_no_cluster_is_left():
@@ -353,6 +366,8 @@ def test_files_plot_and_summary(tmp_path):
     with open(paths[2]) as fh:
         crossings = list(csv.DictReader(fh))
     assert {c["id"] for c in crossings} == {"max", "0", "1"} and len(crossings) == 3 * 5
+    for c in crossings:  # a time exactly when crossed; otherwise why not
+        assert (c["time"] != "") == (c["status"] == "crossed") and c["status"] in ("crossed", "already", "never")
     assert _png_size(tmp_path / "clusters.png") == (1500, 420)  # figsize (15, 4.2) at dpi 100
     count, paths_ax, heights = basin_history_figure(history).axes
     assert count.get_xscale() == "log" and heights.get_yscale() == "log" and paths_ax.get_ylim() == (-np.pi, np.pi)
@@ -477,3 +492,31 @@ def test_clusters_command_writes_tables_and_refuses_a_foreign_folder(tmp_path, c
     assert main(["clusters", str(tmp_path / "run"), "--out", str(mine), "--quiet"]) == 2
     assert "not cluster tables" in capsys.readouterr().err
     assert (mine / "clusters.csv").read_text().startswith("ok to")
+
+
+@pytest.mark.slow
+def test_summary_agrees_with_its_table_through_the_cli(tmp_path):
+    """``meanfield clusters`` of the s1-validation example: the global maximum is above 2x
+    uniform at t = 0 and below 5x throughout, and the summary says so (it used to say "reaches
+    no factor; not 2x, 5x ..."); crossings.csv says why a time is missing."""
+    import re
+
+    from helpers.cli import REPO, cli
+
+    done = cli(["run", str(REPO / "runs" / "examples" / "s1-validation.toml"), "--set", "mesh.resolution=256",
+                "--out", "run", "--quiet"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    done = cli(["clusters", "run"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    table = [(float(t), int(k), float(m)) for t, k, m in
+             re.findall(r"^  ([0-9.]+) +(\d+) +([0-9.e+-]+)$", done.stdout, flags=re.MULTILINE)]
+    assert [t for t, _, _ in table] == [0.0, 0.5, 1.0, 1.5, 2.0] and all(k == 2 for _, k, _ in table)
+    maxima = [m for _, _, m in table]
+    assert maxima[0] >= 2 and max(maxima) < 5  # measured 2.007 ... 4.9
+    assert "global max: already above 2x at t = 0 (the first output); never reaches 5x, 10x, 20x, 50x by t = 2" \
+        in done.stdout
+    assert "merge" not in done.stdout and "vanished" not in done.stdout
+    with open(tmp_path / "run" / "clusters" / "crossings.csv") as fh:
+        rows = {r["factor"]: r for r in csv.DictReader(fh) if r["id"] == "max"}
+    assert {f: (r["status"], r["time"]) for f, r in rows.items()} == {
+        "2.0": ("already", ""), **{f: ("never", "") for f in ("5.0", "10.0", "20.0", "50.0")}}

@@ -107,8 +107,8 @@ def test_validate_end_to_end(tmp_path):
     # the cluster agreement is a table of its own, not slopes beside the error rates
     assert not {"cluster_count_error", "cluster_position_error", "cluster_mass_error"} & set(summary)
     clusters = {(c["metric"], c["n"]): c for c in result.clusters}
-    assert set(clusters) == {(m, n) for m in ("cluster_count_error", "cluster_position_error", "cluster_mass_error")
-                             for n in (100, 400)}
+    assert set(clusters) == {(m, n) for m in ("cluster_count_error", "cluster_position_error", "cluster_mass_error",
+                                              "pde_clusters_resolved") for n in (100, 400)}
     assert all("slope_rms" not in c for c in result.clusters)
     # one bump, resolved by PDE and tokens alike
     assert clusters[("cluster_count_error", 400)]["worst"] == 0
@@ -187,3 +187,26 @@ def test_errors_picture_through_the_cli(tmp_path):
     np.testing.assert_allclose(guide.get_xdata(), ns)
     np.testing.assert_allclose(np.diff(np.log(guide.get_ydata())) / np.diff(np.log(ns)), -0.5, rtol=1e-12)
     np.testing.assert_allclose(np.exp(np.mean(np.log(guide.get_ydata()))), np.exp(np.mean(np.log(rms))), rtol=1e-12)
+
+
+@pytest.mark.slow
+def test_cluster_agreement_converges_on_s1_validation(tmp_path):
+    """``meanfield validate`` on the s1-validation example: a second bump whose dip n tokens
+    cannot resolve is compared at their resolution (no count error), and the masses and
+    centres of the PDE's two clusters converge as n grows (they were 1 and 0.37 at every n
+    when the tokens' clusters were counted against the PDE's at the mesh scale)."""
+    from helpers.cli import REPO, cli
+
+    done = cli(["validate", str(REPO / "runs" / "examples" / "s1-validation.toml"), "--n", "500,2000,8000",
+                "--seeds", "2", "--out", "v"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "cluster agreement at t = 2" in done.stdout and "pde_clusters_resolved" in done.stdout
+    with open(tmp_path / "v" / "clusters.csv") as fh:
+        table = {(r["metric"], int(r["n"])): float(r["mean"]) for r in csv.DictReader(fh)}
+    ns = (500, 2000, 8000)
+    assert all(table[("cluster_count_error", n)] == 0 for n in ns)
+    assert all(1 <= table[("pde_clusters_resolved", n)] <= 2 for n in ns)
+    for metric in ("cluster_mass_error", "cluster_position_error"):
+        values = [table[(metric, n)] for n in ns]
+        assert values[0] > values[1] > values[2], (metric, values)  # measured 0.041, 0.014, 0.0099 (mass)
+    assert table[("cluster_mass_error", 8000)] < 0.03  # 3x the binomial noise sqrt(0.63 * 0.37 / 8000)

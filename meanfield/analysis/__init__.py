@@ -10,7 +10,8 @@ passes in, and writes its tables and pictures beside the run or into a folder of
 * :mod:`.events`: the events that change a set of clusters;
 * :mod:`.diagnostics`: diagnostics.csv and inner_products.png of a particle run;
 * :mod:`.metrics`: distances between token sets and densities (moments, energy, MMD, W1);
-* :mod:`.collect`: many runs in one table (``meanfield collect``).
+* :mod:`.collect`: many runs in one table (``meanfield collect``); :mod:`.phase`: their cluster
+  counts and formation times (``--clusters``).
 
 Analyses launch no runs (that is :mod:`meanfield.studies`) and solve no equations of their own
 (reference solutions are in :mod:`meanfield.references`).  Serial and numpy/scipy only.
@@ -28,5 +29,6 @@ A cluster is mass that the dynamics has gathered; the data decide which variant 
 * *links* (:mod:`.diagnostics`, rule ``"links"``): connected components of the graph of
   tokens closer than a chord, in any dimension.
 
-Both histories record the same :class:`~.events.Event` (births, splits, merges, deaths).
+Both histories record the same :class:`~.events.Event` (births, splits, merges, deaths), and a
+merge has one definition and one time in both (:mod:`meanfield.merging`).
 """

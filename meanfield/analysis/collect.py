@@ -14,6 +14,9 @@ the parameters, kinds and statuses as coordinates along ``run``; on a full grid
 ``ds.set_index(run=["model.beta", "mesh.resolution"]).unstack("run")`` gives one dimension
 per parameter.
 
+With ``clusters`` the table also has each run's ``formation_time`` (a run column) and the
+number of ``clusters`` at each output (:mod:`.phase`).
+
 With ``densities`` (netCDF only, one row per run) the Dataset also holds every run's final
 density, ``density(run, cell)``, with the cells' centroids and areas: the runs must be PDE runs
 on one mesh (a sweep of model parameters, seeds, schemes); a causal run's is the density of its
@@ -41,6 +44,7 @@ from ..runner.grid import sweep_points
 from ..runner.netcdf import observable_attributes
 from ..runner.results import observables_frame, read_observables
 from ..version import __version__
+from .phase import ATTRIBUTES
 
 if TYPE_CHECKING:
     import pandas
@@ -109,7 +113,7 @@ def _parameters(configs: list[dict[str, Any]], sweeps: list[dict[str, Any]]) -> 
     return keys + differ
 
 
-def collect(paths: Sequence[str | Path], *, final: bool = False) -> pandas.DataFrame:
+def collect(paths: Sequence[str | Path], *, final: bool = False, clusters: bool = False) -> pandas.DataFrame:
     """The observables of the runs in ``paths`` as one long table (module docstring).
 
     Parameters
@@ -118,6 +122,8 @@ def collect(paths: Sequence[str | Path], *, final: bool = False) -> pandas.DataF
         Run directories, sweep directories, or folders holding runs.
     final
         Only the last output of each run (one row per run; NaN for a run without outputs).
+    clusters
+        Also ``formation_time`` and ``clusters`` (:func:`.phase.with_clusters`).
 
     Returns
     -------
@@ -139,7 +145,12 @@ def collect(paths: Sequence[str | Path], *, final: bool = False) -> pandas.DataF
         described = {"run": str(path), "kind": meta.get("kind"), "status": effective_status(path, meta),
                      **{k: config.get(k) for k in keys}}
         frames.append(frame.assign(**described)[[*described, *frame.columns]])
-    return pd.concat(frames, ignore_index=True)
+    table = pd.concat(frames, ignore_index=True)
+    if clusters:
+        from .phase import with_clusters
+
+        table = with_clusters(table)
+    return table
 
 
 def to_dataset(table: pandas.DataFrame, *, final: bool = False) -> xarray.Dataset:
@@ -154,7 +165,7 @@ def to_dataset(table: pandas.DataFrame, *, final: bool = False) -> xarray.Datase
         ds = ds.reindex(run=described.index)
         ds["time"].attrs.update(long_name="model time t", units="1")
     for name in observables:
-        ds[name].attrs.update(observable_attributes(name, None))
+        ds[name].attrs.update(observable_attributes(name, None) or ATTRIBUTES.get(name, {}))
     for name, column in described.items():
         values = column.to_numpy()
         values = values.astype(str) if values.dtype == object else values
@@ -169,8 +180,15 @@ def _described(table: pandas.DataFrame) -> list[str]:
     return list(table.columns[: list(table.columns).index("t")])
 
 
+def parameters(table: pandas.DataFrame) -> list[str]:
+    """The parameter columns of a :func:`collect` table (the swept keys first)."""
+    return [c for c in _described(table) if c not in (*RUN_COLUMNS, *ATTRIBUTES)]
+
+
 def _column_meaning(name: str) -> str:
-    return {"kind": "pde or particles", "status": "the run's status"}.get(name, f"config value {name}")
+    known = {"kind": "pde or particles", "status": "the run's status", **{k: v["long_name"]
+                                                                        for k, v in ATTRIBUTES.items()}}
+    return known.get(name, f"config value {name}")
 
 
 def check_table_output(out: str | Path, *, overwrite: bool = False) -> Path:

@@ -22,8 +22,8 @@ class Event:
     kind
         One of :data:`EVENT_KINDS`.
     time
-        When it happened: the first output that shows it, or for a merge of point sets the
-        interpolated merge time.
+        When it happened: for a merge the merge time of :mod:`meanfield.merging` (interpolated
+        between outputs), for the others the first output that shows it.
     ids
         The clusters' ids (labels), the one that carries on first.  ``merge``: the survivor,
         then the absorbed clusters (by decreasing mass); ``birth``: the new cluster, then its

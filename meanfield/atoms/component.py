@@ -40,8 +40,8 @@ class AtomsComponent(Protocol):
     def stepped_state(self, density: np.ndarray) -> np.ndarray:
         """The stepper's state from the scheme's state."""
 
-    def after_step(self, state: np.ndarray) -> np.ndarray:
-        """The scheme's state after a step of the stepper (collective)."""
+    def after_step(self, state: np.ndarray, t0: float, t1: float) -> np.ndarray:
+        """The scheme's state after a step of the stepper from t0 to t1 (collective)."""
 
     def extra_sources(self) -> PointGroup | None:
         """This rank's extra sources of the observed field (``None``: none)."""
@@ -78,7 +78,7 @@ class NoAtoms:
     def stepped_state(self, density: np.ndarray) -> np.ndarray:
         return density
 
-    def after_step(self, state: np.ndarray) -> np.ndarray:
+    def after_step(self, state: np.ndarray, t0: float, t1: float) -> np.ndarray:
         return state
 
     def extra_sources(self) -> PointGroup | None:
@@ -143,11 +143,12 @@ class HybridAtoms:
         self.coupling.positions, self.coupling.masses = self.atoms.positions, self.atoms.masses
         return self.hybrid.join(density, self.atoms.positions)
 
-    def after_step(self, state: np.ndarray) -> np.ndarray:
+    def after_step(self, state: np.ndarray, t0: float, t1: float) -> np.ndarray:
         density, positions = self.hybrid.split(state)
+        start = self.atoms
         moved = Atoms(self.atoms.masses, self.hybrid.renormalise(positions), self.atoms.ids)
         density, self.atoms, self.next_id = self.events.update(density, moved, self.next_id)
-        self.journal.record(moved, self.atoms)
+        self.journal.record(moved, self.atoms, start, (t0, t1))
         if self.events.emptied:
             self.journal.absorbed_all(self.events.emptied)
         return density

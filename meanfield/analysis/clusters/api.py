@@ -21,18 +21,21 @@ from typing import Any
 
 import numpy as np
 
+from ...merging import MERGE_DISTANCE
 from ...mesh import RawMesh, circle, icosphere, raw_mesh
 from ...references.spectral_circle import CircleSolution
 from ...runner.directory import check_output_folder
 from ...runner.results import load_run
 from ...sphere import sphere_area
 from ..causal import position_slice, whole_measure
+from ..events import Event
 from .atoms import WithAtoms
 from .cells import AnalysisMesh
+from .crossing import ALREADY, CROSSED, NEVER
 from .fields import CellAverages, DG1Data, Field
 from .files import FILES, PLOT_FILE, POSITIONS_FILE, write_basin_history, write_position_histories
 from .frame import analyse_field
-from .history import FACTORS, BasinHistory, build_history
+from .history import FACTORS, BasinHistory, Crossing, build_history
 from .noise import token_bandwidth, token_prominence
 from .particles import TokenField
 from .plots import plot_history
@@ -85,6 +88,13 @@ def particle_fields(result: Any, bandwidth: float | None = None,
     if bandwidth is None:
         bandwidth = token_bandwidth(result.points.shape[1], mesh.d, mesh.cell_size)
     return mesh, [(float(t), TokenField(mesh, x, bandwidth=bandwidth)) for t, x in zip(result.times, result.points)]
+
+
+def default_prominence(mesh: AnalysisMesh, field: TokenField, threshold: float | None = None) -> float:
+    """The default prominence of a token field: :data:`PROMINENCE`, and no less than the
+    sampling noise of its tokens at the threshold (:func:`.noise.token_prominence`)."""
+    least = 1.0 / sphere_area(mesh.d) if threshold is None else threshold
+    return token_prominence(len(field.points), mesh.d, field.bandwidth, least, PROMINENCE)
 
 
 def check_options(*, threshold: float | None = None, prominence: float | None = PROMINENCE,
@@ -151,8 +161,7 @@ def analyse_run(run: Any, *, threshold: float | None = None, prominence: float |
         prominence = PROMINENCE
         if token_field is not None:
             assert isinstance(token_field, TokenField)  # particle_fields builds TokenFields
-            least = 1.0 / sphere_area(mesh.d) if threshold is None else threshold
-            prominence = token_prominence(len(token_field.points), mesh.d, token_field.bandwidth, least, PROMINENCE)
+            prominence = default_prominence(mesh, token_field, threshold)
     history = analyse_fields(fields, mesh.sphere, threshold=threshold, prominence=prominence, factors=factors,
                              source=str(getattr(result, "path", "")))
     history.info.update(data=fields[0][1].kind if fields else "none", cells=mesh.num_cells,
@@ -178,15 +187,21 @@ def analyse_positions(run: Any, *, threshold: float | None = None, prominence: f
                         plots=False) for k in range(len(positions))]
 
 
+def _when(crossing: Crossing) -> str:
+    """A crossing as a time, ``already`` (above at the first output) or ``never``."""
+    return f"{crossing.time:.4g}" if crossing.status == CROSSED else crossing.status
+
+
 def format_positions(positions: np.ndarray, histories: list[BasinHistory], shown: int = 8) -> str:
     """A short text report of a causal run's clusters by position: for up to ``shown`` positions
     spread over [0, 1], the clusters at the last output and when the global maximum first
-    reaches each factor x uniform."""
+    reaches each factor x uniform (``already``: at the first output; ``never``: not by the last)."""
     lines = ["  by position: clusters at the last output; global max reaching " +
-             ", ".join(f"{c.factor:g}x" for c in histories[0].crossings if c.id is None)]
+             ", ".join(f"{c.factor:g}x" for c in histories[0].crossings if c.id is None) +
+             " at t (already: at t = 0; never: not by the last output)"]
     for k in sorted({round(i) for i in np.linspace(0, len(positions) - 1, min(shown, len(positions)))}):
         history = histories[k]
-        times = [f"{c.time:.4g}" if np.isfinite(c.time) else "-" for c in history.crossings if c.id is None]
+        times = [_when(c) for c in history.crossings if c.id is None]
         lines.append(f"  s = {positions[k]:<7.4g} {history.frames[-1].count:>3d} clusters; t = {', '.join(times)}")
     return "\n".join(lines)
 
@@ -215,17 +230,41 @@ def format_summary(history: BasinHistory) -> str:
     for f in history.frames:
         line = f"  {f.t:<8.4g} {f.count:>8d}  {f.maximum / history.uniform:>11.4g}"
         if f.atom_masses is not None:
-            line += f"  {int(np.count_nonzero(f.atom_masses > 0)):>5d}  {f.atom_masses.sum():>9.4g}"
+            count = f.atoms.count if f.atoms is not None else int(np.count_nonzero(f.atom_masses > 0))
+            line += f"  {count:>5d}  {f.atom_masses.sum():>9.4g}"
         lines.append(line)
     for e in history.events:
-        lines.append(f"  {e.kind:<6s} at t = {e.time:.4g}: ids {' '.join(map(str, e.ids))}")
-    crossings = [c for c in history.crossings if c.id is None]
-    reached = [f"{c.factor:g}x at t = {c.time:.6g}" for c in crossings if np.isfinite(c.time)]
-    missed = [f"{c.factor:g}x" for c in crossings if not np.isfinite(c.time)]
-    last = history.frames[-1].t if history.frames else float("nan")
-    lines.append("  global max reaches " + (", ".join(reached) or "no factor")
-                 + (f"; not {', '.join(missed)} by t = {last:.4g}" if missed else ""))
+        lines.append(f"  {_event_text(e)}")
+    lines.append("  global max: " + _crossings_text([c for c in history.crossings if c.id is None],
+                                                      history.frames[0].t if history.frames else float("nan"),
+                                                      history.frames[-1].t if history.frames else float("nan")))
     return "\n".join(lines)
+
+
+def _event_text(event: Event) -> str:
+    """One event in words: merges (the merge time of :mod:`meanfield.merging`), births, vanishings."""
+    if event.kind == "merge":
+        return (f"merge    at t = {event.time:.6g}: cluster {event.absorbed} into {event.kept} "
+                f"(peaks within {MERGE_DISTANCE:g} rad)")
+    if event.kind == "death":
+        return f"vanished at t = {event.time:.4g}: cluster {event.kept} (its peak sank below the threshold)"
+    parent = f" (from cluster {event.absorbed})" if event.absorbed >= 0 else ""
+    return f"born     at t = {event.time:.4g}: cluster {event.kept}{parent}"
+
+
+def _crossings_text(crossings: list[Crossing], first: float, last: float) -> str:
+    """The global maximum's crossings in words: reached (when), already above at the first
+    output, not reached by the last."""
+    by = {status: [c for c in crossings if c.status == status] for status in (CROSSED, ALREADY, NEVER)}
+    parts = []
+    if by[CROSSED]:
+        parts.append("reaches " + ", ".join(f"{c.factor:g}x at t = {c.time:.6g}" for c in by[CROSSED]))
+    if by[ALREADY]:
+        parts.append(f"already above {', '.join(f'{c.factor:g}x' for c in by[ALREADY])} at t = {first:.4g} "
+                     "(the first output)")
+    if by[NEVER]:
+        parts.append(f"never reaches {', '.join(f'{c.factor:g}x' for c in by[NEVER])} by t = {last:.4g}")
+    return "; ".join(parts) or "no factors asked"
 
 
 def cluster_study(run_dir: str | Path, *, out: str | Path | None = None, threshold: float | None = None,

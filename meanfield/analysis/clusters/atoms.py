@@ -12,34 +12,49 @@ a point mass.  :class:`WithAtoms` shows the cluster analysis the whole measure:
   cell holds no atom and lies within :data:`RIM_RINGS` cell rings of an atom's cell is that
   atom's rim and joins the atom's cluster (with the default capture, at most 3 core cells,
   the hole is one ring wide);
-* atoms are points, resolved below the mesh scale: a cluster that holds atoms in several
-  cells is split between them (each of its cells goes to the atom cell with the nearest
-  centroid), so every atom is a cluster of its own and two atoms make one cluster only once
-  they share a cell (the solver merges atoms closer than ``atoms.merge_distance``);
-* a cluster's position is the mass-weighted centre (on the sphere) of the atoms in its top
-  cell when it has any, else the density's reconstructed peak; its height is then ``inf``
-  (a point mass has no finite density);
+* atoms are points, resolved below the mesh scale: atoms closer than the merge distance of
+  :mod:`meanfield.merging` (0.01 rad, single linkage) are one *group*, the clusters holding
+  one group's atoms are joined, and a cluster that holds several groups is split between
+  them (each of its cells goes to the group whose heaviest atom's cell has the nearest
+  centroid), so every group is a cluster of its own and two atoms make one cluster once they
+  are within the merge distance, whatever the cells (the solver combines atoms later, closer
+  than ``atoms.merge_distance``);
+* a cluster's position is the mass-weighted centre (on the sphere) of the atoms of its top
+  cell's group when it has any, else the density's reconstructed peak; its height is then
+  ``inf`` (a point mass has no finite density);
 * its mass is the atoms' mass in the region plus the density's mass in the region (the flank
   that capture left on the mesh), and its width the square root of the second moment of both
   about the position (an atom at the position adds mass, not width).
 
 Ids and events come from :mod:`.tracking` unchanged: a cluster keeps its id when it is
-captured (the atom sits where the peak was), and two atoms merging are a ``merge`` at the
-first output that shows one atom, i.e. the merge time is known to the output spacing (the
-solver records no merge times).
+captured (the atom sits where the peak was), and two atoms merging are a ``merge`` whose time
+is when the two atoms came within the merge distance, interpolated between outputs
+(:mod:`meanfield.merging`).
 """
 
 from __future__ import annotations
 
 import numpy as np
+from scipy.sparse import csr_matrix
+from scipy.sparse.csgraph import connected_components
 
 from ...atoms import Atoms
+from ...merging import MERGE_DISTANCE
 from ...peaks import strict_rank
 from ...sphere import normalize
 from .fields import CellAverages, Field, region_integrals, widths
 
 #: Cell rings around an atom's cell within which a density peak is the atom's rim (module docstring).
 RIM_RINGS = 2
+
+
+def atom_groups(atoms: Atoms) -> np.ndarray:
+    """(k,) group of each atom: atoms within :data:`~meanfield.merging.MERGE_DISTANCE` of each
+    other, single linkage (module docstring)."""
+    if atoms.count < 2:
+        return np.zeros(atoms.count, np.int64)
+    close = atoms.positions @ atoms.positions.T >= np.cos(MERGE_DISTANCE)
+    return connected_components(csr_matrix(close), directed=False)[1].astype(np.int64)
 
 
 class WithAtoms(Field):
@@ -60,9 +75,10 @@ class WithAtoms(Field):
         n = self.mesh.num_cells
         self.cells = (self.mesh.locator.locate(atoms.positions) if atoms.count else np.zeros(0, np.int64))
         self.values = density.values + np.bincount(self.cells, atoms.masses, n) / density.areas
+        self.groups = atom_groups(atoms)
 
     def peak(self, cell: int) -> tuple[np.ndarray, float]:
-        here = self.cells == cell
+        here = np.isin(self.groups, self.groups[self.cells == cell])
         if not here.any():
             return self.density.peak(cell)
         centre = self.atoms.masses[here] @ self.atoms.positions[here]
@@ -79,13 +95,22 @@ class WithAtoms(Field):
             if host >= 0 and atom_top[host]:  # hosts are never rims: no chains
                 rim = np.isin(peaks, self.mesh.graph.ring(int(cell), RIM_RINGS)) & ~atom_top
                 target[rim & (target == np.arange(len(peaks)))] = host
+        for group in np.unique(self.groups):  # one group of atoms: one cluster (the tallest host's)
+            hosts = np.unique(labels[self.cells[self.groups == group]])
+            hosts = hosts[hosts >= 0]
+            for host in hosts[1:]:
+                target[target == host] = target[hosts[0]]
         kept = target == np.arange(len(peaks))
         index = np.cumsum(kept) - 1
         return self._separate_atoms(np.where(labels >= 0, index[target[labels]], -1), peaks[kept])
 
     def _separate_atoms(self, labels: np.ndarray, peaks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Split every cluster holding atoms in several cells between them; tallest first again."""
-        atom_cells = np.unique(self.cells)
+        """Split every cluster holding several groups of atoms between them (each group at its
+        heaviest atom's cell); tallest first again."""
+        heaviest = {}  # group -> the cell of its heaviest atom
+        for i in np.argsort(self.atoms.masses, kind="stable"):  # heavier atoms written last
+            heaviest[int(self.groups[i])] = int(self.cells[i])
+        atom_cells = np.unique(np.array(list(heaviest.values()), np.int64))
         atom_cells = atom_cells[labels[atom_cells] >= 0]
         labels, tops = labels.copy(), list(peaks)
         for host in np.unique(labels[atom_cells]):

@@ -7,16 +7,27 @@ one more on each side; fewer at the ends of a history), solved for ``log(level)`
 bracket (Brent).  Exact for exponential growth and for any cubic in log(height); otherwise the
 error is ``O(dt^4 |(log h)''''| / |(log h)'|)`` for output spacing dt (second order where only
 the two bracketing outputs exist).  A level already reached at the first output of a history,
-or never reached, has no crossing time (nan).  Infinite heights (a cluster that has become an
-atom, :mod:`.atoms`) are left out of the interpolation; when the first output at or above the
-level is infinite, the crossing happened between it and the output before, and the time of
-the first output showing it is returned (known to the output spacing only).
+or never reached, has no crossing time (nan); :func:`crossing_status` tells the two apart.
+Infinite heights (a cluster that has become an atom, :mod:`.atoms`) are left out of the
+interpolation; when the first output at or above the level is infinite, the crossing happened
+between it and the output before, and the time of the first output showing it is returned
+(known to the output spacing only).
 """
 
 from __future__ import annotations
 
 import numpy as np
 from scipy.optimize import brentq
+
+#: What :func:`crossing_status` says: crossed between outputs, reached at the first output, never reached.
+CROSSED, ALREADY, NEVER = "crossed", "already", "never"
+
+
+def crossing_status(values: np.ndarray, level: float) -> str:
+    """Whether ``values`` cross ``level`` after the first output (:data:`CROSSED`), are at or
+    above it at the first output already (:data:`ALREADY`), or never reach it (:data:`NEVER`)."""
+    above = np.flatnonzero(np.asarray(values, float) >= level)
+    return NEVER if not len(above) else ALREADY if above[0] == 0 else CROSSED
 
 
 def first_crossing(times: np.ndarray, values: np.ndarray, level: float) -> float:

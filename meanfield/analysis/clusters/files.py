@@ -7,12 +7,14 @@
     ``atom_id`` (the cluster's heaviest atom, -1: none), and ``height`` is ``inf`` for a
     cluster whose top is an atom (:mod:`.atoms`).
 ``events.csv``
-    ``kind, time, ids``: births (new id, then its parent if any), merges (survivor first) and deaths;
-    ids separated by spaces (:mod:`.tracking`).
+    ``kind, time, ids``: births (new id, then its parent if any), merges (survivor, then the
+    absorbed cluster; the merge time of :mod:`meanfield.merging`) and deaths (a cluster that
+    vanished); ids separated by spaces (:mod:`.tracking`).
 ``crossings.csv``
-    ``id, factor, time``: the first time each cluster's peak (``id = max``: the global
-    maximum of the density) reaches ``factor`` x uniform; empty when never reached or already
-    reached when first seen (:mod:`.crossing`).
+    ``id, factor, time, status``: the first time each cluster's peak (``id = max``: the global
+    maximum of the density) reaches ``factor`` x uniform; ``status`` says ``crossed`` (the time
+    is given), ``already`` (at or above the level when first seen: no time) or ``never`` (not
+    reached: no time) (:mod:`.crossing`).
 ``positions.csv``
     Causal runs: the clusters of each token position's density, one row per position, output
     time and cluster: ``position`` (s), then the columns of clusters.csv (ids per position).
@@ -99,7 +101,7 @@ def write_basin_history(directory: str | Path, history: BasinHistory) -> list[Pa
             writer.writerow([e.kind, _number(e.time), " ".join(map(str, e.ids))])
     with open(paths[2], "w", newline="") as fh:
         writer = csv.writer(fh)
-        writer.writerow(["id", "factor", "time"])
+        writer.writerow(["id", "factor", "time", "status"])
         for c in history.crossings:
-            writer.writerow(["max" if c.id is None else c.id, _number(c.factor), _number(c.time)])
+            writer.writerow(["max" if c.id is None else c.id, _number(c.factor), _number(c.time), c.status])
     return paths

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...atoms import Atoms
 from .fields import Field
 
 
@@ -33,9 +34,14 @@ class Frame:
     maximum
         The global maximum of the density: the reconstructed height at the top cell (``inf``
         when there is an atom).
+    above
+        (cells,) whether the field reaches the threshold in each cell (a cluster that
+        vanished has its old top cell below it, :mod:`.tracking`).
     atom_masses, atom_ids
         Hybrid runs: (P,) the mass of the atoms in each cluster (part of ``masses``) and the
         id of its heaviest atom (-1: none); None for runs without atoms.
+    atoms
+        Hybrid runs: all the atoms at this time (their distances time merges, :mod:`.tracking`).
     """
 
     t: float
@@ -46,8 +52,10 @@ class Frame:
     labels: np.ndarray
     peak_cells: np.ndarray
     maximum: float
+    above: np.ndarray
     atom_masses: np.ndarray | None = None
     atom_ids: np.ndarray | None = None
+    atoms: Atoms | None = None
 
     @property
     def count(self) -> int:
@@ -76,6 +84,8 @@ def analyse_field(field: Field, t: float, threshold: float, prominence: float) -
     masses, widths = field.moments(labels, positions)
     top = int(np.argmax(field.values))
     maximum = heights[0] if len(peaks) and peaks[0] == top else field.peak(top)[1]
-    atoms = field.atom_parts(labels, len(peaks))
+    parts = field.atom_parts(labels, len(peaks))
+    atom_masses, atom_ids = parts if parts is not None else (None, None)
     return Frame(float(t), positions, heights, masses, widths, labels, peaks, float(maximum),
-                 *(atoms if atoms is not None else ()))
+                 field.values >= threshold, atom_masses, atom_ids,
+                 getattr(field, "atoms", None) if parts is not None else None)

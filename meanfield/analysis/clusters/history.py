@@ -9,7 +9,7 @@ import numpy as np
 
 from ...sphere import sphere_area
 from ..events import Event
-from .crossing import first_crossing
+from .crossing import crossing_status, first_crossing
 from .frame import Frame
 from .tracking import track
 
@@ -19,11 +19,17 @@ FACTORS: tuple[float, ...] = (2.0, 5.0, 10.0, 20.0, 50.0)
 
 @dataclass(frozen=True)
 class Crossing:
-    """The first time a cluster's peak (or the global maximum, ``id = None``) reaches ``factor`` x uniform."""
+    """The first time a cluster's peak (or the global maximum, ``id = None``) reaches ``factor`` x uniform.
+
+    ``time`` is nan unless ``status`` is ``"crossed"``: ``"already"`` when the peak was at or
+    above the level when first seen, ``"never"`` when it never reached it
+    (:func:`.crossing.crossing_status`).
+    """
 
     id: int | None
     factor: float
     time: float
+    status: str
 
 
 @dataclass
@@ -108,9 +114,11 @@ def build_history(frames: list[Frame], sphere: str, threshold: float, prominence
     u = history.uniform
     times = history.times
     for factor in factors:
-        history.crossings.append(Crossing(None, float(factor), first_crossing(times, history.maxima, factor * u)))
+        level = factor * u
+        history.crossings.append(Crossing(None, float(factor), first_crossing(times, history.maxima, level),
+                                          crossing_status(history.maxima, level)))
         for cluster in history.all_ids():
             tr = history.track(cluster)
-            time = first_crossing(tr["t"], tr["heights"], factor * u)
-            history.crossings.append(Crossing(cluster, float(factor), time))
+            history.crossings.append(Crossing(cluster, float(factor), first_crossing(tr["t"], tr["heights"], level),
+                                              crossing_status(tr["heights"], level)))
     return history

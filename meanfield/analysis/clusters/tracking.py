@@ -10,10 +10,18 @@ old cluster whose region holds the new peak's top cell.  Then, for each new clus
   threshold on a cluster's flank, or one cluster becoming two;
 
 and an old cluster without successor (no cluster is left where its peak was) ends with
-``death``.  A cluster whose peak sinks below the threshold or into a neighbour's flank has
-that neighbour as successor: a ``merge``.  Events carry the time of the first frame that shows
-them: the change happened between the previous output and that time.  Ids are integers from
-0, given in order of appearance (tallest first within a frame).
+``death``: it *vanished*.  Of several old clusters with one successor, one carries on (the
+most massive of those whose old top cell is still above the threshold); each of the others
+*vanished* (``death``) if the density at its old top cell has sunk below the threshold (a bump
+that flattens out into a neighbour's flank is not a merge), else it is still above the
+threshold but no longer separated by a dip of the prominence: a ``merge`` (one event per
+absorbed cluster: ``survivor, absorbed``).
+Births and deaths carry the time of the first frame that shows them (the change happened
+between the previous output and that time); a merge carries the merge time of
+:mod:`meanfield.merging`, the one definition of a merge: when the distance of the two peaks
+fell to 0.01 rad, interpolated between the frames where both were seen (and 0 at the frame
+that shows one cluster).  Ids are integers from 0, given in order of appearance (tallest
+first within a frame).
 
 Atoms (hybrid runs, :mod:`.atoms`) move between outputs without regard to cells and carry
 ids, so a cluster whose heaviest atom has an id follows that id instead: its successor is the
@@ -28,7 +36,9 @@ from itertools import pairwise
 
 import numpy as np
 
+from ...merging import merge_time
 from ..events import Event
+from .coords import geodesic
 from .frame import Frame
 
 
@@ -53,6 +63,8 @@ def track(frames: list[Frame]) -> tuple[list[np.ndarray], list[Event]]:
         parent = a.labels[b.peak_cells]
         if a.atom_ids is not None and b.atom_ids is not None:
             _follow_atoms(a, b, successor, parent)
+        atom = a.atom_ids >= 0 if a.atom_ids is not None else np.zeros(a.count, bool)
+        vanished = ~b.above[a.peak_cells] & ~atom  # its old top cell sank below the threshold
         new = np.empty(b.count, dtype=np.int64)
         for j in range(b.count):
             preds = np.flatnonzero(successor == j)
@@ -60,15 +72,57 @@ def track(frames: list[Frame]) -> tuple[list[np.ndarray], list[Event]]:
                 new[j] = old[preds[0]]
                 continue
             if len(preds) > 1:
-                preds = preds[np.lexsort((old[preds], -a.masses[preds]))]
+                preds = preds[np.lexsort((old[preds], -a.masses[preds], vanished[preds]))]
                 new[j] = old[preds[0]]
-                events.append(Event("merge", b.t, tuple(int(old[i]) for i in preds)))
+                events.extend(Event("death" if vanished[i] else "merge", b.t,
+                                    (int(old[i]),) if vanished[i] else (int(old[preds[0]]), int(old[i])))
+                              for i in preds[1:])
                 continue
             new[j], next_id = next_id, next_id + 1
             events.append(Event("birth", b.t, (int(new[j]),) + ((int(old[parent[j]]),) if parent[j] >= 0 else ())))
         events.extend(Event("death", b.t, (int(old[i]),)) for i in np.flatnonzero(successor < 0))
         ids.append(new)
-    return ids, events
+    events = [_timed(e, frames, ids) if e.kind == "merge" else e for e in events]
+    return ids, sorted(events, key=lambda e: e.time)
+
+
+def _timed(event: Event, frames: list[Frame], ids: list[np.ndarray]) -> Event:
+    """A merge event (at the first frame showing one cluster) with its merge time (module docstring)."""
+    times, distances = [], []
+    pair = None
+    for frame, present in zip(frames, ids):
+        if frame.t >= event.time:
+            break
+        a, b = np.flatnonzero(present == event.ids[0]), np.flatnonzero(present == event.ids[1])
+        if len(a) and len(b):
+            times.append(frame.t)
+            distances.append(float(geodesic(frame.positions[a[0]], frame.positions[b[0]])))
+            pair = None if frame.atom_ids is None else (int(frame.atom_ids[a[0]]), int(frame.atom_ids[b[0]]))
+    if pair is not None and min(pair) >= 0:
+        times, distances = _atom_distances(frames, pair)
+    time = merge_time(np.array([*times, event.time]), np.array([*distances, 0.0]))
+    assert time is not None  # the distance is 0 at the event
+    return Event("merge", time, event.ids)
+
+
+def _atom_distances(frames: list[Frame], pair: tuple[int, int]) -> tuple[list[float], list[float]]:
+    """Times and distances of two atoms (by id) while both exist: two clusters that are atoms
+    merge when the atoms come within the merge distance, though they may share a cell (one
+    cluster) before."""
+    times, distances = [], []
+    for frame in frames:
+        atoms = frame.atoms
+        if atoms is None:
+            continue
+        where = {int(i): k for k, i in enumerate(atoms.ids)}
+        if pair[0] in where and pair[1] in where:
+            times.append(frame.t)
+            distances.append(float(geodesic(atoms.positions[where[pair[0]]], atoms.positions[where[pair[1]]])))
+        elif times:
+            times.append(frame.t)  # the solver combined them
+            distances.append(0.0)
+            break
+    return times, distances
 
 
 def _follow_atoms(a: Frame, b: Frame, successor: np.ndarray, parent: np.ndarray) -> None:

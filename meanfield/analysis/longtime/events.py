@@ -5,15 +5,18 @@ ids = token indices) and the atoms of a hybrid run (``Atoms`` masses, angles and
 a sequence of frames ``(t, angles, masses, ids)``.
 
 Grouping (one frame)
-    A point of mass m is *dense* when ``m >= link_density * min(delta, spacing)``, its
+    A point of mass m is *dense* when ``m >= link_density * min(gap, spacing)``, its
     spacing being the smaller of the angular gaps to its two neighbours (a local density
     ``m / spacing`` of at least ``link_density``; any point heavier than
-    ``link_density * delta`` is dense, so atoms always are).  Dense points sorted by angle
-    whose gap (skipping the other points) is at most ``delta`` form a group (single
+    ``link_density * gap`` is dense, so atoms always are).  Dense points sorted by angle
+    whose gap (skipping the other points) is at most ``gap`` form a group (single
     linkage).  A group is a *cluster* when its mass is at least ``min_mass``; every other
     point -- tokens still spread out before formation, tokens left near the unstable point
     between two clusters, tiny atoms -- is *unclustered*, its mass counted in
-    :attr:`PointSetHistory.stray` and in no cluster.  Defaults: ``delta = 0.01`` rad,
+    :attr:`PointSetHistory.stray` and in no cluster.  Points on a mesh (the cells of a run)
+    are linked by a ``gap`` of at least their spacing (the cells of a coarse mesh are more
+    than ``delta`` apart: with ``gap = delta`` every dense cell would be a cluster of its
+    own).  Defaults: ``gap = delta = 0.01`` rad,
     ``link_density = 10 / (2 pi)`` (ten times the uniform density of a unit mass),
     ``min_mass = 0.01``.  A cluster's centre is its mass-weighted circular mean
     ``arg sum_j m_j e^{i theta_j}``; its mass the sum of its members'.
@@ -36,7 +39,8 @@ Tracking
     several clusters *split*: the heaviest child keeps the label, the others get new ones.
 
 Merge time
-    The time at which the separation of the two clusters -- the smallest angular distance
+    The merge of :mod:`meanfield.merging` (one definition for every cluster history): the
+    time at which the separation of the two clusters -- the smallest angular distance
     between a member of one and a member of the other (the members each had in the last
     frame where both were clusters), which for collapsed clusters is the distance of their
     centres -- falls to ``delta``.  Between the last frame with ``s0 > delta`` and the first
@@ -45,8 +49,8 @@ Merge time
     lighter atom was absorbed by the solver).  Two clusters joined into one group while
     still more than ``delta`` apart (linked through dense points between them) are followed
     until their members come within ``delta``; a pair that never does by the last frame is
-    reported at the frame where it joined.  Keep ``delta`` at least the hybrid's atom merge
-    distance, so that the solver never merges atoms before the event is seen.
+    reported at the frame where it joined.  Keep ``delta`` at least the hybrid's
+    ``atoms.merge_distance``, so that the solver never combines atoms before the merge is seen.
 
 Metastable states
     The k-cluster state lasts from the event that made the cluster count k (the last split
@@ -62,11 +66,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ...merging import MERGE_DISTANCE, crossing_time
 from ..events import Event
 
 TWO_PI = 2.0 * np.pi
 #: Defaults: grouping / merge distance (rad), least link density, smallest mass of a cluster.
-DELTA, LINK_DENSITY, MIN_MASS = 1e-2, 10.0 / TWO_PI, 1e-2
+DELTA, LINK_DENSITY, MIN_MASS = MERGE_DISTANCE, 10.0 / TWO_PI, 1e-2
 
 
 def circular_distance(a: np.ndarray | float, b: np.ndarray | float) -> np.ndarray:
@@ -229,6 +234,7 @@ def point_set_history(
     delta: float = DELTA,
     link_density: float = LINK_DENSITY,
     min_mass: float = MIN_MASS,
+    gap: float | None = None,
 ) -> PointSetHistory:
     """Group, track and time the clusters of a sequence of point-set frames (module docstring).
 
@@ -238,12 +244,15 @@ def point_set_history(
         ``(t, angles (m,), masses (m,), ids (m,))`` in increasing t; m may change (atoms
         appear and merge); ids are integers that a point keeps between frames.
     delta
-        Grouping gap and merge distance (rad).
+        Merge distance (rad), :mod:`meanfield.merging`.
     link_density
         Least local density of a link (mass per radian).
     min_mass
         Smallest mass of a cluster.
+    gap
+        Grouping gap (rad), default ``delta``; at least the spacing of points on a mesh.
     """
+    gap = float(delta if gap is None else gap)
     history = PointSetHistory(float(delta), float(link_density), float(min_mass))
     prev: _Frame | None = None
     pending: list[_Pending] = []
@@ -251,7 +260,7 @@ def point_set_history(
     for t, angles, masses, ids in frames:
         theta, m, ident = (np.asarray(x) for x in (angles, masses, ids))
         theta = np.mod(theta.astype(float), TWO_PI)
-        groups = [g for g in group_points(theta, delta, m, link_density) if m[g].sum() >= min_mass]
+        groups = [g for g in group_points(theta, gap, m, link_density) if m[g].sum() >= min_mass]
         members = [ident[g] for g in groups]
         centre = np.array([circular_mean(theta[g], m[g]) for g in groups])
         mass = np.array([float(m[g].sum()) for g in groups])
@@ -329,13 +338,7 @@ class _Pending:
         if s1 > delta:
             self.t0, self.s0 = t1, s1
             return None
-        t0, s0 = self.t0, self.s0
-        if not s0 > delta:
-            time = t0
-        elif s1 > 0:
-            time = t0 + (t1 - t0) * float(np.log(s0 / delta) / np.log(s0 / s1))
-        else:
-            time = t0 + (t1 - t0) * (s0 - delta) / s0
+        time = crossing_time(self.t0, self.s0, t1, s1, delta)
         return Event("merge", time, (self.kept, self.absorbed), self.masses)
 
 

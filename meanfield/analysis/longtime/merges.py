@@ -21,10 +21,11 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from ...merging import MERGE_DISTANCE, crossing_time
 from ..events import Event
 
-#: Merge rule: distance (rad), least cluster mass, least earlier separation (rad).
-DELTA, MIN_MASS, APART = 1e-2, 1e-2, 0.1
+#: Merge rule: distance (rad, :mod:`meanfield.merging`), least cluster mass, least earlier separation (rad).
+DELTA, MIN_MASS, APART = MERGE_DISTANCE, 1e-2, 0.1
 
 
 def point_merges(frames: Iterable[tuple[float, np.ndarray, np.ndarray, np.ndarray]], *, delta: float = DELTA,
@@ -53,7 +54,7 @@ def point_merges(frames: Iterable[tuple[float, np.ndarray, np.ndarray, np.ndarra
                 far.add(key)
             if key in far and key not in done and s1 <= delta and key in last:
                 t0, s0, before = last[key]
-                out.append(Event("merge", _crossing(t0, s0, float(t), s1, delta), key, before))
+                out.append(Event("merge", crossing_time(t0, s0, float(t), s1, delta), key, before))
                 done.add(key)
         present = {int(i) for i in ids}
         for gone in sorted({i for key in last for i in key} - present):  # merged by the solver into
@@ -62,16 +63,8 @@ def point_merges(frames: Iterable[tuple[float, np.ndarray, np.ndarray, np.ndarra
                 key = min(pairs, key=lambda p: last[p][1])
                 t0, s0, before = last[key]
                 if key in far and key not in done and s0 < apart:
-                    out.append(Event("merge", _crossing(t0, s0, float(t), 0.0, delta), key, before))
+                    out.append(Event("merge", crossing_time(t0, s0, float(t), 0.0, delta), key, before))
                     done.add(key)
         last = {key: (float(t), s, pm) for key, (s, pm) in seen.items()}
     return sorted(out, key=lambda e: e.time)
 
-
-def _crossing(t0: float, s0: float, t1: float, s1: float, delta: float) -> float:
-    """When the distance s (s0 at t0 > delta >= s1 at t1) reaches delta: linear in log s, or in s if s1 = 0."""
-    if s0 <= delta:
-        return t0
-    if s1 > 0:
-        return t0 + (t1 - t0) * float(np.log(s0 / delta) / np.log(s0 / s1))
-    return t0 + (t1 - t0) * (s0 - delta) / s0

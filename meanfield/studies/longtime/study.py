@@ -22,19 +22,22 @@ from typing import Any
 
 import numpy as np
 
+from ...analysis.longtime.compare import HistoryComparison, compare_histories
 from ...analysis.longtime.events import DELTA, MIN_MASS, PointSetHistory, point_set_history
 from ...atoms import Atoms
 from ...config import Config, load_config
 from ...problem import Problem
 from ...references.lagrangian_circle import ATOL, RTOL, SERIES_TOL, iterate_tokens, quantile_tokens
 from ...runner.directory import check_output_folder
-from ...runner.results import load_pde_run, read_header
+from ...runner.results import RunResult, load_pde_run, read_header
 
 T_EARLY, DT_EARLY, DT_LATE = 20.0, 0.1, 0.5
 #: Reference tokens of a study by default.
 TOKENS = 8192
 #: A cell of a hybrid run is a point of the cluster analysis when its mass exceeds this.
 CELL_FLOOR = 1e-6
+#: Cells of a hybrid run link into one group across gaps of up to this many cell spacings.
+LINK_SPACINGS = 1.01
 #: Point ids of cells in run frames: CELL_ID_OFFSET + global cell index (atom ids are below).
 CELL_ID_OFFSET = 1 << 40
 
@@ -105,16 +108,17 @@ def reference_history(
     return point_set_history(((t, a, w, ids) for t, a in frames), delta=delta, min_mass=min_mass)
 
 
-def run_frames(run: str | Path, cell_floor: float = CELL_FLOOR) -> Iterator[tuple[float, np.ndarray, np.ndarray,
-                                                                                    np.ndarray]]:
+def run_frames(run: str | Path | RunResult, cell_floor: float = CELL_FLOOR) -> Iterator[
+        tuple[float, np.ndarray, np.ndarray, np.ndarray]]:
     """``(t, angles, masses, ids)`` of a hybrid S^1 run's outputs: its atoms, and its cells of mass > cell_floor.
 
     Cells are points at their centroids with their mass (cell average times measure) and ids
-    ``CELL_ID_OFFSET + cell index``; the run is read with :func:`~meanfield.runner.results.load_pde_run`.
+    ``CELL_ID_OFFSET + cell index``; a run directory is read with
+    :func:`~meanfield.runner.results.load_pde_run`.
     """
-    result = load_pde_run(run)
+    result = load_pde_run(run) if isinstance(run, (str, Path)) else run
     if result.sphere != "S1":
-        raise ValueError(f"{run}: run_frames needs an S1 run")
+        raise ValueError(f"{result.path}: run_frames needs an S1 run")
     centroid = np.arctan2(result.centroids[:, 1], result.centroids[:, 0])
     atoms: list[Atoms | None] = list(result.atoms) if result.atoms is not None else [None] * len(result.times)
     for t, density, atom in zip(result.times, result.densities, atoms, strict=True):
@@ -128,10 +132,19 @@ def run_frames(run: str | Path, cell_floor: float = CELL_FLOOR) -> Iterator[tupl
         yield float(t), np.concatenate(angles), np.concatenate(masses), np.concatenate(ids)
 
 
+def cell_spacing(centroids: np.ndarray) -> float:
+    """The largest angular gap between neighbouring cell centroids of an S^1 mesh."""
+    theta = np.sort(np.mod(np.arctan2(centroids[:, 1], centroids[:, 0]), 2.0 * np.pi))
+    return float(np.diff(np.append(theta, theta[0] + 2.0 * np.pi)).max())
+
+
 def run_history(run: str | Path, *, delta: float = DELTA, min_mass: float = MIN_MASS,
                 cell_floor: float = CELL_FLOOR) -> PointSetHistory:
-    """Clusters of a hybrid S^1 run (:func:`run_frames`) with the rule of :mod:`meanfield.analysis.longtime.events`."""
-    return point_set_history(run_frames(run, cell_floor), delta=delta, min_mass=min_mass)
+    """Clusters of a hybrid S^1 run (:func:`run_frames`) with the rule of :mod:`meanfield.analysis.longtime.events`;
+    neighbouring cells are linked (the grouping gap is at least the cell spacing), merges are at ``delta``."""
+    result = load_pde_run(run)
+    gap = max(delta, LINK_SPACINGS * cell_spacing(result.centroids))
+    return point_set_history(run_frames(result, cell_floor), delta=delta, min_mass=min_mass, gap=gap)
 
 
 @dataclass(frozen=True)
@@ -147,11 +160,27 @@ class BetaRow:
 
 @dataclass
 class LongTimeStudy:
-    """What :func:`long_time_study` computed and wrote."""
+    """What :func:`long_time_study` computed and wrote; with a hybrid run, its history and its
+    comparison with the reference of the config's beta (merges, clusters at the run's last output)."""
 
     rows: list[BetaRow]
     histories: dict[float, PointSetHistory]
     files: list[Path] = field(default_factory=list)
+    hybrid: PointSetHistory | None = None
+    comparison: HistoryComparison | None = None
+
+
+def format_comparison(comparison: HistoryComparison) -> str:
+    """The hybrid run against the reference in words: merge times, clusters at the common last time."""
+    merges = ", ".join(f"{b:.6g} (reference {a:.6g}, {(b - a) / a:+.2%})" if np.isfinite(a) and np.isfinite(b)
+                       else f"{b:.6g} (not in the reference)" if np.isfinite(b) else f"none (reference {a:.6g})"
+                       for a, b in comparison.merges)
+    ref, run = comparison.counts
+    state = f"{run} clusters at t = {comparison.time:g} (reference {ref})"
+    if ref == run and ref:
+        state += (f", centres within {comparison.position_error:.2g} rad and masses within "
+                  f"{comparison.mass_error:.2g} of the reference")
+    return f"hybrid run: merges at {merges or 'none (reference: none)'}; {state}"
 
 
 def beta_row(beta: float, history: PointSetHistory) -> BetaRow:
@@ -227,6 +256,9 @@ def long_time_study(
         hybrid = run_history(run, delta=delta, min_mass=min_mass)
         study.files += write_point_set_history(hybrid, out, "hybrid")
         shown["hybrid"] = hybrid
+        reference = study.histories[chosen[0]]
+        study.hybrid = hybrid
+        study.comparison = compare_histories(reference, hybrid, min(reference.times[-1], hybrid.times[-1]))
     study.files.append(write_table(study.rows, out))
     if plots:
         study.files.append(save(point_set_history_figure(shown), out / "clusters.png"))

@@ -15,8 +15,9 @@ at every output time.  Files written (rank 0) under the study directory::
                              predicted at each n (:mod:`.prediction`)
     response/                the influence functions behind the prediction (meanfield response)
     clusters.csv             cluster agreement at the final time (metric, n, mean and worst
-                             over seeds): a separate table, without slopes, since the count
-                             error is an integer that is 0 once the clusters are resolved
+                             over seeds; ClusterValidation: mass and position on the PDE's
+                             clusters, the count at the tokens' resolution): a separate table,
+                             without slopes, since the count error is an integer
     errors.png, density.png  error vs n (with the n^-1/2 line), PDE vs particle histogram
 """
 
@@ -299,8 +300,10 @@ def validate(
                   f"pde_floor: metric between the PDE at h and h/2; predicted: sqrt(n_var / n) from the "
                   f"influence functions, ratio: measured RMS / predicted, about 1 within the seeds' "
                   f"scatter)\n{format_summary(summary)}\n"
-                  f"cluster agreement at t = {t_final:g} (no rate: count error 0 when the clusters match; "
-                  f"mean and worst over seeds)\n{format_summary(cluster_table)}", flush=True)
+                  f"cluster agreement at t = {t_final:g}, mean and worst over seeds (mass and position: the tokens "
+                  "against the PDE in the regions of the PDE's clusters; count: at the tokens' resolution, the "
+                  "PDE smoothed by their kernel, pde_clusters_resolved of them)\n"
+                  f"{format_summary(cluster_table)}", flush=True)
         return summary, cluster_table
 
     summary, cluster_table = on_root(comm, report)
