@@ -174,7 +174,8 @@ def influence(data: dict, comm, phi, times) -> tuple[np.ndarray, PDESimulation]:
 def test_modes_about_uniform_grow_exactly_s1(attention, comm):
     """Q = K = V = I about the uniform density on S^1: the influence function of a Fourier mode
     is the mode times e^{gamma_k t}, gamma_k = k^2 I_k(beta)/beta (USA; MODEL.md) or
-    k^2 I_k(beta)/(beta I_0(beta)) (SA: the same holds, with the SA rate)."""
+    k^2 I_k(beta)/(beta I_0(beta)) (SA: the same holds, with the SA rate).  Measured: 1e-4 (USA)
+    and 4.6e-5 (SA) of e^{gamma t} at 256 cells, a quarter of 128 cells' (second order)."""
     beta, t = 2.0, 1.0
     data = case(mesh={"resolution": 256}, model={"attention": attention, "beta": beta, "Q": None, "K": None,
                                                  "V": None}, initial={"expression": "1"}, time={"dt": 0.01})
@@ -183,12 +184,13 @@ def test_modes_about_uniform_grow_exactly_s1(attention, comm):
         c = sim.scheme.geometry.centroid
         mode = np.cos(k * np.arctan2(c[:, 1], c[:, 0]))
         gamma = k ** 2 * iv(k, beta) / beta / (iv(0, beta) if attention == "softmax" else 1.0)
-        assert np.abs(phi0[0] - np.exp(gamma * t) * mode).max() < 2e-3 * np.exp(gamma * t), k
+        assert np.abs(phi0[0] - np.exp(gamma * t) * mode).max() < 5e-4 * np.exp(gamma * t), k
 
 
 def test_modes_about_uniform_grow_exactly_s2(comm):
     """The same on S^2 (USA, level 4): Y_1 = z and Y_2 = 3 z^2 - 1 grow with
-    gamma_l = l (l + 1) i_l(beta) / beta."""
+    gamma_l = l (l + 1) i_l(beta) / beta.  Measured: 5.9e-4 and 3.3e-4 of the maximum at level 4,
+    a quarter of level 3's."""
     beta, t = 1.5, 1.0
     data = case(mesh={"sphere": "S2", "resolution": 4},
                 model={"attention": "unnormalized", "beta": beta, "Q": None, "K": None, "V": None},
@@ -197,7 +199,7 @@ def test_modes_about_uniform_grow_exactly_s2(comm):
         phi0, sim = influence(data, comm, Y, [t])
         gamma = l * (l + 1) * spherical_in(l, beta) / beta
         expected = np.exp(gamma * t) * Y(sim.scheme.geometry.centroid[: len(phi0[0])])
-        assert np.abs(phi0[0] - expected).max() < 0.02 * np.abs(expected).max(), l
+        assert np.abs(phi0[0] - expected).max() < 1e-3 * np.abs(expected).max(), l
 
 
 def test_phi_at_time_zero_is_the_observable(comm):
