@@ -1,11 +1,11 @@
 """Cost and memory of an adjoint solve (meanfield.adjoint) against the forward run it linearises.
 
     python benchmarks/bench_adjoint.py [--cases s1-1024,s2-5] [--schemes fv,dg1] [--methods direct,fast]
-                                       [--steps 40] [--observables 1]
+                                       [--t-final 0.1] [--observables 1]
 
 For each case, scheme and field method, three fresh one-thread processes (so each reports its own
-peak memory) run the same softmax case (general Q, K, V, beta = 4, a perturbed vMF density) for
-``--steps`` SSP-RK3 steps of one fixed dt:
+peak memory) run the same softmax case (general Q, K, V, beta = 4, two vMF bumps) to ``--t-final``
+with the adaptive SSP-RK3 step (the adjoint replays the forward run's steps):
 
 * ``forward``: the plain forward run (``PDESimulation.step``), its CPU time and peak RSS;
 * ``adjoint``: the forward run recorded (:meth:`~meanfield.adjoint.AdjointSolver.forward`,
@@ -31,7 +31,7 @@ from common import peak_rss_mb, run_json, setup_process, table
 CASES = {"s1-1024": ("S1", 1024), "s1-256": ("S1", 256), "s2-5": ("S2", 5), "s2-4": ("S2", 4), "s2-3": ("S2", 3)}
 
 
-def config(sphere: str, resolution: int, scheme: str, method: str, steps: int) -> dict:
+def config(sphere: str, resolution: int, scheme: str, method: str, t_final: float) -> dict:
     eye3 = [[1, 0.2, 0], [0, 1, 0], [0, 0.1, 1]]
     matrices = {"Q": [[1, 0.2], [0, 1]], "V": [[1, 0.3], [-0.1, 1]]} if sphere == "S1" else {"Q": eye3, "V": eye3}
     centers = [[1.0, 0.0], [-0.5, 0.8]] if sphere == "S1" else [[1.0, 0.0, 0.0], [0.0, 0.6, 0.8]]
@@ -39,7 +39,7 @@ def config(sphere: str, resolution: int, scheme: str, method: str, steps: int) -
             "scheme": {"kind": scheme}, "nonlocal": {"method": method},
             "model": {"attention": "softmax", "beta": 4.0, **matrices},
             "initial": {"kind": "vmf", "centers": centers, "kappas": [4.0, 4.0]},
-            "time": {"dt": 0.2 / steps, "t_final": 0.2}}
+            "time": {"t_final": t_final}}
 
 
 def worker(mode: str, data: dict, observables: int) -> dict:
@@ -82,7 +82,7 @@ def main() -> None:
     parser.add_argument("--cases", default="s1-1024,s2-5")
     parser.add_argument("--schemes", default="fv,dg1")
     parser.add_argument("--methods", default="direct,fast")
-    parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--t-final", type=float, default=0.1)
     parser.add_argument("--observables", type=int, default=1)
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -95,7 +95,7 @@ def main() -> None:
         sphere, resolution = CASES[name]
         for scheme in args.schemes.split(","):
             for method in args.methods.split(","):
-                data = json.dumps(config(sphere, resolution, scheme, method, args.steps))
+                data = json.dumps(config(sphere, resolution, scheme, method, args.t_final))
                 forward = run_json([sys.argv[0], "--worker", f"forward:{data}", "--observables", str(args.observables)])
                 adjoint = run_json([sys.argv[0], "--worker", f"adjoint:{data}", "--observables", str(args.observables)])
                 f, a = forward["forward_s"], adjoint

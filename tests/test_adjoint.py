@@ -174,7 +174,8 @@ def influence(data: dict, comm, phi, times) -> tuple[np.ndarray, PDESimulation]:
 def test_modes_about_uniform_grow_exactly_s1(attention, comm):
     """Q = K = V = I about the uniform density on S^1: the influence function of a Fourier mode
     is the mode times e^{gamma_k t}, gamma_k = k^2 I_k(beta)/beta (USA; MODEL.md) or
-    k^2 I_k(beta)/(beta I_0(beta)) (SA: the same holds, with the SA rate)."""
+    k^2 I_k(beta)/(beta I_0(beta)) (SA: the same holds, with the SA rate).  Measured: 1e-4 (USA)
+    and 4.6e-5 (SA) of e^{gamma t} at 256 cells, a quarter of 128 cells' (second order)."""
     beta, t = 2.0, 1.0
     data = case(mesh={"resolution": 256}, model={"attention": attention, "beta": beta, "Q": None, "K": None,
                                                  "V": None}, initial={"expression": "1"}, time={"dt": 0.01})
@@ -183,12 +184,13 @@ def test_modes_about_uniform_grow_exactly_s1(attention, comm):
         c = sim.scheme.geometry.centroid
         mode = np.cos(k * np.arctan2(c[:, 1], c[:, 0]))
         gamma = k ** 2 * iv(k, beta) / beta / (iv(0, beta) if attention == "softmax" else 1.0)
-        assert np.abs(phi0[0] - np.exp(gamma * t) * mode).max() < 2e-3 * np.exp(gamma * t), k
+        assert np.abs(phi0[0] - np.exp(gamma * t) * mode).max() < 5e-4 * np.exp(gamma * t), k
 
 
 def test_modes_about_uniform_grow_exactly_s2(comm):
     """The same on S^2 (USA, level 4): Y_1 = z and Y_2 = 3 z^2 - 1 grow with
-    gamma_l = l (l + 1) i_l(beta) / beta."""
+    gamma_l = l (l + 1) i_l(beta) / beta.  Measured: 5.9e-4 and 3.3e-4 of the maximum at level 4,
+    a quarter of level 3's."""
     beta, t = 1.5, 1.0
     data = case(mesh={"sphere": "S2", "resolution": 4},
                 model={"attention": "unnormalized", "beta": beta, "Q": None, "K": None, "V": None},
@@ -197,7 +199,7 @@ def test_modes_about_uniform_grow_exactly_s2(comm):
         phi0, sim = influence(data, comm, Y, [t])
         gamma = l * (l + 1) * spherical_in(l, beta) / beta
         expected = np.exp(gamma * t) * Y(sim.scheme.geometry.centroid[: len(phi0[0])])
-        assert np.abs(phi0[0] - expected).max() < 0.02 * np.abs(expected).max(), l
+        assert np.abs(phi0[0] - expected).max() < 1e-3 * np.abs(expected).max(), l
 
 
 def test_phi_at_time_zero_is_the_observable(comm):
@@ -215,3 +217,20 @@ def test_checkpoints_stay_few(comm):
     solver.forward([1.0])
     steps = len(solver.trajectory.steps)
     assert steps == 500 and len(solver.trajectory.kept) <= 2 * np.sqrt(steps) + 2
+
+
+@pytest.mark.slow
+def test_prescribed_rotation_transports_phi_back():
+    """A prescribed rotation by omega t: Phi_0(theta) = phi(theta + omega t) exactly (the adjoint
+    is transport alone); the first-order upwind cell operator converges at first order."""
+    from mpi4py import MPI
+
+    errors = []
+    for cells in (128, 256, 512):
+        data = {"name": "rot", "mesh": {"sphere": "S1", "resolution": cells},
+                "model": {"velocity": "rotation", "rotation_rate": 1.0}, "time": {"t_final": 1.0}}
+        phi0, sim = influence(data, MPI.COMM_SELF, lambda p: p[:, 0], [1.0])
+        c = sim.scheme.geometry.centroid[: len(phi0[0])]
+        errors.append(np.abs(phi0[0] - np.cos(np.arctan2(c[:, 1], c[:, 0]) + 1.0)).max())
+    orders = np.log2(np.array(errors[:-1]) / np.array(errors[1:]))
+    assert errors[-1] < 1e-2 and np.all(orders > 0.9), (errors, orders)

@@ -326,7 +326,7 @@ def _write_influence(path: Path, config: Config, mesh: Mapping[str, np.ndarray] 
 def _plot_influence(path: Path, mesh: Mapping[str, np.ndarray] | None, times: list[float],
                     observables: Sequence[Observable], influence: np.ndarray | None) -> None:
     """influence-<k>.png per observable: Phi_0 at every time (S^1: lines, a causal run's over (theta, s);
-    S^2: one map per time)."""
+    S^2: one map per time, influence-<k>-t<i>.png, a causal run's the mean over positions)."""
     from ..plotting.causal import position_images
     from ..plotting.circle import circle_density
     from ..plotting.sphere_maps import sphere_map
@@ -342,9 +342,18 @@ def _plot_influence(path: Path, mesh: Mapping[str, np.ndarray] | None, times: li
                 fig = position_images(vertices, cells, mesh["positions"], times, np.array(per_time), title=title)
             else:
                 fig = circle_density(vertices, cells, [v[0] for v in per_time], times=times, title=title)
-            fig.axes[0].set_ylabel("Phi_0")
+            _relabel(fig)
             fig.savefig(path / f"influence-{p}.png", dpi=120)
             continue
         for i, t in enumerate(times):
             fig = sphere_map(vertices, cells, per_time[i].mean(axis=0), title=f"{title} at t = {t:g}")
+            _relabel(fig)
             fig.savefig(path / f"influence-{p}-t{i}.png", dpi=120)
+
+
+def _relabel(fig) -> None:
+    """Name the values ``Phi_0`` where the density pictures name a density (axis or colour bar)."""
+    for ax in fig.axes:
+        for get, put in ((ax.get_ylabel, ax.set_ylabel), (ax.get_xlabel, ax.set_xlabel)):
+            if "density" in get():
+                put("influence function Phi_0")
