@@ -12,18 +12,22 @@ A generated mesh is counted, not built (a resolution far too large for the machi
 reported at once); a mesh file is read.  For adaptive steps, a run of up to
 :data:`ESTIMATE_CELLS` cells that fits in memory is set up on one process (as ``meanfield run``
 sets it up, a second or a few) to measure each layer's initial step size, from which the
-number of steps and the wall time are estimated (:class:`StepEstimate`).
+number of steps and the wall time are estimated (:class:`StepEstimate`).  The same run (or a
+fixed-step one) is then run for a few steps into a temporary directory to measure the cost of its
+start-up, steps, outputs and checkpoints here (:mod:`meanfield.walltime`), from which the wall
+time on the given ranks is estimated, oversubscription of the cores present included.
 """
 
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from . import memory
+from . import memory, walltime
 from .config import Config, load_config
 from .discretisation.registry import scheme_class
 from .memory import Estimate, MemoryEstimateError, cells_of, format_bytes, problem_estimate
@@ -158,6 +162,9 @@ class CheckReport:
         The initial step sizes behind an adaptive run's ``steps`` (``None`` for a fixed step,
         or where the run was too large to set up: more than :data:`ESTIMATE_CELLS` cells, or
         more memory than is available).
+    costs
+        The seconds of the run's start-up, one step, one output and one checkpoint, measured
+        on one process here (:class:`meanfield.walltime.Costs`), or why they were not.
     """
 
     config: Config
@@ -175,6 +182,7 @@ class CheckReport:
     files: dict[str, int | None] = field(default_factory=dict)
     ranks: int = 1
     estimate: StepEstimate | None = None
+    costs: walltime.Costs | str = "not measured"
 
     def format(self) -> str:
         """The report as text for the terminal: the summary, the details, then the resolved config."""
@@ -192,7 +200,7 @@ class CheckReport:
                    [f"mask:        causal, M = {p.slices} position slices at s_k = (k + 1/2)/M (a density per slice; "
                     f"{p.slices} field evaluations per stage)"]),
                  f"ranks:       {self.ranks} (the estimates below are for {counted(self.ranks, 'rank')}; "
-                 "--ranks N for another count)",
+                 f"--ranks N for another count){self._oversubscribed()}",
                  f"time:        0 -> {p.time.t_final:g}, {step}",
                  f"wall time:   {self.wall_time()}",
                  f"memory:      {self.memory.format()}: {self.memory_state}",
@@ -200,6 +208,7 @@ class CheckReport:
                  f"run dir:     {self.directory} ({self.directory_state})",
                  "", "# details",
                  f"field:       {self._field()}",
+                 f"costs:       {self._costs()}",
                  "would write: " + ", ".join(name for name, size in self.files.items() if size is None)]
         lines += [f"             {name:<24} ~{format_bytes(size)}" for name, size in self.files.items()
                   if size is not None]
@@ -207,7 +216,65 @@ class CheckReport:
                   "hold)", self.config.to_toml().rstrip()]
         return "\n".join(lines)
 
+    def wall_times(self) -> list[walltime.WallTime]:
+        """The run's wall time on :attr:`ranks` ranks from the measured costs: at the estimated
+        steps, and at the most steps where adaptive steps give a range (empty where not measured)."""
+        if isinstance(self.costs, str) or self.steps is None:
+            return []
+        counts = [self.steps] if self.estimate is None or self.estimate.most_steps == self.steps else \
+            [self.steps, self.estimate.most_steps]
+        every = self.config.data["output"]["checkpoint_every"]
+        return [walltime.estimate(self.costs, steps, len(self.output_times), self.ranks, every) for steps in counts]
+
+    def output_warning(self) -> str | None:
+        """One line when the outputs and checkpoints would cost more than the time stepping (at
+        the most steps estimated), else ``None``."""
+        times = self.wall_times()
+        if not times or times[-1].writing <= times[-1].stepping:
+            return None
+        last = times[-1]
+        return (f"warning: writing {counted(len(self.output_times), 'output')} and their checkpoints would take "
+                f"~{_seconds(last.writing)}, more than the time stepping (~{_seconds(last.stepping)} at most): "
+                "fewer outputs (a larger time.outputs_every, or a smaller time.outputs) would shorten the run")
+
     def wall_time(self) -> str:
+        """The run's wall time on :attr:`ranks` ranks, as text: from the measured costs, else the
+        modelled cost of the nonlocal field alone."""
+        times = self.wall_times()
+        if times:
+            total = " to ".join(f"~{_seconds(w.total)}" for w in times)
+            stepping = " to ".join(_seconds(w.stepping) for w in times)
+            steps = " to ".join(str(n) for n in ([self.steps] if len(times) == 1 else
+                                                  [self.steps, self.estimate.most_steps]))  # type: ignore[union-attr]
+            last = times[-1]
+            periodic = f" and {_seconds(last.checkpoints)} for {last.checkpoints_count} more checkpoints" \
+                if last.checkpoints_count else ""
+            return (f"{total}: start-up {_seconds(last.startup)}, time stepping {stepping} ({steps} steps), "
+                    f"{counted(len(self.output_times), 'output')} with a checkpoint each {_seconds(last.outputs)}"
+                    f"{periodic}; from the costs measured here (costs below)")
+        return self._field_time()
+
+    def _oversubscribed(self) -> str:
+        """What the ranks do on this machine's cores, when they are more."""
+        here = walltime.cores()
+        if self.ranks <= here:
+            return ""
+        penalty = walltime.estimate(walltime.Costs(0, 0, 0, 0), 1, 0, self.ranks, math.inf, here).step_penalty
+        return (f"; more than the {counted(here, 'core')} here: on this machine the ranks would take turns "
+                f"(oversubscribed), each step ~{_seconds(penalty)} slower as they wait for each other")
+
+    def _costs(self) -> str:
+        if isinstance(self.costs, str):
+            return self.costs
+        c = self.costs
+        load = f", load average {os.getloadavg()[0]:.3g} on {counted(walltime.cores(), 'core')}" \
+            if hasattr(os, "getloadavg") else ""
+        return (f"measured on one process here ({walltime.PROBE_STEPS} steps run into a temporary directory"
+                f"{load}): "
+                f"start-up {_seconds(c.startup)}, a step {_seconds(c.step)}, an output and its checkpoint "
+                f"{_seconds(c.output)}, a checkpoint {_seconds(c.checkpoint)}")
+
+    def _field_time(self) -> str:
         """The modelled wall time of the run's nonlocal field on :attr:`ranks` ranks, as text."""
         if not self.fields:
             return "not modelled (no nonlocal field: the run is cheap per step)"
@@ -377,10 +444,25 @@ def check_config(config: Config | dict | str | Path | None, overrides: list[str]
     except RunDirectoryError as exc:
         state = f"a run would be refused: {exc}"
     memory_estimate, memory_state = _memory(problem, cells, ranks)
-    if t.dt is None and cells <= ESTIMATE_CELLS and _fits(_estimate(problem, cells, 1), 1):
+    small = cells <= ESTIMATE_CELLS and _fits(_estimate(problem, cells, 1), 1)
+    if t.dt is None and small:
         estimate = StepEstimate.measure(problem)
         steps = estimate.steps
+    costs = _costs(config, estimate, directory) if small else \
+        f"not measured (more than {ESTIMATE_CELLS} cells, or more memory than is available here)"
     return CheckReport(config, cells, vertices, fields, targets, sources, steps, t.output_times, directory, state,
                        memory_estimate, memory_state, _files(problem, cells, nv, len(t.output_times)), ranks,
-                       estimate)
+                       estimate, costs)
+
+
+def _costs(config: Config, estimate: StepEstimate | None, directory: Path) -> walltime.Costs | str:
+    """The run's costs measured by a probe run (:meth:`meanfield.walltime.Costs.measure`) of a
+    few of its fixed or initial adaptive steps, or why not."""
+    t = Problem(config).time
+    finite = [dt for dt in (estimate.dts if estimate else ()) if math.isfinite(dt)]
+    dt = t.dt if t.dt is not None else min(finite) if finite else t.t_final / 1000
+    try:
+        return walltime.Costs.measure(config, dt, directory)
+    except Exception as exc:  # noqa: BLE001 - the check goes on without the measured costs, saying why
+        return f"not measured (a run of a few steps failed: {type(exc).__name__}: {exc})"
 

@@ -231,7 +231,15 @@ def _cmd_check(args: argparse.Namespace) -> None:
     if ranks < 1:
         raise ConfigError(f"--ranks: must be a positive integer, got {ranks}")
     dolfinx()  # collective (PETSc starts): rank 0 alone may set a run up to measure its first steps
-    _echo(on_root(MPI.COMM_WORLD, lambda: check_config(args.config, args.set, out=args.out, ranks=ranks).format()))
+
+    def check() -> tuple[str, str | None]:
+        report = check_config(args.config, args.set, out=args.out, ranks=ranks)
+        return report.format(), report.output_warning()
+
+    text, warning = on_root(MPI.COMM_WORLD, check)
+    if warning:
+        _error(warning)
+    _echo(text)
 
 
 def _cmd_plot(args: argparse.Namespace) -> None:
