@@ -216,15 +216,21 @@ class CheckReport:
                   "hold)", self.config.to_toml().rstrip()]
         return "\n".join(lines)
 
-    def wall_times(self) -> list[walltime.WallTime]:
-        """The run's wall time on :attr:`ranks` ranks from the measured costs: at the estimated
-        steps, and at the most steps where adaptive steps give a range (empty where not measured)."""
-        if isinstance(self.costs, str) or self.steps is None:
+    def _step_counts(self) -> list[int]:
+        """The estimated steps, and the most steps where adaptive steps give a range."""
+        if self.steps is None:
             return []
-        counts = [self.steps] if self.estimate is None or self.estimate.most_steps == self.steps else \
+        return [self.steps] if self.estimate is None or self.estimate.most_steps == self.steps else \
             [self.steps, self.estimate.most_steps]
+
+    def wall_times(self) -> list[walltime.WallTime]:
+        """The run's wall time on :attr:`ranks` ranks from the measured costs, at each of
+        :meth:`_step_counts` (empty where not measured)."""
+        if isinstance(self.costs, str):
+            return []
         every = self.config.data["output"]["checkpoint_every"]
-        return [walltime.estimate(self.costs, steps, len(self.output_times), self.ranks, every) for steps in counts]
+        return [walltime.estimate(self.costs, steps, len(self.output_times), self.ranks, every)
+                for steps in self._step_counts()]
 
     def output_warning(self) -> str | None:
         """One line when the outputs and checkpoints would cost more than the time stepping (at
@@ -244,10 +250,9 @@ class CheckReport:
         if times:
             total = " to ".join(f"~{_seconds(w.total)}" for w in times)
             stepping = " to ".join(_seconds(w.stepping) for w in times)
-            steps = " to ".join(str(n) for n in ([self.steps] if len(times) == 1 else
-                                                  [self.steps, self.estimate.most_steps]))  # type: ignore[union-attr]
+            steps = " to ".join(str(n) for n in self._step_counts())
             last = times[-1]
-            periodic = f" and {_seconds(last.checkpoints)} for {last.checkpoints_count} more checkpoints" \
+            periodic = f" and {_seconds(last.checkpoints)} for {counted(last.checkpoints_count, 'more checkpoint')}" \
                 if last.checkpoints_count else ""
             return (f"{total}: start-up {_seconds(last.startup)}, time stepping {stepping} ({steps} steps), "
                     f"{counted(len(self.output_times), 'output')} with a checkpoint each {_seconds(last.outputs)}"
@@ -269,7 +274,7 @@ class CheckReport:
         c = self.costs
         load = f", load average {os.getloadavg()[0]:.3g} on {counted(walltime.cores(), 'core')}" \
             if hasattr(os, "getloadavg") else ""
-        return (f"measured on one process here ({walltime.PROBE_STEPS} steps run into a temporary directory"
+        return (f"measured on one process here (a run of {walltime.PROBE_OUTPUTS} outputs into a temporary directory"
                 f"{load}): "
                 f"start-up {_seconds(c.startup)}, a step {_seconds(c.step)}, an output and its checkpoint "
                 f"{_seconds(c.output)}, a checkpoint {_seconds(c.checkpoint)}")
@@ -281,9 +286,7 @@ class CheckReport:
         if self.steps is None:
             return "not estimated (adaptive steps, not counted before the run); the modelled cost per step is " \
                    "under field below"
-        counts = [self.steps] if self.estimate is None or self.estimate.most_steps == self.steps else \
-            [self.steps, self.estimate.most_steps]
-        seconds = [self._field_seconds(steps) for steps in counts]
+        seconds = [self._field_seconds(steps) for steps in self._step_counts()]
         shown = " to ".join(f"~{_seconds(s / self.ranks)}" for s in seconds)
         one_core = " to ".join(_seconds(s) for s in seconds)
         basis = "" if self.estimate is None else " for the estimated steps"
@@ -448,21 +451,24 @@ def check_config(config: Config | dict | str | Path | None, overrides: list[str]
     if t.dt is None and small:
         estimate = StepEstimate.measure(problem)
         steps = estimate.steps
-    costs = _costs(config, estimate, directory) if small else \
+    costs = _costs(config, estimate, fields, directory) if small else \
         f"not measured (more than {ESTIMATE_CELLS} cells, or more memory than is available here)"
     return CheckReport(config, cells, vertices, fields, targets, sources, steps, t.output_times, directory, state,
                        memory_estimate, memory_state, _files(problem, cells, nv, len(t.output_times)), ranks,
                        estimate, costs)
 
 
-def _costs(config: Config, estimate: StepEstimate | None, directory: Path) -> walltime.Costs | str:
-    """The run's costs measured by a probe run (:meth:`meanfield.walltime.Costs.measure`) of a
-    few of its fixed or initial adaptive steps, or why not."""
-    t = Problem(config).time
+def _costs(config: Config, estimate: StepEstimate | None, fields: list[LayerField],
+           directory: Path) -> walltime.Costs | str:
+    """The run's costs measured by a probe run (:meth:`meanfield.walltime.Costs.measure`) of its
+    fixed step or its initial adaptive one, or why not."""
+    problem = Problem(config)
+    t = problem.time
     finite = [dt for dt in (estimate.dts if estimate else ()) if math.isfinite(dt)]
     dt = t.dt if t.dt is not None else min(finite) if finite else t.t_final / 1000
+    guess = evaluations_per_step(problem) * max((f.costs[f.evaluator] for f in fields), default=0.0)
     try:
-        return walltime.Costs.measure(config, dt, directory)
+        return walltime.Costs.measure(config, dt, max(guess, 1e-3), directory)
     except Exception as exc:  # noqa: BLE001 - the check goes on without the measured costs, saying why
         return f"not measured (a run of a few steps failed: {type(exc).__name__}: {exc})"
 

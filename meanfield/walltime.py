@@ -4,10 +4,12 @@ A run's wall time is its start-up (the imports and MPI, the mesh, the setup, the
 directory, and the files written at the end), its time steps, its outputs and its
 checkpoints.  As the memory estimate is measured (:mod:`meanfield.memory`), so are these, but
 on this machine under its present load rather than once in a benchmark: :meth:`Costs.measure`
-runs the config itself on one process for :data:`PROBE_STEPS` steps into a temporary run
-directory beside the run's own (the same mesh, scheme, field and files, an output and a
-checkpoint after every step) and reads each part's seconds from the probe's timings, so the
-outputs and checkpoints are timed at the run's own sizes, on the disk the run writes to.
+runs the config itself on one process into a temporary run directory beside the run's own (the
+same mesh, scheme, field and files), :data:`PROBE_OUTPUTS` outputs, each with its checkpoint,
+some steps apart (steps for about :data:`PROBE_STEPPING` seconds in all, so that a loaded
+machine's pauses average out), and reads each part's seconds from the probe's timings and the
+moments of its outputs, so the outputs and checkpoints are timed at the run's own sizes, on
+the disk the run writes to.
 Importing dolfinx is timed where this process first did it (:func:`meanfield._fem.import_seconds`).
 
 On ``ranks`` ranks (:func:`estimate`) the steps are shared by the ranks, up to the cores
@@ -33,8 +35,12 @@ import numpy as np
 
 from .config import Config
 
-#: Steps of the probe run (each followed by an output and a checkpoint).
-PROBE_STEPS = 8
+#: Outputs of the probe run after its first (each with a checkpoint).
+PROBE_OUTPUTS = 8
+#: Seconds of steps the probe aims at (the steps between its outputs are chosen from a guess of their cost).
+PROBE_STEPPING = 0.5
+#: Most steps between two outputs of the probe.
+PROBE_STEPS_BETWEEN = 64
 #: Seconds an oversubscribed step loses per rank beyond the first and per rank a core holds.
 #: Measured (2-core machine, load average ~9 from other jobs; s1-clustering to t = 10, 1089
 #: steps): 5.7 ms a step on 1 rank, 9.5 ms on 2, 38.1 ms on 4 ranks, where sharing the work
@@ -74,18 +80,24 @@ class Costs:
     checkpoint: float
 
     @classmethod
-    def measure(cls, config: Config, dt: float, near: Path) -> Costs:
-        """Run ``config`` to ``PROBE_STEPS * dt`` (``dt``: its fixed step, or its initial adaptive
-        one), an output every ``dt``, on this process alone, in a temporary directory beside
-        ``near`` (the run directory; the system's temporary folder where that cannot be
-        written), and time its parts.  Writes nothing that stays."""
+    def measure(cls, config: Config, dt: float, step_guess: float, near: Path) -> Costs:
+        """Run ``config`` with fixed steps of ``dt / 100`` (``dt``: its step) on this process alone,
+        :data:`PROBE_OUTPUTS` outputs with steps of about ``step_guess`` seconds between them for
+        :data:`PROBE_STEPPING` seconds in all, in a temporary directory beside ``near`` (the run
+        directory; the system's temporary folder where that cannot be written), and time its
+        parts.  Writes nothing that stays."""
         from mpi4py import MPI
 
         from ._fem import import_seconds
         from .pde import run
 
+        between = min(max(math.ceil(PROBE_STEPPING / PROBE_OUTPUTS / max(step_guess, 1e-6)), 1), PROBE_STEPS_BETWEEN)
+        # a hundredth of the step: the density barely moves (no step nears the CFL bound), the cost is the same;
+        # and the probe ends by the run's end (its layers)
+        dt = min(dt / 100, config.data["time"]["t_final"] / (PROBE_OUTPUTS * between))
         data = copy.deepcopy(config.data)
-        data["time"].update(t_final=PROBE_STEPS * dt, outputs=PROBE_STEPS, outputs_every=None, wall_limit=None)
+        data["time"].update(t_final=PROBE_OUTPUTS * between * dt, dt=dt, outputs=PROBE_OUTPUTS, outputs_every=None,
+                            wall_limit=None)
         data["output"]["dir"] = None
         moments: list[float] = []  # after each output: the next is a checkpoint, a step and an output later
         with tempfile.TemporaryDirectory(prefix=".meanfield-check-", dir=_writable_parent(near)) as folder:
@@ -96,7 +108,7 @@ class Costs:
         timings, steps = probe.metadata["timings"], probe.metadata["steps"]["steps"]
         step = timings["time_stepping"] / max(steps, 1)
         cycle = float(np.median(np.diff(moments))) if len(moments) > 1 else step
-        output = max(cycle - step, 0.0)
+        output = max(cycle - between * step, 0.0)
         steady = steps * step + (len(moments) - 1) * output
         return cls(startup=import_seconds() + max(wall - steady, 0.0), step=step, output=output,
                    checkpoint=timings["checkpoint"] / max(len(moments), 1))
