@@ -12,10 +12,10 @@ A generated mesh is counted, not built (a resolution far too large for the machi
 reported at once); a mesh file is read.  For adaptive steps, a run of up to
 :data:`ESTIMATE_CELLS` cells that fits in memory is set up on one process (as ``meanfield run``
 sets it up, a second or a few) to measure each layer's initial step size, from which the
-number of steps and the wall time are estimated (:class:`StepEstimate`).  The same run (or a
-fixed-step one) is then run for a few steps into a temporary directory to measure the cost of its
-start-up, steps, outputs and checkpoints here (:mod:`meanfield.walltime`), from which the wall
-time on the given ranks is estimated, oversubscription of the cores present included.
+number of steps is estimated (:class:`StepEstimate`).  A short run of the config into a
+temporary directory then measures the cost of its start-up, steps, outputs and checkpoints here
+(:mod:`meanfield.walltime`), from which the wall time on the given ranks is estimated,
+oversubscription of the cores present included.
 """
 
 from __future__ import annotations
@@ -264,9 +264,9 @@ class CheckReport:
         here = walltime.cores()
         if self.ranks <= here:
             return ""
-        penalty = walltime.estimate(walltime.Costs(0, 0, 0, 0), 1, 0, self.ranks, math.inf, here).step_penalty
         return (f"; more than the {counted(here, 'core')} here: on this machine the ranks would take turns "
-                f"(oversubscribed), each step ~{_seconds(penalty)} slower as they wait for each other")
+                f"(oversubscribed), each step ~{_seconds(walltime.step_penalty(self.ranks, here))} slower as they "
+                "wait for each other")
 
     def _costs(self) -> str:
         if isinstance(self.costs, str):

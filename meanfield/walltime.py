@@ -99,7 +99,7 @@ class Costs:
         data["time"].update(t_final=PROBE_OUTPUTS * between * dt, dt=dt, outputs=PROBE_OUTPUTS, outputs_every=None,
                             wall_limit=None)
         data["output"]["dir"] = None
-        moments: list[float] = []  # after each output: the next is a checkpoint, a step and an output later
+        moments: list[float] = []  # after each output: the next comes a checkpoint, `between` steps and an output later
         with tempfile.TemporaryDirectory(prefix=".meanfield-check-", dir=_writable_parent(near)) as folder:
             tic = time.perf_counter()
             probe = run(data, out=Path(folder) / "probe", comm=MPI.COMM_SELF, quiet=True,
@@ -156,13 +156,20 @@ class WallTime:
         return self.outputs + self.checkpoints
 
 
+def step_penalty(ranks: int, available: int | None = None) -> float:
+    """Seconds each step of ``ranks`` ranks on ``available`` cores (default: :func:`cores`) loses
+    to oversubscription: 0 when they fit (module docstring)."""
+    available = available or cores()
+    return OVERSUBSCRIBED_STEP * ranks / available * (ranks - 1) if ranks > available else 0.0
+
+
 def estimate(costs: Costs, steps: int, outputs: int, ranks: int, checkpoint_every: float,
              available: int | None = None) -> WallTime:
     """The wall time of a run of ``steps`` steps and ``outputs`` outputs on ``ranks`` ranks of a
     machine with ``available`` cores (default: :func:`cores`), from costs measured on one process
     (module docstring)."""
     available = available or cores()
-    penalty = OVERSUBSCRIBED_STEP * ranks / available * (ranks - 1) if ranks > available else 0.0
+    penalty = step_penalty(ranks, available)
     stepping = steps * (costs.step / min(ranks, available) + penalty)
     writing = outputs * costs.output
     periodic = math.floor((costs.startup + stepping + writing) / checkpoint_every)
