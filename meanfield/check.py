@@ -6,7 +6,8 @@ nonlocal evaluator as the ``auto`` method would and estimates its cost with the 
 cost model (:func:`meanfield.nonlocal_field.auto.estimated_costs`), estimates the run's memory
 per rank (:mod:`meanfield.memory`; a run bigger than the available memory would be refused),
 lists the output times, and says which run directory would be used (or why it would be
-refused) and which files, of about what size, would be written there.  Nothing is written.
+refused) and which files, of about what size, would be written there.  Nothing is written
+(the short run that measures the costs writes into a temporary directory, then removes it).
 
 A generated mesh is counted, not built (a resolution far too large for the machine is
 reported at once); a mesh file is read.  For adaptive steps, a run of up to
@@ -193,7 +194,8 @@ class CheckReport:
             f"{times[0]:g}, {times[1]:g}, ..., {times[-1]:g}"
         step = f"{self.steps} steps of dt = {p.time.dt:g}" if p.time.dt is not None else self._adaptive()
         on_disk = sum(size for size in self.files.values() if size is not None)
-        lines = ["# summary (nothing was run or written)",
+        lines = ["# summary (nothing was written; a short run in a temporary directory measured the costs)"
+                 if not isinstance(self.costs, str) else "# summary (nothing was run or written)",
                  f"mesh:        {p.sphere} ({mesh}): {self.cells} cells, {self.vertices} vertices; "
                  f"scheme {p.scheme.kind}",
                  *([] if p.slices is None else

@@ -568,7 +568,7 @@ def _add_compare(sub) -> None:
 def _add_check(sub) -> None:
     p = sub.add_parser("check", help="what a run of a config would do: a summary (cells, ranks, steps, wall time "
                        "and memory per rank, outputs and their size on disk), the details, the resolved config; "
-                       "runs and writes nothing")
+                       "writes nothing (a short run into a temporary directory, removed, measures the costs)")
     p.add_argument("config", nargs="?", default=None, help="TOML config (default: the embedded S2 clustering case)")
     p.add_argument("--out", help="the run directory a run would use (default: output.dir or runs/<name>)")
     p.add_argument("--ranks", type=int, default=None,

@@ -155,7 +155,8 @@ class Progress:
         if self._bar is not None:
             self._bar.postfix[0] = t
             if sampled:
-                self._bar.postfix[2] = format_duration(self._done(now)[1])
+                eta = self._done(now)[1]
+                self._bar.postfix[2] = self._bar.format_interval(eta) if eta != float("inf") else "?"
             self._bar.update(t - self.t0 - self._bar.n)
         wall, steps, t_last = self._last
         if report and self.cadence.due(now - wall, self.steps - steps, (t - t_last) / self._span):
