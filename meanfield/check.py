@@ -42,6 +42,8 @@ EVALUATIONS_PER_STEP = 3
 #: Adaptive runs of up to this many cells are set up on one process to measure their initial
 #: step sizes (a level-7 icosphere, 327680 cells, takes about 5 s); larger ones are not estimated.
 ESTIMATE_CELLS = 400_000
+#: Seconds a step costs a cell at least, for choosing the probe's steps (a 20480-cell S^2 rotation: ~25 ms a step).
+STEP_COST_PER_CELL = 1e-6
 
 
 @dataclass(frozen=True)
@@ -453,24 +455,26 @@ def check_config(config: Config | dict | str | Path | None, overrides: list[str]
     if t.dt is None and small:
         estimate = StepEstimate.measure(problem)
         steps = estimate.steps
-    costs = _costs(config, estimate, fields, directory) if small else \
+    costs = _costs(config, estimate, fields, cells, directory) if small else \
         f"not measured (more than {ESTIMATE_CELLS} cells, or more memory than is available here)"
     return CheckReport(config, cells, vertices, fields, targets, sources, steps, t.output_times, directory, state,
                        memory_estimate, memory_state, _files(problem, cells, nv, len(t.output_times)), ranks,
                        estimate, costs)
 
 
-def _costs(config: Config, estimate: StepEstimate | None, fields: list[LayerField],
+def _costs(config: Config, estimate: StepEstimate | None, fields: list[LayerField], cells: int,
            directory: Path) -> walltime.Costs | str:
     """The run's costs measured by a probe run (:meth:`meanfield.walltime.Costs.measure`) of its
-    fixed step or its initial adaptive one, or why not."""
+    fixed step or its initial adaptive one, or why not.  The probe's steps are chosen from a
+    guess of their cost: the field's modelled cost, at least :data:`STEP_COST_PER_CELL` a cell."""
     problem = Problem(config)
     t = problem.time
     finite = [dt for dt in (estimate.dts if estimate else ()) if math.isfinite(dt)]
     dt = t.dt if t.dt is not None else min(finite) if finite else t.t_final / 1000
-    guess = evaluations_per_step(problem) * max((f.costs[f.evaluator] for f in fields), default=0.0)
+    field_cost = evaluations_per_step(problem) * max((f.costs[f.evaluator] for f in fields), default=0.0)
+    guess = max(field_cost, STEP_COST_PER_CELL * cells * (problem.slices or 1), 1e-3)
     try:
-        return walltime.Costs.measure(config, dt, max(guess, 1e-3), directory)
+        return walltime.Costs.measure(config, dt, guess, directory)
     except Exception as exc:  # noqa: BLE001 - the check goes on without the measured costs, saying why
         return f"not measured (a run of a few steps failed: {type(exc).__name__}: {exc})"
 

@@ -41,6 +41,8 @@ PROBE_OUTPUTS = 8
 PROBE_STEPPING = 0.5
 #: Most steps between two outputs of the probe.
 PROBE_STEPS_BETWEEN = 64
+#: Seconds after its first output at which the probe stops at its next output (a step guessed too cheap).
+PROBE_BUDGET = 5.0
 #: Seconds an oversubscribed step loses per rank beyond the first and per rank a core holds.
 #: Measured (2-core machine, load average ~9 from other jobs; s1-clustering to t = 10, 1089
 #: steps): 5.7 ms a step on 1 rank, 9.5 ms on 2, 38.1 ms on 4 ranks, where sharing the work
@@ -83,9 +85,10 @@ class Costs:
     def measure(cls, config: Config, dt: float, step_guess: float, near: Path) -> Costs:
         """Run ``config`` with fixed steps of ``dt / 100`` (``dt``: its step) on this process alone,
         :data:`PROBE_OUTPUTS` outputs with steps of about ``step_guess`` seconds between them for
-        :data:`PROBE_STEPPING` seconds in all, in a temporary directory beside ``near`` (the run
-        directory; the system's temporary folder where that cannot be written), and time its
-        parts.  Writes nothing that stays."""
+        :data:`PROBE_STEPPING` seconds in all (stopping at the first output :data:`PROBE_BUDGET`
+        seconds in), in a temporary directory beside ``near`` (the run directory; the system's
+        temporary folder where that cannot be written), and time its parts.  Writes nothing
+        that stays."""
         from mpi4py import MPI
 
         from ._fem import import_seconds
@@ -100,10 +103,14 @@ class Costs:
                             wall_limit=None)
         data["output"]["dir"] = None
         moments: list[float] = []  # after each output: the next comes a checkpoint, `between` steps and an output later
+
+        def timed(_) -> bool:
+            moments.append(time.perf_counter())
+            return len(moments) < 3 or moments[-1] - moments[0] < PROBE_BUDGET
+
         with tempfile.TemporaryDirectory(prefix=".meanfield-check-", dir=_writable_parent(near)) as folder:
             tic = time.perf_counter()
-            probe = run(data, out=Path(folder) / "probe", comm=MPI.COMM_SELF, quiet=True,
-                        callbacks=[lambda _: moments.append(time.perf_counter())])
+            probe = run(data, out=Path(folder) / "probe", comm=MPI.COMM_SELF, quiet=True, callbacks=[timed])
             wall = time.perf_counter() - tic
         timings, steps = probe.metadata["timings"], probe.metadata["steps"]["steps"]
         step = timings["time_stepping"] / max(steps, 1)
