@@ -100,6 +100,8 @@ def test_outputs_every_or_a_count_not_both(tmp_path, capsys):
     refused(tmp_path, capsys, CASE.format(dt=0.002, outputs=""), "time.outputs_every", "--set", "time.outputs=2",
             "--set", "time.outputs_every=0.05")
     refused(tmp_path, capsys, CASE.format(dt=0.002, outputs="outputs_every = 0.0"), "time.outputs_every")
+    refused(tmp_path, capsys, CASE.format(dt=0.002, outputs="outputs_every = 1e-7"), "time.outputs_every: 1e-07 "
+            "would make 2e+06 outputs")
     config = load_config(tmp_path / "case.toml", ["time.outputs=4"])  # no outputs key: the default count
     assert config.data["time"]["outputs_every"] is None
 
