@@ -16,13 +16,18 @@ from __future__ import annotations
 
 import importlib
 import os
+import time
 from types import ModuleType
 
 NO_SIGNAL_HANDLER = "-no_signal_handler"
 
 
+_IMPORT_SECONDS: list[float] = []  # how long this process's first call took
+
+
 def dolfinx() -> ModuleType:
     """Return the dolfinx module, importing ``dolfinx_solver`` first when installed."""
+    tic = time.perf_counter()
     options = os.environ.get("PETSC_OPTIONS", "")
     if NO_SIGNAL_HANDLER not in options.split():
         os.environ["PETSC_OPTIONS"] = f"{options} {NO_SIGNAL_HANDLER}".strip()
@@ -31,4 +36,13 @@ def dolfinx() -> ModuleType:
         importlib.import_module("dolfinx_solver")
     except ImportError:
         pass
-    return importlib.import_module("dolfinx")
+    module = importlib.import_module("dolfinx")
+    if not _IMPORT_SECONDS:
+        _IMPORT_SECONDS.append(time.perf_counter() - tic)
+    return module
+
+
+def import_seconds() -> float:
+    """Seconds this process took to import dolfinx (and MPI and PETSc) at its first :func:`dolfinx`."""
+    dolfinx()
+    return _IMPORT_SECONDS[0]

@@ -6,24 +6,29 @@ nonlocal evaluator as the ``auto`` method would and estimates its cost with the 
 cost model (:func:`meanfield.nonlocal_field.auto.estimated_costs`), estimates the run's memory
 per rank (:mod:`meanfield.memory`; a run bigger than the available memory would be refused),
 lists the output times, and says which run directory would be used (or why it would be
-refused) and which files, of about what size, would be written there.  Nothing is written.
+refused) and which files, of about what size, would be written there.  Nothing is written
+(the short run that measures the costs writes into a temporary directory, then removes it).
 
 A generated mesh is counted, not built (a resolution far too large for the machine is
 reported at once); a mesh file is read.  For adaptive steps, a run of up to
 :data:`ESTIMATE_CELLS` cells that fits in memory is set up on one process (as ``meanfield run``
 sets it up, a second or a few) to measure each layer's initial step size, from which the
-number of steps and the wall time are estimated (:class:`StepEstimate`).
+number of steps is estimated (:class:`StepEstimate`).  A short run of the config into a
+temporary directory then measures the cost of its start-up, steps, outputs and checkpoints here
+(:mod:`meanfield.walltime`), from which the wall time on the given ranks is estimated,
+oversubscription of the cores present included.
 """
 
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from . import memory
+from . import memory, walltime
 from .config import Config, load_config
 from .discretisation.registry import scheme_class
 from .memory import Estimate, MemoryEstimateError, cells_of, format_bytes, problem_estimate
@@ -37,6 +42,8 @@ EVALUATIONS_PER_STEP = 3
 #: Adaptive runs of up to this many cells are set up on one process to measure their initial
 #: step sizes (a level-7 icosphere, 327680 cells, takes about 5 s); larger ones are not estimated.
 ESTIMATE_CELLS = 400_000
+#: Seconds a step costs a cell at least, for choosing the probe's steps (a 20480-cell S^2 rotation: ~25 ms a step).
+STEP_COST_PER_CELL = 1e-6
 
 
 @dataclass(frozen=True)
@@ -158,6 +165,9 @@ class CheckReport:
         The initial step sizes behind an adaptive run's ``steps`` (``None`` for a fixed step,
         or where the run was too large to set up: more than :data:`ESTIMATE_CELLS` cells, or
         more memory than is available).
+    costs
+        The seconds of the run's start-up, one step, one output and one checkpoint, measured
+        on one process here (:class:`meanfield.walltime.Costs`), or why they were not.
     """
 
     config: Config
@@ -175,6 +185,7 @@ class CheckReport:
     files: dict[str, int | None] = field(default_factory=dict)
     ranks: int = 1
     estimate: StepEstimate | None = None
+    costs: walltime.Costs | str = "not measured"
 
     def format(self) -> str:
         """The report as text for the terminal: the summary, the details, then the resolved config."""
@@ -185,14 +196,15 @@ class CheckReport:
             f"{times[0]:g}, {times[1]:g}, ..., {times[-1]:g}"
         step = f"{self.steps} steps of dt = {p.time.dt:g}" if p.time.dt is not None else self._adaptive()
         on_disk = sum(size for size in self.files.values() if size is not None)
-        lines = ["# summary (nothing was run or written)",
+        lines = ["# summary (nothing was written; a short run in a temporary directory measured the costs)"
+                 if not isinstance(self.costs, str) else "# summary (nothing was run or written)",
                  f"mesh:        {p.sphere} ({mesh}): {self.cells} cells, {self.vertices} vertices; "
                  f"scheme {p.scheme.kind}",
                  *([] if p.slices is None else
                    [f"mask:        causal, M = {p.slices} position slices at s_k = (k + 1/2)/M (a density per slice; "
                     f"{p.slices} field evaluations per stage)"]),
                  f"ranks:       {self.ranks} (the estimates below are for {counted(self.ranks, 'rank')}; "
-                 "--ranks N for another count)",
+                 f"--ranks N for another count){self._oversubscribed()}",
                  f"time:        0 -> {p.time.t_final:g}, {step}",
                  f"wall time:   {self.wall_time()}",
                  f"memory:      {self.memory.format()}: {self.memory_state}",
@@ -200,6 +212,7 @@ class CheckReport:
                  f"run dir:     {self.directory} ({self.directory_state})",
                  "", "# details",
                  f"field:       {self._field()}",
+                 f"costs:       {self._costs()}",
                  "would write: " + ", ".join(name for name, size in self.files.items() if size is None)]
         lines += [f"             {name:<24} ~{format_bytes(size)}" for name, size in self.files.items()
                   if size is not None]
@@ -207,16 +220,77 @@ class CheckReport:
                   "hold)", self.config.to_toml().rstrip()]
         return "\n".join(lines)
 
+    def _step_counts(self) -> list[int]:
+        """The estimated steps, and the most steps where adaptive steps give a range."""
+        if self.steps is None:
+            return []
+        return [self.steps] if self.estimate is None or self.estimate.most_steps == self.steps else \
+            [self.steps, self.estimate.most_steps]
+
+    def wall_times(self) -> list[walltime.WallTime]:
+        """The run's wall time on :attr:`ranks` ranks from the measured costs, at each of
+        :meth:`_step_counts` (empty where not measured)."""
+        if isinstance(self.costs, str):
+            return []
+        every = self.config.data["output"]["checkpoint_every"]
+        return [walltime.estimate(self.costs, steps, len(self.output_times), self.ranks, every)
+                for steps in self._step_counts()]
+
+    def output_warning(self) -> str | None:
+        """One line when the outputs and checkpoints would cost more than the time stepping (at
+        the most steps estimated), else ``None``."""
+        times = self.wall_times()
+        if not times or times[-1].writing <= times[-1].stepping:
+            return None
+        last = times[-1]
+        return (f"warning: writing {counted(len(self.output_times), 'output')} and their checkpoints would take "
+                f"~{_seconds(last.writing)}, more than the time stepping (~{_seconds(last.stepping)} at most): "
+                "fewer outputs (a larger time.outputs_every, or a smaller time.outputs) would shorten the run")
+
     def wall_time(self) -> str:
+        """The run's wall time on :attr:`ranks` ranks, as text: from the measured costs, else the
+        modelled cost of the nonlocal field alone."""
+        times = self.wall_times()
+        if times:
+            total = " to ".join(f"~{_seconds(w.total)}" for w in times)
+            stepping = " to ".join(_seconds(w.stepping) for w in times)
+            steps = " to ".join(str(n) for n in self._step_counts())
+            last = times[-1]
+            periodic = f" and {_seconds(last.checkpoints)} for {counted(last.checkpoints_count, 'more checkpoint')}" \
+                if last.checkpoints_count else ""
+            return (f"{total}: start-up {_seconds(last.startup)}, time stepping {stepping} ({steps} steps), "
+                    f"{counted(len(self.output_times), 'output')} with a checkpoint each {_seconds(last.outputs)}"
+                    f"{periodic}; from the costs measured here (costs below)")
+        return self._field_time()
+
+    def _oversubscribed(self) -> str:
+        """What the ranks do on this machine's cores, when they are more."""
+        here = walltime.cores()
+        if self.ranks <= here:
+            return ""
+        return (f"; more than the {counted(here, 'core')} here: on this machine the ranks would take turns "
+                f"(oversubscribed), each step ~{_seconds(walltime.step_penalty(self.ranks, here))} slower as they "
+                "wait for each other")
+
+    def _costs(self) -> str:
+        if isinstance(self.costs, str):
+            return self.costs
+        c = self.costs
+        load = f", load average {os.getloadavg()[0]:.3g} on {counted(walltime.cores(), 'core')}" \
+            if hasattr(os, "getloadavg") else ""
+        return (f"measured on one process here (a run of {walltime.PROBE_OUTPUTS} outputs into a temporary directory"
+                f"{load}): "
+                f"start-up {_seconds(c.startup)}, a step {_seconds(c.step)}, an output and its checkpoint "
+                f"{_seconds(c.output)}, a checkpoint {_seconds(c.checkpoint)}")
+
+    def _field_time(self) -> str:
         """The modelled wall time of the run's nonlocal field on :attr:`ranks` ranks, as text."""
         if not self.fields:
             return "not modelled (no nonlocal field: the run is cheap per step)"
         if self.steps is None:
             return "not estimated (adaptive steps, not counted before the run); the modelled cost per step is " \
                    "under field below"
-        counts = [self.steps] if self.estimate is None or self.estimate.most_steps == self.steps else \
-            [self.steps, self.estimate.most_steps]
-        seconds = [self._field_seconds(steps) for steps in counts]
+        seconds = [self._field_seconds(steps) for steps in self._step_counts()]
         shown = " to ".join(f"~{_seconds(s / self.ranks)}" for s in seconds)
         one_core = " to ".join(_seconds(s) for s in seconds)
         basis = "" if self.estimate is None else " for the estimated steps"
@@ -377,10 +451,30 @@ def check_config(config: Config | dict | str | Path | None, overrides: list[str]
     except RunDirectoryError as exc:
         state = f"a run would be refused: {exc}"
     memory_estimate, memory_state = _memory(problem, cells, ranks)
-    if t.dt is None and cells <= ESTIMATE_CELLS and _fits(_estimate(problem, cells, 1), 1):
+    small = cells <= ESTIMATE_CELLS and _fits(_estimate(problem, cells, 1), 1)
+    if t.dt is None and small:
         estimate = StepEstimate.measure(problem)
         steps = estimate.steps
+    costs = _costs(config, estimate, fields, cells, directory) if small else \
+        f"not measured (more than {ESTIMATE_CELLS} cells, or more memory than is available here)"
     return CheckReport(config, cells, vertices, fields, targets, sources, steps, t.output_times, directory, state,
                        memory_estimate, memory_state, _files(problem, cells, nv, len(t.output_times)), ranks,
-                       estimate)
+                       estimate, costs)
+
+
+def _costs(config: Config, estimate: StepEstimate | None, fields: list[LayerField], cells: int,
+           directory: Path) -> walltime.Costs | str:
+    """The run's costs measured by a probe run (:meth:`meanfield.walltime.Costs.measure`) of its
+    fixed step or its initial adaptive one, or why not.  The probe's steps are chosen from a
+    guess of their cost: the field's modelled cost, at least :data:`STEP_COST_PER_CELL` a cell."""
+    problem = Problem(config)
+    t = problem.time
+    finite = [dt for dt in (estimate.dts if estimate else ()) if math.isfinite(dt)]
+    dt = t.dt if t.dt is not None else min(finite) if finite else t.t_final / 1000
+    field_cost = evaluations_per_step(problem) * max((f.costs[f.evaluator] for f in fields), default=0.0)
+    guess = max(field_cost, STEP_COST_PER_CELL * cells * (problem.slices or 1), 1e-3)
+    try:
+        return walltime.Costs.measure(config, dt, guess, directory)
+    except Exception as exc:  # noqa: BLE001 - the check goes on without the measured costs, saying why
+        return f"not measured (a run of a few steps failed: {type(exc).__name__}: {exc})"
 

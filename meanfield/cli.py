@@ -269,7 +269,15 @@ def _cmd_check(args: argparse.Namespace) -> None:
     if ranks < 1:
         raise ConfigError(f"--ranks: must be a positive integer, got {ranks}")
     dolfinx()  # collective (PETSc starts): rank 0 alone may set a run up to measure its first steps
-    _echo(on_root(MPI.COMM_WORLD, lambda: check_config(args.config, args.set, out=args.out, ranks=ranks).format()))
+
+    def check() -> tuple[str, str | None]:
+        report = check_config(args.config, args.set, out=args.out, ranks=ranks)
+        return report.format(), report.output_warning()
+
+    text, warning = on_root(MPI.COMM_WORLD, check)
+    if warning:
+        _error(warning)
+    _echo(text)
 
 
 def _cmd_plot(args: argparse.Namespace) -> None:
@@ -634,7 +642,7 @@ def _add_compare(sub) -> None:
 def _add_check(sub) -> None:
     p = sub.add_parser("check", help="what a run of a config would do: a summary (cells, ranks, steps, wall time "
                        "and memory per rank, outputs and their size on disk), the details, the resolved config; "
-                       "runs and writes nothing")
+                       "writes nothing (a short run into a temporary directory, removed, measures the costs)")
     p.add_argument("config", nargs="?", default=None, help="TOML config (default: the embedded S2 clustering case)")
     p.add_argument("--out", help="the run directory a run would use (default: output.dir or runs/<name>)")
     p.add_argument("--ranks", type=int, default=None,

@@ -15,6 +15,7 @@ steps, and a kernel concentration ``beta ||Q^T K||_2`` of at most :data:`KAPPA_M
 from __future__ import annotations
 
 import copy
+import math
 import re
 import tomllib
 from collections.abc import Callable, Mapping
@@ -40,6 +41,10 @@ class ConfigError(ValueError):
 
 #: Most output times a run may ask for (each one is a file and a row).
 MAX_OUTPUTS = 100_000
+#: Output intervals of a run that sets neither ``time.outputs`` nor ``time.outputs_every``.
+DEFAULT_OUTPUTS = 20
+#: The two ways of setting the output times, of which a config gives at most one.
+OUTPUT_KEYS = ("outputs", "outputs_every")
 #: Most time steps a fixed step (``time.dt``, ``particles.dt``) may imply.
 MAX_STEPS = 100_000_000
 #: Largest kernel concentration ``beta ||Q_h^T K_h||_2`` (beyond it the kernel is a Dirac in
@@ -148,7 +153,10 @@ SCHEMA: dict[str, dict[str, tuple[Any, Callable[[Any], bool], str]]] = {
     "time": {
         "t_final": (10.0, _positive, "a number > 0"),
         "cfl": (0.5, lambda v: _positive(v) and v <= 1, "a number in (0, 1]"),
-        "outputs": (20, _outputs, f"a positive count or a non-empty list of times (at most {MAX_OUTPUTS})"),
+        "outputs": (None, _optional(_outputs), f"a positive count or a non-empty list of times (at most {MAX_OUTPUTS}; "
+                                               f"default {DEFAULT_OUTPUTS} unless time.outputs_every is given)"),
+        "outputs_every": (None, _optional(_positive), "a model-time interval > 0 between outputs (instead of "
+                                                      "time.outputs)"),
         "dt": (None, _optional(_positive), "a fixed time step > 0 (default: adaptive)"),
         "dt_max": (None, _optional(_positive), "an upper bound > 0 of the adaptive time step"),
         "wall_limit": (None, _optional(_positive),
@@ -332,6 +340,9 @@ def _apply_overrides(data: dict, overrides: list[str]) -> None:
     kinds = [value for keys, value in parsed if keys == ["initial", "kind"]]
     if kinds and kinds[-1] != data["initial"].get("kind"):
         data["initial"] = {"kind": kinds[-1]}
+    set_here = {keys[1] for keys, _ in parsed if len(keys) == 2 and keys[0] == "time" and keys[1] in OUTPUT_KEYS}
+    if len(set_here) == 1 and isinstance(data.get("time"), dict):  # one way of setting the outputs replaces the other
+        data["time"][next(key for key in OUTPUT_KEYS if key not in set_here)] = None
     for keys, value in parsed:
         table = data
         for i, k in enumerate(keys[:-1]):
@@ -420,6 +431,15 @@ def _resolve(data: dict, base_dir: Path | None, default_name: str) -> None:
             raise ConfigError(f"mesh.file: no such file: {mesh['file']}")
         mesh["file"] = str(path)
     time = data["time"]
+    if time["outputs"] is not None and time["outputs_every"] is not None:
+        raise ConfigError("time.outputs_every: give time.outputs (a count or a list of times) or time.outputs_every "
+                          "(an interval), not both")
+    if time["outputs_every"] is not None and time["t_final"] / time["outputs_every"] > MAX_OUTPUTS:
+        raise ConfigError(f"time.outputs_every: {time['outputs_every']:g} would make "
+                          f"{time['t_final'] / time['outputs_every']:.3g} outputs to t_final = {time['t_final']:g} "
+                          f"(at most {MAX_OUTPUTS})")
+    if time["outputs"] is None and time["outputs_every"] is None:
+        time["outputs"] = DEFAULT_OUTPUTS
     times = time["outputs"]
     if isinstance(times, list) and any(not 0 <= t <= time["t_final"] for t in times):
         raise ConfigError(f"time.outputs: times must lie in [0, t_final], got {times}")
@@ -431,9 +451,14 @@ def _resolve(data: dict, base_dir: Path | None, default_name: str) -> None:
 
 
 def output_times(time: Mapping[str, Any]) -> np.ndarray:
-    """Sorted output times of a validated ``[time]`` section, always including 0 and t_final."""
-    out = time["outputs"]
-    times = np.linspace(0.0, time["t_final"], out + 1) if isinstance(out, int) else np.asarray(out, float)
+    """Sorted output times of a validated ``[time]`` section, always including 0 and t_final:
+    ``outputs`` equal intervals or the listed times, or every ``outputs_every`` from 0."""
+    out, every, t_final = time["outputs"], time.get("outputs_every"), time["t_final"]
+    if every is not None:
+        times = every * np.arange(math.floor(t_final / every * (1 + 1e-12)) + 1)
+        times = times[times < t_final * (1 - 1e-12)]  # t_final itself is added below, not a step short of it
+    else:
+        times = np.linspace(0.0, t_final, out + 1) if isinstance(out, int) else np.asarray(out, float)
     return np.unique(np.concatenate([[0.0], times, [time["t_final"]]]))
 
 

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from .collective import everywhere, on_root
-from .config import Config, ConfigError, check_schedule_end, load_config, parse_override
+from .config import Config, ConfigError, check_schedule_end, load_config, output_times, parse_override
 from .problem import Problem
 from .runner import layout
 from .runner.callbacks import Callback
@@ -136,7 +136,9 @@ def plan_resume(path: Path, t_final: float | None = None, overrides: list[str] |
     if not np.array_equal(times[: checkpoint.next_output], checkpoint.output_times[: checkpoint.next_output]):
         raise ConfigError("--t-final: the new output times would change outputs already written")
     data = copy.deepcopy(config.data)
-    data["time"]["t_final"], data["time"]["outputs"] = new_final, _outputs_setting(times)
+    data["time"]["t_final"] = new_final
+    if data["time"]["outputs_every"] is None or not np.array_equal(output_times(data["time"]), times):
+        data["time"]["outputs"], data["time"]["outputs_every"] = _outputs_setting(times), None
     check_schedule_end(data)
     return {"config": data, "source": str(path / layout.CONFIG), "kind": kind, "rebuild_metadata": rebuild,
             "checkpoint": {"t": checkpoint.t, "next_output": checkpoint.next_output}}

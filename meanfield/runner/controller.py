@@ -23,7 +23,11 @@ After each output rank 0 calls the Python API's callbacks (:mod:`meanfield.runne
 one that asks to stop ends the loop after that output's checkpoint, with status ``completed``
 and ``stopped_early`` in metadata.json.
 
-A checkpoint is also written after every output.  A step whose size has collapsed (more
+A checkpoint is also written after every output.  Once a tenth of the model time has passed
+(and :data:`WRITING_CHECKED_AFTER` outputs), rank 0 warns, once, when the outputs and their
+checkpoints have so far taken more than :data:`WRITING_DOMINATES` times as long as the steps:
+fewer outputs would shorten the run.  (The margin allows for the steps of a clustering run
+shrinking later.)  A step whose size has collapsed (more
 than :data:`~meanfield.config.MAX_STEPS` steps would be needed to finish) fails the run.
 An error raised on one rank alone inside a step (not one of the errors every rank raises
 together) cannot be reported collectively: that rank records the failure in
@@ -58,6 +62,10 @@ T = TypeVar("T")
 WALL_LIMIT_EXIT = 3
 #: Relative tolerance in model time for "the loop has reached an output time".
 TIME_TOL = 1e-12
+#: Outputs written before the run judges whether writing dominates its cost.
+WRITING_CHECKED_AFTER = 4
+#: How many times the steps' wall time the outputs and checkpoints must take for the run to warn.
+WRITING_DOMINATES = 2.0
 
 
 class RunInterrupted(Exception):
@@ -149,6 +157,7 @@ class Controller:
         self._committed = False
         self._progress: Progress | None = None
         self._stopped: dict[str, Any] | None = None
+        self._writing_checked = False
 
     # -- the loop ----------------------------------------------------------------------------
     def run(self, next_output: int = 0) -> None:
@@ -283,6 +292,7 @@ class Controller:
         on_root(self.comm, write)
         self.timings["output"] += self.clock() - tic
         log.info("t = %-10.6g %s  %s", t, self._progress.line() if self._progress else "", _summary(row))
+        self._check_writing(k)
         callbacks = self.options.callbacks
         if callbacks:
             state = OutputState(k, t, row, snapshot or {}, self.path)
@@ -290,6 +300,19 @@ class Controller:
             if reason is not None:
                 self._stopped = {"t": t, "reason": reason}
                 log.info("stopped early at t = %.6g: %s", t, reason)
+
+    def _check_writing(self, k: int) -> None:
+        """Warn once (rank 0) when writing has dominated the run's cost (module docstring)."""
+        progress = self._progress
+        if self._writing_checked or progress is None or k + 1 < WRITING_CHECKED_AFTER or \
+                self.sim.t - progress.t0 < (progress.t_end - progress.t0) / 10:
+            return
+        self._writing_checked = True
+        writing, stepping = self.timings["output"] + self.timings["checkpoint"], self.timings["time_stepping"]
+        if self.comm.rank == 0 and writing > WRITING_DOMINATES * stepping:
+            log.warning("warning: the outputs and their checkpoints took %.3g s so far, the steps %.3g s: writing "
+                        "dominates this run's cost; fewer outputs (time.outputs_every, time.outputs) would shorten "
+                        "such runs", writing, stepping)
 
     def _checkpoint(self, next_output: int) -> None:
         sim = self.sim

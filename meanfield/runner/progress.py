@@ -6,6 +6,10 @@ On a terminal a progress bar advances in model time, and log lines are printed a
 wall time, ETA) go to run.log, and to the terminal when there is no bar (a batch job's output
 file), at the cadence of ``[output] log_every`` (:class:`Cadence`): by default at every tenth
 of the run's model time and every :data:`REPORT_EVERY` seconds between.
+
+The estimated time left (:func:`time_left`) follows the recent pace and its trend, not the
+average pace so far: as clusters form, attention speeds up and the step shrinks, so each unit
+of model time costs more wall time than the last.
 """
 
 from __future__ import annotations
@@ -13,10 +17,12 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 
 log = logging.getLogger("meanfield")
 
@@ -24,6 +30,8 @@ log = logging.getLogger("meanfield")
 REPORT_EVERY = 60.0
 #: The share of the model time between two progress lines by default.
 REPORT_SHARE = 0.1
+#: Model-time samples of the progress kept per segment (one each 1/SAMPLES of its span) for the ETA.
+SAMPLES = 512
 #: ``extra=FILE_ONLY`` keeps a record out of the terminal (the caller reports it there itself).
 FILE_ONLY = {"file_only": True}
 
@@ -122,13 +130,14 @@ class Progress:
         self.cadence = cadence or Cadence()
         self._start = time.perf_counter()
         self._last = (self._start, 0, t0)  # wall time, steps and model time at the last line
+        self._times, self._walls = [t0], [0.0]  # the progress history (model time, wall seconds) for the ETA
         self._bar = None
         if self.active and not quiet and sys.stderr.isatty():
             from tqdm import tqdm
 
             self._bar = tqdm(total=t_end - t0, unit="t", file=sys.stderr, leave=False,
                              bar_format="{l_bar}{bar}| t={postfix[0]:.4g}/{postfix[1]:.4g} "
-                                        "[{elapsed}<{remaining}]", postfix=[t0, t_end])
+                                        "[{elapsed}<{postfix[2]}]", postfix=[t0, t_end, "?"])
 
     def update(self, t: float, dt: float, report: bool = True, note: str = "") -> None:
         """One step was taken; the model time is now ``t``.  ``report``: a progress line may be
@@ -138,10 +147,17 @@ class Progress:
         self.t, self.dt = t, dt
         if not self.active:
             return
+        now = time.perf_counter()
+        sampled = t - self._times[-1] >= self._span / SAMPLES
+        if sampled:
+            self._times.append(t)
+            self._walls.append(now - self._start)
         if self._bar is not None:
             self._bar.postfix[0] = t
+            if sampled:
+                eta = self._done(now)[1]
+                self._bar.postfix[2] = self._bar.format_interval(eta) if eta != float("inf") else "?"
             self._bar.update(t - self.t0 - self._bar.n)
-        now = time.perf_counter()
         wall, steps, t_last = self._last
         if report and self.cadence.due(now - wall, self.steps - steps, (t - t_last) / self._span):
             self._last = (now, self.steps, t)
@@ -155,9 +171,12 @@ class Progress:
         return max(self.t_end - self.t0, 1e-300)
 
     def _done(self, now: float) -> tuple[float, float]:
-        """The share of the segment's model time done, and the seconds still to go at the pace so far."""
+        """The share of the segment's model time done, and the seconds still to go (:func:`time_left`)."""
         done = (self.t - self.t0) / self._span
-        return done, (now - self._start) * (1.0 - done) / done if done > 0 else float("inf")
+        times, walls = self._times, self._walls
+        if self.t > times[-1]:
+            times, walls = [*times, self.t], [*walls, now - self._start]
+        return done, time_left(times, walls, self.t_end)
 
     def state(self) -> dict[str, float | int | str | None]:
         """Where the segment stands, for metadata.json: t, steps, last dt, wall seconds, ETA."""
@@ -181,6 +200,35 @@ class Progress:
     def close(self) -> None:
         if self._bar is not None:
             self._bar.close()
+
+
+def time_left(times: Sequence[float], walls: Sequence[float], t_end: float) -> float:
+    """Wall seconds still to go to ``t_end``, from the progress so far: model times ``times``
+    reached at wall seconds ``walls`` (increasing, from the segment's start).
+
+    The pace (wall seconds per unit of model time) is read from the recent half of the model
+    time covered, as the slope of a quadratic fitted to wall time against model time there:
+    its value now and its trend.  A pace that grows (the step shrinking as clusters form) is
+    taken to go on growing at that rate for as long again as the run has gone so far, and then
+    to stay; a steady or falling pace is taken to stay as it is now.  ``inf`` before any
+    progress.
+    """
+    t, w = np.asarray(times, float), np.asarray(walls, float)
+    t0, now = t[0], t[-1]
+    if now <= t0:
+        return float("inf")
+    remaining = max(t_end - now, 0.0)
+    recent = t >= t0 + (now - t0) / 2
+    if np.count_nonzero(recent) < 4:
+        return (w[-1] - w[0]) / (now - t0) * remaining
+    x, y = t[recent] - now, w[recent]
+    curvature, pace, _ = np.polyfit(x, y, 2)  # y ~ c + pace x + curvature x**2
+    if pace <= 0:  # noise: the recent average pace, from a straight line
+        pace = max(float(np.polyfit(x, y, 1)[0]), 0.0)
+    if curvature <= 0 or pace <= 0:  # a steady or falling pace: as it is now
+        return float(pace * remaining)
+    growing = min(remaining, now - t0)
+    return float(pace * growing + curvature * growing**2 + (pace + 2 * curvature * growing) * (remaining - growing))
 
 
 def format_duration(seconds: float) -> str:
