@@ -289,8 +289,8 @@ def test_validate_a_draw_the_tokens_converge_at_the_mean_field_rate(tmp_path):
 
     cfg = case(random={"layers": 4, "eta": 0.25, "heads": 2, "seed": 7},
                mesh={"resolution": 512}, time={"outputs": 1}, **{"nonlocal": {"method": "fast"}})
-    result = validate(cfg, ns=[100, 400, 1600], seeds=3, out=tmp_path / "v", refine=False, comm=MPI.COMM_SELF,
-                      quiet=True)
+    result = validate(cfg, ns=[100, 400, 1600, 6400], seeds=8, out=tmp_path / "v", refine=False,
+                      comm=MPI.COMM_SELF, quiet=True)
     summary = {s["metric"]: s for s in result.summary}
-    for metric in ("mean_error", "w1"):
-        assert -0.75 < summary[metric]["slope_rms"] < -0.3, (metric, summary[metric])
+    for metric in ("mean_error", "w1", "mmd"):  # measured -0.52, -0.51, -0.50
+        assert -0.7 < summary[metric]["slope_rms"] < -0.35, (metric, summary[metric])
