@@ -207,6 +207,8 @@ def test_resume_reads_the_weights_back_and_continues_exactly(tmp_path):
                                 out=tmp_path / name, comm=MPI.COMM_SELF, quiet=True)
     resumed = meanfield.resume(tmp_path / "half", t_final=1.0, comm=MPI.COMM_SELF, quiet=True)
     assert np.array_equal(resumed.times, whole.times) and np.array_equal(resumed.points, whole.points)
+    with pytest.raises(ConfigError, match="model.random.seed: cannot change on resume"):
+        meanfield.resume(tmp_path / "stopped", t_final=1.0, overrides=["model.random.seed=9"], comm=MPI.COMM_SELF)
     with np.load(tmp_path / "stopped" / "weights.npz") as data:
         weights = {k: data[k].copy() for k in data.files}
     weights["V"][2:] = 0.0
