@@ -175,6 +175,7 @@ def test_the_residual_update_and_the_flow_agree_to_second_order_per_layer():
 
 
 # -- runs: both sides, resume, ranks ---------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("sphere, scheme", [("S1", "fv"), ("S2", "dg1")])
 def test_the_pde_and_the_tokens_take_bit_identical_weights(tmp_path, sphere, scheme):
     """``meanfield run`` and ``meanfield particles`` of one config write the same weights.npz, and
@@ -197,6 +198,7 @@ def test_the_pde_and_the_tokens_take_bit_identical_weights(tmp_path, sphere, sch
     assert not np.array_equal(Problem(other).random_weights().V, pde["V"])
 
 
+@pytest.mark.slow
 def test_resume_reads_the_weights_back_and_continues_exactly(tmp_path):
     """A run stopped after two of four layers and resumed equals the run in one go; resumed with
     V = 0 in its weights file for the layers left, the tokens stop: the weights are read, not drawn."""
