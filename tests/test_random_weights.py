@@ -298,3 +298,14 @@ def test_validate_a_draw_the_tokens_converge_at_the_mean_field_rate(tmp_path):
     summary = {s["metric"]: s for s in result.summary}
     for metric in ("mean_error", "w1", "mmd"):  # measured -0.52, -0.51, -0.50
         assert -0.7 < summary[metric]["slope_rms"] < -0.35, (metric, summary[metric])
+
+
+def test_check_names_the_weights_file(tmp_path, capsys):
+    from meanfield.cli import main
+
+    cfg = tmp_path / "case.toml"
+    cfg.write_text(toml())
+    assert main(["check", str(cfg), "--out", str(tmp_path / "out")]) == 0
+    line = next(line for line in capsys.readouterr().out.splitlines() if "weights.npz" in line)
+    assert "~768 B" in line, line  # 4 layers x 2 heads x 3 matrices x 2 x 2 entries x 8 bytes
+    assert not (tmp_path / "out").exists()
