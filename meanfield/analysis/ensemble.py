@@ -169,7 +169,8 @@ def write_ensemble(table: pandas.DataFrame, over: str, out: str | Path, *, overw
 def plot_ensemble(table: pandas.DataFrame, over: str, path: str | Path,
                   observables: tuple[str, ...] = ("order", "energy")) -> Path:
     """The members (thin lines), their mean and mean +- one standard deviation (band) of each
-    observable against t, one panel per observable and one colour per group; written to ``path``."""
+    observable against t, one panel per observable and one colour per group (an energy that
+    spans more than two decades on a log scale); written to ``path``."""
     from matplotlib.figure import Figure
 
     keys = group_columns(table, over)
@@ -190,6 +191,9 @@ def plot_ensemble(table: pandas.DataFrame, over: str, path: str | Path,
             ax.fill_between(t, stats["mean"] - stats["std"], stats["mean"] + stats["std"], color=f"C{colour}",
                             alpha=0.2)
     for ax, name in zip(axes, present):
+        values = table[name].to_numpy(float)
+        if name == "energy" and np.nanmin(values) > 0 and np.nanmax(values) > 100 * np.nanmin(values):
+            ax.set_yscale("log")  # the energy of each layer's own kernel: e^{beta <Qx, Ky>} spans decades
         ax.set_xlabel("t (depth)")
         ax.set_title(f"{name}: members, mean \N{PLUS-MINUS SIGN} std over {over}", fontsize=9)
     axes[0].legend(fontsize=7)
