@@ -31,7 +31,7 @@ from .layers import ATTENTION_SETTINGS, LayerSchedule
 from .mesh import SPHERES
 from .model import ModelError, did_you_mean
 from .nonlocal_field.select import DEFAULT_TOL, METHODS
-from .random_weights import RandomLayers
+from .random_weights import DrawnWeights, RandomLayers
 from .trackers import Trackers
 
 
@@ -501,8 +501,9 @@ def _check_models(config: Config) -> None:
 
 
 def _check_random(data: dict) -> None:
-    """A ``[model.random]`` schedule: its law, no written-out weights beside it, t_final within its depth.
-    The weights themselves are drawn (or read) by :class:`meanfield.problem.Problem`."""
+    """A ``[model.random]`` schedule: its law, its weights file (if any) of the law's shapes, no
+    written-out weights beside it, t_final within its depth.  The weights themselves are drawn
+    (or read) by :class:`meanfield.problem.Problem`."""
     m = data["model"]
     if m["velocity"] != "attention":
         raise ConfigError("model.random: needs model.velocity = 'attention'")
@@ -510,7 +511,9 @@ def _check_random(data: dict) -> None:
         if m[key] is not None:
             raise ConfigError(f"model.{key}: give either model.random (drawn weights) or model.{key}, not both")
     try:
-        RandomLayers.build(m["random"])
+        law = RandomLayers.build(m["random"])
+        if law.weights is not None:  # a weights file that does not fit the law is refused before any run
+            DrawnWeights.read(law.weights, law, particle_dimension(data))
         make_initial_density(data["initial"], particle_dimension(data), causal=m["mask"] == "causal")
     except (ModelError, InitialDensityError) as exc:
         raise ConfigError(str(exc)) from None

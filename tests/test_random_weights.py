@@ -99,6 +99,13 @@ def test_bad_random_keys_are_refused(tmp_path, capsys, random, extra, field):
     refused(tmp_path, capsys, toml(random, extra), field)
 
 
+def test_a_weights_file_of_other_shapes_is_refused(tmp_path, capsys):
+    law = RandomLayers(layers=3, eta=0.25, heads=2)
+    np.savez(tmp_path / "w.npz", **law.draw(2).arrays())  # 3 layers, the config asks for 4
+    refused(tmp_path, capsys, toml("layers = 4\neta = 0.25\nheads = 2\nweights = \"w.npz\"\n"),
+            "model.random.weights: ")
+
+
 def test_bad_residual_and_dimension_settings_are_refused(tmp_path, capsys):
     residual = toml() + '[particles]\nn = 10\nintegrator = "residual"\n'
     refused(tmp_path, capsys, residual.replace("outputs = 4", "outputs = 3"), "time.outputs", command="particles")
