@@ -46,6 +46,7 @@ PICTURES: dict[str, tuple[list[str], str]] = {
     "s2-rotation": (["mesh.resolution=4", "time.t_final=1.5707963267948966"], "density_final.png"),
     "s2-trained-looking": ([], "density_final.png"),
     "s2-transformer": ([], "density_final.png"),
+    "s2-random-init": ([], "density_final.png"),
     "s1-causal": ([], "positions.png"),
     "s2-causal": ([], "position_clusters.png"),
 }

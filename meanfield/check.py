@@ -375,6 +375,10 @@ def _files(problem: Problem, cells: int, nv: int, outputs: int) -> dict[str, int
             files[layout.PARAVIEW_DG1] = None
         files[layout.PARAVIEW_SCRIPT] = None
     files[layout.MESH] = 8 * cells * (2 * nv + 2)
+    law = problem.random
+    if law is not None:  # Q, K, V per layer and head; W, A, b per layer
+        d, m = problem.particles.d, law.ffn_width
+        files[layout.WEIGHTS] = 8 * law.layers * (3 * law.heads * d * d + m * (2 * d + 1))
     files[layout.CHECKPOINT] = files[layout.CHECKPOINT_PREVIOUS] = 8 * cells * slices * (nv if dg1 else 1)
     files[f"{layout.SNAPSHOTS}/NNNN.npz x {outputs}"] = outputs * per_output
     files[layout.RUN_FILE] = outputs * per_output + 8 * cells * (8 + nv)

@@ -15,9 +15,10 @@
                        [--overwrite] [--quiet]
     meanfield longtime CONFIG [--betas 4,6,9] [--n N] [--t-final T] [--run RUN_DIR] [--delta D] [--out DIR]
                        [--no-plots] [--overwrite] [--quiet]
-    meanfield sweep CONFIG --grid section.key=v1,v2,... [--grid ...] [--seeds N] [--particles [--n N]]
+    meanfield sweep CONFIG --grid section.key=v1,v2,... [--grid ...] [--seeds N] [--draws N] [--particles [--n N]]
                     [--out DIR] [--array-index I] [--dry-run] [--set ...] [--overwrite] [--quiet]
-    meanfield collect DIR... -o TABLE.csv|TABLE.nc [--final] [--densities] [--overwrite] [--quiet]
+    meanfield collect DIR... -o TABLE.csv|TABLE.nc [--final] [--densities] [--ensemble KEY [--plot FILE]]
+                      [--overwrite] [--quiet]
     meanfield compare RUN_A RUN_B [-o TABLE.csv] [--overwrite] [--quiet]
     meanfield check [CONFIG] [--out DIR] [--ranks N] [--set section.key=value ...]
     meanfield plot RUN_DIR [--out DIR] [--format png|pdf|svg] [--no-movie] [--log|--linear] [--times T1,T2,...]
@@ -198,7 +199,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     if args.n is not None and not args.particles:
         raise ConfigError("--n: the number of tokens of particle sweeps (--particles)")
     overrides = args.set + ([f"particles.n={args.n}"] if args.n is not None else [])
-    result = sweep(args.config, args.grid, seeds=args.seeds, particles=args.particles, out=args.out,
+    result = sweep(args.config, args.grid, seeds=args.seeds, draws=args.draws, particles=args.particles, out=args.out,
                    array_index=_array_index(args), dry_run=args.dry_run, overrides=overrides, quiet=args.quiet,
                    overwrite=args.overwrite)
     _echo(f"sweep {result.path}: {counted(len(result.points), 'point')} (job array: sbatch "
@@ -216,6 +217,10 @@ def _cmd_collect(args: argparse.Namespace) -> None:
     from .analysis.collect import check_densities_output, check_table_output, collect, parameters, write_table
     from .analysis.phase import check_picture, picture_path, write_clusters_figure
     from .collective import on_root
+
+    if args.ensemble is not None or args.plot is not None:
+        _echo(on_root(MPI.COMM_WORLD, lambda: _collect_ensemble(args)))
+        return
 
     def work() -> str:
         check_table_output(args.output, overwrite=args.overwrite)  # before reading the runs
@@ -235,6 +240,25 @@ def _cmd_collect(args: argparse.Namespace) -> None:
         return done
 
     _echo(on_root(MPI.COMM_WORLD, work))
+
+
+def _collect_ensemble(args: argparse.Namespace) -> str:
+    """``collect --ensemble KEY [--plot FILE]``: the members' mean and spread per group and time."""
+    from .analysis.collect import check_densities_output, check_table_output, collect
+    from .analysis.ensemble import check_plot_output, plot_ensemble, write_ensemble
+    from .config import ConfigError
+
+    if args.ensemble is None:
+        raise ConfigError("--plot: pictures the members of an ensemble; give --ensemble KEY")
+    check_table_output(args.output, overwrite=args.overwrite)  # before reading the runs
+    if args.densities:
+        check_densities_output(args.output)
+    if args.plot is not None:
+        check_plot_output(args.plot, overwrite=args.overwrite)
+    table = collect(args.dirs, final=args.final)
+    reduced = write_ensemble(table, args.ensemble, args.output, overwrite=args.overwrite, densities=args.densities)
+    line = f"wrote {args.output}: {counted(len(reduced), 'row')} over {counted(table['run'].nunique(), 'run')}"
+    return line + (f"; {plot_ensemble(table, args.ensemble, args.plot)}" if args.plot is not None else "")
 
 
 def _cmd_compare(args: argparse.Namespace) -> None:
@@ -599,6 +623,9 @@ def _add_sweep(sub) -> None:
                    help="values of one config key (TOML values); repeatable: the points are all combinations")
     p.add_argument("--seeds", type=int, default=None,
                    help="particle sweeps: also vary particles.seed over this many seeds (particles.seed + k)")
+    p.add_argument("--draws", type=int, default=None,
+                   help="configs of [model.random]: also vary model.random.seed over this many weight draws "
+                        "(model.random.seed + k): an ensemble for collect --ensemble")
     p.add_argument("--particles", action="store_true", help="run the particle system at every point, not the PDE")
     p.add_argument("--n", type=int, default=None, help="number of tokens of a particle sweep (default: particles.n)")
     p.add_argument("--out", help="sweep directory (default: runs/<name>-sweep)")
@@ -622,6 +649,13 @@ def _add_collect(sub) -> None:
     p.add_argument("--clusters", action="store_true", help="also the number of clusters at each output and each "
                    "run's formation time (max density reaching 10x uniform; the analysis of `meanfield clusters`), "
                    "and TABLE-clusters.png: both against the first swept parameter")
+    p.add_argument("--ensemble", metavar="KEY", default=None,
+                   help="reduce over the runs that differ only in this config key (model.random.seed: weight draws): "
+                        "per group and output time, members and the mean and std of every observable; with "
+                        "--densities (netCDF) the mean density at every output time (the annealed law)")
+    p.add_argument("--plot", metavar="FILE", default=None,
+                   help="with --ensemble: a picture (.png, .pdf, .svg) of the members and the mean and spread of the "
+                        "order parameter and the energy against t (depth)")
     _add_overwrite(p, "replace an existing output file")
     _add_quiet(p, "(accepted for symmetry: collect prints only the line naming the table)")
     p.set_defaults(handler=_cmd_collect)

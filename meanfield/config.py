@@ -32,6 +32,7 @@ from .layers import ATTENTION_SETTINGS, LayerSchedule
 from .mesh import SPHERES
 from .model import ModelError, did_you_mean
 from .nonlocal_field.select import DEFAULT_TOL, METHODS
+from .random_weights import DrawnWeights, RandomLayers
 from .trackers import Trackers
 
 
@@ -133,6 +134,9 @@ SCHEMA: dict[str, dict[str, tuple[Any, Callable[[Any], bool], str]]] = {
         "layers": (None, _optional(lambda v: isinstance(v, list) and len(v) > 0 and all(isinstance(x, dict)
                                                                                         for x in v)),
                    "a non-empty list of tables with t_end and the model keys that change ([[model.layers]])"),
+        "random": (None, _optional(lambda v: isinstance(v, dict)),
+                   "a table with layers, eta, heads, qk_std, v_std, seed, ffn_width, ffn_activation, weights "
+                   "([model.random]: weights drawn at random for every layer and head)"),
         "rotation_rate": (1.0, _is_number, "a number (angular velocity of the prescribed rotation)"),
         "rotation_axis": ([0.0, 0.0, 1.0], _axis, "a non-zero 3-vector"),
         "mask": ("none", _one_of(*MASKS), "'none' (every token attends to every token) or 'causal' (a decoder: "
@@ -181,8 +185,10 @@ SCHEMA: dict[str, dict[str, tuple[Any, Callable[[Any], bool], str]]] = {
         "seed": (0, lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0, "an integer >= 0"),
         "d": (None, _optional(lambda v: _positive_int(v) and v >= 2),
               "an integer >= 2 (tokens on S^{d-1}; default: the mesh's d)"),
-        "integrator": ("rk4", _one_of("rk4", "ssprk3"),
-                       "'rk4' or 'ssprk3' (the PDE's stepper, renormalised after every stage)"),
+        "integrator": ("rk4", _one_of("rk4", "ssprk3", "residual"),
+                       "'rk4', 'ssprk3' (the PDE's stepper, renormalised after every stage) or 'residual' (with "
+                       "[model.random]: one step x <- normalise(x + eta X(x)) per layer, a transformer's discrete "
+                       "residual update)"),
         "dt": (None, _optional(_positive), "a time step > 0 (default: 0.25 / Lipschitz bound of the field)"),
         "sampler": ("auto", _one_of(*SAMPLER_NAMES), f"one of {SAMPLER_NAMES}"),
     },
@@ -430,6 +436,14 @@ def _resolve(data: dict, base_dir: Path | None, default_name: str) -> None:
         if not path.is_file():
             raise ConfigError(f"mesh.file: no such file: {mesh['file']}")
         mesh["file"] = str(path)
+    random = data["model"]["random"]
+    if isinstance(random, dict) and isinstance(random.get("weights"), str) and random["weights"]:
+        path = Path(random["weights"])
+        if not path.is_absolute() and base_dir is not None:
+            path = base_dir / path
+        if not path.is_file():
+            raise ConfigError(f"model.random.weights: no such file: {random['weights']}")
+        random["weights"] = str(path)
     time = data["time"]
     if time["outputs"] is not None and time["outputs_every"] is not None:
         raise ConfigError("time.outputs_every: give time.outputs (a count or a list of times) or time.outputs_every "
@@ -471,8 +485,15 @@ def trackers(data: Mapping[str, Any]) -> Trackers:
 
 
 def check_schedule_end(data: dict) -> None:
-    """Refuse ``[[model.layers]]`` that end before ``time.t_final`` (also after a resume changes t_final)."""
+    """Refuse ``[[model.layers]]`` that end before ``time.t_final``, and a ``t_final`` beyond the last
+    layer of ``[model.random]`` (also after a resume changes t_final)."""
     layers, t_final = data["model"]["layers"], data["time"]["t_final"]
+    random = data["model"]["random"]
+    if random is not None:
+        depth = random["layers"] * random["eta"]
+        if t_final > depth * (1.0 + 1e-12):
+            raise ConfigError(f"time.t_final: {t_final:g} is beyond the last drawn layer (model.random: layers * eta "
+                              f"= {depth:g}); lower t_final or add layers")
     if layers and isinstance(layers[-1].get("t_end"), (int, float)) and layers[-1]["t_end"] < t_final:
         raise ConfigError(f"model.layers[{len(layers) - 1}].t_end: the last layer ends at t = {layers[-1]['t_end']:g}, "
                           f"before time.t_final = {t_final:g}; add a layer or lower t_final")
@@ -508,6 +529,9 @@ def _check_models(config: Config) -> None:
             if m[key] is not None:
                 raise ConfigError(f"model.{key}: needs model.velocity = 'attention' (a prescribed rotation has no "
                                   "layers or feed-forward block)")
+    if m["random"] is not None:
+        _check_random(config.data)
+        return
     try:
         d = particle_dimension(config.data)  # the PDE's d, unless particles.d says otherwise
         schedule = LayerSchedule.build(d, m)
@@ -526,6 +550,29 @@ def _check_models(config: Config) -> None:
         raise ConfigError("model.rotation_axis: on S1 the rotation is about the z axis")
 
 
+def _check_random(data: dict) -> None:
+    """A ``[model.random]`` schedule: its law, its weights file (if any) of the law's shapes, no
+    written-out weights beside it, t_final within its depth.  The weights themselves are drawn
+    (or read) by :class:`meanfield.problem.Problem`."""
+    m = data["model"]
+    if m["velocity"] != "attention":
+        raise ConfigError("model.random: needs model.velocity = 'attention'")
+    for key in ("Q", "K", "V", "heads", "ffn", "layers"):
+        if m[key] is not None:
+            raise ConfigError(f"model.{key}: give either model.random (drawn weights) or model.{key}, not both")
+    try:
+        law = RandomLayers.build(m["random"])
+        if law.weights is not None:  # a weights file that does not fit the law is refused before any run
+            DrawnWeights.read(law.weights, law, particle_dimension(data))
+        make_initial_density(data["initial"], particle_dimension(data), causal=m["mask"] == "causal")
+    except (ModelError, InitialDensityError) as exc:
+        raise ConfigError(str(exc)) from None
+    check_schedule_end(data)
+    for key in ("capture", "initial"):
+        if data["atoms"][key]:
+            raise ConfigError(f"atoms.{key}: atoms are not supported with model.random")
+
+
 def _check_atoms(config: Config) -> None:
     """Initial atoms in the mesh's dimension with masses that leave the density a share >= 0."""
     atoms, d = config.data["atoms"], mesh_dimension(config.data)
@@ -540,6 +587,19 @@ def _check_atoms(config: Config) -> None:
     if (atoms["capture"] or atoms["initial"]) and config.data["model"]["velocity"] != "attention":
         key = "capture" if atoms["capture"] else "initial"
         raise ConfigError(f"atoms.{key}: atoms need model.velocity = 'attention'")
+
+
+def _t_final_given(user: Mapping[str, Any], overrides: list[str]) -> bool:
+    time = user.get("time")
+    return (isinstance(time, Mapping) and "t_final" in time) or any(
+        parse_override(text)[0] == ["time", "t_final"] for text in overrides)
+
+
+def _default_depth(data: dict) -> None:
+    """``time.t_final`` defaults to the depth ``layers * eta`` of a ``[model.random]`` schedule."""
+    random = data["model"]["random"]
+    if isinstance(random, dict) and _positive_int(random.get("layers")) and _positive(random.get("eta")):
+        data["time"]["t_final"] = random["layers"] * random["eta"]
 
 
 def load_config(
@@ -601,6 +661,8 @@ def load_config(
     _apply_overrides(data, overrides or [])
     _check(data)
     _as_floats(data)
+    if not _t_final_given(user, overrides or []):
+        _default_depth(data)
     _check_mask(data)
     _resolve(data, base_dir, default_name)
     trackers(data)

@@ -89,6 +89,9 @@ def _check_overrides(overrides: list[str]) -> None:
         allowed = RESUMABLE.get(keys[0], frozenset())
         if keys == ["time", "t_final"]:
             raise ConfigError("--set time.t_final: use --t-final T to change the end time of a resumed run")
+        if keys[:2] == ["model", "random"]:
+            raise ConfigError(f"--set {'.'.join(keys)}: cannot change on resume: the run's drawn weights are read back "
+                              "from its weights.npz (start a new run for another draw)")
         if len(keys) < 2 or (allowed is not None and keys[1] not in allowed):
             raise ConfigError(f"--set {'.'.join(keys)}: cannot change on resume (it would not continue the same run); "
                               f"resumable settings: {_resumable_list()}")

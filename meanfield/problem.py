@@ -20,7 +20,8 @@ from .discretisation.registry import scheme_class
 from .initial import InitialDensity, make_initial_density
 from .layers import LayerSchedule
 from .mesh import SPHERES, RawMesh, raw_mesh
-from .model import AttentionModel, VelocityField, rotation_velocity
+from .model import AttentionModel, ModelError, VelocityField, rotation_velocity
+from .random_weights import DrawnWeights, RandomLayers
 from .trackers import Trackers
 
 
@@ -204,6 +205,9 @@ class Problem:
         self.normalise: bool = bool(data["positions"]["normalise"]) if self.causal else False
         self.output = OutputSpec(Path(o["dir"] or Path("runs") / self.name), bool(o["xdmf"]),
                                  float(o["checkpoint_every"]), o["log_every"], trackers(data))
+        #: The law of a ``[model.random]`` schedule, ``None`` for weights written out in the config.
+        self.random: RandomLayers | None = None if m["random"] is None else RandomLayers.build(m["random"])
+        self._drawn: DrawnWeights | None = None
         self._schedules: dict[int, LayerSchedule] = {}
         self._initials: dict[int, InitialDensity] = {}
 
@@ -226,8 +230,32 @@ class Problem:
         (default: the mesh's); built once per d."""
         d = d or self.d
         if d not in self._schedules:
-            self._schedules[d] = LayerSchedule.build(d, self.config.data["model"])
+            model = self.config.data["model"]
+            drawn = self.random_weights()
+            if drawn is None:
+                self._schedules[d] = LayerSchedule.build(d, model)
+            elif drawn.d != d:
+                raise ConfigError(f"model.random: the weights are drawn in d = {drawn.d} (particles.d, else the "
+                                  f"mesh's), this run needs d = {d}")
+            else:
+                assert self.random is not None
+                self._schedules[d] = drawn.schedule(self.random, float(model["beta"]), model["attention"])
         return self._schedules[d]
+
+    def random_weights(self) -> DrawnWeights | None:
+        """The weights of a ``[model.random]`` schedule (``None`` without one): read from
+        ``model.random.weights`` when given, else drawn, in the particle dimension
+        (``particles.d``, else the mesh's); built once."""
+        if self.random is not None and self._drawn is None:
+            d = self.particles.d
+            if self.random.weights is None:
+                self._drawn = self.random.draw(d)
+            else:
+                try:
+                    self._drawn = DrawnWeights.read(self.random.weights, self.random, d)
+                except ModelError as exc:
+                    raise ConfigError(str(exc)) from None
+        return self._drawn
 
     def initial(self, d: int | None = None) -> InitialDensity:
         """The initial density in dimension ``d`` (default: the mesh's); built once per d.  In a

@@ -7,8 +7,9 @@
     of the schema without a meaning, or a meaning of a key the schema lacks, is a warning
     (an error under ``-W``): adding a config key without documenting it fails ``make docs``.
     Entries ``initial.<kind>.<parameter>``, ``model.ffn.<key>``, ``model.heads.<key>`` and
-    ``model.layers.<key>`` are checked the same way against ``meanfield.initial.PARAMETERS``,
-    ``meanfield.layers.FFN_KEYS`` / ``LAYER_KEYS`` and the head keys.
+    ``model.layers.<key>``, ``model.random.<key>`` are checked the same way against
+    ``meanfield.initial.PARAMETERS``, ``meanfield.layers.FFN_KEYS`` / ``LAYER_KEYS``,
+    ``meanfield.random_weights.RANDOM_KEYS`` and the head keys.
 
 ``.. default-config::``
     :data:`meanfield.config.DEFAULT_CONFIG` (the run of ``meanfield run`` without a file) as TOML.
@@ -104,6 +105,7 @@ class ConfigReference(SphinxDirective):
         from meanfield.config import SCHEMA
         from meanfield.initial import PARAMETERS
         from meanfield.layers import FFN_KEYS, LAYER_KEYS
+        from meanfield.random_weights import RANDOM_KEYS
 
         meanings = _entries(self.content)
         used: set[str] = set()
@@ -134,14 +136,15 @@ class ConfigReference(SphinxDirective):
                         for kind, params in PARAMETERS.items() for p in params]
                 text += _table(["parameter", "meaning"], rows, [25, 75]) + [""]
             if section == "model":
-                for sub, subkeys in (("heads", HEAD_KEYS), ("ffn", FFN_KEYS), ("layers", LAYER_KEYS)):
+                for sub, subkeys in (("heads", HEAD_KEYS), ("ffn", FFN_KEYS), ("layers", LAYER_KEYS),
+                                     ("random", RANDOM_KEYS)):
                     rows = [[f"``{k}``", meaning(f"model.{sub}.{k}")] for k in subkeys]
-                    table = f"``[[model.{sub}]]``" if sub != "ffn" else "``[model.ffn]``"
+                    table = f"``[model.{sub}]``" if sub in ("ffn", "random") else f"``[[model.{sub}]]``"
                     text += [f"Keys of a {table} table:", ""]
                     text += _table(["key", "meaning"], rows, [15, 85]) + [""]
         for key in sorted(set(meanings) - used):
             logger.warning(f"config-reference: {key!r} is not a config key of meanfield.config.SCHEMA "
-                           "(nor an initial parameter, head, ffn or layer key)", location=self.get_location())
+                           "(nor an initial parameter, head, ffn, layer or random key)", location=self.get_location())
         return self.parse_text_to_nodes("\n".join(text), allow_section_headings=True)
 
 

@@ -261,7 +261,11 @@ def write_table(table: pandas.DataFrame, out: str | Path, *, final: bool = False
         write_text(out, table.to_csv(index=False))
         return out
     ds = to_dataset(table, final=final or densities)
-    ds = with_densities(ds) if densities else ds
+    return write_dataset(with_densities(ds) if densities else ds, out)
+
+
+def write_dataset(ds: xarray.Dataset, out: Path) -> Path:
+    """Write a Dataset as netCDF atomically (a temporary file beside ``out``, then renamed)."""
     tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
     try:
         ds.to_netcdf(tmp, engine="h5netcdf")

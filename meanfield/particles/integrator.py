@@ -6,6 +6,10 @@ the exact flow and RK4 leaves it by O(dt^5) per step.  After each step the token
 renormalised (a projection method, which keeps order 4); the largest drift ``|1 - |x||``
 seen before renormalising is recorded, as a check that the step is small enough.
 
+``particles.integrator = "residual"`` is a transformer's own discrete update: one step
+``x <- normalise(x + eta X(x))`` per layer of a ``[model.random]`` schedule (:func:`residual_step`),
+first order in eta where the layers' flow is the continuous limit.
+
 ``particles.integrator = "ssprk3"`` takes the PDE's three-stage SSP-RK3 instead
 (:func:`projected_ssprk3_step`), renormalised after the step exactly as the hybrid PDE
 solver treats its atoms (:mod:`meanfield.atoms.coupling`), so a state made only of atoms
@@ -57,8 +61,19 @@ def projected_ssprk3_step(velocity: Velocity, x: np.ndarray, dt: float) -> tuple
     return _project(x / 3.0 + (2.0 / 3.0) * (u2 + dt * velocity(u2)))
 
 
+def residual_step(velocity: Velocity, x: np.ndarray, dt: float) -> tuple[np.ndarray, float]:
+    """The residual update of a transformer layer, ``x <- normalise(x + dt X(x))`` (one explicit
+    Euler step, renormalised); returns the tokens and this rank's largest drift.
+
+    ``X = P_x B`` is the layer's (tangent) velocity; the update with the raw layer output ``B``,
+    ``normalise(x + dt B)``, moves along the same direction with the step ``dt / (1 + dt <x, B>)``:
+    the two differ by O(dt^2) per layer, as each differs from the continuous flow.
+    """
+    return _project(x + dt * velocity(x))
+
+
 #: The projected one-step integrators by ``particles.integrator``.
-INTEGRATORS = {"rk4": projected_rk4_step, "ssprk3": projected_ssprk3_step}
+INTEGRATORS = {"rk4": projected_rk4_step, "ssprk3": projected_ssprk3_step, "residual": residual_step}
 
 
 @dataclass

@@ -59,6 +59,24 @@ def with_counts(config: Config, n: int, seed: int) -> Config:
     return Config(data, config.source)
 
 
+def residual_steps(problem: Problem) -> list[float]:
+    """The steps of ``particles.integrator = "residual"``: one per layer of ``[model.random]``, whose
+    output times must then be layer boundaries (multiples of eta)."""
+    law = problem.random
+    if law is None:
+        raise ConfigError("particles.integrator: 'residual' (one step per layer) needs [model.random] layers")
+    if problem.particles.dt is not None:
+        raise ConfigError("particles.dt: the 'residual' integrator takes one step per layer (model.random.eta); "
+                          "leave particles.dt unset")
+    layers = problem.time.output_times / law.eta
+    off = np.abs(layers - np.round(layers)) > 1e-9 * np.maximum(1.0, layers)
+    if np.any(off):
+        raise ConfigError(f"time.outputs: the 'residual' integrator takes one step per layer, so outputs must fall on "
+                          f"multiples of model.random.eta = {law.eta:g}; t = {problem.time.output_times[off][0]:g} "
+                          "does not")
+    return [law.eta] * law.layers
+
+
 class ParticleSimulation(Simulation):
     """n tokens on S^{d-1} advanced by RK4 in equal steps per interval (see :class:`Simulation`).
 
@@ -95,7 +113,8 @@ class ParticleSimulation(Simulation):
             field = self.causal_field = CausalTokenField(self.field, comm, decay=decay)
         if self.sampler == "mesh" and d != problem.d:
             raise ConfigError(f"particles.sampler: 'mesh' samples the mesh's sphere (d = {problem.d}), not d = {d}")
-        self.dts = [p.dt if p.dt is not None else default_dt(layer) for layer in self.schedule.layers]
+        self.dts = residual_steps(problem) if p.integrator == "residual" else \
+            [p.dt if p.dt is not None else default_dt(layer) for layer in self.schedule.layers]
         steps = sum(t / dt for t, dt in zip(self.schedule.durations(problem.time.t_final), self.dts))
         if steps > MAX_STEPS:
             what = "particles.dt" if p.dt is not None else "particles.dt (default 0.25 / Lipschitz bound of the model)"

@@ -6,6 +6,8 @@
     metadata.json        format, kind, status, error, versions, ranks, timings, step statistics,
                          solver facts, the last checkpoint, and one entry per segment (run, resume)
     observables.csv      one row per output time (mass, moments, energy, rho_min, rho_max, dt, wall)
+    weights.npz          runs of [model.random]: the drawn weights Q, K, V (layers, heads, d, d) and the
+                         feed-forward block's W, A, b (config.toml's model.random.weights names it)
     mesh.npz             PDE: sphere, vertices, cells (connectivity), centroids, areas (global order)
     snapshots/NNNN.npz   output NNNN: t and the solution (PDE: cell averages, DG1 also its whole
                          state, hybrid runs also the atoms (meanfield.atoms.ATOM_KEYS); particles:
@@ -43,6 +45,7 @@ CONFIG = "config.toml"
 METADATA = "metadata.json"
 OBSERVABLES = "observables.csv"
 MESH = "mesh.npz"
+WEIGHTS = "weights.npz"
 SNAPSHOTS = "snapshots"
 CHECKPOINT = "checkpoint.npz"
 #: The checkpoint before the last one, kept until the next is complete (see :mod:`.recovery`).
@@ -63,8 +66,8 @@ LEGACY_PARAVIEW_DATA = "density.h5"
 PREVIOUS = ".meanfield-previous"
 
 #: Plain files a run may write at the top of its directory.
-RUN_FILES: tuple[str, ...] = (CONFIG, METADATA, OBSERVABLES, MESH, CHECKPOINT, CHECKPOINT_PREVIOUS, LOG, RUN_FILE,
-                              PARAVIEW_CELLS, PARAVIEW_DG1, PARAVIEW_ATOMS, PARAVIEW_SCRIPT, DIAGNOSTICS,
+RUN_FILES: tuple[str, ...] = (CONFIG, METADATA, OBSERVABLES, MESH, WEIGHTS, CHECKPOINT, CHECKPOINT_PREVIOUS, LOG,
+                              RUN_FILE, PARAVIEW_CELLS, PARAVIEW_DG1, PARAVIEW_ATOMS, PARAVIEW_SCRIPT, DIAGNOSTICS,
                               INNER_PRODUCTS,
                               LEGACY_PARAVIEW_DATA)
 SNAPSHOT_NAME = re.compile(r"(\d{4,})\.npz")

@@ -9,6 +9,7 @@ simulation on.  Both are collective; files are touched by rank 0 only.
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -47,6 +48,17 @@ def resolve_config(source: Config | Any, overrides: list[str] | None, comm) -> C
     if isinstance(source, Config):
         return source
     return on_root(comm, lambda: load_config(source, overrides))
+
+
+def recorded_config(config: Config) -> Config:
+    """The config as a run directory records it: a ``[model.random]`` schedule names the run's own
+    weights file (``model.random.weights = "weights.npz"``, beside config.toml), so that a rerun
+    or a resume of the directory reads the weights back instead of drawing them."""
+    if config.data["model"]["random"] is None:
+        return config
+    data = copy.deepcopy(config.data)
+    data["model"]["random"]["weights"] = layout.WEIGHTS
+    return Config(data, config.source)
 
 
 def configure_process(threads: int | None) -> int:
@@ -106,10 +118,14 @@ def start_run(sim: Simulation, config: Config, path: Path, writers: WriterFactor
     environment = run_environment(comm)
     static = sim.static_arrays()
     facts = {**(facts or {}), **sim.facts(), "blas": blas_libraries()}  # the threads each BLAS really uses
+    drawn = problem.random_weights() if comm.rank == 0 else None  # before an overwritten run is set aside
+
     def prepare() -> tuple[RunDirectory, list[OutputWriter]]:
         rundir = RunDirectory.create(path, overwrite=overwrite)
         try:
-            write_text(path / layout.CONFIG, config.to_toml())
+            if drawn is not None:
+                save_npz(path / layout.WEIGHTS, **drawn.arrays())
+            write_text(path / layout.CONFIG, recorded_config(config).to_toml())
             if static is not None:
                 save_npz(path / layout.MESH, **static)
             outputs = writers(path, static)
@@ -165,7 +181,7 @@ def continue_run(sim: Simulation, config: Config, path: Path, checkpoint_header:
             outputs = writers(path, static)
             for writer in outputs:
                 writer.start(checkpoint.next_output)
-            write_text(path / layout.CONFIG, config.to_toml())
+            write_text(path / layout.CONFIG, recorded_config(config).to_toml())
             segment = {**_segment(command, checkpoint.t, environment), **(note or {}), "blas": blas_libraries()}
             if recovery is not None:
                 segment.update(resumed_from=point.source, recovery=recovery)

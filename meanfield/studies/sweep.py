@@ -2,7 +2,8 @@
 
 A sweep takes a config, a grid (``key -> values``; the points are the Cartesian product, the
 first key slowest) and optionally seeds (particle sweeps: ``particles.seed + k``, k < seeds,
-varied fastest), and writes into its directory::
+varied fastest) or draws (configs of ``[model.random]``: ``model.random.seed + k``, k < draws, an
+ensemble of weight draws, PDE or particles, for ``meanfield collect --ensemble``), and writes into its directory::
 
     study.json                      the sweep's definition (base config, grid): a rerun or a
                                     job-array task must bring the same one
@@ -56,6 +57,7 @@ TABLE = "sweep.csv"
 #: Serialises the rewrites of sweep.csv by the processes of one sweep (job-array tasks).
 TABLE_LOCK = ".sweep.lock"
 SEED_KEY = "particles.seed"
+DRAW_KEY = "model.random.seed"
 
 
 @dataclass
@@ -104,8 +106,20 @@ class _Plan:
     extends: dict[str, Any] | None = None
 
 
+def _counted_keys(grid: dict[str, Any], option: str, count: int | None, key: str, first: int) -> None:
+    """``grid[key] = first, first + 1, ...`` (``count`` values) for ``--seeds`` / ``--draws``."""
+    if count is None:
+        return
+    if isinstance(count, bool) or not isinstance(count, int) or count <= 0:
+        raise ConfigError(f"{option}: must be a positive integer, got {count!r}")
+    if key in grid:
+        raise ConfigError(f"{option}: the grid already varies {key}")
+    grid[key] = list(range(first, first + count))
+
+
 def _plan(config: Config | Mapping | str | Path | None, grid: Mapping[str, Sequence[Any]], seeds: int | None,
-          particles: bool, out: str | Path | None, overrides: list[str], array_index: int | None) -> _Plan:
+          particles: bool, out: str | Path | None, overrides: list[str], array_index: int | None,
+          draws: int | None = None) -> _Plan:
     """Check everything a sweep needs and resolve every point's config (rank 0; nothing written)."""
     from ..runner.names import derived_directory
 
@@ -113,17 +127,14 @@ def _plan(config: Config | Mapping | str | Path | None, grid: Mapping[str, Seque
     base = load_config(source, overrides)
     problem = Problem(base)
     grid = {k: list(v) for k, v in grid.items()}
-    if seeds is not None:
-        if not particles:
-            raise ConfigError("--seeds: PDE runs are deterministic; seeds vary particle sweeps (--particles)")
-        if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds <= 0:
-            raise ConfigError(f"--seeds: must be a positive integer, got {seeds!r}")
-        if SEED_KEY in grid:
-            raise ConfigError(f"--seeds: the grid already varies {SEED_KEY}")
-        first = problem.particles.seed
-        grid[SEED_KEY] = list(range(first, first + seeds))
+    if seeds is not None and not particles:
+        raise ConfigError("--seeds: PDE runs are deterministic; seeds vary particle sweeps (--particles)")
+    _counted_keys(grid, "--seeds", seeds, SEED_KEY, problem.particles.seed)
+    if draws is not None and problem.random is None:
+        raise ConfigError("--draws: draws vary model.random.seed; the config has no [model.random]")
+    _counted_keys(grid, "--draws", draws, DRAW_KEY, 0 if problem.random is None else problem.random.seed)
     if not grid:
-        raise ConfigError("--grid: a sweep needs at least one --grid KEY=V1,V2,... (or --seeds N)")
+        raise ConfigError("--grid: a sweep needs at least one --grid KEY=V1,V2,... (or --seeds N, --draws N)")
     for key, values in grid.items():
         if not values:
             raise ConfigError(f"--grid {key}: no values")
@@ -233,6 +244,7 @@ def sweep(
     grid: Mapping[str, Sequence[Any]] | Sequence[str],
     *,
     seeds: int | None = None,
+    draws: int | None = None,
     particles: bool = False,
     out: str | Path | None = None,
     array_index: int | None = None,
@@ -252,6 +264,9 @@ def sweep(
         ``{"model.beta": [1, 4, 9], ...}`` or ``["model.beta=1,4,9", ...]`` (``--grid``).
     seeds
         Particle sweeps: also vary ``particles.seed`` over ``seed, seed + 1, ...`` (this many).
+    draws
+        Configs of ``[model.random]``: also vary ``model.random.seed`` over ``seed, seed + 1, ...``
+        (this many weight draws; varied fastest, after the seeds).
     particles
         Run the particle system (``particles.n`` tokens) instead of the PDE at every point.
     out
@@ -287,7 +302,8 @@ def sweep(
 
     comm = comm or MPI.COMM_WORLD
     specs = grid if isinstance(grid, Mapping) else parse_grid(list(grid))
-    plan = on_root(comm, lambda: _plan(config, specs, seeds, particles, out, list(overrides or []), array_index))
+    plan = on_root(comm, lambda: _plan(config, specs, seeds, particles, out, list(overrides or []), array_index,
+                                           draws))
     if dry_run:
         return SweepResult(plan.path, plan.points, on_root(comm, lambda: _statuses(plan)))
 
