@@ -128,7 +128,7 @@ class PDESimulation(Simulation):
             self.atoms_component = NoAtoms(self.scheme) if coupling is None else self._hybrid(coupling)
             self.state = self.atoms_component.share(self.scheme.initial_state(problem.initial()))
         t = problem.time
-        self.stepper = SSPRK3(self.atoms_component.stepping, t.cfl, t.dt, t.dt_max)
+        self.stepper = SSPRK3(self.atoms_component.stepping, t.cfl, t.dt, t.dt_max, t.tol)
         self._check_initial_rate()
 
     def _hybrid(self, coupling: AtomCoupling) -> HybridAtoms:
@@ -155,6 +155,22 @@ class PDESimulation(Simulation):
             rates.append(float(self.stepper.scheme.rhs_and_bound(self.atoms_component.stepped_state(self.state))[1]))
         self.field.enter(0)
         return rates
+
+    def initial_error_steps(self, horizons: Sequence[float]) -> list[float]:
+        """The error controller's step on the initial density under each layer (as
+        :meth:`initial_rates`): its proposal after one trial step of at most ``horizons[k]``
+        (``inf`` where the error does not limit the step).  This costs a step per layer, and
+        leaves the stepper as it was."""
+        layers = range(len(self.schedule.layers)) if self.problem.velocity.is_attention else range(1)
+        stats, steps = self.stepper.stats, []
+        for k, horizon in zip(layers, horizons):
+            self.field.enter(k)
+            self.stepper.stats = StepStats()
+            self.stepper.step(self.atoms_component.stepped_state(self.state), 0.0, horizon)
+            steps.append(self.stepper.stats.dt_next)
+        self.field.enter(0)
+        self.stepper.stats = stats
+        return steps
 
     def _check_initial_rate(self) -> None:
         """Refuse a model whose velocity on the initial density is not finite or would need more
