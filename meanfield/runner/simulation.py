@@ -76,8 +76,7 @@ class Simulation(ABC):
         return {}
 
     def status(self) -> str:
-        """A short note for the periodic log lines (a PDE run: what limited the step; a hybrid run:
-        its atoms); empty by default."""
+        """A short note for the periodic log lines (a hybrid run: its atoms); empty by default."""
         return ""
 
     def event_lines(self) -> list[str]:
