@@ -44,24 +44,27 @@ class StepEstimate:
     """The steps of an adaptive run, estimated from each layer's initial step size and speed.
 
     A step is ``min(cfl / rate, time.dt_max, the error controller's step)`` with ``rate`` the
-    largest outflow rate of the density under the layer's velocity, which is proportional to
-    the velocity's speed, and the error controller's step (``time.tol``) measured by one trial
-    step on the initial density.  The run's first step is measured; the speed then changes as
-    the density moves.  Attention starts slow on a spread density (the attention-weighted means
-    nearly cancel) and speeds up as clusters form, up to the model's bound
-    (:meth:`meanfield.layers.Layer.speed_bound`), so the run takes between :attr:`steps` and
-    :attr:`most_steps` steps: the first if the speed stays as it starts, the second if it
-    reaches the bound at once.  A prescribed rotation keeps its speed: both are the same.
+    largest outflow rate of the density under the layer's velocity (the positivity or CFL
+    bound), which is proportional to the velocity's speed, and the error controller's step
+    (``time.tol``) measured by one trial step on the initial density.  The run's first step is
+    measured; then the speed changes as the density moves, and the error controller's step
+    with how fast the solution changes.  Attention starts slow on a spread density (the
+    attention-weighted means nearly cancel) and speeds up as clusters form, up to the model's
+    bound (:meth:`meanfield.layers.Layer.speed_bound`), so the run takes between :attr:`steps`
+    and :attr:`most_steps` steps: the first if the error never limits the step and the speed
+    stays as it starts, the second if the step is the initial error-limited step or the CFL
+    bound at the model's speed bound, whichever is smaller, from the start.  A prescribed
+    rotation keeps its speed: both are the same where the error does not limit the step.
 
     Attributes
     ----------
     steps, most_steps
-        Steps to ``t_final`` at the initial step sizes and at the smallest step sizes the
-        speed bound allows: each layer's duration over its step size, plus one step per output
-        time and layer boundary (the steps shortened to land there).
+        Steps to ``t_final`` at the initial CFL bound (and ``time.dt_max``) and at the
+        smallest step sizes: each layer's duration over its step size, plus one step per
+        output time and layer boundary (the steps shortened to land there).
     dts, smallest_dts
-        Each layer's initial step size (``inf`` where the velocity vanishes) and its step
-        size at the speed bound.
+        Each layer's initial step size (``inf`` where the velocity vanishes) and the smaller
+        of it and the CFL bound at the speed bound.
     limits
         What sets each layer's initial step: ``"cfl"``, ``"error"`` or ``"dt_max"``.
     """
@@ -112,7 +115,8 @@ class StepEstimate:
             return landings + sum(math.floor(duration / dt) for duration, dt in zip(durations, step_sizes)
                                   if duration > 0)
 
-        return cls(count(dts), count(smallest), dts, smallest, limits)
+        positivity = tuple(min(b["cfl"], b["dt_max"]) for b in bounded)
+        return cls(count(positivity), count(smallest), dts, smallest, limits)
 
 
 def evaluations_per_step(problem: Problem) -> int:
@@ -253,7 +257,9 @@ class CheckReport:
         if e.most_steps == e.steps:
             return f"{head}: ~{e.steps} steps of dt = {first}{per_layer} (the initial velocity's step)"
         return (f"{head}: {e.steps} to {e.most_steps} steps, from the initial step dt = {first} to dt = {smallest} "
-                f"at the model's speed bound{per_layer}; clustering speeds attention up towards the bound")
+                f"(the smaller of it and the CFL bound at the model's speed bound){per_layer}; the fewer if the "
+                "error does not limit the steps and the speed stays as it starts; clustering speeds attention up "
+                "towards the bound")
 
     def _field(self) -> str:
         if not self.fields:
