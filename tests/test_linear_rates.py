@@ -104,3 +104,21 @@ def test_causal_slices_follow_their_linear_laws_with_default_steps(tmp_path, att
     assert np.max(np.abs(np.log(a[-1] / law) / np.log(law / a[0]))) < RATE_TOL  # every slice's effective rate
     if attention == "unnormalized":  # the continuum law, up to the midpoint rule's error in s
         assert np.max(np.abs(a[-1] / (a[0] * special.iv(0, 2.0 * np.sqrt(rate * s * T))) - 1)) < RATE_TOL
+
+
+@pytest.mark.slow
+def test_error_controlled_steps_agree_on_one_and_two_ranks(tmp_path):
+    """The error measure is a global maximum: `mpirun -n 2` takes the steps one rank takes, to
+    the same densities."""
+    text, _ = S1_MODE[2]
+    (tmp_path / "case.toml").write_text(case("S1", 128, "unnormalized", 1.0, f"1 + {EPS}*{text}", 4.0))
+    runs = []
+    for ranks in (1, 2):
+        done = cli(["run", "case.toml", "--out", f"r{ranks}", "--quiet"], tmp_path, ranks=ranks)
+        assert done.returncode == 0, done.stderr
+        runs.append(meanfield.load_run(tmp_path / f"r{ranks}"))
+    one, two = runs
+    assert two.metadata["ranks"] == 2
+    limits = one.metadata["steps"]["limits"]
+    assert limits == two.metadata["steps"]["limits"] and limits["error"] > 10
+    assert np.abs(one.densities - two.densities).max() <= 1e-12 * np.abs(one.densities).max()
