@@ -50,18 +50,20 @@ class StepEstimate:
     measured; then the speed changes as the density moves, and the error controller's step
     with how fast the solution changes.  Attention starts slow on a spread density (the
     attention-weighted means nearly cancel) and speeds up as clusters form, up to the model's
-    bound (:meth:`meanfield.layers.Layer.speed_bound`), so the run takes between :attr:`steps`
-    and :attr:`most_steps` steps: the first if the error never limits the step and the speed
-    stays as it starts, the second if the step is the initial error-limited step or the CFL
-    bound at the model's speed bound, whichever is smaller, from the start.  A prescribed
-    rotation keeps its speed: both are the same where the error does not limit the step.
+    bound (:meth:`meanfield.layers.Layer.speed_bound`).  The run takes about :attr:`steps`
+    steps if its steps stay as they start, and between :attr:`fewest_steps` and
+    :attr:`most_steps`: the first if the error stops limiting the step and the speed stays as it
+    starts, the second if the step is the initial step or the CFL bound at the model's speed
+    bound, whichever is smaller, from the start.  A prescribed rotation keeps its speed: the
+    three are the same where the error does not limit the step.
 
     Attributes
     ----------
-    steps, most_steps
-        Steps to ``t_final`` at the initial CFL bound (and ``time.dt_max``) and at the
-        smallest step sizes: each layer's duration over its step size, plus one step per
-        output time and layer boundary (the steps shortened to land there).
+    steps, fewest_steps, most_steps
+        Steps to ``t_final`` at the initial step sizes, at the initial CFL bound (and
+        ``time.dt_max``), and at the smallest step sizes: each layer's duration over its step
+        size, plus one step per output time and layer boundary (the steps shortened to land
+        there).
     dts, smallest_dts
         Each layer's initial step size (``inf`` where the velocity vanishes) and the smaller
         of it and the CFL bound at the speed bound.
@@ -70,6 +72,7 @@ class StepEstimate:
     """
 
     steps: int
+    fewest_steps: int
     most_steps: int
     dts: tuple[float, ...]
     smallest_dts: tuple[float, ...]
@@ -116,7 +119,7 @@ class StepEstimate:
                                   if duration > 0)
 
         positivity = tuple(min(b["cfl"], b["dt_max"]) for b in bounded)
-        return cls(count(positivity), count(smallest), dts, smallest, limits)
+        return cls(count(dts), count(positivity), count(smallest), dts, smallest, limits)
 
 
 def evaluations_per_step(problem: Problem) -> int:
@@ -226,8 +229,8 @@ class CheckReport:
         if self.steps is None:
             return "not estimated (adaptive steps, not counted before the run); the modelled cost per step is " \
                    "under field below"
-        counts = [self.steps] if self.estimate is None or self.estimate.most_steps == self.steps else \
-            [self.steps, self.estimate.most_steps]
+        counts = [self.steps] if self.estimate is None or self.estimate.most_steps == self.estimate.fewest_steps \
+            else [self.estimate.fewest_steps, self.estimate.most_steps]
         seconds = [self._field_seconds(steps) for steps in counts]
         shown = " to ".join(f"~{_seconds(s / self.ranks)}" for s in seconds)
         one_core = " to ".join(_seconds(s) for s in seconds)
@@ -254,12 +257,12 @@ class CheckReport:
         first = ", ".join(f"{dt:.3g} (by {limit})" for dt, limit in zip(e.dts, e.limits))
         smallest = ", ".join(f"{dt:.3g}" for dt in e.smallest_dts)
         per_layer = "" if len(e.dts) == 1 else " (one per layer)"
-        if e.most_steps == e.steps:
+        if e.fewest_steps == e.steps == e.most_steps:
             return f"{head}: ~{e.steps} steps of dt = {first}{per_layer} (the initial velocity's step)"
-        return (f"{head}: {e.steps} to {e.most_steps} steps, from the initial step dt = {first} to dt = {smallest} "
-                f"(the smaller of it and the CFL bound at the model's speed bound){per_layer}; the fewer if the "
-                "error does not limit the steps and the speed stays as it starts; clustering speeds attention up "
-                "towards the bound")
+        return (f"{head}: ~{e.steps} steps at the initial step dt = {first}{per_layer}; {e.fewest_steps} to "
+                f"{e.most_steps} steps in all: the fewer if the error stops limiting the step and the speed stays as "
+                f"it starts, the more at dt = {smallest} (the smaller of the initial step and the CFL bound at the "
+                "model's speed bound); clustering speeds attention up towards the bound")
 
     def _field(self) -> str:
         if not self.fields:
