@@ -205,17 +205,25 @@ class SSPRK3:
     def _stages(self, state: np.ndarray, L0: np.ndarray, dt: float,
                 t: float) -> tuple[np.ndarray, np.ndarray, np.ndarray] | float:
         """(the new state, L1, L2) of one step of ``dt``, or the outflow rate of the first stage
-        that exceeds the CFL bound (adaptive mode)."""
+        that exceeds the CFL bound (adaptive mode).  A stage with a non-finite rate and values
+        raises :class:`BlowUpError`."""
         post = self.scheme.postprocess
         u1 = post(state + dt * L0)
         L1, r1 = self._rhs_and_bound(u1)
         if not self._stage_bound_check(dt, r1, t, 1):
-            return r1
+            return self._finite_rate(u1, r1, t)
         u2 = post(0.75 * state + 0.25 * (u1 + dt * L1))
         L2, r2 = self._rhs_and_bound(u2)
         if not self._stage_bound_check(dt, r2, t, 2):
-            return r2
+            return self._finite_rate(u2, r2, t)
         return post(state / 3.0 + (2.0 / 3.0) * (u2 + dt * L2)), L1, L2
+
+    def _finite_rate(self, stage: np.ndarray, rate: float, t: float) -> float:
+        """``rate``, after checking that a stage whose rate is not finite has finite values
+        (:meth:`_check_finite`: a blow-up is reported where it happens, not retried)."""
+        if not np.isfinite(rate):
+            self._check_finite(stage, t)
+        return rate
 
     def _error(self, state: np.ndarray, new: np.ndarray, estimate: np.ndarray) -> float:
         """The error measure ``E`` of a step (module docstring): the largest over the scheme's
