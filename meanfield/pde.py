@@ -144,13 +144,16 @@ class PDESimulation(Simulation):
         """The atoms of a hybrid run (see the class docstring), ``None`` for a plain run."""
         return self.atoms_component.atoms
 
+    def _velocity_layers(self) -> range:
+        """The layers whose velocities differ: every layer of attention, one for a rotation."""
+        return range(len(self.schedule.layers)) if self.problem.velocity.is_attention else range(1)
+
     def initial_rates(self) -> list[float]:
         """The outflow rate of the initial density under each layer's velocity (one velocity
         evaluation per layer; the step size there is ``cfl / rate``).  A prescribed rotation has
         one entry."""
-        layers = range(len(self.schedule.layers)) if self.problem.velocity.is_attention else range(1)
         rates = []
-        for k in layers:
+        for k in self._velocity_layers():
             self.field.enter(k)
             rates.append(float(self.stepper.scheme.rhs_and_bound(self.atoms_component.stepped_state(self.state))[1]))
         self.field.enter(0)
@@ -161,9 +164,8 @@ class PDESimulation(Simulation):
         :meth:`initial_rates`): its proposal after one trial step of at most ``horizons[k]``
         (``inf`` where the error does not limit the step).  This costs a step per layer, and
         leaves the stepper as it was."""
-        layers = range(len(self.schedule.layers)) if self.problem.velocity.is_attention else range(1)
         stats, steps = self.stepper.stats, []
-        for k, horizon in zip(layers, horizons):
+        for k, horizon in zip(self._velocity_layers(), horizons):
             self.field.enter(k)
             self.stepper.stats = StepStats()
             self.stepper.step(self.atoms_component.stepped_state(self.state), 0.0, horizon)
