@@ -50,30 +50,40 @@ STEP_COST_PER_CELL = 1e-6
 class StepEstimate:
     """The steps of an adaptive run, estimated from each layer's initial step size and speed.
 
-    A step is ``min(cfl / rate, time.dt_max)`` with ``rate`` the largest outflow rate of the
-    density under the layer's velocity, which is proportional to the velocity's speed.  The
-    run's first step is measured (the initial density's rate); the speed then changes as the
-    density moves.  Attention starts slow on a spread density (the attention-weighted means
-    nearly cancel) and speeds up as clusters form, up to the model's bound
-    (:meth:`meanfield.layers.Layer.speed_bound`), so the run takes between :attr:`steps` and
-    :attr:`most_steps` steps: the first if the speed stays as it starts, the second if it
-    reaches the bound at once.  A prescribed rotation keeps its speed: both are the same.
+    A step is ``min(cfl / rate, time.dt_max, the error controller's step)`` with ``rate`` the
+    largest outflow rate of the density under the layer's velocity (the positivity or CFL
+    bound), which is proportional to the velocity's speed, and the error controller's step
+    (``time.tol``) measured by one trial step on the initial density.  The run's first step is
+    measured; then the speed changes as the density moves, and the error controller's step
+    with how fast the solution changes.  Attention starts slow on a spread density (the
+    attention-weighted means nearly cancel) and speeds up as clusters form, up to the model's
+    bound (:meth:`meanfield.layers.Layer.speed_bound`).  The run takes about :attr:`steps`
+    steps if its steps stay as they start, and between :attr:`fewest_steps` and
+    :attr:`most_steps`: the first if the error stops limiting the step and the speed stays as it
+    starts, the second if the step is the initial step or the CFL bound at the model's speed
+    bound, whichever is smaller, from the start.  A prescribed rotation keeps its speed: the
+    three are the same where the error does not limit the step.
 
     Attributes
     ----------
-    steps, most_steps
-        Steps to ``t_final`` at the initial step sizes and at the smallest step sizes the
-        speed bound allows: each layer's duration over its step size, plus one step per output
-        time and layer boundary (the steps shortened to land there).
+    steps, fewest_steps, most_steps
+        Steps to ``t_final`` at the initial step sizes, at the initial CFL bound (and
+        ``time.dt_max``), and at the smallest step sizes: each layer's duration over its step
+        size, plus one step per output time and layer boundary (the steps shortened to land
+        there).
     dts, smallest_dts
-        Each layer's initial step size (``inf`` where the velocity vanishes) and its step
-        size at the speed bound.
+        Each layer's initial step size (``inf`` where the velocity vanishes) and the smaller
+        of it and the CFL bound at the speed bound.
+    limits
+        What sets each layer's initial step: ``"cfl"``, ``"error"`` or ``"dt_max"``.
     """
 
     steps: int
+    fewest_steps: int
     most_steps: int
     dts: tuple[float, ...]
     smallest_dts: tuple[float, ...]
+    limits: tuple[str, ...]
 
     @classmethod
     def measure(cls, problem: Problem) -> StepEstimate:
@@ -99,19 +109,24 @@ class StepEstimate:
         speeds = [float(np.max(part)) for part in np.array_split(np.array(calls), len(rates))]
         schedule = problem.schedule()
         bounds = [layer.speed_bound() for layer in schedule.layers] if problem.velocity.is_attention else speeds
-        dt_max = t.dt_max if t.dt_max is not None else math.inf
-        dts = tuple(min(t.cfl / rate if rate > 0 else math.inf, dt_max) for rate in rates)
+        durations = schedule.durations(t.t_final)[:len(rates)]
+        spatial.velocity = velocity
+        errors = sim.initial_error_steps([d if d > 0 else t.t_final for d in durations])
+        bounded = [{"cfl": t.cfl / rate if rate > 0 else math.inf, "error": error,
+                    "dt_max": t.dt_max if t.dt_max is not None else math.inf} for rate, error in zip(rates, errors)]
+        limits = tuple(min(b, key=lambda k: b[k]) for b in bounded)
+        dts = tuple(b[limit] for b, limit in zip(bounded, limits))
         # the rate scales with the speed: at the bound it is rate * bound / speed
-        smallest = tuple(dt if rate == 0 or bound <= speed else min(t.cfl * speed / (rate * bound), dt_max)
+        smallest = tuple(dt if rate == 0 or bound <= speed else min(t.cfl * speed / (rate * bound), dt)
                          for dt, rate, speed, bound in zip(dts, rates, speeds, bounds))
-        durations = schedule.durations(t.t_final)[:len(dts)]
         landings = len(t.output_times) + len(schedule.boundaries)
 
         def count(step_sizes: tuple[float, ...]) -> int:
             return landings + sum(math.floor(duration / dt) for duration, dt in zip(durations, step_sizes)
                                   if duration > 0)
 
-        return cls(count(dts), count(smallest), dts, smallest)
+        positivity = tuple(min(b["cfl"], b["dt_max"]) for b in bounded)
+        return cls(count(dts), count(positivity), count(smallest), dts, smallest, limits)
 
 
 def evaluations_per_step(problem: Problem) -> int:
@@ -221,11 +236,11 @@ class CheckReport:
         return "\n".join(lines)
 
     def _step_counts(self) -> list[int]:
-        """The estimated steps, and the most steps where adaptive steps give a range."""
+        """The estimated steps, or the fewest and the most where adaptive steps give a range."""
         if self.steps is None:
             return []
-        return [self.steps] if self.estimate is None or self.estimate.most_steps == self.steps else \
-            [self.steps, self.estimate.most_steps]
+        return [self.steps] if self.estimate is None or self.estimate.most_steps == self.estimate.fewest_steps \
+            else [self.estimate.fewest_steps, self.estimate.most_steps]
 
     def wall_times(self) -> list[walltime.WallTime]:
         """The run's wall time on :attr:`ranks` ranks from the measured costs, at each of
@@ -308,17 +323,20 @@ class CheckReport:
     def _adaptive(self) -> str:
         """The time line's account of adaptive steps."""
         p = Problem(self.config)
-        head = f"adaptive steps (cfl {p.time.cfl:g})"
+        head = f"adaptive steps (cfl {p.time.cfl:g}, tol {p.time.tol:g})"
         if self.estimate is None:
             why = f"more than {ESTIMATE_CELLS} cells" if self.cells > ESTIMATE_CELLS else "the run does not fit here"
             return f"{head}: not estimated ({why}); metadata.json's progress gives the ETA once it runs"
         e = self.estimate
-        first, smallest = (", ".join(f"{dt:.3g}" for dt in dts) for dts in (e.dts, e.smallest_dts))
+        first = ", ".join(f"{dt:.3g} (by {limit})" for dt, limit in zip(e.dts, e.limits))
+        smallest = ", ".join(f"{dt:.3g}" for dt in e.smallest_dts)
         per_layer = "" if len(e.dts) == 1 else " (one per layer)"
-        if e.most_steps == e.steps:
+        if e.fewest_steps == e.steps == e.most_steps:
             return f"{head}: ~{e.steps} steps of dt = {first}{per_layer} (the initial velocity's step)"
-        return (f"{head}: {e.steps} to {e.most_steps} steps, from the initial step dt = {first} to dt = {smallest} "
-                f"at the model's speed bound{per_layer}; clustering speeds attention up towards the bound")
+        return (f"{head}: ~{e.steps} steps at the initial step dt = {first}{per_layer}; {e.fewest_steps} to "
+                f"{e.most_steps} steps in all: the fewer if the error stops limiting the step and the speed stays as "
+                f"it starts, the more at dt = {smallest} (the smaller of the initial step and the CFL bound at the "
+                "model's speed bound); clustering speeds attention up towards the bound")
 
     def _field(self) -> str:
         if not self.fields:

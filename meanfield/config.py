@@ -33,6 +33,7 @@ from .mesh import SPHERES
 from .model import ModelError, did_you_mean
 from .nonlocal_field.select import DEFAULT_TOL, METHODS
 from .random_weights import DrawnWeights, RandomLayers
+from .timestepping import DEFAULT_TOL as DEFAULT_STEP_TOL
 from .trackers import Trackers
 
 
@@ -163,6 +164,8 @@ SCHEMA: dict[str, dict[str, tuple[Any, Callable[[Any], bool], str]]] = {
                                                       "time.outputs)"),
         "dt": (None, _optional(_positive), "a fixed time step > 0 (default: adaptive)"),
         "dt_max": (None, _optional(_positive), "an upper bound > 0 of the adaptive time step"),
+        "tol": (DEFAULT_STEP_TOL, lambda v: _positive(v) and v < 1,
+                "a number in (0, 1): the adaptive step's error tolerance, relative to the change of a step"),
         "wall_limit": (None, _optional(_positive),
                        "seconds > 0 after which the run checkpoints and stops (status 'interrupted')"),
     },

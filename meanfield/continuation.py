@@ -50,7 +50,7 @@ from .runner.session import check_size, configure_process, continue_run
 RESUMABLE: dict[str, frozenset[str] | None] = {
     "model": None,
     "nonlocal": None,
-    "time": frozenset({"cfl", "dt", "dt_max", "wall_limit"}),
+    "time": frozenset({"cfl", "dt", "dt_max", "tol", "wall_limit"}),
     "output": frozenset({"checkpoint_every", "log_every"}),
     "particles": frozenset({"dt"}),
     # the atom phase's accuracy and cost controls (not ``capture``, not the ``initial`` atoms)

@@ -129,7 +129,7 @@ class PDESimulation(Simulation):
             self.atoms_component = NoAtoms(self.scheme) if coupling is None else self._hybrid(coupling)
             self.state = self.atoms_component.share(self.scheme.initial_state(problem.initial()))
         t = problem.time
-        self.stepper = SSPRK3(self.atoms_component.stepping, t.cfl, t.dt, t.dt_max)
+        self.stepper = SSPRK3(self.atoms_component.stepping, t.cfl, t.dt, t.dt_max, t.tol)
         self._check_initial_rate()
 
     def _hybrid(self, coupling: AtomCoupling) -> HybridAtoms:
@@ -145,17 +145,35 @@ class PDESimulation(Simulation):
         """The atoms of a hybrid run (see the class docstring), ``None`` for a plain run."""
         return self.atoms_component.atoms
 
+    def _velocity_layers(self) -> range:
+        """The layers whose velocities differ: every layer of attention, one for a rotation."""
+        return range(len(self.schedule.layers)) if self.problem.velocity.is_attention else range(1)
+
     def initial_rates(self) -> list[float]:
         """The outflow rate of the initial density under each layer's velocity (one velocity
         evaluation per layer; the step size there is ``cfl / rate``).  A prescribed rotation has
         one entry."""
-        layers = range(len(self.schedule.layers)) if self.problem.velocity.is_attention else range(1)
         rates = []
-        for k in layers:
+        for k in self._velocity_layers():
             self.field.enter(k)
             rates.append(float(self.stepper.scheme.rhs_and_bound(self.atoms_component.stepped_state(self.state))[1]))
         self.field.enter(0)
         return rates
+
+    def initial_error_steps(self, horizons: Sequence[float]) -> list[float]:
+        """The error controller's step on the initial density under each layer (as
+        :meth:`initial_rates`): its proposal after one trial step of at most ``horizons[k]``
+        (``inf`` where the error does not limit the step).  This costs a step per layer, and
+        leaves the stepper as it was."""
+        stats, steps = self.stepper.stats, []
+        for k, horizon in zip(self._velocity_layers(), horizons):
+            self.field.enter(k)
+            self.stepper.stats = StepStats()
+            self.stepper.step(self.atoms_component.stepped_state(self.state), 0.0, horizon)
+            steps.append(self.stepper.stats.dt_next)
+        self.field.enter(0)
+        self.stepper.stats = stats
+        return steps
 
     def _check_initial_rate(self) -> None:
         """Refuse a model whose velocity on the initial density is not finite or would need more

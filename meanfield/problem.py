@@ -69,6 +69,7 @@ class TimeSpec:
     cfl: float
     dt: float | None
     dt_max: float | None
+    tol: float
     wall_limit: float | None
 
 
@@ -187,7 +188,7 @@ class Problem:
         self.mesh = MeshSpec(data["mesh"]["sphere"], data["mesh"]["resolution"], data["mesh"]["file"])
         self.velocity = VelocitySpec(m["velocity"], float(m["rotation_rate"]), tuple(map(float, m["rotation_axis"])))
         self.time = TimeSpec(float(t["t_final"]), output_times(t), float(t["cfl"]), t["dt"], t["dt_max"],
-                             t["wall_limit"])
+                             float(t["tol"]), t["wall_limit"])
         self.scheme = SchemeSpec(data["scheme"]["kind"], bool(data["scheme"]["limiter"]))
         nl = data["nonlocal"]
         self.field = FieldSpec(nl["method"], float(nl["tol"]), nl["threads"], bool(nl["direct_sums"]))

@@ -7,16 +7,38 @@ Shu-Osher form of the three-stage, third-order SSP scheme (SSP coefficient 1)::
     u  = 1/3 u + 2/3 (u2 + dt L(u2))
 
 Each stage is a forward-Euler step, so if each satisfies the scheme's bound
-``dt * r(stage) <= 1`` the update keeps the density non-negative.  The step is chosen as
-``dt = cfl / r(u)``; since r changes within a step, a stage whose bound is exceeded makes
-the stepper retry with the smaller step ``cfl / r(stage)`` (adaptive mode), or raise
+``dt * r(stage) <= 1`` the update keeps the density non-negative.  Since r changes within a
+step, a stage whose bound is exceeded makes the stepper retry with the smaller step
+``cfl / r(stage)`` (adaptive mode), or raise
 :class:`~meanfield.discretisation.base.StabilityError` (fixed ``dt``).  Steps are shortened to
 land exactly on requested output times.
+
+The adaptive step is the smallest of the positivity (CFL) bound ``cfl / r(u)``, ``dt_max``,
+the distance to the next landing time, and the step the error controller proposes.  The
+controller uses the second-order (Heun) solution that shares SSP-RK3's first two stages,
+``u + dt (L0 + L1) / 2``; its difference from the third-order solution,
+
+    e = 2/3 dt (L2 - (L0 + L1) / 2),
+
+estimates the local error of the second-order pair member (``O(dt^3)``), while the
+third-order solution is kept.  The error is measured against the change the step makes,
+
+    E = max_parts |e|_max / (tol |u_new - u|_max + FLOOR |u|_max),
+
+part by part (the density, the atoms' positions, each position slice of a causal run; see
+``error_parts``): a density made of a uniform part and a small perturbation changes by the
+perturbation's growth alone, so the error is measured relative to that, not to the uniform
+part that the step leaves as it is.  Maxima are global over ranks (exact, so every rank takes
+the same steps).  A step with ``E > 1`` is rejected and retried with a shorter one; after an
+accepted step the controller proposes ``dt * min(GROW_MAX, SAFETY / sqrt(E))`` (``E ~ dt^2``).
+For the linear growth ``u' = gamma u`` one step has ``E = (gamma dt)^2 / (6 tol)``, and the
+third-order solution's relative error in the growth rate is ``(gamma dt)^3 / 24``: about
+``2e-5`` at ``tol = 1e-3``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
@@ -25,7 +47,17 @@ from .collective import CollectiveFailure
 from .discretisation.base import StabilityError
 from .discretisation.geometry import MeshGeometry
 
+#: Default tolerance of the error controller (``time.tol``).
+DEFAULT_TOL = 1e-3
+#: Retries of a step whose stages exceed the CFL bound.
 MAX_RETRIES = 8
+#: Retries of a step whose error estimate exceeds the tolerance.
+MAX_REJECTIONS = 30
+#: Safety factor of the proposed step, and the largest and smallest factors between two steps.
+SAFETY, GROW_MAX, SHRINK_MIN = 0.9, 5.0, 0.1
+#: The error allowed whatever the change of a step, relative to the largest value of the state
+#: part: a state that (nearly) stands still is stepped at the CFL bound, not ever shorter.
+FLOOR = 1e-12
 
 
 class BlowUpError(CollectiveFailure, RuntimeError):
@@ -39,13 +71,23 @@ class StepStats:
     steps: int = 0
     rejected: int = 0
     rate_evaluations: int = 0
+    error_rejected: int = 0
     dt_min: float = np.inf
     dt_max: float = 0.0
     last_dt: float = np.nan
+    #: The error controller's proposal for the next step (``inf``: none yet).
+    dt_next: float = np.inf
+    #: What limited the last step: "cfl", "error", "dt_max", "fixed", or "landing": shortened to
+    #: end on an output time or a layer boundary.
+    limit: str = ""
+    #: Accepted steps by what limited them.
+    limits: dict[str, int] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, float | int | None]:
-        """JSON-able counters (``None`` for the undefined ``dt_min`` and ``last_dt`` before any step)."""
-        return {k: (None if isinstance(v, float) and not np.isfinite(v) else v) for k, v in vars(self).items()}
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able counters (``None`` for the undefined ``dt_min``, ``last_dt`` and ``dt_next``
+        before any step)."""
+        return {k: (None if isinstance(v, float) and not np.isfinite(v) else v)
+                for k, v in vars(self).items()} | {"limits": dict(self.limits)}
 
     @classmethod
     def from_dict(cls, data: dict) -> StepStats:
@@ -67,9 +109,11 @@ class SteppedScheme(Protocol):
 
     def locate_value(self, state: np.ndarray, index: int) -> str: ...
 
+    def error_parts(self, vector: np.ndarray) -> list[np.ndarray]: ...
+
 
 class SSPRK3:
-    """SSP-RK3 with an adaptive (CFL) or fixed time step.
+    """SSP-RK3 with an adaptive (CFL and error) or fixed time step (see the module docstring).
 
     Parameters
     ----------
@@ -80,16 +124,19 @@ class SSPRK3:
     dt
         Fixed step (``None``: adaptive).
     dt_max
-        Upper bound of the adaptive step (accuracy when the velocity is small).
+        Upper bound of the adaptive step.
+    tol
+        Tolerance of the adaptive step's error estimate, relative to the change of a step
+        (``None``: the CFL bound alone).
     """
 
-    def __init__(
-        self, scheme: SteppedScheme, cfl: float = 0.5, dt: float | None = None, dt_max: float | None = None
-    ) -> None:
+    def __init__(self, scheme: SteppedScheme, cfl: float = 0.5, dt: float | None = None,
+                 dt_max: float | None = None, tol: float | None = DEFAULT_TOL) -> None:
         self.scheme = scheme
         self.cfl = cfl
         self.fixed_dt = dt
         self.dt_max = dt_max if dt_max is not None else np.inf
+        self.tol = tol
         self.stats = StepStats()
 
     def _rhs_and_bound(self, state: np.ndarray) -> tuple[np.ndarray, float]:
@@ -106,35 +153,93 @@ class SSPRK3:
             )
         return False
 
+    def _first_try(self, r0: float, dt_limit: float) -> tuple[float, str]:
+        """The step to try first and what limits it."""
+        if self.fixed_dt is not None:
+            return min(self.fixed_dt, dt_limit, self.dt_max), "fixed"
+        candidates = {"cfl": self.cfl / r0 if r0 > 0 else np.inf, "error": self.stats.dt_next,
+                      "dt_max": self.dt_max, "landing": dt_limit}
+        limit = min(candidates, key=lambda k: candidates[k])
+        return candidates[limit], limit
+
     def step(self, state: np.ndarray, t: float, dt_limit: float) -> tuple[np.ndarray, float]:
         """Advance one step of at most ``dt_limit``; returns (new state, dt taken)."""
         L0, r0 = self._rhs_and_bound(state)
-        dt = self.fixed_dt if self.fixed_dt is not None else (self.cfl / r0 if r0 > 0 else dt_limit)
-        dt = min(dt, dt_limit, self.dt_max)
+        dt, limit = self._first_try(r0, dt_limit)
         self._stage_bound_check(dt, r0, t, 0)
-        post = self.scheme.postprocess
-        for _ in range(MAX_RETRIES):
-            u1 = post(state + dt * L0)
-            L1, r1 = self._rhs_and_bound(u1)
-            if not self._stage_bound_check(dt, r1, t, 1):
-                dt = min(dt, self.cfl / r1)
+        retries = rejections = 0
+        while True:
+            stages = self._stages(state, L0, dt, t)
+            if isinstance(stages, float):  # a stage's outflow rate exceeds the CFL bound
+                retries += 1
+                if retries > MAX_RETRIES:
+                    raise StabilityError(f"no stable time step found at t = {t:.6g} after {MAX_RETRIES} retries")
+                dt, limit = min(dt, self.cfl / stages), "cfl"
                 self.stats.rejected += 1
                 continue
-            u2 = post(0.75 * state + 0.25 * (u1 + dt * L1))
-            L2, r2 = self._rhs_and_bound(u2)
-            if not self._stage_bound_check(dt, r2, t, 2):
-                dt = min(dt, self.cfl / r2)
-                self.stats.rejected += 1
-                continue
-            new = post(state / 3.0 + (2.0 / 3.0) * (u2 + dt * L2))
-            break
-        else:
-            raise StabilityError(f"no stable time step found at t = {t:.6g} after {MAX_RETRIES} retries")
+            new, L1, L2 = stages
+            if self.fixed_dt is not None or self.tol is None:
+                break
+            error = self._error(state, new, (2.0 / 3.0) * dt * (L2 - 0.5 * (L0 + L1)))
+            factor = SAFETY / np.sqrt(error) if error > 0 else np.inf
+            if np.isnan(error):
+                break  # a non-finite state: reported below
+            if error <= 1.0:
+                proposal = dt * min(GROW_MAX, factor)
+                # a step shortened to land on a time says nothing against the longer proposal
+                self.stats.dt_next = max(proposal, self.stats.dt_next) if limit == "landing" else proposal
+                break
+            rejections += 1
+            if rejections > MAX_REJECTIONS:
+                raise StabilityError(f"no time step meets time.tol = {self.tol:g} at t = {t:.6g} after "
+                                     f"{MAX_REJECTIONS} rejected steps (last dt = {dt:.3g}, error {error:.3g})")
+            dt, limit = dt * max(SHRINK_MIN, factor), "error"
+            self.stats.error_rejected += 1
         self._check_finite(new, t)
         s = self.stats
         s.steps += 1
-        s.dt_min, s.dt_max, s.last_dt = min(s.dt_min, dt), max(s.dt_max, dt), dt
+        s.dt_min, s.dt_max, s.last_dt, s.limit = min(s.dt_min, dt), max(s.dt_max, dt), dt, limit
+        s.limits[limit] = s.limits.get(limit, 0) + 1
         return new, dt
+
+    def _stages(self, state: np.ndarray, L0: np.ndarray, dt: float,
+                t: float) -> tuple[np.ndarray, np.ndarray, np.ndarray] | float:
+        """(the new state, L1, L2) of one step of ``dt``, or the outflow rate of the first stage
+        that exceeds the CFL bound (adaptive mode).  A stage with a non-finite rate and values
+        raises :class:`BlowUpError`."""
+        post = self.scheme.postprocess
+        u1 = post(state + dt * L0)
+        L1, r1 = self._rhs_and_bound(u1)
+        if not self._stage_bound_check(dt, r1, t, 1):
+            return self._finite_rate(u1, r1, t)
+        u2 = post(0.75 * state + 0.25 * (u1 + dt * L1))
+        L2, r2 = self._rhs_and_bound(u2)
+        if not self._stage_bound_check(dt, r2, t, 2):
+            return self._finite_rate(u2, r2, t)
+        return post(state / 3.0 + (2.0 / 3.0) * (u2 + dt * L2)), L1, L2
+
+    def _finite_rate(self, stage: np.ndarray, rate: float, t: float) -> float:
+        """``rate``, after checking that a stage whose rate is not finite has finite values
+        (:meth:`_check_finite`: a blow-up is reported where it happens, not retried)."""
+        if not np.isfinite(rate):
+            self._check_finite(stage, t)
+        return rate
+
+    def _error(self, state: np.ndarray, new: np.ndarray, estimate: np.ndarray) -> float:
+        """The error measure ``E`` of a step (module docstring): the largest over the scheme's
+        parts, with global maxima (collective)."""
+        from mpi4py import MPI
+
+        parts = zip(*(self.scheme.error_parts(v) for v in (estimate, new - state, state)))
+        local = np.array([[float(np.max(np.abs(p), initial=0.0)) for p in triple] for triple in parts])
+        maxima = np.empty_like(local)
+        self.scheme.comm.Allreduce(local, maxima, op=MPI.MAX)
+        assert self.tol is not None
+        error, change, size = maxima.T
+        scale = self.tol * change + FLOOR * size
+        ratios = np.where(error > 0, error / np.where(scale > 0, scale, 1.0), 0.0)
+        ratios[(error > 0) & (scale == 0)] = np.inf
+        return float(ratios.max(initial=0.0))
 
     def _check_finite(self, state: np.ndarray, t: float) -> None:
         bad = np.flatnonzero(~np.isfinite(state))

@@ -72,18 +72,36 @@ def test_check_brackets_the_steps_of_an_adaptive_run(tmp_path):
     estimate = report.estimate
     assert estimate is not None and report.steps == estimate.steps < estimate.most_steps
     steps = meanfield.run(clustering, out=tmp_path / "r", quiet=True).metadata["steps"]["steps"]
-    assert estimate.steps < steps <= estimate.most_steps
-    assert f"{estimate.steps} to {estimate.most_steps} steps" in report.format()
+    assert estimate.fewest_steps < steps <= estimate.most_steps
+    assert f"{estimate.fewest_steps} to {estimate.most_steps} steps" in report.format()
 
 
 def test_check_counts_the_steps_of_a_rotation(tmp_path):
-    """A prescribed rotation keeps its speed: the estimate is the run's count, up to the steps
-    shortened to land on output times."""
-    rotation = {**_config("S2", "fv"), "model": {"velocity": "rotation"}, "time": {"t_final": 0.5, "outputs": 5}}
+    """A prescribed rotation keeps its speed: where the error does not limit the step (a loose
+    time.tol), the estimate is the run's count, up to the steps shortened to land on output
+    times."""
+    rotation = {**_config("S2", "fv"), "model": {"velocity": "rotation"},
+                "time": {"t_final": 0.5, "outputs": 5, "tol": 0.1}}
     report = check_config(rotation, out=tmp_path / "r")
-    assert report.estimate is not None and report.estimate.most_steps == report.steps
+    estimate = report.estimate
+    assert estimate is not None and estimate.fewest_steps == estimate.most_steps == report.steps
+    assert estimate.limits == ("cfl",)
     steps = meanfield.run(rotation, out=tmp_path / "r", quiet=True).metadata["steps"]["steps"]
     assert abs(steps - report.steps) <= len(report.output_times)
+
+
+def test_check_brackets_the_error_limited_steps_of_a_rotation(tmp_path):
+    """With the default tolerance the first steps of the rotation on this coarse mesh are set
+    by the error (the cells' roughness relaxes fast), and they grow as it relaxes: the run's
+    count lies between the CFL count and the count at the initial error-limited step."""
+    rotation = {**_config("S2", "fv"), "model": {"velocity": "rotation"}, "time": {"t_final": 0.5, "outputs": 5}}
+    report = check_config(rotation, out=tmp_path / "r")
+    estimate = report.estimate
+    assert estimate is not None and estimate.limits == ("error",)
+    assert estimate.fewest_steps < estimate.steps == estimate.most_steps
+    steps = meanfield.run(rotation, out=tmp_path / "r", quiet=True).metadata["steps"]["steps"]
+    assert estimate.fewest_steps < steps <= estimate.most_steps
+    assert "(by error)" in report.format()
 
 
 def test_check_does_not_set_up_a_large_run(tmp_path):

@@ -59,7 +59,7 @@ def test_progress_in_metadata_info_and_log_lines(tmp_path):
     assert progress["wall_s"] > 0 and progress["eta_s"] == 0 and progress["done"] == 1
     log = (run / "run.log").read_text().splitlines()
     outputs = [line for line in log if " t = 0.1 " in line]
-    assert len(outputs) == 1 and re.search(r"step 50  dt = 0\.002  wall \dm\d\ds", outputs[0]), log
+    assert len(outputs) == 1 and re.search(r"step 50  dt = 0\.002 by fixed  wall \dm\d\ds", outputs[0]), log
     lines = [line for line in log if re.search(r"\d step \d+  t = ", line)]
     assert [int(line.split("step ")[1].split()[0]) for line in lines] == [10, 20, 30, 40, 60, 70, 80, 90], log
 

@@ -167,6 +167,11 @@ class HybridStepping:
         speed = float(np.linalg.norm(X, axis=1).max(initial=0.0))
         return self.join(drho, X), max(rate, speed / self.h, self.atom_rate())
 
+    def error_parts(self, vector: np.ndarray) -> list[np.ndarray]:
+        """The density's parts and the atoms' positions (:mod:`meanfield.timestepping`)."""
+        density, positions = self.split(vector)
+        return [*self.scheme.error_parts(density), positions.ravel()]
+
     def postprocess(self, state: np.ndarray) -> np.ndarray:
         density, positions = self.split(state)
         if len(positions) and not np.any(density):  # the limiter keeps zero cells zero (cell by cell)

@@ -123,6 +123,11 @@ class SpatialScheme(ABC):
         per_cell = max(state.size // max(self.geometry.num_owned, 1), 1)
         return self.locate(index // per_cell)
 
+    def error_parts(self, vector: np.ndarray) -> list[np.ndarray]:
+        """The parts of a state-shaped vector whose step errors are measured each against its
+        own change (:mod:`meanfield.timestepping`): the whole state."""
+        return [vector]
+
     def mass(self, state: np.ndarray) -> float:
         """Total mass over all ranks."""
         return float(self.comm.allreduce(self.measure(state)[1].sum()))

@@ -253,7 +253,8 @@ class Controller:
                                     "the velocity is too large or the solution is blowing up")
         for line in sim.event_lines():
             log.info("t = %.6g  %s", sim.t, line)
-        progress.update(sim.t, dt, report=not self._at_output(sim.t), note=sim.status())  # else the output's line
+        progress.update(sim.t, dt, report=not self._at_output(sim.t), note=sim.status(),  # else the output's line
+                        limit=sim.step_info().get("limit") or "")
 
     def _events(self, signals: SignalWatch) -> tuple[str | None, bool]:
         """(stop reason or None, checkpoint due) agreed by all ranks."""

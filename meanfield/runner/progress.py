@@ -127,6 +127,7 @@ class Progress:
         self.active = comm.rank == 0
         self.steps = 0
         self.t, self.dt = t0, float("nan")
+        self._full = (float("nan"), "")  # the last step not shortened to land on a time, and its limit
         self.cadence = cadence or Cadence()
         self._start = time.perf_counter()
         self._last = (self._start, 0, t0)  # wall time, steps and model time at the last line
@@ -139,12 +140,15 @@ class Progress:
                              bar_format="{l_bar}{bar}| t={postfix[0]:.4g}/{postfix[1]:.4g} "
                                         "[{elapsed}<{postfix[2]}]", postfix=[t0, t_end, "?"])
 
-    def update(self, t: float, dt: float, report: bool = True, note: str = "") -> None:
+    def update(self, t: float, dt: float, report: bool = True, note: str = "", limit: str = "") -> None:
         """One step was taken; the model time is now ``t``.  ``report``: a progress line may be
         logged (not when the step lands on an output, whose own line follows); ``note`` ends
-        the line (a hybrid run's atoms)."""
+        the line (a hybrid run's atoms); ``limit``: what limited the step (``"landing"``: it was
+        shortened to end on a time; lines show the last step that was not)."""
         self.steps += 1
         self.t, self.dt = t, dt
+        if limit != "landing" or not self._full[1]:
+            self._full = (dt, limit)
         if not self.active:
             return
         now = time.perf_counter()
@@ -162,7 +166,7 @@ class Progress:
         if report and self.cadence.due(now - wall, self.steps - steps, (t - t_last) / self._span):
             self._last = (now, self.steps, t)
             done, eta = self._done(now)
-            log.info("step %d  t = %.6g (%.1f%%)  dt = %.3g  wall %s  ETA %s%s", self.steps, t, 100.0 * done, dt,
+            log.info("step %d  t = %.6g (%.1f%%)  %s  wall %s  ETA %s%s", self.steps, t, 100.0 * done, self._dt(),
                      format_duration(now - self._start), format_duration(eta), f"  {note}" if note else "",
                      extra=FILE_ONLY if self._bar is not None else None)
 
@@ -190,12 +194,17 @@ class Progress:
                 "updated": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
 
     def line(self) -> str:
-        """``step 120  dt = 0.0041  wall 1m02s``: for the log line of an output, which counts as a
-        progress line (the next one is due a cadence later)."""
+        """``step 120  dt = 0.0041 by cfl  wall 1m02s``: for the log line of an output, which counts
+        as a progress line (the next one is due a cadence later)."""
         now = time.perf_counter()
         self._last = (now, self.steps, self.t)
-        dt = f"  dt = {self.dt:.3g}" if self.steps else ""
+        dt = f"  {self._dt()}" if self.steps else ""
         return f"step {self.steps}{dt}  wall {format_duration(now - self._start)}"
+
+    def _dt(self) -> str:
+        """``dt = 0.0041 by cfl``: the last step not shortened to land on a time, and what limited it."""
+        dt, limit = self._full
+        return f"dt = {dt:.3g}" + (f" by {limit}" if limit else "")
 
     def close(self) -> None:
         if self._bar is not None:
