@@ -93,9 +93,15 @@ test-mpi: venv
 # differently, so a test that passes only with one machine's round-off fails here.  (Not Haswell
 # or Zen: OpenBLAS 0.3.34's dgemm kernels for those crash on AMD CPUs with AVX-512.)
 KERNEL ?= Sandybridge
+# Narrowed to the tests whose numbers depend on round-off: the modules below check files, the
+# command line, refusals, locks, thread counts, plots and ParaView's view of the files, or compare
+# a run with itself resumed (one code path), whose outcome no BLAS kernel changes, and are left out.
+KERNEL_SKIP = atoms_log bad_input cli_documented collect controller conventions damaged_runs expression_depth \
+              memory_guard paraview plot_focus plotting refusals rundir runfile run_threads sweep watching
 
 test-kernel: venv
-	OPENBLAS_CORETYPE=$(KERNEL) $(PY) -m pytest -n $(WORKERS) -q -m "not slow" tests; $(PYTEST_OK)
+	OPENBLAS_CORETYPE=$(KERNEL) $(PY) -m pytest -n $(WORKERS) -q -m "not slow" \
+	  $(foreach m,$(KERNEL_SKIP),--ignore=tests/test_$(m).py) tests; $(PYTEST_OK)
 
 bench: venv
 	@for f in benchmarks/bench_*.py; do echo "== $$f"; $(PY) $$f; done
