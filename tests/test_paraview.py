@@ -24,6 +24,7 @@ Three kinds of checks:
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -60,13 +61,9 @@ def needs_pvbatch(unchecked: str) -> pytest.MarkDecorator:
     return pytest.mark.skipif(PVBATCH is None, reason=f"no ParaView pvbatch ({why}): {unchecked}")
 
 
-try:
-    import vtk  # noqa: F401  (the wheel's readers, below)
-    VTK = True
-except ImportError:
-    VTK = False
-needs_vtk = pytest.mark.skipif(not VTK, reason="the vtk wheel is not installed (pip install vtk, or the test "
-                                               "extra): the files are not opened with VTK's readers")
+needs_vtk = pytest.mark.skipif(importlib.util.find_spec("vtkmodules") is None,
+                               reason="the vtk wheel is not installed (pip install vtk, or the test extra): "
+                                      "the files are not opened with VTK's readers")
 
 #: numpy dtype -> (NumberType, Precision) as XDMF writes them
 XDMF_TYPES = {np.dtype("float64"): ("Float", "8"), np.dtype("float32"): ("Float", "4"),
