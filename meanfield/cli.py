@@ -38,12 +38,16 @@ before building anything and refuse a job that does not fit in the memory availa
 The same command works serially and under ``mpirun -n P``; only rank 0 prints.  Exit codes:
 0 done; 1 the run failed (recorded in its metadata.json); 2 bad input (one line on stderr
 naming the field, nothing written); 3 stopped at ``time.wall_limit`` after a checkpoint;
-128 + n stopped by signal n (SIGTERM: 143, SIGINT: 130, SIGUSR1: 138) after a checkpoint.
+128 + n stopped by signal n (SIGTERM: 143, SIGINT: 130, SIGUSR1: 138) after a checkpoint;
+141 (128 + SIGPIPE) the reader of standard output went away (``meanfield info RUN | head -4``):
+the command stops quietly, as command-line tools do, and nothing is recorded as failed.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import select
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -54,8 +58,6 @@ from .wording import counted
 
 def _rank() -> int:
     if "mpi4py.MPI" not in sys.modules:
-        import os
-
         for var in ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK"):
             if var in os.environ:
                 return int(os.environ[var])
@@ -177,8 +179,6 @@ def _cmd_convergence(args: argparse.Namespace) -> None:
 
 def _array_index(args: argparse.Namespace) -> int | None:
     """--array-index, else $SLURM_ARRAY_TASK_ID (a job-array task), else None (every point)."""
-    import os
-
     from .config import ConfigError
 
     if args.array_index is not None:
@@ -740,8 +740,48 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: The exit code when the reader of standard output has gone: 128 + SIGPIPE, as a tool killed by it gives.
+READER_GONE = 141
+
+
+def _stdout_closed() -> bool:
+    """Whether nobody reads standard output any more (a pipe whose reader has closed it)."""
+    try:
+        poll = select.poll()
+        poll.register(1, select.POLLOUT)
+        return any(events & (select.POLLERR | select.POLLHUP) for _, events in poll.poll(0))
+    except OSError:
+        return False
+
+
+def _reader_gone() -> int:
+    """Stop quietly: what is still buffered for standard output goes nowhere, and under mpirun the
+    other ranks end too."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.close(devnull)
+    if "mpi4py.MPI" in sys.modules:
+        from mpi4py import MPI
+
+        if MPI.COMM_WORLD.size > 1:
+            MPI.COMM_WORLD.Abort(READER_GONE)
+    return READER_GONE
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``meanfield`` console script; returns the exit code (see the module docstring)."""
+    try:
+        code = _command(argv)
+        sys.stdout.flush()  # here, not at exit, so that a reader gone is seen as such
+        return code
+    except BrokenPipeError:
+        if not _stdout_closed():
+            raise
+        return _reader_gone()
+
+
+def _command(argv: Sequence[str] | None) -> int:
+    """Parse ``argv``, run the command and turn its exceptions into exit codes."""
     from .collective import INPUT_ERRORS, is_collective
     from .runner.controller import RunInterrupted
 
@@ -756,6 +796,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         _error(f"meanfield: {exc}")
         return exc.exit_code
     except Exception as exc:
+        if isinstance(exc, BrokenPipeError) and _stdout_closed():
+            raise  # not a failed run: the reader of standard output has gone
         code = 2 if isinstance(exc, INPUT_ERRORS) else 1
         text = f"error: {exc}" if code == 2 else f"error: the run failed: {type(exc).__name__}: {exc}"
         if is_collective(exc) or "mpi4py.MPI" not in sys.modules:

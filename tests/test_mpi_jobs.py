@@ -188,7 +188,7 @@ def test_hybrid_fast_run_on_two_ranks_matches_one(tmp_path):
     """``mpirun -n 2 meanfield run`` of a hybrid run with the fast field completes (an error on
     the rank without atoms once left rank 0 stepping alone: a hang) and agrees with one rank."""
     cfg = _case(tmp_path, HYBRID_FAST_CASE)
-    proc = meanfield_job("run", str(cfg), "--out", str(tmp_path / "two"), "--quiet", timeout=60)
+    proc = meanfield_job("run", str(cfg), "--out", str(tmp_path / "two"), "--quiet")
     assert proc.returncode == 0, proc.stderr
     two, one = meanfield.load_run(tmp_path / "two"), meanfield.run(cfg, out=tmp_path / "one", comm=MPI.COMM_SELF,
                                                                   quiet=True)
@@ -216,7 +216,7 @@ def test_fast_field_on_four_ranks(tmp_path, direct_sums):
     ``nonlocal.direct_sums`` a rank's few points are summed exactly where one rank takes a
     NUFFT, and the two agree to the NUFFT's accuracy (below ``nonlocal.tol / 10``: 4e-8 here) instead."""
     cfg = _case(tmp_path, FAST_S2.replace("[time]", f"direct_sums = {str(direct_sums).lower()}\n[time]"))
-    proc = meanfield_job("run", str(cfg), "--out", str(tmp_path / "four"), "--quiet", ranks=4, timeout=90)
+    proc = meanfield_job("run", str(cfg), "--out", str(tmp_path / "four"), "--quiet", ranks=4)
     assert proc.returncode == 0, proc.stderr
     four = meanfield.load_run(tmp_path / "four")
     one = meanfield.run(cfg, out=tmp_path / "one", comm=MPI.COMM_SELF, quiet=True)

@@ -1,35 +1,44 @@
 """ParaView opens what a run writes, with its default readers.
 
-Two kinds of checks:
+Three kinds of checks:
 
 * always: the XDMF files' structure, read without ParaView (XML + h5py): every DataItem has what
   Xdmf3 (ParaView's default XDMF reader) needs to read it (a number type and precision, no
   HyperSlab or Function item, which Xdmf3's VTK reader skips as "unrecognized array type
   [None]"), its dimensions and selection match the HDF5 dataset, the selected row of output k is
   run.nc's output k, the times increase; a file in the old HyperSlab form is rejected;
+* where the ``vtk`` wheel is installed (the test extra), VTK's own readers: its XDMF2 reader opens
+  each .xdmf and gives back run.nc's times, cells and points (on the unit sphere); its XML reader
+  (ParaView's reader of .vtu files) gives back the atoms' points, masses and ids.  The wheel has
+  no Xdmf3 reader, and XDMF2 does not read Xdmf3's row selections, so the density values as
+  ParaView reads them are left to pvbatch;
 * where ParaView is installed: ``pvbatch`` opens the files as users do (``OpenDataFile`` ->
   update at every time step) and gives back run.nc's cells, points, ``density`` values and
   times, for FV S^2, DG1 S^1 and S^2 and a run of 2 ranks; ``view-in-paraview.py`` draws every
-  atom as a glyph and saves a picture (``xvfb-run``).  These are skipped, with the reason shown,
-  where ``pvbatch`` (Debian: ``apt-get install paraview python3-paraview``) or ``xvfb-run`` is missing.
+  atom as a glyph and saves a picture, on the session's one Xvfb (:mod:`helpers.display`:
+  Debian's pvbatch draws through X only).  These are skipped, each with a line saying why, where
+  ``pvbatch`` (Debian: ``apt-get install paraview python3-paraview``; ``make test`` installs it
+  when run as root) or ``Xvfb`` (``xvfb``) is missing, or ``MEANFIELD_TEST_NO_PARAVIEW=1`` hides
+  them (as on a machine without ParaView).
 """
 
 from __future__ import annotations
 
-import fcntl
+import importlib.util
 import json
 import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator
 from pathlib import Path
 
 import h5py
 import numpy as np
 import pytest
 import xarray as xr
+from helpers.display import shared_display
 from helpers.hybrid_runs import mesh_of, sphere_atoms, write_hybrid_run
 from helpers.mpi import mpirun
 
@@ -37,13 +46,24 @@ import meanfield
 from meanfield.runner import layout
 from meanfield.runner.results import load_run
 
-PVBATCH = shutil.which("pvbatch")
-XVFB_RUN = shutil.which("xvfb-run")
-#: Tries to start an X server for pvbatch (see :func:`_paraview`).
-X_SERVER_STARTS = 3
-needs_pvbatch = pytest.mark.skipif(
-    PVBATCH is None, reason="ParaView's pvbatch is not installed (apt-get install paraview python3-paraview): "
-                            "the files are not opened with ParaView's own reader")
+#: Set to 1 to test as on a machine without ParaView (the pvbatch checks skip, VTK's readers check).
+HIDE_PARAVIEW = "MEANFIELD_TEST_NO_PARAVIEW"
+HIDDEN = os.environ.get(HIDE_PARAVIEW, "0") not in ("", "0")
+PVBATCH = None if HIDDEN else shutil.which("pvbatch")
+XVFB = shutil.which("Xvfb")
+#: Tries of a pvbatch command whose X display failed it (see :func:`_paraview`).
+DISPLAY_TRIES = 3
+
+
+def needs_pvbatch(unchecked: str) -> pytest.MarkDecorator:
+    """Skip where pvbatch is missing or hidden, saying what goes ``unchecked``."""
+    why = f"{HIDE_PARAVIEW}=1" if HIDDEN else "apt-get install paraview"
+    return pytest.mark.skipif(PVBATCH is None, reason=f"no ParaView pvbatch ({why}): {unchecked}")
+
+
+needs_vtk = pytest.mark.skipif(importlib.util.find_spec("vtkmodules") is None,
+                               reason="the vtk wheel is not installed (pip install vtk, or the test extra): "
+                                      "the files are not opened with VTK's readers")
 
 #: numpy dtype -> (NumberType, Precision) as XDMF writes them
 XDMF_TYPES = {np.dtype("float64"): ("Float", "8"), np.dtype("float32"): ("Float", "4"),
@@ -224,24 +244,36 @@ print("RESULT " + json.dumps(out))
 '''
 
 
-def _paraview(script: str, *args: str | Path, folder: Path, display: bool = False) -> dict:
-    """Run ``script`` in pvbatch (under xvfb-run if ``display``) and return what it printed after RESULT."""
+#: What pvbatch prints when its X display failed it (the display, not the files under test).
+DISPLAY_FAILURES = ("bad X server connection", "Could not open display", "Signal: SIGABRT")
+
+
+@pytest.fixture(scope="session")
+def display(request, tmp_path_factory) -> Iterator[str]:
+    """The ``DISPLAY`` of the test session's one Xvfb, shared by its xdist workers (through the
+    session's temporary folder, the parent of the workers' own)."""
+    if XVFB is None:
+        pytest.skip("Xvfb is not installed (apt-get install xvfb): Debian's pvbatch draws through X only, "
+                    "no picture drawn")
+    session = tmp_path_factory.getbasetemp()
+    with shared_display(XVFB, (session.parent if hasattr(request.config, "workerinput") else session) / "xvfb") as name:
+        yield name
+
+
+def _paraview(script: str, *args: str | Path, folder: Path, display: str | None = None) -> dict:
+    """Run ``script`` in pvbatch (on X ``display`` if given) and return what it printed after RESULT.
+
+    A run that the X display failed (pvbatch aborts in ``CreateAWindow``) is tried again, up to
+    :data:`DISPLAY_TRIES` times in all."""
     (folder / "probe.py").write_text(script)
     command = [str(PVBATCH), str(folder / "probe.py"), *map(str, args)]
-    if display:
-        command = [str(XVFB_RUN), "-a", *command]
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # pvbatch runs its own Python
-    # One X server at a time, and a server that pvbatch could not connect to is started again:
-    # ``xvfb-run -a`` beside another xvfb-run (pytest-xdist workers) or right after one has gone
-    # sometimes hands pvbatch a display it cannot open ("bad X server connection"); that is the
-    # X server's start, not the files under test.
-    with open(Path(tempfile.gettempdir()) / "meanfield-xvfb-run.lock", "w") as lock:
-        if display:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-        for _ in range(X_SERVER_STARTS if display else 1):
-            done = subprocess.run(command, capture_output=True, text=True, timeout=180, cwd=folder, env=env)
-            if "bad X server connection" not in done.stdout + done.stderr:
-                break
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "DISPLAY")}  # pvbatch runs its own Python
+    if display is not None:
+        env["DISPLAY"] = display
+    for _ in range(DISPLAY_TRIES if display else 1):
+        done = subprocess.run(command, capture_output=True, text=True, timeout=240, cwd=folder, env=env)
+        if done.returncode == 0 or not any(text in done.stdout + done.stderr for text in DISPLAY_FAILURES):
+            break
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
     assert done.returncode == 0 and lines, done.stdout + done.stderr
     assert "Skipping unrecognized array type" not in done.stdout + done.stderr
@@ -267,11 +299,99 @@ def _assert_paraview_reads(path: Path, name: str, tmp_path: Path) -> dict:
     return seen
 
 
-@needs_pvbatch
-@pytest.mark.parametrize("case, name", [("fv-S2", layout.PARAVIEW_CELLS), ("dg1-S1", layout.PARAVIEW_CELLS),
-                                        ("dg1-S1", layout.PARAVIEW_DG1), ("dg1-S2", layout.PARAVIEW_DG1)])
+FILES = [("fv-S2", layout.PARAVIEW_CELLS), ("dg1-S1", layout.PARAVIEW_CELLS), ("dg1-S1", layout.PARAVIEW_DG1),
+         ("dg1-S2", layout.PARAVIEW_DG1)]
+
+
+@needs_pvbatch("the density values are not read with ParaView's Xdmf3 reader (VTK's XDMF2 reader "
+               "checks the mesh and times)")
+@pytest.mark.parametrize("case, name", FILES)
 def test_paraview_default_reader_opens_the_density(runs, case, name, tmp_path):
     _assert_paraview_reads(runs[case], name, tmp_path)
+
+
+# -- VTK's own readers (the vtk wheel), where ParaView is missing too ------------------------
+def _vtk_xdmf(path: Path) -> dict:
+    """What VTK's XDMF2 reader gives back for the .xdmf at ``path``: the attributes it lists, the
+    times, and at each time the cell types, the points and each cell's mean vertex.  (XDMF2
+    does not read Xdmf3's row selections: the attributes are listed, not read.)"""
+    from vtkmodules.util.numpy_support import vtk_to_numpy
+    from vtkmodules.vtkCommonCore import vtkIdList
+    from vtkmodules.vtkCommonExecutionModel import vtkStreamingDemandDrivenPipeline
+    from vtkmodules.vtkIOXdmf2 import vtkXdmfReader
+
+    reader = vtkXdmfReader()
+    reader.SetFileName(str(path))
+    reader.UpdateInformation()
+    arrays = {}
+    for where in ("Point", "Cell"):
+        count = getattr(reader, f"GetNumberOf{where}Arrays")()
+        names = [getattr(reader, f"Get{where}ArrayName")(i) for i in range(count)]
+        for name in names:
+            getattr(reader, f"Set{where}ArrayStatus")(name, 0)
+        arrays[where.lower()] = names
+    out: dict = {"arrays": arrays, "steps": [],
+                 "times": list(reader.GetOutputInformation(0).Get(vtkStreamingDemandDrivenPipeline.TIME_STEPS()))}
+    corners = vtkIdList()
+    for t in out["times"]:
+        reader.UpdateTimeStep(t)
+        data = reader.GetOutputDataObject(0)
+        points = vtk_to_numpy(data.GetPoints().GetData())
+        means = []
+        for cell in range(data.GetNumberOfCells()):
+            data.GetCellPoints(cell, corners)
+            means.append(points[[corners.GetId(k) for k in range(corners.GetNumberOfIds())]].mean(axis=0))
+        out["steps"].append({"types": {data.GetCellType(i) for i in range(data.GetNumberOfCells())},
+                             "points": points, "means": np.array(means)})
+    return out
+
+
+@needs_vtk
+@pytest.mark.parametrize("case, name", FILES)
+def test_vtk_xdmf2_reader_opens_the_mesh_at_every_time(runs, case, name):
+    """VTK's XDMF2 reader: run.nc's times; at each, its cells in its order (each cell's mean vertex
+    points to run.nc's cell centre), of the sphere's cell type, their points on the unit sphere."""
+    from vtkmodules.vtkCommonDataModel import VTK_POLY_LINE, VTK_TRIANGLE
+
+    seen = _vtk_xdmf(runs[case] / name)
+    with xr.open_dataset(runs[case] / layout.RUN_FILE) as ds:
+        centres = np.column_stack([ds[x].values for x in ("x", "y", "z") if x in ds])
+        points = ds.sizes["cell"] * ds.sizes["corner"] if name == layout.PARAVIEW_DG1 else ds.sizes["node"]
+        assert seen["times"] == ds.time.values.tolist()
+    assert seen["arrays"] == ({"point": ["density"], "cell": []} if name == layout.PARAVIEW_DG1 else
+                              {"point": [], "cell": ["density"]})
+    for step in seen["steps"]:
+        assert step["types"] == {VTK_TRIANGLE if case.endswith("S2") else VTK_POLY_LINE}
+        assert len(step["points"]) == points
+        np.testing.assert_allclose(np.linalg.norm(step["points"], axis=1), 1.0, atol=1e-12)
+        means = step["means"][:, :centres.shape[1]]
+        np.testing.assert_allclose(means / np.linalg.norm(means, axis=1, keepdims=True), centres, atol=1e-12)
+
+
+@needs_vtk
+def test_vtk_xml_reader_opens_the_atom_points(tmp_path):
+    """atoms.pvd's files, each read with VTK's XML reader (ParaView's reader of .vtu files),
+    hold the atoms written at its time: positions, masses and ids, the empty cloud too."""
+    from vtkmodules.util.numpy_support import vtk_to_numpy
+    from vtkmodules.vtkIOXML import vtkXMLUnstructuredGridReader
+
+    mesh = mesh_of("S2", 2)
+    outputs = sphere_atoms(mesh)
+    write_hybrid_run(tmp_path, mesh, outputs)
+    entries = [(float(d.get("timestep", "nan")), d.get("file", "")) for d in
+               ET.parse(tmp_path / layout.PARAVIEW_ATOMS).getroot().iter("DataSet")]
+    assert [t for t, _ in entries] == [t for t, _, _ in outputs]
+    for (_, name), (_, _, atoms) in zip(entries, outputs):
+        assert atoms is not None
+        reader = vtkXMLUnstructuredGridReader()
+        reader.SetFileName(str(tmp_path / name))
+        reader.Update()
+        data = reader.GetOutput()
+        assert data.GetNumberOfPoints() == data.GetNumberOfCells() == atoms.count
+        if atoms.count:
+            assert np.array_equal(vtk_to_numpy(data.GetPoints().GetData()), atoms.positions)
+            for array, values in (("mass", atoms.masses), ("id", atoms.ids)):
+                assert np.array_equal(vtk_to_numpy(data.GetPointData().GetArray(array)), values), array
 
 
 def test_causal_run_has_one_array_per_position_slice(tmp_path):
@@ -302,7 +422,7 @@ def test_causal_run_has_one_array_per_position_slice(tmp_path):
                         assert np.array_equal(step["point"][array], ds[variable].values[k, j].ravel())
 
 
-@needs_pvbatch
+@needs_pvbatch("the files of a run of 2 ranks are not opened with ParaView")
 def test_paraview_opens_what_two_ranks_wrote(tmp_path):
     launcher = mpirun()
     (tmp_path / "case.toml").write_text('name = "pv"\n[mesh]\nsphere = "S2"\nresolution = 2\n[scheme]\n'
@@ -357,10 +477,9 @@ initial = [[0.3, 1.0, 0.0], [0.25, 0.955336489125606, 0.29552020666133955]]
 """
 
 
-@pytest.mark.skipif(XVFB_RUN is None, reason="xvfb-run is not installed (apt-get install xvfb): no picture drawn")
-@needs_pvbatch
+@needs_pvbatch("view-in-paraview.py (ParaView's Python) is not run: no picture drawn")
 @pytest.mark.parametrize("sphere", ["S1", "S2"])
-def test_view_script_draws_every_atom_as_a_glyph(tmp_path, sphere):
+def test_view_script_draws_every_atom_as_a_glyph(tmp_path, sphere, display):
     """S^1: a real hybrid run (CLI); S^2: hand-made outputs through the run's writers, the first
     without atoms (an empty point cloud)."""
     path = tmp_path / "run"
@@ -375,7 +494,7 @@ def test_view_script_draws_every_atom_as_a_glyph(tmp_path, sphere):
     run = load_run(path)
     assert run.atoms is not None
     picture = tmp_path / "picture.png"
-    seen = _paraview(GLYPHS, path / layout.PARAVIEW_SCRIPT, picture, folder=tmp_path, display=True)
+    seen = _paraview(GLYPHS, path / layout.PARAVIEW_SCRIPT, picture, folder=tmp_path, display=display)
     assert seen["mode"] == "All Points" and seen["scale"] == ["POINTS", "size"]
     assert [t for t, _, _ in seen["steps"]] == list(run.times)
     assert [n for _, n, _ in seen["steps"]] == [a.count for a in run.atoms]
@@ -400,9 +519,8 @@ print("RESULT " + json.dumps({"range": [colours[0], colours[-4]]}))
 '''
 
 
-@pytest.mark.skipif(XVFB_RUN is None, reason="xvfb-run is not installed (apt-get install xvfb): no picture drawn")
-@needs_pvbatch
-def test_view_script_colour_scale_starts_at_zero_on_dg1_vertex_values(runs, tmp_path):
+@needs_pvbatch("the view's colour scale is not checked with ParaView")
+def test_view_script_colour_scale_starts_at_zero_on_dg1_vertex_values(runs, tmp_path, display):
     """DG1 vertex values may dip below 0 (the limiter acts at the edge Gauss points): the view's
     colour scale is [0, the largest value over the outputs], not down to the dip."""
     path = tmp_path / "run"
@@ -411,13 +529,12 @@ def test_view_script_colour_scale_starts_at_zero_on_dg1_vertex_values(runs, tmp_
         f["vertex_density"][-1, 0, 0] = -0.28  # a dip as a steep front gives one
         top = float(np.max(f["vertex_density"][()]))
     seen = _paraview(COLOURS, path / layout.PARAVIEW_SCRIPT, tmp_path / "picture.png", "density", folder=tmp_path,
-                     display=True)
+                     display=display)
     assert seen["range"] == pytest.approx([0.0, top], rel=1e-12)
 
 
-@pytest.mark.skipif(XVFB_RUN is None, reason="xvfb-run is not installed (apt-get install xvfb): no picture drawn")
-@needs_pvbatch
-def test_view_script_of_a_causal_run_colours_the_last_position(tmp_path):
+@needs_pvbatch("the view of a causal run is not checked with ParaView")
+def test_view_script_of_a_causal_run_colours_the_last_position(tmp_path, display):
     """A causal run has one array per position (no ``density``): the view colours the last
     position's, on its range over the outputs."""
     config = {**_config("S1", "fv"), "model": {"mask": "causal"}, "positions": {"slices": 3},
@@ -425,5 +542,20 @@ def test_view_script_of_a_causal_run_colours_the_last_position(tmp_path):
     run = meanfield.run(config, out=tmp_path / "run", quiet=True)
     last = run.densities[:, -1]
     seen = _paraview(COLOURS, tmp_path / "run" / layout.PARAVIEW_SCRIPT, tmp_path / "picture.png",
-                     f"density_s{run.positions[-1]:.4f}", folder=tmp_path, display=True)
+                     f"density_s{run.positions[-1]:.4f}", folder=tmp_path, display=display)
     assert seen["range"] == pytest.approx([float(last.min()), float(last.max())], rel=1e-12)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(HIDDEN, reason=f"the test of {HIDE_PARAVIEW}=1 (it is set already)")
+def test_as_without_paraview_the_wheel_checks_and_the_rest_skips_saying_why(tmp_path):
+    """This module as on a machine without ParaView (``MEANFIELD_TEST_NO_PARAVIEW=1``): VTK's
+    readers check the files, and each pvbatch check skips, on one line saying what goes unchecked."""
+    done = subprocess.run([sys.executable, "-m", "pytest", __file__, "-q", "-rs", "-p", "no:xdist", "-p",
+                           "no:cacheprovider", "--basetemp", str(tmp_path / "t"), "-k",
+                           "vtk or default_reader or two_ranks or glyph"], capture_output=True, text=True,
+                          timeout=280, env={**os.environ, HIDE_PARAVIEW: "1"})
+    assert done.returncode == 0 and "5 passed, 7 skipped" in done.stdout, done.stdout + done.stderr
+    skipped = [line for line in done.stdout.splitlines() if line.startswith("SKIPPED")]
+    assert sum(int(line.split("[")[1].split("]")[0]) for line in skipped) == 7, skipped
+    assert all(f"no ParaView pvbatch ({HIDE_PARAVIEW}=1): " in line for line in skipped), skipped

@@ -25,7 +25,9 @@ SMALL = {
 
 def test_run_directory_and_load_run(tmp_path):
     out = tmp_path / "run"
-    result = meanfield.run(SMALL, out=out, comm=MPI.COMM_SELF, quiet=True)
+    held = []  # what the run held in memory at each output, before it was written
+    result = meanfield.run(SMALL, out=out, comm=MPI.COMM_SELF, quiet=True,
+                           callbacks=[lambda state: held.append((state.t, state.density.copy(), state.observables))])
     for name in ("config.toml", "metadata.json", "observables.csv", "mesh.npz", "run.log", "density.xdmf"):
         assert (out / name).is_file(), name
     meta = json.loads((out / "metadata.json").read_text())
@@ -40,7 +42,11 @@ def test_run_directory_and_load_run(tmp_path):
     # the written config reproduces the run
     again = load_config(out / "config.toml")
     assert again.data == load_config(SMALL).data | {"output": again.data["output"]}
-    assert meanfield.load_run(out).densities.tobytes() == result.densities.tobytes()
+    # what was read back is what the run held: times, densities, observables
+    assert [t for t, _, _ in held] == result.times.tolist()
+    assert np.array_equal(np.stack([density for _, density, _ in held]), result.densities)
+    for name in ("mass", "rho_min", "rho_max"):
+        assert np.array_equal([row[name] for _, _, row in held], result.observables[name]), name
 
 
 def test_embedded_default_matches_the_example_file():

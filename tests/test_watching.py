@@ -6,6 +6,8 @@
   to the same config;
 * metadata.json holds the run's progress (t, step, dt, wall time, ETA) from its first output on;
 * ``meanfield info RUN`` prints a summary for people, ``--json`` the facts;
+* a command whose reader of standard output has gone (``meanfield info RUN | head -4``) stops
+  quietly with 141 (128 + SIGPIPE), not as a failed run;
 * progress lines come at the cadence of ``[output] log_every``, by default at least at every
   tenth of the model time, and output lines carry step, dt and wall time.
 """
@@ -14,10 +16,13 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from helpers.cli import cli
+from helpers.cli import TIMEOUT, cli, cli_environment, cli_to_closed_pipe
 
 from meanfield.config import load_config
 
@@ -69,6 +74,21 @@ def test_progress_in_metadata_info_and_log_lines(tmp_path):
     assert re.search(r"t reached: +0\.2 of t_final = 0\.2", info.stdout)
     assert re.search(r"wall time: +[\d.]+ s in 1 segment\n", info.stdout) and "run.nc" in info.stdout
     assert json.loads(cli(["info", "runs/w", "--json"], tmp_path).stdout)["segments"][0]["t_end"] == pytest.approx(0.2)
+
+
+@pytest.mark.slow
+def test_a_closed_pipe_is_not_a_failed_run(tmp_path):
+    """Every command that prints, its output piped to a reader that has gone: exit 141 and nothing
+    on stderr (no "the run failed"); piped to ``head -1``, the first line and nothing on stderr."""
+    (tmp_path / "w.toml").write_text(CASE)
+    assert cli(["run", "w.toml", "--quiet"], tmp_path).returncode == 0
+    for args in (["info", "runs/w"], ["info", "runs/w", "--json"], ["check", "w.toml"],
+                 ["compare", "runs/w", "runs/w"]):
+        done = cli_to_closed_pipe(args, tmp_path)
+        assert (done.returncode, done.stderr) == (141, ""), args
+    head = subprocess.run(f"{shlex.quote(sys.executable)} -m meanfield.cli info runs/w | head -1", shell=True,
+                          cwd=tmp_path, capture_output=True, text=True, timeout=TIMEOUT, env=cli_environment())
+    assert head.stdout.startswith("run: ") and head.stderr == "", head.stdout + head.stderr
 
 
 def test_log_every_steps(tmp_path):

@@ -33,11 +33,28 @@ def refused(tmp_path: Path, capsys, text: str, field: str, *extra: str, command:
     assert captured.out == "" and not out.exists()
 
 
+def cli_environment() -> dict[str, str]:
+    """The environment of a fresh ``meanfield``: this checkout first on the path, the memory check on."""
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    environment.pop("MEANFIELD_MEMORY_CHECK", None)
+    return environment
+
+
 def cli(args: list[str], cwd: Path, ranks: int = 1) -> subprocess.CompletedProcess:
     """``meanfield ARGS`` in a fresh process in ``cwd`` (under ``mpirun -n ranks`` when ranks > 1), importing
     this checkout, with the memory check on."""
-    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    environment.pop("MEANFIELD_MEMORY_CHECK", None)
     launcher = [str(mpirun()), "-n", str(ranks)] if ranks > 1 else []
     return subprocess.run([*launcher, sys.executable, "-m", "meanfield.cli", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=TIMEOUT, env=environment)
+                          text=True, timeout=TIMEOUT, env=cli_environment())
+
+
+def cli_to_closed_pipe(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    """``meanfield ARGS`` as :func:`cli`, its standard output a pipe whose reader has already gone
+    (closed before the command starts, so that every write it makes finds no reader)."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        return subprocess.run([sys.executable, "-m", "meanfield.cli", *args], cwd=cwd, stdout=write,
+                              stderr=subprocess.PIPE, text=True, timeout=TIMEOUT, env=cli_environment())
+    finally:
+        os.close(write)
