@@ -59,11 +59,11 @@ def runs(tmp_path_factory) -> dict[str, tuple[Path, Path]]:
             for kind in ("fv", "dg1", "particles")}
 
 
-def same_run(path: Path, reference: Path) -> None:
+def same_run(path: Path, reference: Path, atol: float = 1e-12) -> None:
     a, b = meanfield.load_run(path), meanfield.load_run(reference)
     np.testing.assert_allclose(a.times, b.times, rtol=0, atol=1e-12)  # extended times continue the spacing
     values = (a.points, b.points) if hasattr(a, "points") else (a.densities, b.densities)
-    np.testing.assert_allclose(values[0], values[1], rtol=0, atol=1e-12)
+    np.testing.assert_allclose(values[0], values[1], rtol=0, atol=atol)
 
 
 @pytest.mark.parametrize("damage", ["garbage", "deleted"])
@@ -96,7 +96,10 @@ def test_no_checkpoint_resumes_from_the_newest_full_snapshot(tmp_path, runs, kin
     assert done.returncode == 0, done.stderr
     assert "checkpoint.npz: missing; resuming from snapshots/0004.npz at t = 0.4" in done.stdout, done.stdout
     assert "the run stopped before its first output" not in done.stdout + done.stderr
-    same_run(run, long)
+    # A snapshot holds the state, not the error controller's proposed step (only a checkpoint
+    # does), so a PDE run continued from one takes other adaptive steps than the run that went on:
+    # the two agree to the steps' error (time.tol), 3e-7 here for DG1, not to round-off.
+    same_run(run, long, atol=1e-12 if kind == "particles" else 1e-5)
 
 
 def test_a_damaged_newest_snapshot_is_passed_over(tmp_path, runs):

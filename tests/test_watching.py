@@ -78,14 +78,17 @@ def test_progress_in_metadata_info_and_log_lines(tmp_path):
 
 @pytest.mark.slow
 def test_a_closed_pipe_is_not_a_failed_run(tmp_path):
-    """Every command that prints, its output piped to a reader that has gone: exit 141 and nothing
-    on stderr (no "the run failed"); piped to ``head -1``, the first line and nothing on stderr."""
+    """Every command that prints, its output piped to a reader that has gone: exit 141 and no error
+    on stderr (no "the run failed"; check's warnings may stand); piped to ``head -1``, the first
+    line and nothing on stderr."""
     (tmp_path / "w.toml").write_text(CASE)
     assert cli(["run", "w.toml", "--quiet"], tmp_path).returncode == 0
     for args in (["info", "runs/w"], ["info", "runs/w", "--json"], ["check", "w.toml"],
                  ["compare", "runs/w", "runs/w"]):
         done = cli_to_closed_pipe(args, tmp_path)
-        assert (done.returncode, done.stderr) == (141, ""), args
+        # check may warn (one line) that writing would outweigh the steps: a finding, not a failure
+        assert done.returncode == 141 and all(line.startswith("warning: ") for line in done.stderr.splitlines()), \
+            (args, done.stderr)
     head = subprocess.run(f"{shlex.quote(sys.executable)} -m meanfield.cli info runs/w | head -1", shell=True,
                           cwd=tmp_path, capture_output=True, text=True, timeout=TIMEOUT, env=cli_environment())
     assert head.stdout.startswith("run: ") and head.stderr == "", head.stdout + head.stderr

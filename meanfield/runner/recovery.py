@@ -9,7 +9,10 @@ file copied or edited by hand), :func:`resume_point` takes, in this order:
 2. the newest intact snapshot whose arrays are a full state of the run (a finite-volume
    density, a DG1 density with the mesh's vertex area elements, or a particle run's tokens;
    not a hybrid run's, whose snapshots lack the atoms' id counter): the run continues from
-   that output as from a checkpoint written there.
+   that output as from a checkpoint written there.  A snapshot holds no step statistics, so
+   an adaptive PDE run's error controller starts afresh there: the run continues to within
+   the steps' error (``time.tol``) of the run that went on, not to round-off as from a
+   checkpoint.
 
 The outputs after the state used are written again when the run continues (they are cut back
 like after any resume).  :class:`ResumePoint` says which state was used and why, for the
