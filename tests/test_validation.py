@@ -55,6 +55,24 @@ def test_circle_distance_of_a_rotated_measure(rng):
     assert metrics.w1_exact(pts(theta), w, pts(theta + alpha), w) == pytest.approx(alpha, rel=1e-9)
 
 
+def test_circle_distance_equals_exact_transport_with_the_geodesic_cost(rng):
+    """W_1 on S^1 against POT's exact linear program (ot.emd2) with the arc-length cost: random
+    weighted measures, two Diracs half a turn apart (pi), and two measures on one support that
+    differ by round-off (0, where POT's circle solver once gave a full turn)."""
+    pts = lambda s: np.stack([np.cos(s), np.sin(s)], axis=1)  # noqa: E731
+    for n, m in ((1, 1), (7, 3), (40, 55)):
+        x, y = pts(rng.uniform(0, 2 * np.pi, n)), pts(rng.uniform(0, 2 * np.pi, m))
+        a, b = rng.uniform(size=n), rng.uniform(size=m)
+        assert metrics.w1_circle(x, a, y, b) == pytest.approx(metrics.w1_exact(x, a, y, b), rel=1e-9, abs=1e-12)
+    one = np.ones(1)
+    assert metrics.w1_circle(pts(np.array([0.3])), one, pts(np.array([0.3 + np.pi])), one) == \
+        pytest.approx(np.pi, rel=1e-12)
+    x = pts((np.arange(64) + 0.5) * 2 * np.pi / 64)
+    a = np.exp(np.cos(np.arange(64)))
+    b = a * (1 + 1e-16 * rng.standard_normal(64))
+    assert metrics.w1_circle(x, a, x, b) < 1e-14
+
+
 @pytest.mark.parametrize("mesh", [icosphere(3), circle(200)], ids=["S2", "S1"])
 def test_locator_and_hist_l1_of_cell_masses(rng, mesh):
     loc = CellLocator(mesh)

@@ -10,7 +10,7 @@ overlap.  Runs on the same mesh are compared cell by cell.  Then, on the coarser
 
 * ``l1`` = sum over cells of ``|rho_A - rho_B|`` times the cell's area;
 * ``w1``: the Wasserstein-1 distance (geodesic cost, radians) between the cell masses placed at
-  the cell centroids, each normalised to mass 1: exact on S^1 (``ot.wasserstein_circle``),
+  the cell centroids, each normalised to mass 1: exact on S^1 (:func:`~meanfield.analysis.metrics.w1_circle`),
   on S^2 by ``ot.emd2`` up to :data:`MAX_W1_CELLS` cells (``nan`` beyond: its cost matrix
   grows as the square of the cells);
 
