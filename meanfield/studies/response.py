@@ -26,7 +26,7 @@ import copy
 import csv
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -130,6 +130,58 @@ def check_times(times: Sequence[float], t_final: float) -> list[float]:
     return out
 
 
+@dataclass
+class AdjointStudy:
+    """A study that linearises one PDE run (:func:`response`, :func:`.retrieval.retrieval`),
+    set up by :func:`open_adjoint_study`: what its checks returned, the study directory, and
+    the adjoint solver over the run's simulation."""
+
+    config: Config
+    problem: Any
+    inputs: Any
+    times: list[float]
+    path: Path
+    environment: dict[str, Any]
+    threads: int
+    solver: Any
+    started: float
+
+
+def open_adjoint_study(config: Config | Mapping | str | Path | None, overrides: list[str] | None, comm: Any,
+                       times: Sequence[float], kind: str, out: str | Path | None, overwrite: bool,
+                       check: Callable[[Config, Any], Any] | None = None) -> AdjointStudy:
+    """Check a study's input and set it up: the config and its problem (built once), ``check``
+    (called with the config and the problem; it raises :class:`ConfigError` on bad input and
+    returns the study's own inputs), the times, the adjoint's support of the run; then, with
+    nothing refused, the directory (``out``, default ``runs/<name>-<kind>``), the process and
+    the simulation."""
+    from ..adjoint import AdjointSolver, check_supported
+    from ..collective import on_root
+    from ..pde import PDESimulation
+    from ..problem import Problem
+    from ..runner.directory import prepare_study
+    from ..runner.environment import run_environment
+    from ..runner.names import derived_directory
+    from ..runner.session import check_size, configure_process, resolve_config
+
+    config = resolve_config(config, overrides, comm)
+    problem = Problem(config)
+    inputs = check(config, problem) if check is not None else None
+    times = check_times(times, problem.time.t_final)
+    try:
+        check_supported(problem)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    check_size(problem, comm)
+    path = Path(out) if out is not None else derived_directory(config, kind)
+    on_root(comm, lambda: prepare_study(path, kind, overwrite=overwrite))
+    environment = run_environment(comm)
+    threads = configure_process(problem.field.threads)
+    started = time.perf_counter()
+    solver = AdjointSolver(PDESimulation(problem, comm))
+    return AdjointStudy(config, problem, inputs, times, path, environment, threads, solver, started)
+
+
 def response(
     config: Config | Mapping | str | Path | None,
     observables: Sequence[str],
@@ -170,46 +222,34 @@ def response(
     """
     from mpi4py import MPI
 
-    from ..adjoint import AdjointSolver, Sensitivity, check_supported
+    from ..adjoint import Sensitivity
     from ..collective import everywhere, on_root
-    from ..pde import PDESimulation
     from ..problem import Problem
-    from ..runner.directory import prepare_study
-    from ..runner.environment import run_environment
     from ..runner.files import write_json, write_text
-    from ..runner.names import derived_directory
-    from ..runner.session import check_size, configure_process, resolve_config
     from ..velocity import LayerVelocity
 
     comm = comm or MPI.COMM_WORLD
-    config = resolve_config(config, overrides, comm)
-    problem = Problem(config)
-    compiled = [parse_observable(text) for text in observables]
-    if not compiled:
-        raise ConfigError("--observable: give at least one observable")
-    labels = [o.label for o in compiled]
-    if len(set(labels)) < len(labels):
-        raise ConfigError(f"--observable: two observables share the name {labels!r}")
-    times = check_times(times, problem.time.t_final)
-    try:
-        check_supported(problem)
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
-    moved = []
-    for text in wrt:
-        keys = parse_parameter(text)
-        plus, h = moved_config(config, keys, text, PARAMETER_STEP)
-        minus, _ = moved_config(config, keys, text, -PARAMETER_STEP)
-        moved.append((text, h, plus, minus))
-    check_size(problem, comm)
-    path = Path(out) if out is not None else derived_directory(config, "response")
-    on_root(comm, lambda: prepare_study(path, "response", overwrite=overwrite))
-    environment = run_environment(comm)
-    threads = configure_process(problem.field.threads)
-    started = time.perf_counter()
 
-    sim = PDESimulation(problem, comm)
-    solver = AdjointSolver(sim)
+    def inputs(config: Config, problem: Any) -> tuple[list[Observable], list[tuple[str, float, Config, Config]]]:
+        compiled = [parse_observable(text) for text in observables]
+        if not compiled:
+            raise ConfigError("--observable: give at least one observable")
+        labels = [o.label for o in compiled]
+        if len(set(labels)) < len(labels):
+            raise ConfigError(f"--observable: two observables share the name {labels!r}")
+        moved = []
+        for text in wrt:
+            keys = parse_parameter(text)
+            plus, h = moved_config(config, keys, text, PARAMETER_STEP)
+            minus, _ = moved_config(config, keys, text, -PARAMETER_STEP)
+            moved.append((text, h, plus, minus))
+        return compiled, moved
+
+    study = open_adjoint_study(config, overrides, comm, times, "response", out, overwrite, inputs)
+    config, problem, times, path, solver = study.config, study.problem, study.times, study.path, study.solver
+    compiled, moved = study.inputs
+    environment, threads, started = study.environment, study.threads, study.started
+    sim = solver.sim
     f = problem.field
     sensitivities = [Sensitivity(text, h, *(LayerVelocity(Problem(c).schedule(), comm, f.method, f.tol,
                                                           fixed_points=True, direct_sums=f.direct_sums)

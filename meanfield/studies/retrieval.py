@@ -36,7 +36,7 @@ import numpy as np
 
 from ..config import Config, ConfigError
 from ..references.retrieval import codeword_weights, score_modes
-from .response import check_times, parse_observable
+from .response import open_adjoint_study, parse_observable
 
 #: The score sums the modes whose codeword weight e^{-pi^2 n^2 / (2 M^2)} is above this (the
 #: rest changes it by less than this fraction of the largest R_n).
@@ -154,35 +154,16 @@ def retrieval(
     """
     from mpi4py import MPI
 
-    from ..adjoint import AdjointSolver, check_supported
     from ..collective import everywhere, on_root
-    from ..pde import PDESimulation
-    from ..problem import Problem
-    from ..runner.directory import prepare_study
-    from ..runner.environment import run_environment
     from ..runner.files import write_json, write_text
-    from ..runner.names import derived_directory
-    from ..runner.session import check_size, configure_process, resolve_config
 
     comm = comm or MPI.COMM_WORLD
-    config = resolve_config(config, overrides, comm)
-    problem = Problem(config)
-    asked = profiles_of(problem, modes, codewords, observables, sources)
-    times = check_times(times, problem.time.t_final)
-    try:
-        check_supported(problem)
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
-    check_size(problem, comm)
-    path = Path(out) if out is not None else derived_directory(config, "retrieval")
-    on_root(comm, lambda: prepare_study(path, "retrieval", overwrite=overwrite))
-    environment = run_environment(comm)
-    threads = configure_process(problem.field.threads)
-    started = time.perf_counter()
-
-    sim = PDESimulation(problem, comm)
-    assert sim.causal is not None  # checked by _pairs
-    solver = AdjointSolver(sim)
+    study = open_adjoint_study(config, overrides, comm, times, "retrieval", out, overwrite,
+                               lambda config, problem: profiles_of(problem, modes, codewords, observables, sources))
+    config, times, path, solver, asked = study.config, study.times, study.path, study.solver, study.inputs
+    environment, threads, started = study.environment, study.threads, study.started
+    sim = solver.sim
+    assert sim.causal is not None  # checked by profiles_of
     solver.forward(times)
     g = sim.scheme.geometry
     n, M = g.num_owned, sim.causal.slices
