@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 import xarray as xr
 from helpers.hybrid_runs import bumps, merging_atoms, mesh_of, on_circle, sphere_atoms, write_hybrid_run
+from helpers.s1_cases import hybrid_case
 from matplotlib.collections import PathCollection
 
 from meanfield.analysis.clusters import analyse_run
@@ -293,24 +294,7 @@ def test_plots_of_hybrid_runs_draw_the_atoms(hybrid):
         assert 0 < len(orthographic) and set(orthographic) <= set(expected)
 
 
-HYBRID_CASE = """name = "hybrid"
-[mesh]
-sphere = "S1"
-resolution = 256
-[model]
-beta = 9.0
-[initial]
-kind = "vmf"
-centers = [[-1.0, 0.0]]
-kappas = [4.0]
-[time]
-t_final = 3.5
-outputs = 7
-[atoms]
-capture = true
-merge_distance = 0.02
-initial = [[0.3, 1.0, 0.0], [0.25, 0.955336489125606, 0.29552020666133955]]
-"""
+HYBRID_CASE = hybrid_case(256, 3.5, 7)
 
 
 def _check_hybrid_run(path) -> None:
@@ -385,7 +369,7 @@ def test_resumed_hybrid_run_equals_the_uninterrupted_one(tmp_path, monkeypatch):
     from meanfield.pde import PDESimulation
     from meanfield.runner.controller import RunInterrupted
 
-    case = HYBRID_CASE.replace("resolution = 256", "resolution = 128").replace("t_final = 3.5", "t_final = 2.0")
+    case = hybrid_case(128, 2.0, 7)
     (tmp_path / "case.toml").write_text(case.replace("outputs = 7", "outputs = 4"))
     real = PDESimulation.step
 

@@ -41,6 +41,7 @@ import xarray as xr
 from helpers.display import shared_display
 from helpers.hybrid_runs import mesh_of, sphere_atoms, write_hybrid_run
 from helpers.mpi import mpirun
+from helpers.s1_cases import hybrid_case
 
 import meanfield
 from meanfield.runner import layout
@@ -457,24 +458,7 @@ for t in atoms.TimestepValues:
 print("RESULT " + json.dumps(out))
 '''
 
-HYBRID = """name = "hybrid"
-[mesh]
-sphere = "S1"
-resolution = 128
-[model]
-beta = 9.0
-[initial]
-kind = "vmf"
-centers = [[-1.0, 0.0]]
-kappas = [4.0]
-[time]
-t_final = 2.0
-outputs = 4
-[atoms]
-capture = true
-merge_distance = 0.02
-initial = [[0.3, 1.0, 0.0], [0.25, 0.955336489125606, 0.29552020666133955]]
-"""
+HYBRID = hybrid_case(128, 2.0, 4)
 
 
 @needs_pvbatch("view-in-paraview.py (ParaView's Python) is not run: no picture drawn")

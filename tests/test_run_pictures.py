@@ -8,29 +8,13 @@ import numpy as np
 import pytest
 from helpers.cli import cli
 from helpers.pictures import figures_of
+from helpers.s1_cases import hybrid_case
 
 import meanfield
 from meanfield.plotting.focus import residual_floor
 from meanfield.plotting.series import DENSITY_DECADES
 
-HYBRID = """name = "hybrid"
-[mesh]
-sphere = "S1"
-resolution = 128
-[model]
-beta = 9.0
-[initial]
-kind = "vmf"
-centers = [[-1.0, 0.0]]
-kappas = [4.0]
-[time]
-t_final = 2.0
-outputs = 8
-[atoms]
-capture = true
-merge_distance = 0.02
-initial = [[0.3, 1.0, 0.0], [0.25, 0.955336489125606, 0.29552020666133955]]
-"""
+HYBRID = hybrid_case(128, 2.0, 8)
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,8 @@
 :func:`two_bumps` gives the mesh, model and initial density; a test appends the sections it
 needs.  :data:`COLLAPSING` is the hybrid case: two tight clusters that collapse onto a few cells
 within t = 0.5 and are captured as atoms with :data:`CAPTURE` (the density stays:
-``absorb_mass = 0``)."""
+``absorb_mass = 0``).  :func:`hybrid_case` is a run that starts with two atoms, for its files and
+pictures."""
 
 from __future__ import annotations
 
@@ -36,4 +37,28 @@ absorb_mass = 0.0
 lipschitz_step = 0.25
 [output]
 xdmf = false
+"""
+
+
+def hybrid_case(resolution: int, t_final: float, outputs: int) -> str:
+    """The ParaView/pictures hybrid case (name ``hybrid``): one vMF bump (kappa 4) at theta = pi
+    under softmax attention, beta 9, with two atoms given at the start (masses 0.3 and 0.25,
+    0.3 rad apart) that merge (``merge_distance = 0.02``)."""
+    return f"""name = "hybrid"
+[mesh]
+sphere = "S1"
+resolution = {resolution}
+[model]
+beta = 9.0
+[initial]
+kind = "vmf"
+centers = [[-1.0, 0.0]]
+kappas = [4.0]
+[time]
+t_final = {t_final!r}
+outputs = {outputs}
+[atoms]
+capture = true
+merge_distance = 0.02
+initial = [[0.3, 1.0, 0.0], [0.25, 0.955336489125606, 0.29552020666133955]]
 """
