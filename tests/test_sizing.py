@@ -75,13 +75,18 @@ def test_wall_time_counts_every_part_and_oversubscription():
 @pytest.mark.slow
 def test_check_counts_outputs_warns_when_they_dominate_and_names_the_cores(tmp_path):
     """One step per output: writing them costs more than the steps (a warning on stderr, one
-    line); 10000 steps for 3 outputs: no warning.  More ranks than cores: said on the ranks line."""
-    done = cli(["check", _case(tmp_path, outputs="outputs = 100"), "--ranks", str(cores() + 1)], tmp_path)
+    line); 10000 steps for 3 outputs: no warning.  More ranks than cores: said on the ranks line.
+    (The warning is asked of one rank: an oversubscribed rank's measured loss per step is of the
+    order of an output's cost, so on more ranks than cores either may win under load.)"""
+    done = cli(["check", _case(tmp_path, outputs="outputs = 100")], tmp_path)
     assert done.returncode == 0, done.stderr
     warning = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(warning) == 1 and warning[0].startswith("warning: writing 101 outputs"), done.stderr
+    crowded = cli(["check", _case(tmp_path, outputs="outputs = 100"), "--ranks", str(cores() + 1)], tmp_path)
+    assert crowded.returncode == 0, crowded.stderr
+    ranks = crowded.stdout.split("\n\n")[0]
+    assert f"more than the {cores()} core" in ranks and "oversubscribed" in ranks
     summary = done.stdout.split("\n\n")[0]
-    assert f"more than the {cores()} core" in summary and "oversubscribed" in summary
     wall = next(line for line in summary.splitlines() if line.startswith("wall time:"))
     assert re.search(r"start-up [\d.]+ m?s, time stepping [\d.]+ m?s \(100 steps\), 101 outputs with a checkpoint",
                      wall)
