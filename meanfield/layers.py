@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 from scipy import special
 
-from .model import ATTENTION_KINDS, AttentionModel, ModelError, did_you_mean, project_tangent
+from .model import ATTENTION_KINDS, AttentionModel, ModelError, did_you_mean, positive_number, project_tangent
 
 #: Activations of the feed-forward block.
 ACTIVATIONS: tuple[str, ...] = ("relu", "tanh", "gelu", "identity")
@@ -254,10 +254,7 @@ def _layer_end(spec: Mapping[str, Any], prefix: str, previous: float, previous_n
     t_end = spec.get("t_end")
     if t_end is None:
         raise ModelError(f"{prefix}.t_end: required (the time at which this layer ends)")
-    if isinstance(t_end, bool) or not isinstance(t_end, (int, float, np.integer, np.floating)) \
-            or not np.isfinite(t_end) or t_end <= 0:
-        raise ModelError(f"{prefix}.t_end: must be a finite number > 0, got {t_end!r}")
-    if t_end <= previous:
+    if positive_number(t_end, f"{prefix}.t_end") <= previous:
         raise ModelError(f"{prefix}.t_end: must be greater than {previous_name} = {previous:g} (layers end in "
                          f"increasing order), got {t_end!r}")
     return float(t_end)

@@ -53,6 +53,15 @@ def is_softmax(attention: str, name: str = "attention") -> bool:
     return attention == "softmax"
 
 
+def positive_number(value: object, name: str) -> float:
+    """``value`` as a float if it is a finite number > 0 (not a bool), else a :class:`ModelError`
+    naming the field ``name``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
+            or not np.isfinite(value) or value <= 0:
+        raise ModelError(f"{name}: must be a finite number > 0, got {value!r}")
+    return float(value)
+
+
 def _as_matrix(value: object, d: int, name: str) -> np.ndarray:
     try:
         a = np.asarray(value, dtype=float)
@@ -129,9 +138,7 @@ class AttentionModel:
         a list of mappings with keys ``Q``, ``K``, ``V`` and ``weight``.  Error messages name
         the fields under ``prefix`` (``model``, or a layer's ``model.layers[i]``).
         """
-        if isinstance(beta, bool) or not isinstance(beta, (int, float, np.floating, np.integer)) \
-                or not np.isfinite(beta) or beta <= 0:
-            raise ModelError(f"{prefix}.beta: must be a finite number > 0, got {beta!r}")
+        positive_number(beta, f"{prefix}.beta")
         is_softmax(attention, f"{prefix}.attention")
         eye = np.eye(d)
 

@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from .layers import ACTIVATIONS, FeedForward, Layer, LayerSchedule
-from .model import AttentionKind, AttentionModel, Head, ModelError, did_you_mean
+from .model import AttentionKind, AttentionModel, Head, ModelError, did_you_mean, positive_number
 
 #: Keys of a ``[model.random]`` table.
 RANDOM_KEYS: tuple[str, ...] = ("layers", "eta", "heads", "qk_std", "v_std", "seed", "ffn_width", "ffn_activation",
@@ -47,13 +47,6 @@ def _integer(value: object, name: str, least: int) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least:
         raise ModelError(f"{name}: must be an integer >= {least}, got {value!r}")
     return int(value)
-
-
-def _positive(value: object, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
-            or not np.isfinite(value) or value <= 0:
-        raise ModelError(f"{name}: must be a finite number > 0, got {value!r}")
-    return float(value)
 
 
 @dataclass(frozen=True)
@@ -102,7 +95,7 @@ class RandomLayers:
         for key in ("layers", "eta"):
             if spec.get(key) is None:
                 raise ModelError(f"{prefix}.{key}: required")
-        stds = {key: None if spec.get(key) is None else _positive(spec[key], f"{prefix}.{key}")
+        stds = {key: None if spec.get(key) is None else positive_number(spec[key], f"{prefix}.{key}")
                 for key in ("qk_std", "v_std")}
         activation = spec.get("ffn_activation", "relu")
         if activation not in ACTIVATIONS:
@@ -112,7 +105,7 @@ class RandomLayers:
         if weights is not None and (not isinstance(weights, str) or not weights):
             raise ModelError(f"{prefix}.weights: must be the path of a weights file (.npz), got {weights!r}")
         return cls(layers=_integer(spec["layers"], f"{prefix}.layers", 1),
-                   eta=_positive(spec["eta"], f"{prefix}.eta"),
+                   eta=positive_number(spec["eta"], f"{prefix}.eta"),
                    heads=_integer(spec.get("heads", 1), f"{prefix}.heads", 1),
                    seed=_integer(spec.get("seed", 0), f"{prefix}.seed", 0),
                    ffn_width=_integer(spec.get("ffn_width", 0), f"{prefix}.ffn_width", 0),
