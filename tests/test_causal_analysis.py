@@ -33,13 +33,19 @@ def _brute_force(model: AttentionModel, x: np.ndarray, areas: np.ndarray, rho: n
     return a
 
 
-def test_attention_shares_match_their_definition(rng):
-    x = random_sphere_points(rng, 60, 3)
-    areas = rng.uniform(0.5, 1.5, 60) * 4 * np.pi / 60
-    rho = rng.uniform(0.0, 2.0, (5, 60))
+def _two_heads_five_slices(rng, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, AttentionModel]:
+    """n random points on S^2 with random cell areas, five slices' random densities, and a
+    softmax model of two heads (random Q, K; weights 1 and -0.5) at beta 3."""
+    x = random_sphere_points(rng, n, 3)
+    areas = rng.uniform(0.5, 1.5, n) * 4 * np.pi / n
+    rho = rng.uniform(0.0, 2.0, (5, n))
     heads = [{"Q": rng.standard_normal((3, 3)) / 2, "K": rng.standard_normal((3, 3)) / 2, "V": np.eye(3),
               "weight": w} for w in (1.0, -0.5)]
-    model = AttentionModel.build(d=3, beta=3.0, heads=heads)
+    return x, areas, rho, AttentionModel.build(d=3, beta=3.0, heads=heads)
+
+
+def test_attention_shares_match_their_definition(rng):
+    x, areas, rho, model = _two_heads_five_slices(rng, 60)
     a = attention_shares(model, x, areas, rho, method="direct")
     np.testing.assert_allclose(a, _brute_force(model, x, areas, rho), rtol=1e-12, atol=1e-15)
     np.testing.assert_allclose(a.sum(axis=1), 1.0, rtol=1e-13)
@@ -69,12 +75,7 @@ def test_attention_over_regions_matches_its_definition(rng, method):
     (fast: to its tolerance); they sum to 1, and one region holding every cell gets it all."""
     from meanfield.analysis.causal import attention_over_regions
 
-    x = random_sphere_points(rng, 80, 3)
-    areas = rng.uniform(0.5, 1.5, 80) * 4 * np.pi / 80
-    rho = rng.uniform(0.0, 2.0, (5, 80))
-    heads = [{"Q": rng.standard_normal((3, 3)) / 2, "K": rng.standard_normal((3, 3)) / 2, "V": np.eye(3),
-              "weight": w} for w in (1.0, -0.5)]
-    model = AttentionModel.build(d=3, beta=3.0, heads=heads)
+    x, areas, rho, model = _two_heads_five_slices(rng, 80)
     labels = rng.integers(-1, 3, 80)
     for k in (0, 2, 4):
         shares = attention_over_regions(model, x, areas, rho, k, labels, 3, method=method)
