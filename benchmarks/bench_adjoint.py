@@ -49,7 +49,7 @@ def worker(mode: str, data: dict, observables: int) -> dict:
 
     from meanfield.adjoint import AdjointSolver
     from meanfield.config import load_config
-    from meanfield.pde import PDESimulation
+    from meanfield.drivers.pde import PDESimulation
     from meanfield.problem import Problem
 
     setup_process()

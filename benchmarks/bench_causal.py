@@ -7,7 +7,7 @@ A causal step evaluates the attention field once per slice and stage (of the pre
 weights of the slices' measures, which share their points, :mod:`meanfield.causal`), so it
 should cost about M non-causal steps; the goal of issue 21 is at most M times (64x at M = 64).  Both
 steps are SSP-RK3 steps of one fixed dt through the run's own objects
-(:class:`meanfield.pde.PDESimulation`), timed alternately, best of ``--repeat``, one thread,
+(:class:`meanfield.drivers.pde.PDESimulation`), timed alternately, best of ``--repeat``, one thread,
 in CPU time of the process (wall time on a machine shared with other jobs varied more).  The
 baseline is given twice: the best single non-causal step (a short timing, whose best of a few
 is biased low on a busy machine) and the best of M non-causal steps in a row divided by M
@@ -29,7 +29,7 @@ def simulation(args: argparse.Namespace, slices: int | None):
     from mpi4py import MPI
 
     from meanfield.config import load_config
-    from meanfield.pde import PDESimulation
+    from meanfield.drivers.pde import PDESimulation
     from meanfield.problem import Problem
 
     config = {"mesh": {"sphere": args.sphere, "resolution": args.resolution}, "scheme": {"kind": args.scheme},

@@ -35,7 +35,7 @@ from mpi4py import MPI
 import meanfield
 from meanfield.analysis.clusters import analyse_spectral, cluster_study, crossing_differences, frame_comparisons
 from meanfield.config import load_config
-from meanfield.particles import run_particles
+from meanfield.drivers.particles import run_particles
 from meanfield.problem import Problem
 from meanfield.references.spectral_circle import CircleSolution, solve_circle
 

@@ -54,7 +54,7 @@ from meanfield.config import load_config
 from meanfield.problem import Problem
 from meanfield.references.lagrangian_circle import solve_tokens
 from meanfield.references.spectral_circle import solve_circle
-from meanfield.runner.files import read_csv_columns
+from meanfield.rundir.files import read_csv_columns
 from meanfield.studies.longtime import reference_history, run_history
 from meanfield.studies.longtime.study import output_times
 

@@ -93,8 +93,8 @@ def worker(level: int, steps: int, tol: float, out: str | None, baseline: str | 
 
     from meanfield.config import load_config
     from meanfield.discretisation.ordering import gather_rows as gather_global
+    from meanfield.drivers.pde import build_simulation
     from meanfield.nonlocal_field import select
-    from meanfield.pde import build_simulation
 
     if baseline is not None:  # the same solver with the nonlocal field of another revision
         from baseline import load_baseline

@@ -40,8 +40,8 @@ def worker(level: int, impl: str, args) -> None:
     from mpi4py import MPI
 
     from meanfield.config import load_config
+    from meanfield.drivers.pde import build_simulation
     from meanfield.observables import measure_observables, moment_observables
-    from meanfield.pde import build_simulation
 
     tol = args.tol if impl == "new" else args.old_tol
     config = load_config(None, [f"mesh.resolution={level}", f'scheme.kind="{args.scheme}"',

@@ -34,7 +34,7 @@ def simulation(scheme: str, level: int, tol: float):
     from mpi4py import MPI
 
     from meanfield.config import load_config
-    from meanfield.pde import build_simulation
+    from meanfield.drivers.pde import build_simulation
 
     config = load_config(None, [f"mesh.resolution={level}", f'scheme.kind="{scheme}"',
                                 'nonlocal.method="fast"', f"nonlocal.tol={tol}"])

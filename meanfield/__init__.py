@@ -34,33 +34,33 @@ _LAZY = {
     "load_config": ("config", "load_config"),
     "Config": ("config", "Config"),
     "Problem": ("problem", "Problem"),
-    "run": ("pde", "run"),
-    "resume": ("continuation", "resume"),
-    "run_particles": ("particles", "run_particles"),
-    "load_run": ("runner.results", "load_run"),
+    "run": ("drivers.pde", "run"),
+    "resume": ("drivers.resume", "resume"),
+    "run_particles": ("drivers.particles", "run_particles"),
+    "load_run": ("rundir.results", "load_run"),
     "sweep": ("studies.sweep", "sweep"),
     "collect": ("analysis.collect", "collect"),
     "response": ("studies.response", "response"),
     "retrieval": ("studies.retrieval", "retrieval"),
-    "RunResult": ("runner.results", "RunResult"),
-    "ParticleRunResult": ("runner.results", "ParticleRunResult"),
-    "RunInterrupted": ("runner.controller", "RunInterrupted"),
-    "StopRun": ("runner.callbacks", "StopRun"),
-    "OutputState": ("runner.callbacks", "OutputState"),
+    "RunResult": ("rundir.results", "RunResult"),
+    "ParticleRunResult": ("rundir.results", "ParticleRunResult"),
+    "RunInterrupted": ("engine.controller", "RunInterrupted"),
+    "StopRun": ("engine.callbacks", "StopRun"),
+    "OutputState": ("engine.callbacks", "OutputState"),
     "AttentionModel": ("model", "AttentionModel"),
 }
 
 if TYPE_CHECKING:
     from .analysis.collect import collect
     from .config import Config, load_config
-    from .continuation import resume
+    from .drivers.particles import run_particles
+    from .drivers.pde import run
+    from .drivers.resume import resume
+    from .engine.callbacks import OutputState, StopRun
+    from .engine.controller import RunInterrupted
     from .model import AttentionModel
-    from .particles import run_particles
-    from .pde import run
     from .problem import Problem
-    from .runner.callbacks import OutputState, StopRun
-    from .runner.controller import RunInterrupted
-    from .runner.results import ParticleRunResult, RunResult, load_run
+    from .rundir.results import ParticleRunResult, RunResult, load_run
     from .studies.response import response
     from .studies.retrieval import retrieval
     from .studies.sweep import sweep

@@ -29,7 +29,7 @@
 Every command that writes takes ``--overwrite`` (replace its own earlier results; without it
 they are refused) and ``--quiet`` (no progress, log or summary on the terminal), except
 ``resume``, which continues its run and replaces nothing.  Default output folders are named
-after the config (:mod:`meanfield.runner.names`).
+after the config (:mod:`meanfield.rundir.names`).
 
 run, resume, particles, validate, response, convergence, sweep and mesh estimate the memory per rank
 before building anything and refuse a job that does not fit in the memory available
@@ -84,7 +84,7 @@ MESH_DEFAULTS = {"S2": 3, "S1": 256}
 
 # -- subcommands ----------------------------------------------------------------------------
 def _cmd_run(args: argparse.Namespace) -> None:
-    from .pde import run
+    from .drivers.pde import run
 
     result = run(args.config, out=args.out, overrides=args.set, quiet=args.quiet, overwrite=args.overwrite)
     _echo(f"results: {result.path}")
@@ -101,8 +101,8 @@ def _write_diagnostics(path: Path) -> None:
 
 
 def _cmd_resume(args: argparse.Namespace) -> None:
-    from .continuation import resume
-    from .runner.results import ParticleRunResult
+    from .drivers.resume import resume
+    from .rundir.results import ParticleRunResult
 
     result = resume(args.run_dir, t_final=args.t_final, overrides=args.set, quiet=args.quiet)
     if isinstance(result, ParticleRunResult):
@@ -114,7 +114,7 @@ def _cmd_resume(args: argparse.Namespace) -> None:
 
 
 def _cmd_particles(args: argparse.Namespace) -> None:
-    from .particles import run_particles
+    from .drivers.particles import run_particles
 
     result = run_particles(args.config, n=args.n, seed=args.seed, out=args.out, overrides=args.set, quiet=args.quiet,
                            overwrite=args.overwrite)
@@ -159,8 +159,8 @@ def _cmd_response(args: argparse.Namespace) -> None:
 def _cmd_convergence(args: argparse.Namespace) -> None:
     from mpi4py import MPI
 
-    from .runner.names import derived_directory
-    from .runner.session import resolve_config
+    from .drivers.launch import resolve_config
+    from .rundir.names import derived_directory
     from .studies.convergence import ConvergenceError, convergence_study, format_table, parse_levels, parse_slices
 
     if args.slices and args.dt_ladder:
@@ -285,9 +285,9 @@ def _cmd_check(args: argparse.Namespace) -> None:
     from mpi4py import MPI
 
     from ._fem import dolfinx
-    from .check import check_config
     from .collective import on_root
     from .config import ConfigError
+    from .drivers.planning import check_config
 
     ranks = args.ranks if args.ranks is not None else MPI.COMM_WORLD.size
     if ranks < 1:
@@ -345,7 +345,7 @@ def _cmd_longtime(args: argparse.Namespace) -> None:
 
     from .collective import on_root
     from .config import load_config
-    from .runner.names import derived_directory
+    from .rundir.names import derived_directory
     from .studies.longtime import long_time_study
     from .studies.longtime.study import format_comparison
 
@@ -392,9 +392,9 @@ def _cmd_info(args: argparse.Namespace) -> None:
     from mpi4py import MPI
 
     from .collective import on_root
-    from .runner.environment import stack_report
-    from .runner.info import format_description
-    from .runner.results import describe
+    from .rundir.environment import stack_report
+    from .rundir.info import format_description
+    from .rundir.results import describe
 
     if args.run_dir:
         facts = on_root(MPI.COMM_WORLD, lambda: describe(args.run_dir))
@@ -783,7 +783,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _command(argv: Sequence[str] | None) -> int:
     """Parse ``argv``, run the command and turn its exceptions into exit codes."""
     from .collective import INPUT_ERRORS, is_collective
-    from .runner.controller import RunInterrupted
+    from .engine.controller import RunInterrupted
 
     args = build_parser().parse_args(argv)
     if getattr(args, "no_memory_check", False):

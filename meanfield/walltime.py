@@ -92,7 +92,7 @@ class Costs:
         from mpi4py import MPI
 
         from ._fem import import_seconds
-        from .pde import run
+        from .drivers.pde import run
 
         between = min(max(math.ceil(PROBE_STEPPING / PROBE_OUTPUTS / max(step_guess, 1e-6)), 1), PROBE_STEPS_BETWEEN)
         # a hundredth of the step: the density barely moves (no step nears the CFL bound), the cost is the same;

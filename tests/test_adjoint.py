@@ -17,7 +17,7 @@ from scipy.special import iv, spherical_in
 
 from meanfield.adjoint import AdjointSolver
 from meanfield.config import load_config
-from meanfield.pde import PDESimulation
+from meanfield.drivers.pde import PDESimulation
 from meanfield.problem import Problem
 
 GENERAL_S1 = {"Q": [[1, 0.3], [0, 1]], "K": [[1, 0], [0.2, 0.8]], "V": [[1, 0.5], [-0.2, 1]]}

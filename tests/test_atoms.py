@@ -28,10 +28,10 @@ from meanfield.atoms.component import HybridAtoms, NoAtoms
 from meanfield.atoms.coupling import DIRECT_ATOMS
 from meanfield.atoms.merge import merge_close
 from meanfield.config import ConfigError, load_config
+from meanfield.drivers.pde import build_simulation
 from meanfield.nonlocal_field import make_evaluator
 from meanfield.particles.integrator import projected_ssprk3_step
 from meanfield.particles.system import ParticleSystem
-from meanfield.pde import build_simulation
 from meanfield.peaks import cell_graph
 from meanfield.problem import Problem
 from meanfield.velocity import LayerVelocity

@@ -10,8 +10,8 @@ from mpi4py import MPI
 
 from meanfield.atoms import Atoms
 from meanfield.atoms.journal import Journal
-from meanfield.pde import run
-from meanfield.runner.results import load_run
+from meanfield.drivers.pde import run
+from meanfield.rundir.results import load_run
 
 # the default S^1 initial density (three bumps) at beta = 9: they collapse into three atoms,
 # the third initial atom sits 1e-3 rad from the first and the solver combines them at the first step

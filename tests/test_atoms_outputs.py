@@ -25,9 +25,9 @@ from meanfield.analysis.clusters.crossing import first_crossing
 from meanfield.analysis.events import Event
 from meanfield.atoms import Atoms
 from meanfield.merging import crossing_time
-from meanfield.runner import layout
-from meanfield.runner.netcdf import atoms_from_dataset
-from meanfield.runner.results import describe, load_run
+from meanfield.rundir import layout
+from meanfield.rundir.netcdf import atoms_from_dataset
+from meanfield.rundir.results import describe, load_run
 
 U1 = 1.0 / (2.0 * np.pi)
 
@@ -300,7 +300,7 @@ HYBRID_CASE = hybrid_case(256, 3.5, 7)
 def _check_hybrid_run(path) -> None:
     """What a real hybrid run wrote: snapshots, run.nc, ParaView points, clusters and plots agree."""
     from meanfield.plotting import plot_run_directory
-    from meanfield.runner.files import load_npz
+    from meanfield.rundir.files import load_npz
 
     run = load_run(path)
     assert run.atoms is not None and run.status == "completed"
@@ -366,8 +366,8 @@ def test_resumed_hybrid_run_equals_the_uninterrupted_one(tmp_path, monkeypatch):
     import signal
 
     import meanfield
-    from meanfield.pde import PDESimulation
-    from meanfield.runner.controller import RunInterrupted
+    from meanfield.drivers.pde import PDESimulation
+    from meanfield.engine.controller import RunInterrupted
 
     case = hybrid_case(128, 2.0, 7)
     (tmp_path / "case.toml").write_text(case.replace("outputs = 7", "outputs = 4"))

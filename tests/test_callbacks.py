@@ -11,10 +11,10 @@ from helpers.toy import Decay, config, writers
 from mpi4py import MPI
 
 import meanfield
-from meanfield.runner import layout
-from meanfield.runner.callbacks import OutputState, StopRun
-from meanfield.runner.files import read_csv_columns
-from meanfield.runner.session import start_run
+from meanfield.drivers.launch import start_run
+from meanfield.engine.callbacks import OutputState, StopRun
+from meanfield.rundir import layout
+from meanfield.rundir.files import read_csv_columns
 
 
 def _metadata(path) -> dict:
@@ -94,8 +94,8 @@ def test_callback_stops_every_rank(comm, tmp_path):
 
 
 def test_a_run_stopped_early_resumes_to_its_end(tmp_path):
-    from meanfield.runner.checkpoint import Checkpoint
-    from meanfield.runner.session import continue_run
+    from meanfield.drivers.launch import continue_run
+    from meanfield.rundir.checkpoint import Checkpoint
 
     start_run(Decay(), config(), tmp_path / "a", writers, quiet=True, callbacks=[lambda s: s.t < 0.5])
     ckpt = Checkpoint.load(tmp_path / "a")

@@ -7,8 +7,8 @@ from scipy import linalg, special
 
 from meanfield.causal import CausalScheme, PrefixSums, slice_positions
 from meanfield.config import load_config
+from meanfield.drivers.pde import build_simulation
 from meanfield.nonlocal_field.base import FieldValues
-from meanfield.pde import build_simulation
 from meanfield.timestepping import SSPRK3
 
 S1_BUMPS = {"kind": "vmf", "centers": [[1.0, 0.0], [-0.5, 0.8]], "kappas": [4.0, 4.0]}

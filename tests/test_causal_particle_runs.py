@@ -18,9 +18,10 @@ from scipy.special import ive
 
 import meanfield
 from meanfield.config import ConfigError, load_config
+from meanfield.drivers.particles import build_particles
 from meanfield.initial import make_initial_density
 from meanfield.observables import moment_observables
-from meanfield.particles import advance, build_particles
+from meanfield.particles import advance
 from meanfield.particles.sampling import SamplingError, sample_initial, sample_tokens
 from meanfield.studies.validation import PDEReference, fit_slope, validate
 

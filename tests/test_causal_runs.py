@@ -17,7 +17,7 @@ from mpi4py import MPI
 
 import meanfield
 from meanfield.config import DEFAULT_SLICES, load_config
-from meanfield.pde import build_simulation
+from meanfield.drivers.pde import build_simulation
 from meanfield.problem import Problem
 
 CAUSAL = '[model]\nmask = "causal"\n'

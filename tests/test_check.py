@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import meanfield
-from meanfield.check import check_config
-from meanfield.runner import layout
+from meanfield.drivers.planning import check_config
+from meanfield.rundir import layout
 
 
 def _config(sphere: str, kind: str) -> dict:
@@ -105,7 +105,7 @@ def test_check_brackets_the_error_limited_steps_of_a_rotation(tmp_path):
 
 
 def test_check_does_not_set_up_a_large_run(tmp_path):
-    from meanfield.check import ESTIMATE_CELLS
+    from meanfield.drivers.planning import ESTIMATE_CELLS
 
     report = check_config({**_config("S2", "fv"), "mesh": {"sphere": "S2", "resolution": 8}}, out=tmp_path / "r")
     assert report.cells > ESTIMATE_CELLS and report.estimate is None and report.steps is None

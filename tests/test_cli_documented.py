@@ -21,7 +21,7 @@ import pytest
 from mpi4py import MPI
 
 import meanfield
-from meanfield.runner import layout
+from meanfield.rundir import layout
 
 CASE = """name = "case"
 [mesh]

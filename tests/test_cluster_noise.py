@@ -99,7 +99,7 @@ def test_particle_diagnostics_count_no_noise_basins(tmp_path):
 
     from meanfield.analysis.diagnostics import write_diagnostics
     from meanfield.config import load_config
-    from meanfield.particles import run_particles
+    from meanfield.drivers.particles import run_particles
 
     config = load_config(EXAMPLE, ["time.t_final=0.5", "time.outputs=1"])
     run = run_particles(config, n=10_000, seed=0, out=tmp_path / "p", comm=MPI.COMM_SELF, quiet=True)

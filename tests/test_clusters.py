@@ -423,7 +423,7 @@ def test_particle_run_diagnostics_use_the_basin_rule(tmp_path):
     from mpi4py import MPI
 
     from meanfield.analysis.diagnostics import resolve_rule, write_diagnostics
-    from meanfield.particles import run_particles
+    from meanfield.drivers.particles import run_particles
 
     config = {"name": "p", "mesh": {"sphere": "S1", "resolution": 256}, "model": {"beta": 9.0},
               "initial": {"kind": "harmonic", "degree": 3, "amplitude": 0.1},

@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 from helpers.toy import Decay, config, writers
 
-from meanfield.runner import layout
-from meanfield.runner.checkpoint import Checkpoint
-from meanfield.runner.controller import WALL_LIMIT_EXIT, RunInterrupted, StepCollapseError
-from meanfield.runner.files import read_csv_columns
-from meanfield.runner.results import load_run
-from meanfield.runner.session import continue_run, start_run
+from meanfield.drivers.launch import continue_run, start_run
+from meanfield.engine.controller import WALL_LIMIT_EXIT, RunInterrupted, StepCollapseError
+from meanfield.rundir import layout
+from meanfield.rundir.checkpoint import Checkpoint
+from meanfield.rundir.files import read_csv_columns
+from meanfield.rundir.results import load_run
 
 
 def test_outputs_observables_and_checkpoint(tmp_path):

@@ -178,7 +178,7 @@ def test_clustering_to_late_times(tmp_path, limiter) -> None:
     """S^1 softmax, beta = 9, until the clusters are near-deltas: >= 0 only with the limiter."""
     from mpi4py import MPI
 
-    from meanfield.pde import build_simulation
+    from meanfield.drivers.pde import build_simulation
 
     config = load_config({"name": "clusters", "mesh": {"sphere": "S1", "resolution": 128},
                           "model": {"attention": "softmax", "beta": 9.0}, "initial": S1_SMOOTH,

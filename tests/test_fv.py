@@ -7,8 +7,8 @@ from mpi4py import MPI
 from scipy import special
 
 from meanfield.config import load_config
+from meanfield.drivers.pde import build_simulation
 from meanfield.initial import real_harmonic, vmf_density
-from meanfield.pde import build_simulation
 from meanfield.sphere import cell_averages, sphere_area
 
 BUMPS = {"kind": "vmf", "centers": [[0, 0, 1], [1, 0, 0], [0, -1, -0.2]], "kappas": [2, 2, 2]}

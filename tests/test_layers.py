@@ -22,16 +22,16 @@ from scipy.linalg import expm
 
 import meanfield
 from meanfield.config import ConfigError, load_config
+from meanfield.drivers.launch import start_run
+from meanfield.drivers.particles import build_particles
 from meanfield.initial import make_initial_density
 from meanfield.layers import ACTIVATIONS, FeedForward, LayerSchedule
 from meanfield.mesh import icosphere
 from meanfield.model import ModelError
-from meanfield.particles import build_particles
 from meanfield.problem import Problem
 from meanfield.references.exact import backward_characteristics, feed_forward_solution, rotation_matrix
 from meanfield.references.trajectories import integrate_each
-from meanfield.runner.results import load_run
-from meanfield.runner.session import start_run
+from meanfield.rundir.results import load_run
 from meanfield.studies.convergence import convergence_study
 from meanfield.velocity import LayerVelocity
 

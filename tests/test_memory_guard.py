@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from meanfield import memory
-from meanfield.check import check_config
 from meanfield.cli import main
+from meanfield.drivers.planning import check_config
 from meanfield.mesh import circle, icosphere
 
 

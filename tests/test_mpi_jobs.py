@@ -24,8 +24,8 @@ from mpi4py import MPI
 
 import meanfield
 from meanfield.config import load_config
-from meanfield.runner import layout
-from meanfield.runner.checkpoint import Checkpoint
+from meanfield.rundir import layout
+from meanfield.rundir.checkpoint import Checkpoint
 
 S1_CASE = two_bumps(4.0, 3.0) + """[time]
 t_final = 0.4
@@ -142,7 +142,7 @@ def test_one_rank_raising_mid_run_ends_the_job(tmp_path, error):
     """A bug on one rank inside a step ends the job: a ValueError there is not bad input that
     every rank shares (it once left the other rank stepping alone: a hang)."""
     cfg = _case(tmp_path, S1_CASE.replace("t_final = 0.4", "t_final = 50.0"))
-    patch = ("from mpi4py import MPI\nfrom meanfield.pde import PDESimulation\n"
+    patch = ("from mpi4py import MPI\nfrom meanfield.drivers.pde import PDESimulation\n"
              "if MPI.COMM_WORLD.rank == 1:\n"
              "    real = PDESimulation.step\n"
              "    def step(self, t_end):\n"
@@ -161,7 +161,7 @@ def test_a_write_error_on_rank_0_fails_the_run_cleanly(tmp_path):
     """ENOSPC while rank 0 writes output 2 (ParaView files on): every rank stops, exit 1, one
     message, status failed with the error, earlier outputs readable."""
     cfg = _case(tmp_path)
-    patch = ("from mpi4py import MPI\nimport meanfield.runner.writers as w\n"
+    patch = ("from mpi4py import MPI\nimport meanfield.rundir.writers as w\n"
              "if MPI.COMM_WORLD.rank == 0:\n"
              "    real, calls = w.save_npz, [0]\n"
              "    def save_npz(path, **arrays):\n"

@@ -44,8 +44,8 @@ from helpers.mpi import mpirun
 from helpers.s1_cases import hybrid_case
 
 import meanfield
-from meanfield.runner import layout
-from meanfield.runner.results import load_run
+from meanfield.rundir import layout
+from meanfield.rundir.results import load_run
 
 #: Set to 1 to test as on a machine without ParaView (the pvbatch checks skip, VTK's readers check).
 HIDE_PARAVIEW = "MEANFIELD_TEST_NO_PARAVIEW"

@@ -10,21 +10,13 @@ from scipy import integrate, stats
 
 from meanfield.analysis.diagnostics import count_clusters, write_diagnostics
 from meanfield.config import ConfigError, load_config
+from meanfield.drivers.particles import build_particles, run_particles
 from meanfield.initial import make_initial_density
 from meanfield.mesh import CellLocator, circle, icosphere
 from meanfield.model import AttentionModel
 from meanfield.nonlocal_field import make_evaluator
 from meanfield.observables import moment_observables
-from meanfield.particles import (
-    ParticleSystem,
-    advance,
-    attention_field,
-    build_particles,
-    rk4_step,
-    run_particles,
-    sample_initial,
-    token_block,
-)
+from meanfield.particles import ParticleSystem, advance, attention_field, rk4_step, sample_initial, token_block
 from meanfield.particles.sampling import mesh_sampler, vmf
 from meanfield.problem import Problem
 from meanfield.studies.validation import PDEReference, fit_slope
@@ -140,7 +132,7 @@ def test_particle_velocity_equals_pde_velocity():
     NUFFT: direct sums at the mesh's points are off by default, nonlocal.direct_sums)."""
     from mpi4py import MPI
 
-    from meanfield.pde import build_simulation
+    from meanfield.drivers.pde import build_simulation
 
     config = load_config({"mesh": {"sphere": "S2", "resolution": 2}, "model": {"beta": 3.0},
                           "output": {"xdmf": False}})
@@ -161,7 +153,7 @@ def _first_moment_slope(sphere: str, resolutions: tuple[int, int], ns: list[int]
     """Slope of the RMS (over seeds) first-moment error at t = 2 against the PDE's extrapolated moments."""
     from mpi4py import MPI
 
-    from meanfield.pde import run
+    from meanfield.drivers.pde import run
 
     centers = [[1, 0], [-0.5, 0.8]] if sphere == "S1" else [[0, 0, 1], [1, 0, 0]]
     base = {"name": "mf", "mesh": {"sphere": sphere},

@@ -6,15 +6,15 @@ import numpy as np
 import pytest
 from mpi4py import MPI
 
+from meanfield.drivers.pde import run
 from meanfield.initial import vmf_density
 from meanfield.mesh import icosphere
-from meanfield.pde import run
 from meanfield.plotting.data import run_data
 from meanfield.plotting.focus import RESIDUAL_FLOOR, colour_limits, heaviest_direction
 from meanfield.plotting.run_plots import density_movie_maps
 from meanfield.plotting.series import time_series
 from meanfield.plotting.style import color_norm
-from meanfield.runner.results import load_run
+from meanfield.rundir.results import load_run
 from meanfield.sphere import normalize
 
 UNIFORM = 1.0 / (4.0 * np.pi)

@@ -14,8 +14,8 @@ from mpi4py import MPI
 
 import meanfield
 from meanfield.config import ConfigError, load_config
+from meanfield.drivers.particles import build_particles
 from meanfield.particles.integrator import advance
-from meanfield.particles.run import build_particles
 from meanfield.problem import Problem
 from meanfield.random_weights import DrawnWeights, RandomLayers
 from meanfield.studies.validation import fit_slope

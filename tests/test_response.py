@@ -20,7 +20,7 @@ from helpers.cli import cli
 import meanfield
 from meanfield.adjoint import AdjointSolver
 from meanfield.config import load_config
-from meanfield.pde import PDESimulation
+from meanfield.drivers.pde import PDESimulation
 from meanfield.problem import Problem
 
 CASE = {"name": "resp", "mesh": {"sphere": "S1", "resolution": 128},
@@ -151,7 +151,7 @@ def test_particle_ensembles_match_n_var(tmp_path):
     data = {**CASE, "mesh": {"sphere": "S1", "resolution": 256}, "time": {"t_final": T},
             "model": {"attention": "softmax", "beta": 4.0}}
     (row,) = meanfield.response(data, ["x**2"], [T], out=tmp_path / "r", quiet=True).rows
-    from meanfield.particles import build_particles
+    from meanfield.drivers.particles import build_particles
 
     values = []
     for seed in range(seeds):

@@ -22,7 +22,7 @@ from helpers.s1_cases import CAPTURE, COLLAPSING
 from mpi4py import MPI
 
 import meanfield
-from meanfield.runner import layout
+from meanfield.rundir import layout
 
 # two clusters that collapse onto a few cells and are captured as atoms by t = 0.5; the core
 # level leaves their rims in the density (absorb_mass = 0: they stay there)

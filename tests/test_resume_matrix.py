@@ -26,7 +26,7 @@ from helpers.s1_cases import COLLAPSING, two_bumps
 from mpi4py import MPI
 
 import meanfield
-from meanfield.runner.checkpoint import Checkpoint
+from meanfield.rundir.checkpoint import Checkpoint
 
 pytestmark = pytest.mark.skipif(MPI.COMM_WORLD.size > 1, reason="starts its own MPI jobs: runs in the serial suite")
 
@@ -132,7 +132,7 @@ MATRIX = [pytest.param(name, pair, id=f"{name}-{pair[0]}to{pair[1]}",
 
 #: Injected before the CLI starts: SIGTERM to rank 0 after the given number of controller steps.
 STOP_AFTER = """import os, signal
-from meanfield.runner import controller
+from meanfield.engine import controller
 _step = controller.Controller._step
 _taken = [0]
 def _stop_after(self, target, progress):

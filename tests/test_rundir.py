@@ -15,8 +15,8 @@ import meanfield
 from meanfield.cli import main
 from meanfield.config import ConfigError, load_config
 from meanfield.problem import Problem
-from meanfield.runner import layout
-from meanfield.runner.directory import (
+from meanfield.rundir import layout
+from meanfield.rundir.directory import (
     RunDirectory,
     RunLockedError,
     check_target,
@@ -76,7 +76,7 @@ def test_failed_overwrite_before_first_checkpoint_restores_the_old_run(tmp_path,
     out = tmp_path / "run"
     _run(out)
     before = _tree(out)
-    from meanfield.runner import controller
+    from meanfield.engine import controller
 
     def broken_checkpoint(self, next_output):
         raise OSError(28, "No space left on device")
@@ -95,8 +95,8 @@ def test_killed_overwrite_is_undone_when_the_directory_is_next_opened(tmp_path):
     _run(out)
     before = _tree(out)
     overwrite = (  # a process that starts the overwrite and is killed with SIGKILL
-        "import json, os, signal; from meanfield.runner import layout; "
-        "from meanfield.runner.directory import RunDirectory; "
+        "import json, os, signal; from meanfield.rundir import layout; "
+        "from meanfield.rundir.directory import RunDirectory; "
         f"out = RunDirectory.create({str(out)!r}, overwrite=True).path; "  # the old run is set aside
         "(out / layout.METADATA).write_text(json.dumps({'format': layout.FORMAT, 'status': 'running'})); "
         "os.kill(os.getpid(), signal.SIGKILL)")
@@ -111,7 +111,7 @@ def test_lock_keeps_a_second_run_out(tmp_path):
     out = tmp_path / "run"
     _run(out)
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys; from meanfield.runner.directory import RunDirectory; "
+        [sys.executable, "-c", "import sys; from meanfield.rundir.directory import RunDirectory; "
          f"r = RunDirectory.open_existing({str(out)!r}); print('locked', flush=True); sys.stdin.read()"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)  # holds the lock until killed
     try:

@@ -15,9 +15,9 @@ import pytest
 import xarray as xr
 
 import meanfield
-from meanfield.runner import layout
-from meanfield.runner.controller import RunInterrupted
-from meanfield.runner.files import load_npz
+from meanfield.engine.controller import RunInterrupted
+from meanfield.rundir import layout
+from meanfield.rundir.files import load_npz
 
 pytestmark = pytest.mark.mpi
 
@@ -119,7 +119,7 @@ def test_no_xdmf_files_when_output_xdmf_is_off(tmp_path):
 
 def _interrupted(tmp_path, monkeypatch, kind: str = "dg1"):
     """A DG1 run stopped by SIGTERM after its second output (checkpoint at t = 0.25)."""
-    from meanfield.pde import PDESimulation
+    from meanfield.drivers.pde import PDESimulation
 
     real = PDESimulation.step
 

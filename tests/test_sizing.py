@@ -21,7 +21,7 @@ from helpers.cli import cli, refused
 
 from meanfield import load_run
 from meanfield.config import load_config
-from meanfield.runner.progress import time_left
+from meanfield.engine.progress import time_left
 from meanfield.walltime import OVERSUBSCRIBED_STEP, Costs, cores, estimate
 
 HISTORY = Path(__file__).parent / "data" / "s2-clusters-progress.csv"

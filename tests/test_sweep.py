@@ -14,9 +14,10 @@ import pytest
 
 import meanfield
 from meanfield.config import ConfigError
-from meanfield.runner import layout
-from meanfield.runner.controller import RunInterrupted
-from meanfield.runner.grid import parse_grid, plan_points, split_values
+from meanfield.engine.controller import RunInterrupted
+from meanfield.rundir import layout
+from meanfield.rundir.sweeps import plan_points
+from meanfield.studies.grid import parse_grid, split_values
 from meanfield.studies.sweep import sweep
 
 BASE = {"name": "sw", "mesh": {"sphere": "S1", "resolution": 16}, "model": {"beta": 2.0},
@@ -96,7 +97,7 @@ def test_dry_run_lists_and_writes_nothing(tmp_path, comm):
 
 def _stop_at(monkeypatch, t_stop: float, beta: float):
     """SIGTERM to this process when the PDE with this beta reaches t_stop."""
-    from meanfield.pde import PDESimulation
+    from meanfield.drivers.pde import PDESimulation
 
     real = PDESimulation.step
 
@@ -180,7 +181,7 @@ def test_foreign_or_other_sweep_directory_is_refused(tmp_path, comm):
 
 def test_a_failing_point_is_recorded_and_the_sweep_goes_on(tmp_path, monkeypatch, capsys):
     from meanfield.cli import main
-    from meanfield.pde import PDESimulation
+    from meanfield.drivers.pde import PDESimulation
 
     real = PDESimulation.step
 

@@ -1,6 +1,6 @@
 """The backward solve: the forward trajectory, checkpointed, and the adjoint run back along it.
 
-:class:`AdjointSolver` drives a :class:`~meanfield.pde.PDESimulation` forward to the requested
+:class:`AdjointSolver` drives a :class:`~meanfield.drivers.pde.PDESimulation` forward to the requested
 times (:meth:`AdjointSolver.forward`), keeping its step sequence (start, step size, layer) and
 the state at every ``stride``-th step; when more states are kept than ``stride``, the stride
 doubles and every other state is dropped, so about ``2 sqrt(steps)`` states are held.  The
@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..pde import LANDING_TOL, PDESimulation
+from ..drivers.pde import LANDING_TOL, PDESimulation
 from ..velocity import LayerVelocity
 from .operator import AdjointOperator, Linearisation
 
@@ -82,7 +82,7 @@ class AdjointSolver:
     Parameters
     ----------
     sim
-        A freshly built :class:`~meanfield.pde.PDESimulation` at t = 0 (no atoms).
+        A freshly built :class:`~meanfield.drivers.pde.PDESimulation` at t = 0 (no atoms).
     kernel
         (M, M) the slices' weights (``None``: the simulation's own, see
         :meth:`meanfield.causal.CausalVelocity.kernel`).

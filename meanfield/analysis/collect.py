@@ -1,7 +1,7 @@
 """Many runs in one table (``meanfield collect``): the observables with the parameters as columns.
 
 The runs are found in the paths given: a run directory is itself, a sweep directory gives
-its points in order (:mod:`meanfield.runner.grid`), any other directory the runs anywhere
+its points in order (:mod:`meanfield.studies.grid`), any other directory the runs anywhere
 below it (a convergence or validation study, a folder of runs).  The table is in long
 format, one row per run and output time (``final``: one row per run, its last output)::
 
@@ -38,11 +38,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..config import ConfigError
-from ..runner.directory import effective_status, is_run
-from ..runner.files import write_text
-from ..runner.grid import sweep_points
-from ..runner.netcdf import observable_attributes
-from ..runner.results import observables_frame, read_observables
+from ..rundir.directory import effective_status, is_run
+from ..rundir.files import write_text
+from ..rundir.netcdf import observable_attributes
+from ..rundir.results import observables_frame, read_observables
+from ..rundir.sweeps import sweep_points
 from ..version import __version__
 from .phase import ATTRIBUTES
 
@@ -217,7 +217,7 @@ def with_densities(ds: xarray.Dataset) -> xarray.Dataset:
     ConfigError
         A particle run, or runs on different meshes.
     """
-    from ..runner.results import RunResult, load_run
+    from ..rundir.results import RunResult, load_run
     from .causal import whole_measure
 
     runs = [load_run(path) for path in ds["run"].values]

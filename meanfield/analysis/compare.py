@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..config import ConfigError
-from ..runner.files import write_text
-from ..runner.results import RunResult, load_run
+from ..rundir.files import write_text
+from ..rundir.results import RunResult, load_run
 from .causal import whole_measure
 from .collect import check_table_output
 from .metrics import w1_circle, w1_exact

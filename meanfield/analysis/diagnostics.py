@@ -39,7 +39,7 @@ from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 from scipy.spatial import cKDTree
 
-from ..runner.results import load_particle_run
+from ..rundir.results import load_particle_run
 from ..sphere import subsample
 from .clusters import analyse_run
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..config import ConfigError
-from ..runner.files import write_text
+from ..rundir.files import write_text
 
 if TYPE_CHECKING:
     import pandas
@@ -92,7 +92,7 @@ def with_mean_densities(ds: xarray.Dataset, table: pandas.DataFrame, over: str) 
     ConfigError
         A particle run, or runs on different meshes.
     """
-    from ..runner.results import RunResult, load_run
+    from ..rundir.results import RunResult, load_run
 
     keys = group_columns(table, over)
     runs = table.drop_duplicates("run")

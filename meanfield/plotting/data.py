@@ -108,7 +108,7 @@ def corner_values(cells: np.ndarray, values: np.ndarray) -> np.ndarray:
 
 def _observables(result: Any) -> dict[str, np.ndarray]:
     """The run's observables, with the cluster counts of a particle run's diagnostics.csv added."""
-    from ..runner.files import read_csv_columns
+    from ..rundir.files import read_csv_columns
 
     out = {k: np.asarray(v) for k, v in (getattr(result, "observables", None) or {}).items()}
     path = getattr(result, "path", None)

@@ -381,8 +381,8 @@ def plot_run_directory(run_dir: str | Path, out: str | Path | None = None, *, ov
     **options
         Passed to :func:`plot_run`.
     """
-    from ..runner.directory import check_output_folder
-    from ..runner.results import load_run
+    from ..rundir.directory import check_output_folder
+    from ..rundir.results import load_run
 
     check_format(options.get("fmt", "png"))
     folder = check_output_folder(Path(out) if out is not None else Path(run_dir) / "plots",

@@ -157,12 +157,12 @@ def open_adjoint_study(config: Config | Mapping | str | Path | None, overrides: 
     the simulation."""
     from ..adjoint import AdjointSolver, check_supported
     from ..collective import on_root
-    from ..pde import PDESimulation
+    from ..drivers.launch import check_size, configure_process, resolve_config
+    from ..drivers.pde import PDESimulation
     from ..problem import Problem
-    from ..runner.directory import prepare_study
-    from ..runner.environment import run_environment
-    from ..runner.names import derived_directory
-    from ..runner.session import check_size, configure_process, resolve_config
+    from ..rundir.directory import prepare_study
+    from ..rundir.environment import run_environment
+    from ..rundir.names import derived_directory
 
     config = resolve_config(config, overrides, comm)
     problem = Problem(config)
@@ -225,7 +225,7 @@ def response(
     from ..adjoint import Sensitivity
     from ..collective import everywhere, on_root
     from ..problem import Problem
-    from ..runner.files import write_json, write_text
+    from ..rundir.files import write_json, write_text
     from ..velocity import LayerVelocity
 
     comm = comm or MPI.COMM_WORLD
@@ -342,9 +342,9 @@ def format_rows(rows: list[dict[str, Any]]) -> str:
 def _write_influence(path: Path, config: Config, mesh: Mapping[str, np.ndarray] | None, times: list[float],
                      observables: Sequence[Observable], influence: np.ndarray | None,
                      densities: Mapping[float, np.ndarray | None]) -> None:
-    """influence.nc: the run's mesh and the density at each time (:func:`~meanfield.runner.netcdf.pde_dataset`)
+    """influence.nc: the run's mesh and the density at each time (:func:`~meanfield.rundir.netcdf.pde_dataset`)
     and ``influence_<k>`` (time, [position,] cell) per observable k, named in its attributes."""
-    from ..runner.netcdf import pde_dataset, run_attributes, write_dataset
+    from ..rundir.netcdf import pde_dataset, run_attributes, write_dataset
 
     assert mesh is not None and influence is not None
     causal = "positions" in mesh

@@ -155,7 +155,7 @@ def retrieval(
     from mpi4py import MPI
 
     from ..collective import everywhere, on_root
-    from ..runner.files import write_json, write_text
+    from ..rundir.files import write_json, write_text
 
     comm = comm or MPI.COMM_WORLD
     study = open_adjoint_study(config, overrides, comm, times, "retrieval", out, overwrite,

@@ -17,8 +17,8 @@ every earlier value still there): its points keep their numbers and directories,
 ones included, and the new combinations are numbered on after them, pending.  study.json then
 lists the grid of every extension (``grids``) besides the whole grid.
 
-Every point is an ordinary run directory (:mod:`meanfield.runner.layout`); the grid, its points
-and their names are :mod:`meanfield.runner.grid`.  Running a sweep again skips its completed
+Every point is an ordinary run directory (:mod:`meanfield.rundir.layout`); the grid, its points
+and their names are :mod:`meanfield.studies.grid`.  Running a sweep again skips its completed
 points, resumes the interrupted, killed or failed ones from their checkpoints
 (:func:`meanfield.resume`) and starts the others; a point whose run is in progress elsewhere
 (its lock is held) is left alone.  ``array_index`` runs exactly one point: a SLURM
@@ -36,10 +36,11 @@ from typing import Any
 
 from ..collective import is_collective, on_root
 from ..config import Config, ConfigError, load_config
+from ..drivers.launch import check_size
+from ..engine.controller import RunInterrupted
 from ..problem import Problem
-from ..runner.checkpoint import CheckpointError
-from ..runner.controller import RunInterrupted
-from ..runner.directory import (
+from ..rundir.checkpoint import CheckpointError
+from ..rundir.directory import (
     RunDirectoryError,
     check_study,
     classify,
@@ -48,10 +49,10 @@ from ..runner.directory import (
     read_metadata,
     read_study_marker,
 )
-from ..runner.files import exclusive_lock, write_text
-from ..runner.grid import KIND, SweepPoint, cell_value, definition_points, extended_definition, parse_grid, plan_points
-from ..runner.recovery import resume_point
-from ..runner.session import check_size
+from ..rundir.files import exclusive_lock, write_text
+from ..rundir.recovery import resume_point
+from ..rundir.sweeps import KIND, SweepPoint, cell_value, definition_points, plan_points
+from .grid import extended_definition, parse_grid
 
 TABLE = "sweep.csv"
 #: Serialises the rewrites of sweep.csv by the processes of one sweep (job-array tasks).
@@ -121,7 +122,7 @@ def _plan(config: Config | Mapping | str | Path | None, grid: Mapping[str, Seque
           particles: bool, out: str | Path | None, overrides: list[str], array_index: int | None,
           draws: int | None = None) -> _Plan:
     """Check everything a sweep needs and resolve every point's config (rank 0; nothing written)."""
-    from ..runner.names import derived_directory
+    from ..rundir.names import derived_directory
 
     source = config.data if isinstance(config, Config) else config
     base = load_config(source, overrides)
@@ -163,7 +164,7 @@ def _point_config(source: Any, overrides: list[str], point: SweepPoint, particle
     try:
         config = load_config(source, overrides + point.overrides)
         if particles:
-            from ..particles.run import resolve_counts
+            from ..drivers.particles import resolve_counts
 
             resolve_counts(Problem(config), None, None)
     except ConfigError as exc:
@@ -224,17 +225,17 @@ def _write_table(plan: _Plan) -> list[str]:
 def _run_point(plan: _Plan, point: SweepPoint, step: str, particles: bool, comm, quiet: bool) -> None:
     path = plan.path / point.directory
     if step == "resume":
-        from ..continuation import resume
+        from ..drivers.resume import resume
 
         resume(path, comm=comm, quiet=quiet)
         return
     config = plan.configs[point.index]
     if particles:
-        from ..particles import run_particles
+        from ..drivers.particles import run_particles
 
         run_particles(config, out=path, comm=comm, quiet=quiet, overwrite=step == "restart")
     else:
-        from ..pde import run
+        from ..drivers.pde import run
 
         run(config, out=path, comm=comm, quiet=quiet, overwrite=step == "restart")
 
@@ -289,7 +290,7 @@ def sweep(
     -------
     SweepResult
         On every rank.  A point that fails is recorded (``errors``, sweep.csv) and the sweep
-        goes on; a signal or wall limit (:class:`~meanfield.runner.controller.RunInterrupted`)
+        goes on; a signal or wall limit (:class:`~meanfield.engine.controller.RunInterrupted`)
         ends it after sweep.csv is written.
 
     Raises
@@ -311,7 +312,7 @@ def sweep(
         problem = Problem(point_config)
         check_size(problem, comm, problem.particles.n if particles else None)
     if plan.extends is not None:
-        from ..runner.directory import extend_study
+        from ..rundir.directory import extend_study
 
         on_root(comm, lambda: extend_study(plan.path, plan.definition))
     on_root(comm, lambda: prepare_study(plan.path, KIND, definition=plan.definition))

@@ -15,7 +15,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parents[1]))
 from helpers.plain_cases import CASES, STEPS  # noqa: E402
 
-from meanfield.pde import build_simulation  # noqa: E402
+from meanfield.drivers.pde import build_simulation  # noqa: E402
 
 
 def main(out: Path) -> None:

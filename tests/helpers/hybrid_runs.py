@@ -1,7 +1,7 @@
 """Hand-made hybrid runs (density + atoms, issue 12) written through the real output writers.
 
 A fake run has a config, metadata.json, mesh.npz and the outputs one after another through
-:class:`~meanfield.runner.writers.ObservablesWriter`, :class:`SnapshotWriter` and run.nc (with
+:class:`~meanfield.rundir.writers.ObservablesWriter`, :class:`SnapshotWriter` and run.nc (with
 the ParaView files), so the readers see exactly the files a hybrid run writes, without the
 solver.  The densities are sums of von Mises bumps (cell values at the centroids) and the atoms
 are whatever the test asks for.
@@ -19,9 +19,9 @@ import numpy as np
 from meanfield.analysis.clusters.cells import AnalysisMesh
 from meanfield.atoms import Atoms
 from meanfield.mesh import RawMesh, circle, icosphere
-from meanfield.runner import layout
-from meanfield.runner.files import save_npz
-from meanfield.runner.writers import ObservablesWriter, OutputWriter, SnapshotWriter, pde_run_file
+from meanfield.rundir import layout
+from meanfield.rundir.files import save_npz
+from meanfield.rundir.writers import ObservablesWriter, OutputWriter, SnapshotWriter, pde_run_file
 
 KAPPA = 60.0
 

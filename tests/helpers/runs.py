@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from meanfield.config import Config
-from meanfield.runner.results import RunResult
+from meanfield.rundir.results import RunResult
 
 
 def pde_result(config: Config | Mapping[str, Any], times: Sequence[float], out: Path) -> RunResult:

@@ -9,8 +9,8 @@ import numpy as np
 from mpi4py import MPI
 
 from meanfield.config import load_config
-from meanfield.runner.simulation import Simulation
-from meanfield.runner.writers import ObservablesWriter, SnapshotWriter
+from meanfield.engine.simulation import Simulation
+from meanfield.rundir.writers import ObservablesWriter, SnapshotWriter
 
 
 class Decay(Simulation):

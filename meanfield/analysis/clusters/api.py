@@ -24,8 +24,8 @@ import numpy as np
 from ...merging import MERGE_DISTANCE
 from ...mesh import RawMesh, circle, icosphere, raw_mesh
 from ...references.spectral_circle import CircleSolution
-from ...runner.directory import check_output_folder
-from ...runner.results import load_run
+from ...rundir.directory import check_output_folder
+from ...rundir.results import load_run
 from ...sphere import sphere_area
 from ..causal import position_slice, whole_measure
 from ..events import Event

@@ -35,7 +35,7 @@ from ...analysis.causal import whole_measure
 from ...mesh import raw_mesh
 from ...problem import Problem
 from ...references.exact import ExactDensity, exact_solution
-from ...runner.results import RunResult, load_pde_run
+from ...rundir.results import RunResult, load_pde_run
 from ...sphere import cell_averages
 from .ladder import ConvergenceError, Ladder, level_of, mesh_width, resolution
 

@@ -18,7 +18,7 @@ import numpy as np
 from ...analysis.causal import whole_measure
 from ...config import Config, load_config
 from ...problem import Problem
-from ...runner.results import RunResult
+from ...rundir.results import RunResult
 
 
 class ConvergenceError(ValueError):
@@ -176,7 +176,7 @@ def run_ladder(problem: Problem, levels: list[int], out: Path, axis: str = "mesh
                quiet: bool = True, overwrite: bool = False) -> Ladder:
     """Run every level (each on all ranks of ``comm``) into ``out/level<L>`` (``out/slices<M>``)
     and read the runs back."""
-    from ...pde import run
+    from ...drivers.pde import run
 
     runs = [whole_measure(run(config, out=Path(out) / level_name(level, axis), comm=comm, quiet=quiet,
                               overwrite=overwrite))

@@ -6,9 +6,9 @@ from pathlib import Path
 
 from ...collective import on_root
 from ...config import Config
+from ...drivers.launch import check_size, resolve_config
 from ...problem import Problem
-from ...runner.directory import prepare_study
-from ...runner.session import check_size, resolve_config
+from ...rundir.directory import prepare_study
 from .errors import Row, check_reference, error_rows
 from .ladder import AXES, ConvergenceError, ladder_configs, run_ladder
 from .plots import plot, study_title

@@ -28,8 +28,8 @@ from ...atoms import Atoms
 from ...config import Config, load_config
 from ...problem import Problem
 from ...references.lagrangian_circle import ATOL, RTOL, SERIES_TOL, iterate_tokens, quantile_tokens
-from ...runner.directory import check_output_folder
-from ...runner.results import RunResult, load_pde_run, read_header
+from ...rundir.directory import check_output_folder
+from ...rundir.results import RunResult, load_pde_run, read_header
 
 T_EARLY, DT_EARLY, DT_LATE = 20.0, 0.1, 0.5
 #: Reference tokens of a study by default.
@@ -114,7 +114,7 @@ def run_frames(run: str | Path | RunResult, cell_floor: float = CELL_FLOOR) -> I
 
     Cells are points at their centroids with their mass (cell average times measure) and ids
     ``CELL_ID_OFFSET + cell index``; a run directory is read with
-    :func:`~meanfield.runner.results.load_pde_run`.
+    :func:`~meanfield.rundir.results.load_pde_run`.
     """
     result = load_pde_run(run) if isinstance(run, (str, Path)) else run
     if result.sphere != "S1":

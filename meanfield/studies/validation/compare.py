@@ -33,7 +33,7 @@ import numpy as np
 from ...analysis import metrics
 from ...discretisation.registry import scheme_class
 from ...mesh import CellLocator, raw_mesh
-from ...runner.results import RunResult
+from ...rundir.results import RunResult
 
 #: Exact W_1 (``ot.emd2``) is computed only when the dense cost matrix has at most this many entries.
 W1_MAX_ENTRIES = 20_000_000

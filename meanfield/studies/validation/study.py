@@ -35,12 +35,12 @@ from ...analysis.causal import whole_measure
 from ...analysis.clusters.compare import ClusterValidation
 from ...collective import everywhere, on_root
 from ...config import Config, ConfigError, load_config
+from ...drivers.launch import check_size, resolve_config
 from ...model import ModelError
 from ...particles.sampling import check_causal_sampler, resolve_sampler
 from ...problem import Problem
-from ...runner.directory import is_run, prepare_study
-from ...runner.results import RunResult, load_pde_run
-from ...runner.session import check_size, resolve_config
+from ...rundir.directory import is_run, prepare_study
+from ...rundir.results import RunResult, load_pde_run
 from .compare import PDEReference
 from .prediction import add_predictions, predicted_variances
 
@@ -176,7 +176,7 @@ def check_pde_run(config: Config, run_dir: str | Path, option: str) -> None:
 
 def _pde_runs(config: Config, out: Path, pde, pde_fine, refine: bool, comm, quiet: bool,
               overwrite: bool) -> PDEReference:
-    from ...pde import run
+    from ...drivers.pde import run
 
     if pde is not None:
         coarse: RunResult = everywhere(comm, lambda: load_pde_run(pde))
@@ -238,8 +238,8 @@ def validate(
     """
     from mpi4py import MPI
 
-    from ...particles import run_particles
-    from ...runner.names import derived_directory
+    from ...drivers.particles import run_particles
+    from ...rundir.names import derived_directory
 
     comm = comm or MPI.COMM_WORLD
     config = resolve_config(config, overrides, comm)

@@ -1,7 +1,7 @@
 """The particle system as a simulation the run controller drives, and :func:`run_particles`.
 
 :func:`run_particles` is the entry point behind ``meanfield particles``.  The run directory
-mirrors the PDE's (:mod:`meanfield.runner.layout`): the same observables.csv columns, computed
+mirrors the PDE's (:mod:`meanfield.rundir.layout`): the same observables.csv columns, computed
 by the same :func:`~meanfield.observables.measure_observables` with the tokens as
 equal-weight sources, and snapshots of all token positions in global order.
 
@@ -24,19 +24,19 @@ import numpy as np
 from ..causal import slice_positions
 from ..collective import on_root
 from ..config import MAX_STEPS, Config, ConfigError
+from ..engine.callbacks import Callback
+from ..engine.simulation import Simulation
 from ..model import VelocityField
 from ..nonlocal_field import NonlocalEvaluator
+from ..particles.causal import CausalTokenField, PositionalDecay
+from ..particles.integrator import INTEGRATORS, EqualSteps
+from ..particles.sampling import resolve_sampler, sample_initial, sample_tokens
+from ..particles.system import ParticleSystem, default_dt, token_block
 from ..problem import Problem
-from ..runner.callbacks import Callback
-from ..runner.results import ParticleRunResult, load_particle_run
-from ..runner.session import check_new_target, check_size, configure_process, resolve_config, start_run
-from ..runner.simulation import Simulation
-from ..runner.writers import ObservablesWriter, OutputWriter, SnapshotWriter, particle_run_file
+from ..rundir.results import ParticleRunResult, load_particle_run
+from ..rundir.writers import ObservablesWriter, OutputWriter, SnapshotWriter, particle_run_file
 from ..velocity import LayerVelocity
-from .causal import CausalTokenField, PositionalDecay
-from .integrator import INTEGRATORS, EqualSteps
-from .sampling import resolve_sampler, sample_initial, sample_tokens
-from .system import ParticleSystem, default_dt, token_block
+from .launch import check_new_target, check_size, configure_process, resolve_config, start_run
 
 
 def resolve_counts(problem: Problem, n: int | None, seed: int | None) -> tuple[int, int]:
@@ -250,8 +250,8 @@ def build_particles(config: Config | Mapping | str | Path | None, n: int | None 
 
 
 def default_directory(config: Config, n: int, seed: int) -> Path:
-    """``runs/<name>-particles-n<n>-s<seed>`` (:func:`~meanfield.runner.names.derived_directory`)."""
-    from ..runner.names import derived_directory
+    """``runs/<name>-particles-n<n>-s<seed>`` (:func:`~meanfield.rundir.names.derived_directory`)."""
+    from ..rundir.names import derived_directory
 
     return derived_directory(config, "particles", f"n{n}", f"s{seed}")
 

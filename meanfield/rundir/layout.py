@@ -14,7 +14,7 @@
                          all tokens), global order; written atomically
     checkpoint.npz       the whole state at the last checkpoint (written atomically)
     run.nc               every output in one netCDF4 file (xarray.open_dataset opens it; see
-                         meanfield.runner.netcdf): mesh, coordinates, densities or tokens, observables
+                         meanfield.rundir.netcdf): mesh, coordinates, densities or tokens, observables
     density.xdmf, density-dg1.xdmf
                          ParaView files over run.nc's datasets when output.xdmf is on (DG1: both)
     atoms.pvd, atoms/NNNN.vtu
@@ -72,7 +72,7 @@ RUN_FILES: tuple[str, ...] = (CONFIG, METADATA, OBSERVABLES, MESH, WEIGHTS, CHEC
                               LEGACY_PARAVIEW_DATA)
 SNAPSHOT_NAME = re.compile(r"(\d{4,})\.npz")
 ATOM_POINTS_NAME = re.compile(r"(\d{4,})\.vtu")
-#: Temporary files of atomic writes (see :func:`meanfield.runner.files.atomic_write`), left by a crash.
+#: Temporary files of atomic writes (see :func:`meanfield.rundir.files.atomic_write`), left by a crash.
 TEMPORARY_NAME = re.compile(r"\..+\.tmp-\d+")
 
 

@@ -14,27 +14,27 @@ from typing import Any
 
 import numpy as np
 
-from .atoms import Atoms
-from .atoms.component import AtomsComponent, HybridAtoms, NoAtoms
-from .atoms.coupling import AtomCoupling
-from .atoms.hybrid import AtomEvents
-from .causal import CausalScheme
-from .config import MAX_STEPS, Config, ConfigError
-from .discretisation.base import SpatialScheme
-from .discretisation.ordering import gather_rows, scatter_rows
-from .discretisation.registry import scheme_class, scheme_options
-from .mesh import RawMesh, distribute
-from .model import VelocityField
-from .nonlocal_field import NonlocalEvaluator
-from .problem import Problem
-from .runner.callbacks import Callback
-from .runner.netcdf import BY_POSITION
-from .runner.results import RunResult, load_pde_run
-from .runner.session import check_new_target, check_size, configure_process, resolve_config, start_run
-from .runner.simulation import Simulation
-from .runner.writers import ObservablesWriter, OutputWriter, SnapshotWriter, pde_run_file
-from .timestepping import SSPRK3, StepStats
-from .velocity import LayerVelocity
+from ..atoms import Atoms
+from ..atoms.component import AtomsComponent, HybridAtoms, NoAtoms
+from ..atoms.coupling import AtomCoupling
+from ..atoms.hybrid import AtomEvents
+from ..causal import CausalScheme
+from ..config import MAX_STEPS, Config, ConfigError
+from ..discretisation.base import SpatialScheme
+from ..discretisation.ordering import gather_rows, scatter_rows
+from ..discretisation.registry import scheme_class, scheme_options
+from ..engine.callbacks import Callback
+from ..engine.simulation import Simulation
+from ..mesh import RawMesh, distribute
+from ..model import VelocityField
+from ..nonlocal_field import NonlocalEvaluator
+from ..problem import Problem
+from ..rundir.netcdf import BY_POSITION
+from ..rundir.results import RunResult, load_pde_run
+from ..rundir.writers import ObservablesWriter, OutputWriter, SnapshotWriter, pde_run_file
+from ..timestepping import SSPRK3, StepStats
+from ..velocity import LayerVelocity
+from .launch import check_new_target, check_size, configure_process, resolve_config, start_run
 
 #: Relative tolerance in time for landing a step on its end time.
 LANDING_TOL = 1e-12
@@ -90,9 +90,9 @@ class PDESimulation(Simulation):
     kind = "pde"
 
     def __init__(self, problem: Problem, comm) -> None:
-        from .collective import on_root
-        from .memory import check_memory, pde_estimate, ranks_on_node
-        from .mesh import MeshError
+        from ..collective import on_root
+        from ..memory import check_memory, pde_estimate, ranks_on_node
+        from ..mesh import MeshError
 
         self.problem, self.comm, self.t = problem, comm, 0.0
         here = ranks_on_node(comm)
@@ -303,7 +303,7 @@ class PDESimulation(Simulation):
         return {"state": state, **self.atoms_component.checkpoint_arrays()}
 
     def restore(self, t: float, state: dict[str, np.ndarray] | None, info: dict[str, Any]) -> None:
-        from .collective import on_root
+        from ..collective import on_root
 
         g = self.scheme.geometry
         expected = self.state.reshape(g.num_owned, -1).shape[1]
@@ -400,7 +400,7 @@ def run(
         its first checkpoint, and restored if the new run fails before that.
     callbacks
         Functions called on rank 0 at every output with a
-        :class:`~meanfield.runner.callbacks.OutputState` (live plots, early stopping); one that
+        :class:`~meanfield.engine.callbacks.OutputState` (live plots, early stopping); one that
         returns ``False`` or raises :class:`meanfield.StopRun` ends the run after that output,
         with status ``completed`` and ``stopped_early`` in metadata.json.
 
@@ -410,12 +410,12 @@ def run(
         Bad input (on every rank, before anything is written).
     RuntimeError
         A run-time failure (recorded in metadata.json).
-    meanfield.runner.controller.RunInterrupted
+    meanfield.engine.controller.RunInterrupted
         A signal or the wall limit stopped the run after a checkpoint.
     """
     from mpi4py import MPI
 
-    from .collective import everywhere
+    from ..collective import everywhere
 
     comm = comm or MPI.COMM_WORLD
     config = resolve_config(config, overrides, comm)

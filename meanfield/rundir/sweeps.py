@@ -1,10 +1,11 @@
-"""A sweep's grid: its points, the names of their run directories, and reading them back.
+"""A sweep directory's points: their parameters, their run directories' names, and reading them back.
 
 A grid maps config keys to values; its points are the Cartesian product (the first key
 slowest).  Point k's run directory is named by its index and ``key=value`` for each grid key
-(the last part of the key unless that is ambiguous), e.g. ``003-beta=4,seed=1``.  The sweep
-driver (:mod:`meanfield.studies.sweep`) plans and runs the points; the analyses
-(:mod:`meanfield.analysis.collect`) find them again from a sweep directory's study.json.
+(the last part of the key unless that is ambiguous), e.g. ``003-beta=4,seed=1``.  A sweep
+directory's study.json holds the definition (its grids); :func:`sweep_points` finds the points
+again from it.  Parsing ``--grid`` and planning a sweep is the study's
+(:mod:`meanfield.studies.grid`, :mod:`meanfield.studies.sweep`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..config import ConfigError, parse_override
 from .directory import read_study_marker
 
 #: The ``kind`` of a sweep directory's study.json.
@@ -60,46 +60,6 @@ def toml_value(value: Any) -> str:
 def cell_value(value: Any) -> Any:
     """A parameter as a table cell: scalars as they are, arrays and tables as JSON."""
     return value if isinstance(value, (bool, int, float, str)) else json.dumps(value)
-
-
-def split_values(text: str) -> list[str]:
-    """``v1,v2,...`` split at the commas outside brackets, braces and quotes."""
-    parts, depth, quote, start = [], 0, "", 0
-    for i, char in enumerate(text):
-        if quote:
-            quote = "" if char == quote else quote
-        elif char in "\"'":
-            quote = char
-        elif char in "[{":
-            depth += 1
-        elif char in "]}":
-            depth -= 1
-        elif char == "," and depth == 0:
-            parts.append(text[start:i])
-            start = i + 1
-    return [p.strip() for p in [*parts, text[start:]]]
-
-
-def parse_grid(specs: Sequence[str]) -> dict[str, list[Any]]:
-    """``["model.beta=1,4,9", ...]`` -> ``{"model.beta": [1, 4, 9], ...}`` (values read as TOML, else text).
-
-    Raises
-    ------
-    ConfigError
-        A spec without ``=``, an empty value, a key given twice.
-    """
-    grid: dict[str, list[Any]] = {}
-    for spec in specs:
-        if "=" not in spec:
-            raise ConfigError(f"--grid {spec!r}: expected section.key=v1,v2,...")
-        key, text = (s.strip() for s in spec.split("=", 1))
-        values = split_values(text)
-        if not key or any(v == "" for v in values):
-            raise ConfigError(f"--grid {spec!r}: expected section.key=v1,v2,... without empty values")
-        if key in grid:
-            raise ConfigError(f"--grid {key}: given twice")
-        grid[key] = [parse_override(f"{key}={v}")[1] for v in values]
-    return grid
 
 
 def _label(value: Any) -> str:
@@ -146,23 +106,6 @@ def definition_points(definition: Mapping[str, Any]) -> list[SweepPoint]:
             labels = p.directory.split("-", 1)[1]
             points.append(SweepPoint(len(points), p.parameters, f"{len(points):0{width}d}-{labels}"))
     return points
-
-
-def extended_definition(stored: Mapping[str, Any], definition: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The stored sweep definition extended by the grid values of ``definition`` (the same
-    config, runs and grid keys, every stored value among the new ones), or ``None`` when
-    ``definition`` is another sweep.  Unchanged when it brings no new value."""
-    new = json.loads(json.dumps(definition))
-    rest = {k: v for k, v in new.items() if k != "grid"}
-    if {k: v for k, v in stored.items() if k not in ("grid", "grids")} != rest or \
-            list(stored["grid"]) != list(new["grid"]):
-        return None
-    if any(v not in new["grid"][k] for k, values in stored["grid"].items() for v in values):
-        return None
-    grid = {k: values + [v for v in new["grid"][k] if v not in values] for k, values in stored["grid"].items()}
-    if grid == stored["grid"]:
-        return dict(stored)
-    return {**stored, "grid": grid, "grids": [*(stored.get("grids") or [stored["grid"]]), grid]}
 
 
 def sweep_points(path: Path | str) -> list[SweepPoint] | None:

@@ -1,13 +1,13 @@
 """ParaView files of a PDE run: XDMF descriptions of the datasets in ``run.nc``.
 
-``run.nc`` (:mod:`meanfield.runner.netcdf`) is an HDF5 file, so XDMF can point into it:
+``run.nc`` (:mod:`meanfield.rundir.netcdf`) is an HDF5 file, so XDMF can point into it:
 
 * ``density.xdmf`` shows ``/density`` (the cell averages) as cell data on the mesh
   (``/xdmf/vertices`` and ``/face_node_connectivity`` or ``/edge_node_connectivity``);
 * for DG1, ``density-dg1.xdmf`` shows ``/vertex_density`` as point data on the broken mesh
   (each cell with its own vertices, ``/xdmf/corner_vertices`` and ``/xdmf/corner_cells``):
   the discontinuous linear density as the scheme has it.  Its vertex values can dip below
-  zero where the cell averages are positive (see :mod:`meanfield.runner.netcdf`).
+  zero where the cell averages are positive (see :mod:`meanfield.rundir.netcdf`).
 
 Each time step is one row of those datasets, so the mesh is stored once, in global cell order.
 A causal run (``model.mask = "causal"``) has a density per token position: each grid then has

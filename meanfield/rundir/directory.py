@@ -8,7 +8,7 @@ Rules (rank 0 applies them; every function here is serial):
 * A run holds an exclusive lock on ``.lock`` while it runs (``flock``: released by the
   operating system however the process ends, ``kill -9`` included), so two runs cannot share
   a directory; a run whose metadata says ``running`` but whose lock is free was killed.
-* Overwriting moves the old run's own files (:func:`~meanfield.runner.layout.own_entries`)
+* Overwriting moves the old run's own files (:func:`~meanfield.rundir.layout.own_entries`)
   into ``.meanfield-previous/`` and deletes them only once the new run has written its first
   checkpoint (:meth:`RunDirectory.commit`); if the new run fails before that, they are put
   back (:meth:`RunDirectory.rollback`), and if it is killed before that, the next open of the

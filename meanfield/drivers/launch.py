@@ -17,21 +17,21 @@ from typing import Any
 
 from ..collective import on_root
 from ..config import Config, load_config
+from ..engine.callbacks import Callback
+from ..engine.controller import Controller, ControllerOptions
+from ..engine.progress import Cadence, log, run_logging
+from ..engine.simulation import Simulation
 from ..problem import Problem
+from ..rundir import layout
+from ..rundir.checkpoint import Checkpoint, CheckpointError
+from ..rundir.directory import RunDirectory, check_target
+from ..rundir.environment import run_environment
+from ..rundir.files import load_npz, save_npz, write_text
+from ..rundir.names import run_name
+from ..rundir.recovery import resume_point, set_aside_damaged
+from ..rundir.writers import OutputWriter
 from ..threads import blas_libraries
 from ..wording import counted
-from . import layout
-from .callbacks import Callback
-from .checkpoint import Checkpoint, CheckpointError
-from .controller import Controller, ControllerOptions
-from .directory import RunDirectory, check_target
-from .environment import run_environment
-from .files import load_npz, save_npz, write_text
-from .names import run_name
-from .progress import Cadence, log, run_logging
-from .recovery import resume_point, set_aside_damaged
-from .simulation import Simulation
-from .writers import OutputWriter
 
 #: Seconds of wall time from some fixed moment.
 Clock = Callable[[], float]
@@ -109,9 +109,9 @@ def start_run(sim: Simulation, config: Config, path: Path, writers: WriterFactor
     facts
         Extra metadata entries (solver facts known at start).
     clock
-        The controller's wall clock (:class:`~meanfield.runner.controller.ControllerOptions`).
+        The controller's wall clock (:class:`~meanfield.engine.controller.ControllerOptions`).
     callbacks
-        Called on rank 0 at every output (:mod:`meanfield.runner.callbacks`).
+        Called on rank 0 at every output (:mod:`meanfield.engine.callbacks`).
     """
     comm = sim.comm
     problem = Problem(config)
@@ -160,9 +160,9 @@ def continue_run(sim: Simulation, config: Config, path: Path, checkpoint_header:
     rebuild_metadata
         The run's metadata.json is missing: write a new one (the run is recognised by its files).
     clock
-        The controller's wall clock (:class:`~meanfield.runner.controller.ControllerOptions`).
+        The controller's wall clock (:class:`~meanfield.engine.controller.ControllerOptions`).
     callbacks
-        Called on rank 0 at every output (:mod:`meanfield.runner.callbacks`).
+        Called on rank 0 at every output (:mod:`meanfield.engine.callbacks`).
     """
     comm = sim.comm
     problem = Problem(config)

@@ -1,13 +1,13 @@
-"""``meanfield info RUN`` for people: the facts of :func:`~meanfield.runner.results.describe` as
+"""``meanfield info RUN`` for people: the facts of :func:`~meanfield.rundir.results.describe` as
 a few aligned lines (``--json`` prints the facts themselves)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from ..engine.progress import format_duration
 from ..memory import format_bytes
 from ..wording import counted
-from .progress import format_duration
 
 
 def _wall(seconds: float | None) -> str:
@@ -20,7 +20,7 @@ def format_description(facts: dict[str, Any]) -> str:
     Parameters
     ----------
     facts
-        What :func:`~meanfield.runner.results.describe` returns.
+        What :func:`~meanfield.rundir.results.describe` returns.
     """
     lines = [f"run:        {facts['name']} ({facts['kind']} run in {facts['path']})",
              f"status:     {facts['status']}" + (f" (by {facts['interrupted_by']})" if facts.get("interrupted_by")

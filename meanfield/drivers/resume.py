@@ -4,7 +4,7 @@ A run that was interrupted (signal, wall limit), killed (``kill -9``, a node fai
 failed continues in place from ``checkpoint.npz`` on any rank count: observables.csv, the
 snapshots and the ParaView files are cut back to the checkpoint and appended to, so the
 finished run equals an uninterrupted one.  A missing or damaged ``checkpoint.npz`` is
-replaced by the newest intact state on disk (:mod:`meanfield.runner.recovery`: the previous
+replaced by the newest intact state on disk (:mod:`meanfield.rundir.recovery`: the previous
 checkpoint, else a snapshot that is a full state), and the run log and metadata.json say which.
 ``t_final`` extends a run (a completed one too): new output times continue the last output
 spacing up to the new end time.
@@ -25,13 +25,13 @@ from typing import Any
 
 import numpy as np
 
-from .collective import everywhere, on_root
-from .config import Config, ConfigError, check_schedule_end, load_config, output_times, parse_override
-from .problem import Problem
-from .runner import layout
-from .runner.callbacks import Callback
-from .runner.checkpoint import CheckpointError
-from .runner.directory import (
+from ..collective import everywhere, on_root
+from ..config import Config, ConfigError, check_schedule_end, load_config, output_times, parse_override
+from ..engine.callbacks import Callback
+from ..problem import Problem
+from ..rundir import layout
+from ..rundir.checkpoint import CheckpointError
+from ..rundir.directory import (
     RunDirectoryError,
     RunLockedError,
     classify,
@@ -42,9 +42,9 @@ from .runner.directory import (
     not_a_run_message,
     read_metadata,
 )
-from .runner.recovery import kind_from_files, resume_point
-from .runner.results import ParticleRunResult, RunResult, load_run
-from .runner.session import check_size, configure_process, continue_run
+from ..rundir.recovery import kind_from_files, resume_point
+from ..rundir.results import ParticleRunResult, RunResult, load_run
+from .launch import check_size, configure_process, continue_run
 
 #: Settings a resume may change: section -> keys (``None``: every key of the section).
 RESUMABLE: dict[str, frozenset[str] | None] = {
@@ -189,7 +189,7 @@ def resume(
     note = {"t_final": problem.time.t_final, "overrides": list(overrides or []),
             "threads": configure_process(problem.field.threads)}
     if plan["kind"] == "particles":
-        from .particles.run import ParticleSimulation, particle_writers
+        from .particles import ParticleSimulation, particle_writers
 
         continue_run(ParticleSimulation(problem, comm), config, path, plan["checkpoint"], particle_writers(problem),
                      quiet=quiet, note=note, rebuild_metadata=plan["rebuild_metadata"], callbacks=callbacks)

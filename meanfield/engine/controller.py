@@ -19,7 +19,7 @@ a checkpoint:
   before the limit (the CLI exits with :data:`WALL_LIMIT_EXIT`);
 * ``output.checkpoint_every`` seconds since the last checkpoint: write one and go on.
 
-After each output rank 0 calls the Python API's callbacks (:mod:`meanfield.runner.callbacks`);
+After each output rank 0 calls the Python API's callbacks (:mod:`meanfield.engine.callbacks`);
 one that asks to stop ends the loop after that output's checkpoint, with status ``completed``
 and ``stopped_early`` in metadata.json.
 
@@ -47,14 +47,14 @@ import numpy as np
 
 from ..collective import CollectiveFailure, on_root, raised_everywhere
 from ..config import MAX_STEPS
+from ..rundir.checkpoint import Checkpoint
+from ..rundir.directory import RunDirectory, record_failure
+from ..rundir.names import run_name
+from ..rundir.writers import OutputWriter
 from .callbacks import Callback, OutputState, call_all
-from .checkpoint import Checkpoint
-from .directory import RunDirectory, record_failure
-from .names import run_name
 from .progress import FILE_ONLY, Cadence, Progress, log
 from .signals import SignalWatch, signal_name
 from .simulation import Simulation
-from .writers import OutputWriter
 
 T = TypeVar("T")
 
@@ -113,7 +113,7 @@ class ControllerOptions:
     cadence
         When progress lines are logged (``[output] log_every``).
     callbacks
-        Called on rank 0 after every output (:mod:`meanfield.runner.callbacks`).
+        Called on rank 0 after every output (:mod:`meanfield.engine.callbacks`).
     """
 
     wall_limit: float | None = None

@@ -72,15 +72,15 @@ class SnapshotWriter(OutputWriter):
 
 
 class RunFileOutput(OutputWriter):
-    """run.nc (see :mod:`meanfield.runner.netcdf`) and, if given, the XDMF files over it.
+    """run.nc (see :mod:`meanfield.rundir.netcdf`) and, if given, the XDMF files over it.
 
     Parameters
     ----------
     run
         The run directory.
     build
-        Builds the run's Dataset (:func:`~meanfield.runner.netcdf.pde_dataset` or
-        :func:`~meanfield.runner.netcdf.particle_dataset` with the run's static arrays).
+        Builds the run's Dataset (:func:`~meanfield.rundir.netcdf.pde_dataset` or
+        :func:`~meanfield.rundir.netcdf.particle_dataset` with the run's static arrays).
     xdmf
         density.xdmf (and density-dg1.xdmf) for ParaView, or ``None``.
     atoms

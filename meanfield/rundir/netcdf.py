@@ -333,7 +333,7 @@ def pde_dataset(mesh: Mapping[str, np.ndarray], times: np.ndarray, outputs: Mapp
             "long_name": "DG1 density at each cell's vertices (the corners of face_node_connectivity), from that cell",
             "units": on_mesh["units"],
             "comment": "may be negative where the cell averages are positive: the positivity limiter acts at the "
-                       "edge Gauss points, not at the vertices (see meanfield.runner.netcdf)"})
+                       "edge Gauss points, not at the vertices (see meanfield.rundir.netcdf)"})
     data.update(_observables(observables, on_mesh["units"], trackers or {}))
     data.update(_position_observables(outputs, on_mesh["units"]))
     atom_data, atom_coords = _atoms(times, outputs)
@@ -418,7 +418,7 @@ class RunFile:
         The run directory.
     build
         Builds the run's Dataset from times, per-output arrays and observables (the same
-        function that :meth:`~meanfield.runner.results.RunResult.to_xarray` uses).
+        function that :meth:`~meanfield.rundir.results.RunResult.to_xarray` uses).
     """
 
     def __init__(self, run: Path, build: DatasetBuilder) -> None:

@@ -1,7 +1,7 @@
 """The state a run resumes from: its checkpoint, else the newest intact state on disk.
 
 ``checkpoint.npz`` is the state after the last output (or the last ``checkpoint_every``);
-:meth:`~meanfield.runner.checkpoint.Checkpoint.save` keeps the one before it as
+:meth:`~meanfield.rundir.checkpoint.Checkpoint.save` keeps the one before it as
 ``checkpoint.previous.npz``.  When ``checkpoint.npz`` is missing or damaged (a disk fault, a
 file copied or edited by hand), :func:`resume_point` takes, in this order:
 

@@ -80,7 +80,7 @@ class RunResult(_Tabulated):
         DG1 runs: (T, C, nv) the density at each cell's vertices (in ``cells`` order), causal
         runs (T, M, C, nv); else None.
         These can be negative where the cell averages are positive (the positivity limiter
-        acts at the edge Gauss points; see :mod:`meanfield.runner.netcdf`).
+        acts at the edge Gauss points; see :mod:`meanfield.rundir.netcdf`).
     vertex_jacobians
         DG1 runs: (C, nv) the area element of the curved cells at their vertices (the scheme's
         unknown is ``density * jacobian``, linear on the reference cell); else None.
@@ -183,10 +183,10 @@ class RunResult(_Tabulated):
         return pd.DataFrame(columns)
 
     def to_xarray(self) -> xarray.Dataset:
-        """The run as an xarray Dataset laid out like its run.nc (see :mod:`meanfield.runner.netcdf`).
+        """The run as an xarray Dataset laid out like its run.nc (see :mod:`meanfield.rundir.netcdf`).
 
         Built from the snapshots (the crash-safe record), so it works on interrupted runs too.
-        The atoms of a hybrid run are the ragged ``atom`` variables (:mod:`meanfield.runner.netcdf`).
+        The atoms of a hybrid run are the ragged ``atom`` variables (:mod:`meanfield.rundir.netcdf`).
         """
         from .netcdf import BY_POSITION, pde_dataset, ragged_atoms, run_attributes, tracker_attributes
 

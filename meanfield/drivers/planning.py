@@ -28,14 +28,14 @@ from pathlib import Path
 
 import numpy as np
 
-from . import memory, walltime
-from .config import Config, load_config
-from .discretisation.registry import scheme_class
-from .memory import Estimate, MemoryEstimateError, cells_of, format_bytes, problem_estimate
-from .problem import Problem
-from .runner import layout
-from .runner.directory import RunDirectoryError, check_target
-from .wording import counted
+from .. import memory, walltime
+from ..config import Config, load_config
+from ..discretisation.registry import scheme_class
+from ..memory import Estimate, MemoryEstimateError, cells_of, format_bytes, problem_estimate
+from ..problem import Problem
+from ..rundir import layout
+from ..rundir.directory import RunDirectoryError, check_target
+from ..wording import counted
 
 #: Field evaluations per time step (SSP-RK3: one per stage; a causal run: one per stage and slice).
 EVALUATIONS_PER_STEP = 3
@@ -363,8 +363,8 @@ def _seconds(s: float) -> str:
 
 def _fields(problem: Problem, targets: int, sources: int) -> list[LayerField]:
     """Each attention layer's evaluator (``auto``: the cheaper by the cost model) and modelled costs."""
-    from .nonlocal_field import FastEvaluator
-    from .nonlocal_field.auto import estimated_costs
+    from ..nonlocal_field import FastEvaluator
+    from ..nonlocal_field.auto import estimated_costs
 
     if not problem.velocity.is_attention:
         return []
@@ -414,7 +414,7 @@ def _mesh_size(problem: Problem) -> tuple[int, int, int]:
 
 def _estimate(problem: Problem, cells: int, ranks: int) -> Estimate:
     """The run's memory estimate per rank on ``ranks`` ranks."""
-    from .memory import pde_estimate
+    from ..memory import pde_estimate
 
     return problem_estimate(problem, ranks) or pde_estimate(problem.sphere, problem.scheme.kind, cells,
                                                             f"mesh.file {problem.mesh.file}", ranks, problem.slices)
