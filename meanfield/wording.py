@@ -1,4 +1,4 @@
-"""Counted nouns in messages: ``1 rank``, ``2 ranks``, ``1 number``."""
+"""Words in messages: counted nouns (``1 rank``, ``2 ranks``) and durations (``4m05s``)."""
 
 from __future__ import annotations
 
@@ -16,3 +16,12 @@ def counted(n: int, noun: str, plural: str | None = None) -> str:
         The plural where it is not ``noun + "s"``.
     """
     return f"{n} {noun if n == 1 else plural or noun + 's'}"
+
+
+def format_duration(seconds: float) -> str:
+    """``4m05s``, ``2h03m10s``; ``unknown`` for an infinite time."""
+    if seconds == float("inf"):
+        return "unknown"
+    seconds = int(seconds)
+    return f"{seconds // 3600}h{seconds // 60 % 60:02d}m{seconds % 60:02d}s" if seconds >= 3600 else \
+        f"{seconds // 60}m{seconds % 60:02d}s"

@@ -24,6 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..wording import format_duration
+
 log = logging.getLogger("meanfield")
 
 #: Seconds between progress lines by default (besides one at every tenth of the model time).
@@ -238,12 +240,3 @@ def time_left(times: Sequence[float], walls: Sequence[float], t_end: float) -> f
         return float(pace * remaining)
     growing = min(remaining, now - t0)
     return float(pace * growing + curvature * growing**2 + (pace + 2 * curvature * growing) * (remaining - growing))
-
-
-def format_duration(seconds: float) -> str:
-    """``4m05s``, ``2h03m10s``; ``unknown`` for an infinite time."""
-    if seconds == float("inf"):
-        return "unknown"
-    seconds = int(seconds)
-    return f"{seconds // 3600}h{seconds // 60 % 60:02d}m{seconds % 60:02d}s" if seconds >= 3600 else \
-        f"{seconds // 60}m{seconds % 60:02d}s"

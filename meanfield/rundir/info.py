@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..engine.progress import format_duration
 from ..memory import format_bytes
-from ..wording import counted
+from ..wording import counted, format_duration
 
 
 def _wall(seconds: float | None) -> str:
