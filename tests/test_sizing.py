@@ -21,8 +21,8 @@ from helpers.cli import cli, refused
 
 from meanfield import load_run
 from meanfield.config import load_config
+from meanfield.drivers.walltime import OVERSUBSCRIBED_STEP, Costs, cores, estimate
 from meanfield.engine.progress import time_left
-from meanfield.walltime import OVERSUBSCRIBED_STEP, Costs, cores, estimate
 
 HISTORY = Path(__file__).parent / "data" / "s2-clusters-progress.csv"
 CASE = ('name = "w"\n[mesh]\nsphere = "S1"\nresolution = 32\n[time]\nt_final = 0.2\ndt = {dt}\n{outputs}\n'

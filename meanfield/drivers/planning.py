@@ -15,7 +15,7 @@ reported at once); a mesh file is read.  For adaptive steps, a run of up to
 sets it up, a second or a few) to measure each layer's initial step size, from which the
 number of steps is estimated (:class:`StepEstimate`).  A short run of the config into a
 temporary directory then measures the cost of its start-up, steps, outputs and checkpoints here
-(:mod:`meanfield.walltime`), from which the wall time on the given ranks is estimated,
+(:mod:`meanfield.drivers.walltime`), from which the wall time on the given ranks is estimated,
 oversubscription of the cores present included.
 """
 
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import memory, walltime
+from .. import memory
 from ..config import Config, load_config
 from ..discretisation.registry import scheme_class
 from ..memory import Estimate, MemoryEstimateError, cells_of, format_bytes, problem_estimate
@@ -36,6 +36,7 @@ from ..problem import Problem
 from ..rundir import layout
 from ..rundir.directory import RunDirectoryError, check_target
 from ..wording import counted
+from . import walltime
 
 #: Field evaluations per time step (SSP-RK3: one per stage; a causal run: one per stage and slice).
 EVALUATIONS_PER_STEP = 3
@@ -182,7 +183,7 @@ class CheckReport:
         more memory than is available).
     costs
         The seconds of the run's start-up, one step, one output and one checkpoint, measured
-        on one process here (:class:`meanfield.walltime.Costs`), or why they were not.
+        on one process here (:class:`meanfield.drivers.walltime.Costs`), or why they were not.
     """
 
     config: Config
@@ -486,7 +487,7 @@ def check_config(config: Config | dict | str | Path | None, overrides: list[str]
 
 def _costs(config: Config, estimate: StepEstimate | None, fields: list[LayerField], cells: int,
            directory: Path) -> walltime.Costs | str:
-    """The run's costs measured by a probe run (:meth:`meanfield.walltime.Costs.measure`) of its
+    """The run's costs measured by a probe run (:meth:`meanfield.drivers.walltime.Costs.measure`) of its
     fixed step or its initial adaptive one, or why not.  The probe's steps are chosen from a
     guess of their cost: the field's modelled cost, at least :data:`STEP_COST_PER_CELL` a cell."""
     problem = Problem(config)

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .config import Config
+from ..config import Config
 
 #: Outputs of the probe run after its first (each with a checkpoint).
 PROBE_OUTPUTS = 8
@@ -91,8 +91,8 @@ class Costs:
         that stays."""
         from mpi4py import MPI
 
-        from ._fem import import_seconds
-        from .drivers.pde import run
+        from .._fem import import_seconds
+        from .pde import run
 
         between = min(max(math.ceil(PROBE_STEPPING / PROBE_OUTPUTS / max(step_guess, 1e-6)), 1), PROBE_STEPS_BETWEEN)
         # a hundredth of the step: the density barely moves (no step nears the CFL bound), the cost is the same;
