@@ -28,6 +28,8 @@
 
 ``.. cli-reference::``
     The ``--help`` text of ``meanfield`` and of every subcommand, from ``meanfield.cli.build_parser``.
+
+:func:`demo_order` puts the demos of the gallery (``demos/``, sphinx-gallery) in reading order.
 """
 
 from __future__ import annotations
@@ -49,6 +51,15 @@ from sphinx.util import logging
 from sphinx.util.docutils import SphinxDirective
 
 logger = logging.getLogger(__name__)
+
+#: The demos in reading order (others follow by name).
+DEMOS = ("demo_run.py", "demo_validation.py", "demo_clusters.py")
+
+
+def demo_order(filename: str) -> tuple[int, str]:
+    """Sort key of a demo's file name (sphinx-gallery's ``within_subsection_order``)."""
+    return (DEMOS.index(filename) if filename in DEMOS else len(DEMOS), filename)
+
 
 #: Keys of a ``[[model.heads]]`` table (meanfield.model.AttentionModel.from_spec checks them).
 HEAD_KEYS = ("Q", "K", "V", "weight")
