@@ -5,7 +5,7 @@ A cluster study
 Under softmax attention the tokens gather into clusters.  This demo finds them in a PDE run and
 in a particle run of the same model, follows them over time, and compares both with a spectral
 reference solution: what ``meanfield clusters RUN_DIR`` does for one run
-(:doc:`/validation`), here from Python, with the comparisons on top.
+(:ref:`cluster-studies`), here from Python, with the comparisons on top.
 
 A cluster is the basin of a significant peak of the density (its watershed region); the
 analysis tracks each cluster's position, height, mass and width, its births and merges, and
@@ -116,8 +116,8 @@ for factor in sorted({row["factor"] for row in rows}):
 # Positions agree to about 1e-3 rad, basin masses to 1e-4 and the crossing times to 4e-4 up to
 # 20 x uniform.  The 50 x crossing is off by about 1 %: by then the tallest peak is only two
 # cells wide (its width, ``pde.track(0)["widths"]``, is 0.02 rad; a cell 0.012).  DG1 on 2048
-# cells (``runs/examples/s1-clusters.toml``) brings positions to 7e-5 rad and the crossing
-# times to 1e-4 (``benchmarks/bench_clusters_s1.py``).
+# cells (``runs/examples/s1-clusters.toml``) does better, with 8192 modes in the reference
+# (measured in :ref:`cluster-studies`).
 #
 # The tokens' clusters
 # --------------------

@@ -51,9 +51,9 @@ print(config.to_toml())
 # -------
 #
 # :func:`meanfield.run` writes a run directory (``out``; here a temporary directory, so that
-# the demo leaves nothing behind) and returns the run read back from it.  The same call runs
-# in parallel when the script is started under ``mpirun -n P``.  ``quiet=True`` keeps the
-# progress log off the terminal; it is still written to ``run.log``.
+# the demo leaves nothing behind) and returns the run read back from it.  Under
+# ``mpirun -n P`` the same call runs in parallel, every rank passing the same ``out``.
+# ``quiet=True`` keeps the progress log off the terminal; it is still written to ``run.log``.
 
 tmp = Path(tempfile.mkdtemp(prefix="meanfield-demo-"))
 result = meanfield.run(config, out=tmp / "s1-demo", quiet=True)
@@ -62,8 +62,8 @@ print("files:", sorted(p.name for p in result.path.iterdir()))
 
 # %%
 # A completed run can be extended: :func:`meanfield.resume` continues it in place from its
-# last checkpoint, on any number of ranks, here to t = 7.5 (30 outputs in all, at the same
-# interval).
+# last checkpoint, on any number of ranks, here to t = 7.5 (31 outputs in all, at the same
+# spacing of 0.25).
 
 result = meanfield.resume(result.path, t_final=7.5, quiet=True)
 print("t reached:", result.times[-1], " outputs:", len(result.times))
