@@ -107,6 +107,7 @@ matched = frame_comparisons(pde, reference)
 print(f"matched at {len(matched)} times, {sum(c.unmatched for c in matched)} clusters unmatched")
 for name in ("position", "mass"):
     print(f"worst {name} difference: {max(c.summary()[name] for c in matched):.1e}")
+assert sum(c.unmatched for c in matched) == 0 and max(c.summary()["position"] for c in matched) < 3e-3
 rows = [row for row in crossing_differences(pde, reference, matched) if np.isfinite(row["relative"])]
 for factor in sorted({row["factor"] for row in rows}):
     worst = max(abs(row["relative"]) for row in rows if row["factor"] == factor)
@@ -134,5 +135,6 @@ for t, a, b in zip(pde.times[::3], pde.counts[::3], tokens.counts[::3]):
 late = [c for c in frame_comparisons(tokens, pde) if c.t >= 5.0]
 print(f"from t = 5: {sum(c.unmatched for c in late)} unmatched, "
       f"worst position difference {max(c.summary()['position'] for c in late):.1e} rad")
+assert sum(c.unmatched for c in late) == 0
 
 shutil.rmtree(tmp)
