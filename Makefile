@@ -63,12 +63,13 @@ test-quick: venv
 	$(PY) -m pytest -q -n $(WORKERS) -m "not slow" tests; $(PYTEST_OK)
 
 # the documentation site, warnings as errors (docs/_build/html/index.html); -E: always read
-# every page again, since pages are written from the code (config schema, CLI, imports)
+# every page again, since pages are written from the code (config schema, CLI, imports).  It
+# executes the demos (demos/*.py, sphinx-gallery: pages in docs/demos); one that fails fails it
 docs: venv
 	$(PY) -m sphinx -E -W --keep-going -q -b html docs docs/_build/html
 
 lint: venv
-	$(VENV)/bin/ruff check meanfield tests benchmarks meshes
+	$(VENV)/bin/ruff check meanfield tests benchmarks meshes demos
 	$(VENV)/bin/mypy
 
 # pytest exits 5 when it collects no test; that is not a failure of the suite's code

@@ -1,11 +1,13 @@
 """Sphinx directives that write reference tables from the code, so the pages cannot drift.
 
 ``.. config-reference::``
-    One table per config section from :data:`meanfield.config.SCHEMA`: key, default and the
-    accepted values come from the schema; the meaning of each key comes from the directive's
-    content, one ``section.key: meaning`` entry per key (continuation lines indented).  A key
-    of the schema without a meaning, or a meaning of a key the schema lacks, is a warning
-    (an error under ``-W``): adding a config key without documenting it fails ``make docs``.
+    One table per config section from :data:`meanfield.config.SCHEMA`, under the label
+    ``config-<section>`` (``config-top`` for the top level) that other pages link to with
+    ``:ref:``: key, default and the accepted values come from the schema; the meaning of each
+    key comes from the directive's content, one ``section.key: meaning`` entry per key
+    (continuation lines indented).  A key of the schema without a meaning, or a meaning of a
+    key the schema lacks, is a warning (an error under ``-W``): adding a config key without
+    documenting it fails ``make docs``.
     Entries ``initial.<kind>.<parameter>``, ``model.ffn.<key>``, ``model.heads.<key>`` and
     ``model.layers.<key>``, ``model.random.<key>`` are checked the same way against
     ``meanfield.initial.PARAMETERS``, ``meanfield.layers.FFN_KEYS`` / ``LAYER_KEYS``,
@@ -28,6 +30,8 @@
 
 ``.. cli-reference::``
     The ``--help`` text of ``meanfield`` and of every subcommand, from ``meanfield.cli.build_parser``.
+
+:func:`demo_order` puts the demos of the gallery (``demos/``, sphinx-gallery) in reading order.
 """
 
 from __future__ import annotations
@@ -49,6 +53,15 @@ from sphinx.util import logging
 from sphinx.util.docutils import SphinxDirective
 
 logger = logging.getLogger(__name__)
+
+#: The demos in reading order (others follow by name).
+DEMOS = ("demo_run.py", "demo_validation.py", "demo_clusters.py")
+
+
+def demo_order(filename: str) -> tuple[int, str]:
+    """Sort key of a demo's file name (sphinx-gallery's ``within_subsection_order``)."""
+    return (DEMOS.index(filename) if filename in DEMOS else len(DEMOS), filename)
+
 
 #: Keys of a ``[[model.heads]]`` table (meanfield.model.AttentionModel.from_spec checks them).
 HEAD_KEYS = ("Q", "K", "V", "weight")
@@ -121,7 +134,7 @@ class ConfigReference(SphinxDirective):
         text: list[str] = []
         for section, keys in SCHEMA.items():
             title = "Top level" if not section else f"``[{section}]``"
-            text += [title, "~" * len(title), ""]
+            text += [f".. _config-{section or 'top'}:", "", title, "~" * len(title), ""]
             rows = []
             for key, (default, _check, what) in keys.items():
                 full = f"{section}.{key}" if section else key
