@@ -160,6 +160,7 @@ def _cmd_convergence(args: argparse.Namespace) -> None:
     from mpi4py import MPI
 
     from .drivers.launch import resolve_config
+    from .problem import Problem
     from .rundir.names import derived_directory
     from .studies.convergence import ConvergenceError, convergence_study, format_table, parse_levels, parse_slices
 
@@ -168,7 +169,8 @@ def _cmd_convergence(args: argparse.Namespace) -> None:
     axis = "slices" if args.slices else "dt" if args.dt_ladder else "mesh"
     levels = parse_slices(args.slices) if args.slices else parse_levels(args.levels)
     config = resolve_config(args.config, args.set, MPI.COMM_WORLD)
-    out = args.out or derived_directory(config, "convergence", *(["slices"] if axis == "slices" else []))
+    out = args.out or derived_directory(Problem(config).output.directory, "convergence",
+                                        *(["slices"] if axis == "slices" else []))
     reference = args.reference or ("exact" if axis == "mesh" else "finest")
     rows = convergence_study(config, levels, out, reference=reference, axis=axis, quiet=args.quiet,
                              overwrite=args.overwrite)
@@ -345,6 +347,7 @@ def _cmd_longtime(args: argparse.Namespace) -> None:
 
     from .collective import on_root
     from .config import load_config
+    from .problem import Problem
     from .rundir.names import derived_directory
     from .studies.longtime import long_time_study
     from .studies.longtime.study import format_comparison
@@ -354,7 +357,7 @@ def _cmd_longtime(args: argparse.Namespace) -> None:
 
     def work() -> None:
         config = load_config(args.config)
-        out = args.out or derived_directory(config, "longtime")
+        out = args.out or derived_directory(Problem(config).output.directory, "longtime")
         study = long_time_study(config, out, plots=not args.no_plots, overwrite=args.overwrite, **options)
         for row in study.rows if not args.quiet else []:
             _echo(f"reference beta {row.beta:g}: merges at {', '.join(f'{t:.6g}' for t in row.merges) or 'none'}; "

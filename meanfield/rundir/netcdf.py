@@ -96,7 +96,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..atoms import ATOM_KEYS, Atoms
+from ..point_masses import ATOM_KEYS, Atoms
 from ..version import __version__
 from . import layout
 from .files import DamagedFileError, load_npz, read_csv_columns

@@ -48,7 +48,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..atoms import ATOM_KEYS
+from ..point_masses import ATOM_KEYS
 from . import layout
 from .files import write_text
 from .paraview_view import view_script

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..atoms import ATOM_KEYS, Atoms
+from ..point_masses import ATOM_KEYS, Atoms
 from . import layout
 from .directory import effective_status, is_run, not_a_run_message
 from .files import load_npz, read_csv_columns
@@ -286,6 +286,13 @@ def _outputs(path: Path) -> tuple[list[dict[str, np.ndarray]], dict[str, np.ndar
     return snapshots[:count], {k: v[:count] for k, v in observables.items()}, damaged
 
 
+def token_positions(n: int) -> np.ndarray:
+    """The positions ``s_i = (i + 1/2) / n`` of a causal particle run's n tokens, in token order:
+    the ``position`` coordinate of its run.nc (the midpoint rule of
+    :func:`meanfield.causal.slice_positions`, which the run's driver hands the writer)."""
+    return (np.arange(n) + 0.5) / n
+
+
 def load_run(path: str | Path) -> RunResult | ParticleRunResult:
     """Read a run directory written by :func:`meanfield.run` or :func:`meanfield.particles.run_particles`.
 
@@ -303,11 +310,8 @@ def load_run(path: str | Path) -> RunResult | ParticleRunResult:
     if meta.get("kind") == "particles":
         d = config.get("particles", {}).get("d") or (2 if config.get("mesh", {}).get("sphere") == "S1" else 3)
         points = np.array([s["points"] for s in snapshots]) if snapshots else np.empty((0, 0, d))
-        positions = None
-        if config.get("model", {}).get("mask") == "causal":
-            from ..causal import slice_positions
-
-            positions = slice_positions(int(config["particles"]["n"]))
+        positions = token_positions(int(config["particles"]["n"])) \
+            if config.get("model", {}).get("mask") == "causal" else None
         return ParticleRunResult(path, config, meta, times, points, observables, damaged, positions)
     try:
         mesh = load_npz(path / layout.MESH)
