@@ -10,7 +10,7 @@
                          feed-forward block's W, A, b (config.toml's model.random.weights names it)
     mesh.npz             PDE: sphere, vertices, cells (connectivity), centroids, areas (global order)
     snapshots/NNNN.npz   output NNNN: t and the solution (PDE: cell averages, DG1 also its whole
-                         state, hybrid runs also the atoms (meanfield.atoms.ATOM_KEYS); particles:
+                         state, hybrid runs also the atoms (meanfield.point_masses.ATOM_KEYS); particles:
                          all tokens), global order; written atomically
     checkpoint.npz       the whole state at the last checkpoint (written atomically)
     run.nc               every output in one netCDF4 file (xarray.open_dataset opens it; see

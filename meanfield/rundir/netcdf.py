@@ -224,7 +224,7 @@ def _mesh_coordinates(mesh: Mapping[str, np.ndarray], location: str, measure: st
 
 
 def ragged_atoms(per_output: Sequence[Mapping[str, np.ndarray]]) -> dict[str, np.ndarray]:
-    """The atoms of successive outputs (:data:`~meanfield.atoms.ATOM_KEYS` arrays of each) as
+    """The atoms of successive outputs (:data:`~meanfield.point_masses.ATOM_KEYS` arrays of each) as
     one contiguous ragged array: ``atom_count`` (T,) and each of ATOM_KEYS concatenated."""
     counts = np.array([len(a[ATOM_KEYS[0]]) for a in per_output], dtype=np.int32)
     d = next((np.shape(a[ATOM_KEYS[1]])[-1] for a in per_output if np.ndim(a[ATOM_KEYS[1]]) == 2), 0)

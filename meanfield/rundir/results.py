@@ -294,7 +294,7 @@ def token_positions(n: int) -> np.ndarray:
 
 
 def load_run(path: str | Path) -> RunResult | ParticleRunResult:
-    """Read a run directory written by :func:`meanfield.run` or :func:`meanfield.particles.run_particles`.
+    """Read a run directory written by :func:`meanfield.run` or :func:`meanfield.run_particles`.
 
     Returns a :class:`RunResult` for PDE runs and a :class:`ParticleRunResult` for particle runs.
 
