@@ -35,6 +35,7 @@ import numpy as np
 from scipy import special
 
 from .model import ATTENTION_KINDS, AttentionModel, ModelError, did_you_mean, positive_number, project_tangent
+from .times import time_tol
 
 #: Activations of the feed-forward block.
 ACTIVATIONS: tuple[str, ...] = ("relu", "tanh", "gelu", "identity")
@@ -46,8 +47,6 @@ FFN_KEYS: tuple[str, ...] = ("W", "A", "b", "activation")
 LAYER_MODEL_KEYS: tuple[str, ...] = ("attention", "beta", "Q", "K", "V", "heads", "ffn")
 #: Keys of a ``[[model.layers]]`` table.
 LAYER_KEYS: tuple[str, ...] = ("t_end", *LAYER_MODEL_KEYS)
-#: Relative tolerance in time for "t is on a layer boundary" (the run controller's).
-TIME_TOL = 1e-12
 
 _SQRT_2PI = float(np.sqrt(2.0 * np.pi))
 
@@ -337,9 +336,9 @@ class LayerSchedule:
         return len(self.layers) > 1
 
     def _count(self, t: float, after: bool) -> int:
-        """Boundaries b with b <= t (``after``) or b < t, up to the relative tolerance."""
+        """Boundaries b with b <= t (``after``) or b < t, up to :func:`~meanfield.times.time_tol`."""
         shift = 1.0 if after else -1.0
-        return sum(b <= t + shift * TIME_TOL * max(1.0, abs(b)) for b in self.boundaries)
+        return sum(b <= t + shift * time_tol(b) for b in self.boundaries)
 
     def index_from(self, t: float) -> int:
         """The layer that moves the state on ``[t, t_next)`` (at a boundary: the layer starting there)."""

@@ -46,6 +46,7 @@ import numpy as np
 from .collective import CollectiveFailure
 from .discretisation.base import StabilityError
 from .discretisation.geometry import MeshGeometry
+from .times import time_tol
 
 #: Default tolerance of the error controller (``time.tol``).
 DEFAULT_TOL = 1e-3
@@ -253,9 +254,9 @@ class SSPRK3:
 
     def advance(self, state: np.ndarray, t: float, t_end: float, on_step=None) -> np.ndarray:
         """Step from ``t`` to exactly ``t_end``; ``on_step(t, dt)`` is called after each step."""
-        while t_end - t > 1e-12 * max(1.0, abs(t_end)):
+        while t_end - t > time_tol(t_end):
             state, dt = self.step(state, t, t_end - t)
-            t = t_end if t_end - (t + dt) <= 1e-12 * max(1.0, abs(t_end)) else t + dt
+            t = t_end if t_end - (t + dt) <= time_tol(t_end) else t + dt
             if on_step is not None:
                 on_step(t, dt)
         return state

@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from .expression import ARITY, CONSTANTS, FUNCTIONS, ExpressionError, Function, compile_function
+from .times import MATCH_TOL, same_time, time_tol
 
 #: The reductions and what they do to the cells' values.
 REDUCTIONS = ("integral", "max", "min")
@@ -48,8 +49,6 @@ KEYS = ("name", "expression", "every")
 BUILT_IN = re.compile(r"t|wall|dt|mass|energy|order|rho_min|rho_max|atom_count|atom_mass|mean_.*|m2_.*")
 #: A tracker's name: a column of observables.csv and a variable of run.nc.
 TRACKER_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
-#: Relative tolerance for "an output time is a multiple of ``every``".
-TIME_TOL = 1e-9
 
 
 class _Reductions(ast.NodeTransformer):
@@ -128,7 +127,7 @@ class Tracker:
         if self.every is None:
             return True
         k = round(t / self.every)
-        return abs(t - k * self.every) <= TIME_TOL * max(1.0, abs(t))
+        return same_time(k * self.every, t, MATCH_TOL)
 
 
 class Trackers:
@@ -241,11 +240,11 @@ _COMBINE: dict[str, Callable[[np.ndarray], float]] = {
 
 def _check_every(every: float, output_times: np.ndarray, field: str) -> None:
     """Every multiple of ``every`` up to the last output time must be an output time."""
-    count = int(np.floor(float(output_times[-1]) / every * (1 + TIME_TOL))) + 1
+    count = int(np.floor(float(output_times[-1]) / every * (1 + MATCH_TOL))) + 1
     if count > len(output_times):
         raise ExpressionError(f"{field}: {every:g} is shorter than the output spacing ({count} multiples up to "
                               f"t_final, {len(output_times)} output times)")
     for t in every * np.arange(count):
-        if np.min(np.abs(output_times - t)) > TIME_TOL * max(1.0, t):
+        if np.min(np.abs(output_times - t)) > time_tol(t, MATCH_TOL):
             raise ExpressionError(f"{field}: {every:g} is not a multiple of the output spacing: t = {t:g} is not an "
                                   "output time (time.outputs)")

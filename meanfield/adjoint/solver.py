@@ -29,12 +29,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..drivers.pde import LANDING_TOL, PDESimulation
+from ..drivers.pde import PDESimulation
+from ..times import MATCH_TOL, same_time, time_tol
 from ..velocity import LayerVelocity
 from .operator import AdjointOperator, Linearisation
-
-#: Relative tolerance for "a step ends at a requested time".
-TIME_TOL = 1e-9
 
 
 @dataclass
@@ -108,7 +106,7 @@ class AdjointSolver:
         sim, trajectory = self.sim, self.trajectory
         states = {}
         for target in sorted(set(float(t) for t in times)):
-            while target - sim.t > LANDING_TOL * max(1.0, abs(target)):
+            while target - sim.t > time_tol(target):
                 boundary = sim.next_landing(sim.t)
                 end = target if boundary is None or boundary >= target else boundary
                 index = len(trajectory.steps)
@@ -159,7 +157,7 @@ class AdjointSolver:
 
         def activate(t: float) -> None:
             for T in list(pending):
-                if abs(T - t) <= TIME_TOL * max(1.0, abs(T)):
+                if same_time(t, T, MATCH_TOL):
                     phi[...] += pending.pop(T)
 
         kept = sorted(self.trajectory.kept)

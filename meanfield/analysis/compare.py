@@ -31,6 +31,7 @@ import numpy as np
 from ..config import ConfigError
 from ..rundir.files import write_text
 from ..rundir.results import RunResult, load_run
+from ..times import MATCH_TOL, same_time
 from .causal import whole_measure
 from .collect import check_table_output
 from .metrics import w1_circle, w1_exact
@@ -40,8 +41,6 @@ if TYPE_CHECKING:
 
 #: Most cells of the coarser S^2 mesh for which W_1 is computed (a dense cost matrix of its square).
 MAX_W1_CELLS = 1280
-#: Relative tolerance of "the same output time".
-TIME_TOL = 1e-9
 #: Observables shown in the printed table (all shared ones go to the CSV).
 SHOWN = ("mass", "order", "energy")
 
@@ -127,11 +126,12 @@ def w1_distance(rho_a: np.ndarray, rho_b: np.ndarray, centroids: np.ndarray, are
 
 
 def common_times(a: np.ndarray, b: np.ndarray) -> list[tuple[int, int]]:
-    """Index pairs (i, j) with ``a[i]`` and ``b[j]`` the same time (relative :data:`TIME_TOL`)."""
+    """Index pairs (i, j) with ``a[i]`` and ``b[j]`` the same time (:func:`~meanfield.times.same_time`
+    to :data:`~meanfield.times.MATCH_TOL`)."""
     pairs = []
     for i, t in enumerate(a):
         j = int(np.argmin(np.abs(b - t)))
-        if abs(b[j] - t) <= TIME_TOL * max(1.0, abs(t)):
+        if same_time(b[j], t, MATCH_TOL):
             pairs.append((i, j))
     return pairs
 

@@ -5,6 +5,6 @@ measure ``mu`` is an exact solution class of the continuity equation with the sm
 kernel, each atom moving with the velocity field of the whole measure.
 """
 
-from .state import ATOM_KEYS, Atoms
+from ..point_masses import ATOM_KEYS, Atoms
 
 __all__ = ["ATOM_KEYS", "Atoms"]

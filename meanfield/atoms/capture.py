@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..peaks import CellGraph, ascent_roots
-from .state import Atoms
+from ..point_masses import Atoms
 
 
 @dataclass(frozen=True)

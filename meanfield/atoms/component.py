@@ -16,11 +16,11 @@ import numpy as np
 
 from ..discretisation.base import SpatialScheme
 from ..nonlocal_field.base import PointGroup
+from ..point_masses import Atoms
 from ..timestepping import SteppedScheme
 from .coupling import AtomCoupling, HybridStepping
 from .hybrid import AtomEvents
 from .journal import Journal
-from .state import Atoms
 
 
 class AtomsComponent(Protocol):

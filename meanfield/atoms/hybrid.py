@@ -26,9 +26,9 @@ import numpy as np
 
 from ..discretisation.base import SpatialScheme
 from ..peaks import cell_graph
+from ..point_masses import Atoms
 from .capture import CaptureRule, absorb_all, apply_captures, find_captures
 from .merge import merge_close
-from .state import Atoms
 
 
 class AtomEvents:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..merging import MERGE_DISTANCE, crossing_time
-from .state import Atoms
+from ..point_masses import Atoms
 
 #: Mass gains below this (relative to the atom's mass) are round-off, not absorption.
 GAIN_TOL = 1e-12

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .state import Atoms
+from ..point_masses import Atoms
 
 
 def merge_close(atoms: Atoms, distance: float) -> Atoms:

@@ -26,6 +26,7 @@ def add_parser(subparsers: Subparsers) -> None:
 
 def main(args: argparse.Namespace, options: Options) -> None:
     from ..drivers.launch import resolve_config
+    from ..problem import Problem
     from ..rundir.names import derived_directory
     from ..studies.convergence import ConvergenceError, convergence_study, format_table, parse_levels, parse_slices
 
@@ -35,7 +36,8 @@ def main(args: argparse.Namespace, options: Options) -> None:
     axis = "slices" if args.slices else "dt" if args.dt_ladder else "mesh"
     levels = parse_slices(args.slices) if args.slices else parse_levels(args.levels)
     config = resolve_config(args.config, options.overrides, comm)
-    out = options.out or derived_directory(config, "convergence", *(["slices"] if axis == "slices" else []))
+    out = options.out or derived_directory(Problem(config).output.directory, "convergence",
+                                           *(["slices"] if axis == "slices" else []))
     reference = args.reference or ("exact" if axis == "mesh" else "finest")
     rows = convergence_study(config, levels, out, reference=reference, axis=axis, quiet=options.quiet,
                              overwrite=options.overwrite)

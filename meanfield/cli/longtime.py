@@ -29,6 +29,7 @@ def add_parser(subparsers: Subparsers) -> None:
 def main(args: argparse.Namespace, options: Options) -> None:
     from ..collective import on_root
     from ..config import load_config
+    from ..problem import Problem
     from ..rundir.names import derived_directory
     from ..studies.longtime import long_time_study
     from ..studies.longtime.study import format_comparison
@@ -39,7 +40,7 @@ def main(args: argparse.Namespace, options: Options) -> None:
 
     def work() -> None:
         config = load_config(args.config)
-        out = options.out or derived_directory(config, "longtime")
+        out = options.out or derived_directory(Problem(config).output.directory, "longtime")
         study = long_time_study(config, out, plots=not args.no_plots, overwrite=options.overwrite, **settings)
         for row in study.rows if not options.quiet else []:
             echo(f"reference beta {row.beta:g}: merges at {', '.join(f'{t:.6g}' for t in row.merges) or 'none'}; "

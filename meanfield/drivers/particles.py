@@ -249,11 +249,12 @@ def build_particles(config: Config | Mapping | str | Path | None, n: int | None 
     return ParticleSimulation(Problem(with_counts(config, n, seed)), comm)
 
 
-def default_directory(config: Config, n: int, seed: int) -> Path:
-    """``runs/<name>-particles-n<n>-s<seed>`` (:func:`~meanfield.rundir.names.derived_directory`)."""
+def default_directory(run_dir: Path, n: int, seed: int) -> Path:
+    """``runs/<name>-particles-n<n>-s<seed>`` beside the config's run directory ``run_dir``
+    (:func:`~meanfield.rundir.names.derived_directory`)."""
     from ..rundir.names import derived_directory
 
-    return derived_directory(config, "particles", f"n{n}", f"s{seed}")
+    return derived_directory(run_dir, "particles", f"n{n}", f"s{seed}")
 
 
 def run_particles(
@@ -299,7 +300,7 @@ def run_particles(
     n, seed = resolve_counts(Problem(config), n, seed)
     config = with_counts(config, n, seed)
     problem = Problem(config)
-    path = Path(out) if out is not None else default_directory(config, n, seed)
+    path = Path(out) if out is not None else default_directory(problem.output.directory, n, seed)
     check_new_target(path, overwrite, comm)
     check_size(problem, comm, n)
     threads = configure_process(problem.field.threads)

@@ -32,12 +32,10 @@ from ..problem import Problem
 from ..rundir.netcdf import BY_POSITION
 from ..rundir.results import RunResult, load_pde_run
 from ..rundir.writers import ObservablesWriter, OutputWriter, SnapshotWriter, pde_run_file
+from ..times import time_tol
 from ..timestepping import SSPRK3, StepStats
 from ..velocity import LayerVelocity
 from .launch import check_new_target, check_size, configure_process, resolve_config, start_run
-
-#: Relative tolerance in time for landing a step on its end time.
-LANDING_TOL = 1e-12
 
 
 class TimedVelocity:
@@ -203,7 +201,7 @@ class PDESimulation(Simulation):
     def step(self, t_end: float) -> float:
         self.field.enter(self.schedule.index_from(self.t))
         state, dt = self.stepper.step(self.atoms_component.stepped_state(self.state), self.t, t_end - self.t)
-        close = t_end - (self.t + dt) <= LANDING_TOL * max(1.0, abs(t_end))
+        close = t_end - (self.t + dt) <= time_tol(t_end)
         t = t_end if close else self.t + dt
         self.state = self.atoms_component.after_step(state, self.t, t)
         self.t = t

@@ -44,6 +44,7 @@ from ..rundir.directory import (
 )
 from ..rundir.recovery import kind_from_files, resume_point
 from ..rundir.results import ParticleRunResult, RunResult, load_run
+from ..times import time_tol
 from .launch import check_size, configure_process, continue_run
 
 #: Settings a resume may change: section -> keys (``None``: every key of the section).
@@ -57,7 +58,6 @@ RESUMABLE: dict[str, frozenset[str] | None] = {
     "atoms": frozenset({"absorb_mass", "lipschitz_step", "merge_distance", "core_level", "core_cells", "min_height",
                         "core_fraction"}),
 }
-TIME_TOL = 1e-12
 
 
 def extended_times(old: np.ndarray, t_final: float) -> np.ndarray:
@@ -66,7 +66,7 @@ def extended_times(old: np.ndarray, t_final: float) -> np.ndarray:
     Earlier times are kept; beyond the old end, new times continue the last spacing, and
     ``t_final`` is always the last output.
     """
-    tol = TIME_TOL * max(1.0, abs(t_final))
+    tol = time_tol(t_final)
     if t_final <= old[-1] + tol:
         return np.append(old[old < t_final - tol], t_final)
     spacing = old[-1] - old[-2] if len(old) > 1 else t_final - old[-1]
@@ -131,7 +131,7 @@ def plan_resume(path: Path, t_final: float | None = None, overrides: list[str] |
             from None
     old_final = float(checkpoint.output_times[-1])
     new_final = old_final if t_final is None else float(t_final)
-    if not np.isfinite(new_final) or new_final < checkpoint.t - TIME_TOL * max(1.0, checkpoint.t):
+    if not np.isfinite(new_final) or new_final < checkpoint.t - time_tol(checkpoint.t):
         raise ConfigError(f"--t-final: {new_final:g} is before the checkpoint's time {checkpoint.t:g}")
     times = extended_times(checkpoint.output_times, new_final)
     if checkpoint.next_output >= len(times) and status == "completed":

@@ -51,6 +51,7 @@ from ..rundir.checkpoint import Checkpoint
 from ..rundir.directory import RunDirectory, record_failure
 from ..rundir.names import run_name
 from ..rundir.writers import OutputWriter
+from ..times import same_time, time_tol
 from .callbacks import Callback, OutputState, call_all
 from .progress import FILE_ONLY, Cadence, Progress, log
 from .signals import SignalWatch, signal_name
@@ -60,8 +61,6 @@ T = TypeVar("T")
 
 #: Exit code of a run stopped by ``time.wall_limit`` (resumable, like a signal's 128 + n).
 WALL_LIMIT_EXIT = 3
-#: Relative tolerance in model time for "the loop has reached an output time".
-TIME_TOL = 1e-12
 #: Outputs written before the run judges whether writing dominates its cost.
 WRITING_CHECKED_AFTER = 4
 #: How many times the steps' wall time the outputs and checkpoints must take for the run to warn.
@@ -176,13 +175,13 @@ class Controller:
         status, error, interrupted, finish = "failed", None, None, True
         try:
             with SignalWatch() as signals:
-                while k < len(self.times) and self.times[k] <= sim.t + self._tol(self.times[k]) and not self._stopped:
+                while k < len(self.times) and self.times[k] <= sim.t + time_tol(self.times[k]) and not self._stopped:
                     self._output(k)
                     k += 1
                     self._checkpoint(k)
                 while k < len(self.times) and not self._stopped:
                     target = float(self.times[k])
-                    while target - sim.t > self._tol(target):
+                    while target - sim.t > time_tol(target):
                         self._step(self._step_target(target), progress)
                         stop, due = self._events(signals)
                         if due or stop:
@@ -210,13 +209,10 @@ class Controller:
             if finish:
                 self._finish(status, error, interrupted)
 
-    def _tol(self, t: float) -> float:
-        return TIME_TOL * max(1.0, abs(t))
-
     def _at_output(self, t: float) -> bool:
-        """Whether ``t`` is one of the output times (up to :data:`TIME_TOL`)."""
+        """Whether ``t`` is one of the output times (:func:`~meanfield.times.same_time`)."""
         k = int(np.searchsorted(self.times, t))
-        return any(abs(self.times[i] - t) <= self._tol(t) for i in (k - 1, k) if 0 <= i < len(self.times))
+        return any(same_time(self.times[i], t) for i in (k - 1, k) if 0 <= i < len(self.times))
 
     # -- steps -------------------------------------------------------------------------------
     def _step_target(self, output: float) -> float:
@@ -247,7 +243,7 @@ class Controller:
         self.timings["time_stepping"] += elapsed
         self._slowest_step = max(self._slowest_step, elapsed)
         remaining = float(self.times[-1]) - sim.t
-        if target - sim.t > self._tol(target) and remaining > MAX_STEPS * dt:
+        if target - sim.t > time_tol(target) and remaining > MAX_STEPS * dt:
             raise StepCollapseError(f"the time step collapsed to dt = {dt:.3g} at t = {sim.t:.6g}: "
                                     f"{remaining / dt:.3g} more steps would be needed (at most {MAX_STEPS:.0e}); "
                                     "the velocity is too large or the solution is blowing up")

@@ -5,5 +5,6 @@ that can be undone, status); :mod:`.writers`, :mod:`.netcdf` (run.nc) and :mod:`
 (XDMF) write outputs; :mod:`.checkpoint` saves and restores whole states; :mod:`.recovery`
 finds where a damaged run can go on from; :mod:`.results` reads runs back; :mod:`.sweeps` names
 and finds the points of a sweep directory.  Nothing here knows models: drivers hand it what to
-write.
+write.  Of meanfield it imports only the record of point masses (:mod:`meanfield.point_masses`)
+and small helpers below every model (versions, wording, sizes, MPI and thread plumbing).
 """

@@ -53,20 +53,21 @@ class Checkpoint:
     state: dict[str, np.ndarray] = field(default_factory=dict)
     info: dict[str, Any] = field(default_factory=dict)
 
-    def save(self, run: Path) -> Path:
-        """Write ``run/checkpoint.npz`` atomically, the one before kept as checkpoint.previous.npz; returns its path."""
+    def save(self, run_dir: Path) -> Path:
+        """Write ``run_dir/checkpoint.npz`` atomically, the one before kept as checkpoint.previous.npz;
+        returns its path."""
         header = {"kind": self.kind, "t": self.t, "next_output": self.next_output, "info": self.info}
         arrays = {f"state/{k}": np.asarray(v) for k, v in self.state.items()}
-        path = Path(run) / layout.CHECKPOINT
+        path = Path(run_dir) / layout.CHECKPOINT
         if path.is_file():
-            os.replace(path, Path(run) / layout.CHECKPOINT_PREVIOUS)
+            os.replace(path, Path(run_dir) / layout.CHECKPOINT_PREVIOUS)
         save_npz(path, header=np.array(json.dumps(header)), output_times=np.asarray(self.output_times, float), **arrays)
         return path
 
     @classmethod
-    def load(cls, run: Path, name: str = layout.CHECKPOINT) -> Checkpoint:
-        """Read ``run/checkpoint.npz`` (or ``run/name``); raises :class:`CheckpointError` naming the file."""
-        path = Path(run) / name
+    def load(cls, run_dir: Path, name: str = layout.CHECKPOINT) -> Checkpoint:
+        """Read ``run_dir/checkpoint.npz`` (or ``run_dir/name``); raises :class:`CheckpointError` naming the file."""
+        path = Path(run_dir) / name
         if not path.is_file():
             raise CheckpointError(f"{path}: missing")
         try:

@@ -45,18 +45,18 @@ class RunLockedError(RunDirectoryError):
 _HELD: set[str] = set()
 
 
-def read_metadata(path: Path) -> dict[str, Any] | None:
+def read_metadata(run_dir: Path) -> dict[str, Any] | None:
     """metadata.json of a run directory, or ``None`` if absent or unreadable."""
     try:
-        data = json.loads((Path(path) / layout.METADATA).read_text())
+        data = json.loads((Path(run_dir) / layout.METADATA).read_text())
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
 
 
-def metadata_problem(path: Path) -> str | None:
-    """Why metadata.json of ``path`` is not a run's: ``"missing"``, ``"damaged (...)"``; ``None`` if it is fine."""
-    file = Path(path) / layout.METADATA
+def metadata_problem(run_dir: Path) -> str | None:
+    """Why metadata.json of ``run_dir`` is not a run's: ``"missing"``, ``"damaged (...)"``; ``None`` if it is fine."""
+    file = Path(run_dir) / layout.METADATA
     if not file.is_file():
         return "missing"
     try:
@@ -68,52 +68,53 @@ def metadata_problem(path: Path) -> str | None:
     return None
 
 
-def looks_like_run(path: Path) -> bool:
-    """True if ``path`` holds a run's config.toml and a state (a checkpoint or snapshots), whatever its metadata."""
-    path = Path(path)
-    states = [path / layout.CHECKPOINT, path / layout.CHECKPOINT_PREVIOUS]
-    return (path / layout.CONFIG).is_file() and (any(p.is_file() for p in states) or bool(layout.snapshot_files(path)))
+def looks_like_run(run_dir: Path) -> bool:
+    """True if ``run_dir`` holds a run's config.toml and a state (a checkpoint or snapshots), whatever its metadata."""
+    run_dir = Path(run_dir)
+    states = [run_dir / layout.CHECKPOINT, run_dir / layout.CHECKPOINT_PREVIOUS]
+    return (run_dir / layout.CONFIG).is_file() and (any(p.is_file() for p in states)
+                                                    or bool(layout.snapshot_files(run_dir)))
 
 
-def not_a_run_message(path: Path) -> str:
-    """One line saying why ``path`` is not a readable run directory, and how to recover when that is possible."""
-    path = Path(path)
-    if not path.exists():
-        return f"{path}: no such directory"
-    if not path.is_dir():
-        return f"{path}: is a file, not a run directory"
-    problem = metadata_problem(path)
-    if problem is not None and looks_like_run(path):
-        aside = f"move it aside (mv {path / layout.METADATA} {path / layout.METADATA}.damaged), then " \
+def not_a_run_message(run_dir: Path) -> str:
+    """One line saying why ``run_dir`` is not a readable run directory, and how to recover when that is possible."""
+    run_dir = Path(run_dir)
+    if not run_dir.exists():
+        return f"{run_dir}: no such directory"
+    if not run_dir.is_dir():
+        return f"{run_dir}: is a file, not a run directory"
+    problem = metadata_problem(run_dir)
+    if problem is not None and looks_like_run(run_dir):
+        aside = f"move it aside (mv {run_dir / layout.METADATA} {run_dir / layout.METADATA}.damaged), then " \
             if problem != "missing" else ""
-        return (f"{path / layout.METADATA}: {problem}, but config.toml and the run's state are there: {aside}"
-                f"`meanfield resume {path}` writes a new metadata.json from config.toml and the checkpoint (the "
+        return (f"{run_dir / layout.METADATA}: {problem}, but config.toml and the run's state are there: {aside}"
+                f"`meanfield resume {run_dir}` writes a new metadata.json from config.toml and the checkpoint (the "
                 "record of earlier segments is lost)")
-    return f"{path} is not a meanfield run directory (no metadata.json of a run)"
+    return f"{run_dir} is not a meanfield run directory (no metadata.json of a run)"
 
 
-def is_run(path: Path) -> bool:
-    """True if ``path`` holds a meanfield run (its metadata.json says so)."""
-    meta = read_metadata(path)
+def is_run(run_dir: Path) -> bool:
+    """True if ``run_dir`` holds a meanfield run (its metadata.json says so)."""
+    meta = read_metadata(run_dir)
     return meta is not None and meta.get("format") == layout.FORMAT
 
 
-def classify(path: Path) -> str:
+def classify(run_dir: Path) -> str:
     """``"missing"``, ``"file"`` (not a directory), ``"empty"``, ``"run"`` or ``"foreign"``."""
-    path = Path(path)
-    if not path.exists():
+    run_dir = Path(run_dir)
+    if not run_dir.exists():
         return "missing"
-    if not path.is_dir():
+    if not run_dir.is_dir():
         return "file"
-    if is_run(path):
+    if is_run(run_dir):
         return "run"
-    entries = [p.name for p in path.iterdir()]
+    entries = [p.name for p in run_dir.iterdir()]
     return "empty" if set(entries) <= {layout.LOCK} else "foreign"
 
 
-def lock_state(path: Path) -> str:
+def lock_state(run_dir: Path) -> str:
     """``"held"`` if a live process holds the run's lock, ``"free"``, or ``"unknown"`` (cannot tell)."""
-    lock = Path(path) / layout.LOCK
+    lock = Path(run_dir) / layout.LOCK
     if str(lock.resolve()) in _HELD:
         return "held"
     if not lock.exists():
@@ -134,15 +135,15 @@ def lock_state(path: Path) -> str:
         os.close(fd)
 
 
-def effective_status(path: Path, metadata: dict[str, Any]) -> str:
+def effective_status(run_dir: Path, metadata: dict[str, Any]) -> str:
     """The run's status; ``"killed"`` when metadata says running but no process holds the lock."""
     status = str(metadata.get("status", "unknown"))
-    if status == "running" and lock_state(path) == "free":
+    if status == "running" and lock_state(run_dir) == "free":
         return "killed"
     return status
 
 
-def check_target(path: Path | str, *, overwrite: bool = False, locked_here: bool = False) -> str:
+def check_target(run_dir: Path | str, *, overwrite: bool = False, locked_here: bool = False) -> str:
     """Refuse a target directory that a new run may not use (module rules); returns its class.
 
     ``locked_here``: this process already holds the directory's lock (skip the lock test).
@@ -152,29 +153,29 @@ def check_target(path: Path | str, *, overwrite: bool = False, locked_here: bool
     RunDirectoryError
         With a message naming the directory and what to do instead.
     """
-    if str(path).strip() == "":
+    if str(run_dir).strip() == "":
         raise RunDirectoryError("--out: an empty path is not a run directory")
-    path = Path(path)
-    kind = classify(path)
+    run_dir = Path(run_dir)
+    kind = classify(run_dir)
     if kind == "file":
-        raise RunDirectoryError(f"--out {path}: is a file, not a directory")
+        raise RunDirectoryError(f"--out {run_dir}: is a file, not a directory")
     if kind == "foreign":
-        raise RunDirectoryError(f"--out {path}: the directory is not empty and is not a meanfield run; "
+        raise RunDirectoryError(f"--out {run_dir}: the directory is not empty and is not a meanfield run; "
                                 "choose another directory (nothing was written)")
     if kind == "run":
-        if not locked_here and lock_state(path) == "held":
-            raise RunLockedError(f"--out {path}: a run is in progress there (locked by {_lock_owner(path)})")
-        meta = read_metadata(path) or {}
+        if not locked_here and lock_state(run_dir) == "held":
+            raise RunLockedError(f"--out {run_dir}: a run is in progress there (locked by {_lock_owner(run_dir)})")
+        meta = read_metadata(run_dir) or {}
         status = "killed" if meta.get("status") == "running" else str(meta.get("status", "unknown"))
         if not overwrite:
-            raise RunDirectoryError(f"--out {path}: holds a meanfield run (status {status}); "
-                                    f"pass --overwrite to replace it, or `meanfield resume {path}` to continue it")
+            raise RunDirectoryError(f"--out {run_dir}: holds a meanfield run (status {status}); "
+                                    f"pass --overwrite to replace it, or `meanfield resume {run_dir}` to continue it")
     return kind
 
 
-def _lock_owner(path: Path) -> str:
+def _lock_owner(run_dir: Path) -> str:
     try:
-        return (Path(path) / layout.LOCK).read_text().strip() or "another process"
+        return (Path(run_dir) / layout.LOCK).read_text().strip() or "another process"
     except OSError:
         return "another process"
 
@@ -193,8 +194,8 @@ class RunDirectory:
         The contents of metadata.json as last written.
     """
 
-    def __init__(self, path: Path) -> None:
-        self.path = Path(path)
+    def __init__(self, run_dir: Path) -> None:
+        self.path = Path(run_dir)
         self.metadata: dict[str, Any] = {}
         self._fd: int | None = None
         self._key = ""
@@ -202,40 +203,40 @@ class RunDirectory:
 
     # -- opening ---------------------------------------------------------------------------
     @classmethod
-    def create(cls, path: Path | str, *, overwrite: bool = False) -> RunDirectory:
+    def create(cls, run_dir: Path | str, *, overwrite: bool = False) -> RunDirectory:
         """Prepare a directory for a new run: refuse or lock, set an old run aside, make snapshots/."""
-        path = Path(path)
-        check_target(path, overwrite=overwrite)  # before anything is written
-        path.mkdir(parents=True, exist_ok=True)
-        rundir = cls(path)
+        run_dir = Path(run_dir)
+        check_target(run_dir, overwrite=overwrite)  # before anything is written
+        run_dir.mkdir(parents=True, exist_ok=True)
+        rundir = cls(run_dir)
         rundir._lock()
         try:
             rundir._restore_interrupted_overwrite()
-            kind = check_target(path, overwrite=overwrite, locked_here=True)
+            kind = check_target(run_dir, overwrite=overwrite, locked_here=True)
             if kind == "run":
                 rundir._set_aside_previous()
-            (path / layout.SNAPSHOTS).mkdir(exist_ok=True)
+            (run_dir / layout.SNAPSHOTS).mkdir(exist_ok=True)
         except BaseException:
             rundir.close()
             raise
         return rundir
 
     @classmethod
-    def open_existing(cls, path: Path | str, *, kind: str | None = None) -> RunDirectory:
+    def open_existing(cls, run_dir: Path | str, *, kind: str | None = None) -> RunDirectory:
         """Open an existing run for resuming it (locked); refuses anything that is not a run.
 
         ``kind``: a run whose metadata.json is missing (:func:`looks_like_run`) is accepted,
         and a new metadata.json of a run of this kind is written (status ``killed``).
         """
-        path = Path(path)
-        rebuild = kind is not None and metadata_problem(path) == "missing" and looks_like_run(path)
-        if classify(path) != "run" and not rebuild:
-            raise RunDirectoryError(not_a_run_message(path))
-        rundir = cls(path)
+        run_dir = Path(run_dir)
+        rebuild = kind is not None and metadata_problem(run_dir) == "missing" and looks_like_run(run_dir)
+        if classify(run_dir) != "run" and not rebuild:
+            raise RunDirectoryError(not_a_run_message(run_dir))
+        rundir = cls(run_dir)
         rundir._lock()
         try:
             rundir._restore_interrupted_overwrite()
-            rundir.metadata = read_metadata(path) or {}
+            rundir.metadata = read_metadata(run_dir) or {}
             if rebuild:
                 rundir.update_metadata(kind=kind, status="killed", segments=[],
                                        metadata_rebuilt=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
@@ -335,18 +336,18 @@ class RunDirectory:
         write_json(self.path / layout.METADATA, self.metadata)
 
 
-def record_failure(path: Path, error: str) -> None:
+def record_failure(run_dir: Path, error: str) -> None:
     """Mark a run failed from any rank (read-modify-write of metadata.json), best effort.
 
     Used by a rank that fails alone inside a collective step, just before it aborts the job:
     rank 0 is then waiting in a collective and writes nothing itself.
     """
-    meta = read_metadata(path)
+    meta = read_metadata(run_dir)
     if meta is None:
         return
     meta.update(status="failed", error=error)
     try:
-        write_json(Path(path) / layout.METADATA, meta)
+        write_json(Path(run_dir) / layout.METADATA, meta)
     except OSError:
         pass
 

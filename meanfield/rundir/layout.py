@@ -10,7 +10,7 @@
                          feed-forward block's W, A, b (config.toml's model.random.weights names it)
     mesh.npz             PDE: sphere, vertices, cells (connectivity), centroids, areas (global order)
     snapshots/NNNN.npz   output NNNN: t and the solution (PDE: cell averages, DG1 also its whole
-                         state, hybrid runs also the atoms (meanfield.atoms.ATOM_KEYS); particles:
+                         state, hybrid runs also the atoms (meanfield.point_masses.ATOM_KEYS); particles:
                          all tokens), global order; written atomically
     checkpoint.npz       the whole state at the last checkpoint (written atomically)
     run.nc               every output in one netCDF4 file (xarray.open_dataset opens it; see
@@ -76,9 +76,9 @@ ATOM_POINTS_NAME = re.compile(r"(\d{4,})\.vtu")
 TEMPORARY_NAME = re.compile(r"\..+\.tmp-\d+")
 
 
-def snapshot_path(run: Path, index: int) -> Path:
-    """``run/snapshots/NNNN.npz`` for output ``index``."""
-    return Path(run) / SNAPSHOTS / f"{index:04d}.npz"
+def snapshot_path(run_dir: Path, index: int) -> Path:
+    """``run_dir/snapshots/NNNN.npz`` for output ``index``."""
+    return Path(run_dir) / SNAPSHOTS / f"{index:04d}.npz"
 
 
 def _numbered(folder: Path, name: re.Pattern) -> list[tuple[int, Path]]:
@@ -87,30 +87,30 @@ def _numbered(folder: Path, name: re.Pattern) -> list[tuple[int, Path]]:
     return sorted((int(m.group(1)), p) for p in folder.iterdir() if (m := name.fullmatch(p.name)))
 
 
-def snapshot_files(run: Path) -> list[tuple[int, Path]]:
+def snapshot_files(run_dir: Path) -> list[tuple[int, Path]]:
     """The snapshot files a run wrote, as (output index, path), in output order."""
-    return _numbered(Path(run) / SNAPSHOTS, SNAPSHOT_NAME)
+    return _numbered(Path(run_dir) / SNAPSHOTS, SNAPSHOT_NAME)
 
 
-def atom_point_path(run: Path, index: int) -> Path:
-    """``run/atoms/NNNN.vtu``: the atoms of output ``index`` for ParaView."""
-    return Path(run) / ATOM_POINTS / f"{index:04d}.vtu"
+def atom_point_path(run_dir: Path, index: int) -> Path:
+    """``run_dir/atoms/NNNN.vtu``: the atoms of output ``index`` for ParaView."""
+    return Path(run_dir) / ATOM_POINTS / f"{index:04d}.vtu"
 
 
-def atom_point_files(run: Path) -> list[tuple[int, Path]]:
+def atom_point_files(run_dir: Path) -> list[tuple[int, Path]]:
     """The atom point files (ParaView) a run wrote, as (output index, path), in output order."""
-    return _numbered(Path(run) / ATOM_POINTS, ATOM_POINTS_NAME)
+    return _numbered(Path(run_dir) / ATOM_POINTS, ATOM_POINTS_NAME)
 
 
-def temporary_files(run: Path) -> list[Path]:
-    """Temporary files of interrupted atomic writes in ``run`` and its snapshots and atoms folders."""
-    folders = [Path(run), Path(run) / SNAPSHOTS, Path(run) / ATOM_POINTS]
+def temporary_files(run_dir: Path) -> list[Path]:
+    """Temporary files of interrupted atomic writes in ``run_dir`` and its snapshots and atoms folders."""
+    folders = [Path(run_dir), Path(run_dir) / SNAPSHOTS, Path(run_dir) / ATOM_POINTS]
     return [p for f in folders if f.is_dir() for p in f.iterdir() if p.is_file() and TEMPORARY_NAME.fullmatch(p.name)]
 
 
-def own_entries(run: Path) -> list[Path]:
-    """The files in ``run`` that a run writes (those present): snapshots and temporary files included."""
-    run = Path(run)
-    entries = [run / name for name in RUN_FILES if (run / name).is_file()]
-    entries += [p for _, p in snapshot_files(run)] + [p for _, p in atom_point_files(run)]
-    return entries + temporary_files(run)
+def own_entries(run_dir: Path) -> list[Path]:
+    """The files in ``run_dir`` that a run writes (those present): snapshots and temporary files included."""
+    run_dir = Path(run_dir)
+    entries = [run_dir / name for name in RUN_FILES if (run_dir / name).is_file()]
+    entries += [p for _, p in snapshot_files(run_dir)] + [p for _, p in atom_point_files(run_dir)]
+    return entries + temporary_files(run_dir)

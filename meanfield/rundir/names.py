@@ -11,32 +11,29 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..config import Config
-from ..problem import Problem
 
-
-def derived_directory(config: Config, kind: str, *details: str) -> Path:
-    """``runs/<name>-<kind>[-<detail>...]`` beside the config's run directory (module docstring).
+def derived_directory(run_dir: Path | str, kind: str, *details: str) -> Path:
+    """``runs/<name>-<kind>[-<detail>...]`` beside the run directory ``run_dir`` (module docstring).
 
     Parameters
     ----------
-    config
-        The resolved config: its run directory (``output.dir``, else ``runs/<name>``) gives the
-        folder and the name.
+    run_dir
+        The config's run directory (``output.dir``, else ``runs/<name>``; a problem's
+        ``output.directory``): it gives the folder and the name.
     kind
         What the folder holds: ``"particles"``, ``"validation"``, ``"convergence"``, ...
     details
         More parts of the name, joined with ``-`` (``"n1000"``, ``"s0"``).
     """
-    base = Problem(config).output.directory
+    base = Path(run_dir)
     name = base.name if base.name == kind or base.name.endswith(f"-{kind}") else f"{base.name}-{kind}"
     return base.with_name("-".join([name, *details]))
 
 
-def run_name(path: Path | str) -> str:
-    """The name of the run in ``path``: the directory's own name, as ``--out`` (or the default) gives it.
+def run_name(run_dir: Path | str) -> str:
+    """The name of the run in ``run_dir``: the directory's own name, as ``--out`` (or the default) gives it.
 
     The log and metadata.json both call the run by it, so a run is named the same wherever it
     is reported; the config's ``name`` only chooses the default directory.
     """
-    return Path(path).absolute().name
+    return Path(run_dir).absolute().name

@@ -96,7 +96,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..atoms import ATOM_KEYS, Atoms
+from ..point_masses import ATOM_KEYS, Atoms
 from ..version import __version__
 from . import layout
 from .files import DamagedFileError, load_npz, read_csv_columns
@@ -224,7 +224,7 @@ def _mesh_coordinates(mesh: Mapping[str, np.ndarray], location: str, measure: st
 
 
 def ragged_atoms(per_output: Sequence[Mapping[str, np.ndarray]]) -> dict[str, np.ndarray]:
-    """The atoms of successive outputs (:data:`~meanfield.atoms.ATOM_KEYS` arrays of each) as
+    """The atoms of successive outputs (:data:`~meanfield.point_masses.ATOM_KEYS` arrays of each) as
     one contiguous ragged array: ``atom_count`` (T,) and each of ATOM_KEYS concatenated."""
     counts = np.array([len(a[ATOM_KEYS[0]]) for a in per_output], dtype=np.int32)
     d = next((np.shape(a[ATOM_KEYS[1]])[-1] for a in per_output if np.ndim(a[ATOM_KEYS[1]]) == 2), 0)
@@ -414,16 +414,16 @@ class RunFile:
 
     Parameters
     ----------
-    run
+    run_dir
         The run directory.
     build
         Builds the run's Dataset from times, per-output arrays and observables (the same
         function that :meth:`~meanfield.rundir.results.RunResult.to_xarray` uses).
     """
 
-    def __init__(self, run: Path, build: DatasetBuilder) -> None:
-        self.run = Path(run)
-        self.path = self.run / layout.RUN_FILE
+    def __init__(self, run_dir: Path, build: DatasetBuilder) -> None:
+        self.run_dir = Path(run_dir)
+        self.path = self.run_dir / layout.RUN_FILE
         self.build = build
         self._datasets: tuple[list[str], list[str]] | None = None
 
@@ -447,7 +447,7 @@ class RunFile:
     def rebuild(self, keep: int) -> None:
         """Write the file anew from the first ``keep`` snapshots and observables.csv (none: no file)."""
         snapshots: list[dict[str, np.ndarray]] = []
-        for index, path in layout.snapshot_files(self.run):
+        for index, path in layout.snapshot_files(self.run_dir):
             if index != len(snapshots) or index >= keep:
                 break
             try:
@@ -457,7 +457,7 @@ class RunFile:
         self.path.unlink(missing_ok=True)
         if not snapshots:
             return
-        columns, _ = read_csv_columns(self.run / layout.OBSERVABLES)
+        columns, _ = read_csv_columns(self.run_dir / layout.OBSERVABLES)
         count = len(snapshots)
         observables = {k: _padded(v, count) for k, v in columns.items()}
         times = np.array([float(s["t"]) for s in snapshots])

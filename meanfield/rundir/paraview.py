@@ -48,7 +48,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..atoms import ATOM_KEYS
+from ..point_masses import ATOM_KEYS
 from . import layout
 from .files import write_text
 from .paraview_view import view_script
@@ -66,7 +66,7 @@ class XdmfFiles:
 
     Parameters
     ----------
-    run
+    run_dir
         The run directory.
     vertices, cells
         The mesh (global order).
@@ -76,14 +76,14 @@ class XdmfFiles:
         A causal run's slice positions (M,): one array per slice; ``None``: one density.
     """
 
-    def __init__(self, run: Path, vertices: np.ndarray, cells: np.ndarray, dg1: bool,
+    def __init__(self, run_dir: Path, vertices: np.ndarray, cells: np.ndarray, dg1: bool,
                  positions: np.ndarray | None = None) -> None:
-        self.run = Path(run)
+        self.run_dir = Path(run_dir)
         self.vertices = _padded(np.asarray(vertices, float))
         self.cells = np.asarray(cells, np.int64)
         self.dg1 = dg1
         self.positions = positions
-        self.data = self.run / layout.RUN_FILE
+        self.data = self.run_dir / layout.RUN_FILE
         self.script_written = False
 
     def update(self, times: list[float]) -> None:
@@ -92,16 +92,16 @@ class XdmfFiles:
             self._add_group()
         c, nv = self.cells.shape
         connectivity = f"{'face' if nv == 3 else 'edge'}_node_connectivity"
-        write_text(self.run / layout.PARAVIEW_CELLS,
+        write_text(self.run_dir / layout.PARAVIEW_CELLS,
                    self._xml(times, f"{GROUP}/vertices", connectivity, len(self.vertices), "density", "Cell", (c,)))
         if self.dg1:
-            write_text(self.run / layout.PARAVIEW_DG1,
+            write_text(self.run_dir / layout.PARAVIEW_DG1,
                        self._xml(times, f"{GROUP}/corner_vertices", f"{GROUP}/corner_cells", c * nv,
                                  "vertex_density", "Node", (c, nv)))
         if not self.script_written:
-            write_text(self.run / layout.PARAVIEW_SCRIPT,
-                       view_script(self.run, layout.PARAVIEW_DG1, "POINTS") if self.dg1
-                       else view_script(self.run, layout.PARAVIEW_CELLS, "CELLS"))
+            write_text(self.run_dir / layout.PARAVIEW_SCRIPT,
+                       view_script(self.run_dir, layout.PARAVIEW_DG1, "POINTS") if self.dg1
+                       else view_script(self.run_dir, layout.PARAVIEW_CELLS, "CELLS"))
             self.script_written = True
 
     def _add_group(self) -> None:
@@ -201,38 +201,38 @@ class AtomPoints:
 
     Parameters
     ----------
-    run
+    run_dir
         The run directory.
     """
 
-    def __init__(self, run: Path) -> None:
-        self.run = Path(run)
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = Path(run_dir)
 
     def start(self, keep: int, times: list[float]) -> None:
         """Remove the point files of outputs ``keep`` and later; describe the others (``times``)."""
-        for index, path in layout.atom_point_files(self.run):
+        for index, path in layout.atom_point_files(self.run_dir):
             if index >= keep:
                 path.unlink()
         if keep == 0:
-            (self.run / layout.PARAVIEW_ATOMS).unlink(missing_ok=True)
-        elif layout.atom_point_files(self.run):
+            (self.run_dir / layout.PARAVIEW_ATOMS).unlink(missing_ok=True)
+        elif layout.atom_point_files(self.run_dir):
             self.update(times)
 
     def write(self, index: int, snapshot: Mapping[str, np.ndarray]) -> bool:
         """Write output ``index``'s atoms, if its snapshot has any arrays of atoms (then True)."""
         if ATOM_KEYS[0] not in snapshot:
             return False
-        layout.atom_point_path(self.run, index).parent.mkdir(exist_ok=True)
-        write_text(layout.atom_point_path(self.run, index), atom_points_vtu(*(snapshot[k] for k in ATOM_KEYS)))
+        layout.atom_point_path(self.run_dir, index).parent.mkdir(exist_ok=True)
+        write_text(layout.atom_point_path(self.run_dir, index), atom_points_vtu(*(snapshot[k] for k in ATOM_KEYS)))
         return True
 
     def update(self, times: list[float]) -> None:
         """Rewrite atoms.pvd: the point file of each output at ``times`` that has one."""
-        files = dict(layout.atom_point_files(self.run))
+        files = dict(layout.atom_point_files(self.run_dir))
         root = ET.Element("VTKFile", type="Collection", version="1.0", byte_order="LittleEndian")
         collection = ET.SubElement(root, "Collection")
         for index, t in enumerate(times):
             if index in files:
                 ET.SubElement(collection, "DataSet", timestep=repr(float(t)), part="0",
-                              file=files[index].relative_to(self.run).as_posix())
-        write_text(self.run / layout.PARAVIEW_ATOMS, _xml_text(root))
+                              file=files[index].relative_to(self.run_dir).as_posix())
+        write_text(self.run_dir / layout.PARAVIEW_ATOMS, _xml_text(root))

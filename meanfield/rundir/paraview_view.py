@@ -101,12 +101,12 @@ else:
 '''
 
 
-def view_script(run: Path, density: str, centre: str) -> str:
-    """The text of view-in-paraview.py for the run at ``run``.
+def view_script(run_dir: Path, density: str, centre: str) -> str:
+    """The text of view-in-paraview.py for the run at ``run_dir``.
 
     Parameters
     ----------
-    run
+    run_dir
         The run directory (recorded, resolved, for a ParaView that gives the script no ``__file__``).
     density
         The file of the density to show (density.xdmf, or density-dg1.xdmf for DG1).
@@ -114,7 +114,7 @@ def view_script(run: Path, density: str, centre: str) -> str:
         Where ``density`` lives in that file: ``"CELLS"`` or ``"POINTS"``.
     """
     text = _TEMPLATE
-    for key, value in (("@RUN@", repr(str(Path(run).resolve()))), ("@DENSITY@", repr(density)),
+    for key, value in (("@RUN@", repr(str(Path(run_dir).resolve()))), ("@DENSITY@", repr(density)),
                        ("@CENTRE@", repr(centre)), ("@SCALE@", repr(ATOM_SCALE))):
         text = text.replace(key, value)
     return text

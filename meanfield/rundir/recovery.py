@@ -49,12 +49,12 @@ class ResumePoint:
     source: str
     problem: str | None = None
 
-    def note(self, path: Path) -> str | None:
+    def note(self, run_dir: Path) -> str | None:
         """One line for the user: what was wrong and which state the run continues from; ``None`` if nothing was."""
         if self.problem is None:
             return None
         c = self.checkpoint
-        return (f"{Path(path) / layout.CHECKPOINT}: {self.problem}; resuming from {self.source} at t = {c.t:.6g} "
+        return (f"{Path(run_dir) / layout.CHECKPOINT}: {self.problem}; resuming from {self.source} at t = {c.t:.6g} "
                 f"(outputs from {c.next_output} on are written again)")
 
 
@@ -73,13 +73,13 @@ def snapshot_state(kind: str, snapshot: dict[str, np.ndarray], mesh: dict[str, n
     return None  # a hybrid run: its atoms' id counter is only in the checkpoint
 
 
-def _from_snapshots(path: Path, kind: str, output_times: np.ndarray) -> tuple[Checkpoint, str] | None:
+def _from_snapshots(run_dir: Path, kind: str, output_times: np.ndarray) -> tuple[Checkpoint, str] | None:
     """The newest intact snapshot that is a full state, as a checkpoint written after its output."""
     try:
-        mesh = load_npz(path / layout.MESH) if (path / layout.MESH).is_file() else None
+        mesh = load_npz(run_dir / layout.MESH) if (run_dir / layout.MESH).is_file() else None
     except ValueError:
         mesh = None
-    files = layout.snapshot_files(path)
+    files = layout.snapshot_files(run_dir)
     leading = [file for expected, (index, file) in enumerate(files) if index == expected]
     for index in range(len(leading) - 1, -1, -1):
         try:
@@ -90,12 +90,12 @@ def _from_snapshots(path: Path, kind: str, output_times: np.ndarray) -> tuple[Ch
         if state is None or index >= len(output_times):
             return None  # the newest intact snapshot is not a full state: older ones are not either
         checkpoint = Checkpoint(kind, float(snapshot["t"]), index + 1, np.asarray(output_times, float), state, {})
-        return checkpoint, str(leading[index].relative_to(path))
+        return checkpoint, str(leading[index].relative_to(run_dir))
     return None
 
 
-def resume_point(path: Path | str, kind: str, output_times: np.ndarray) -> ResumePoint:
-    """The state to resume the run in ``path`` from (module docstring).
+def resume_point(run_dir: Path | str, kind: str, output_times: np.ndarray) -> ResumePoint:
+    """The state to resume the run in ``run_dir`` from (module docstring).
 
     Parameters
     ----------
@@ -109,46 +109,46 @@ def resume_point(path: Path | str, kind: str, output_times: np.ndarray) -> Resum
     CheckpointError
         Nothing intact to resume from; the message says what is on disk.
     """
-    path = Path(path)
+    run_dir = Path(run_dir)
     try:
-        return ResumePoint(Checkpoint.load(path), layout.CHECKPOINT)
+        return ResumePoint(Checkpoint.load(run_dir), layout.CHECKPOINT)
     except CheckpointError:
-        problem = "damaged (not a readable checkpoint)" if (path / layout.CHECKPOINT).exists() else "missing"
+        problem = "damaged (not a readable checkpoint)" if (run_dir / layout.CHECKPOINT).exists() else "missing"
     try:
-        return ResumePoint(Checkpoint.load(path, layout.CHECKPOINT_PREVIOUS), layout.CHECKPOINT_PREVIOUS, problem)
+        return ResumePoint(Checkpoint.load(run_dir, layout.CHECKPOINT_PREVIOUS), layout.CHECKPOINT_PREVIOUS, problem)
     except CheckpointError:
         pass
-    found = _from_snapshots(path, kind, output_times)
+    found = _from_snapshots(run_dir, kind, output_times)
     if found is not None:
         return ResumePoint(found[0], found[1], problem)
-    outputs = len(layout.snapshot_files(path))
+    outputs = len(layout.snapshot_files(run_dir))
     if problem == "missing" and outputs == 0:
-        raise CheckpointError(f"{path / layout.CHECKPOINT}: no checkpoint (the run stopped before its first output)")
-    raise CheckpointError(f"{path / layout.CHECKPOINT}: {problem}, and neither {layout.CHECKPOINT_PREVIOUS} nor a "
+        raise CheckpointError(f"{run_dir / layout.CHECKPOINT}: no checkpoint (the run stopped before its first output)")
+    raise CheckpointError(f"{run_dir / layout.CHECKPOINT}: {problem}, and neither {layout.CHECKPOINT_PREVIOUS} nor a "
                           f"snapshot holds a full state of this run to resume from ({outputs} output(s) on disk, "
                           "left as they are)")
 
 
-def set_aside_damaged(path: Path | str) -> str:
+def set_aside_damaged(run_dir: Path | str) -> str:
     """Rename a damaged ``checkpoint.npz`` to ``checkpoint.npz.damaged`` (``.damaged.1``, ... if taken), so
     that the next checkpoint does not replace it; returns a clause for the note ("" when none)."""
-    path = Path(path)
-    damaged = path / layout.CHECKPOINT
+    run_dir = Path(run_dir)
+    damaged = run_dir / layout.CHECKPOINT
     if not damaged.exists():
         return ""
-    target, k = path / f"{layout.CHECKPOINT}.damaged", 0
+    target, k = run_dir / f"{layout.CHECKPOINT}.damaged", 0
     while target.exists():
         k += 1
-        target = path / f"{layout.CHECKPOINT}.damaged.{k}"
+        target = run_dir / f"{layout.CHECKPOINT}.damaged.{k}"
     damaged.rename(target)
     return f"; the damaged file is kept as {target.name}"
 
 
-def kind_from_files(path: Path | str) -> str:
+def kind_from_files(run_dir: Path | str) -> str:
     """The kind of a run whose metadata.json is gone: its checkpoint's, else ``pde`` when it has a mesh.npz."""
     for name in (layout.CHECKPOINT, layout.CHECKPOINT_PREVIOUS):
         try:
-            return Checkpoint.load(Path(path), name).kind
+            return Checkpoint.load(Path(run_dir), name).kind
         except CheckpointError:
             pass
-    return "pde" if (Path(path) / layout.MESH).is_file() else "particles"
+    return "pde" if (Path(run_dir) / layout.MESH).is_file() else "particles"

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..atoms import ATOM_KEYS, Atoms
+from ..point_masses import ATOM_KEYS, Atoms
 from . import layout
 from .directory import effective_status, is_run, not_a_run_message
 from .files import load_npz, read_csv_columns
@@ -247,34 +247,34 @@ class ParticleRunResult(_Tabulated):
                                 tracker_attributes(self.config))
 
 
-def read_header(path: Path) -> tuple[dict, dict]:
+def read_header(run_dir: Path) -> tuple[dict, dict]:
     """A run directory's config (as TOML data) and metadata.json; raises :class:`RunReadError` naming the problem."""
-    if not is_run(path):
-        raise RunReadError(not_a_run_message(path))
+    if not is_run(run_dir):
+        raise RunReadError(not_a_run_message(run_dir))
     try:
-        meta = json.loads((path / layout.METADATA).read_text())
-        config = tomllib.loads((path / layout.CONFIG).read_text())
+        meta = json.loads((run_dir / layout.METADATA).read_text())
+        config = tomllib.loads((run_dir / layout.CONFIG).read_text())
     except (OSError, ValueError) as exc:
-        raise RunReadError(f"{path}: cannot read the run's metadata.json or config.toml: {exc}") from None
+        raise RunReadError(f"{run_dir}: cannot read the run's metadata.json or config.toml: {exc}") from None
     return config, meta
 
 
-def _leading_snapshots(path: Path) -> list[Path]:
+def _leading_snapshots(run_dir: Path) -> list[Path]:
     """The snapshot files of outputs 0, 1, 2, ... up to the first one missing."""
     files = []
-    for expected, (index, file) in enumerate(layout.snapshot_files(path)):
+    for expected, (index, file) in enumerate(layout.snapshot_files(run_dir)):
         if index != expected:
             break
         files.append(file)
     return files
 
 
-def _outputs(path: Path) -> tuple[list[dict[str, np.ndarray]], dict[str, np.ndarray], list[str]]:
+def _outputs(run_dir: Path) -> tuple[list[dict[str, np.ndarray]], dict[str, np.ndarray], list[str]]:
     """Readable snapshots in order, the observables cut to match, and the damaged files."""
-    observables, bad_rows = read_csv_columns(path / layout.OBSERVABLES)
-    damaged = [str(path / layout.OBSERVABLES)] if bad_rows else []
+    observables, bad_rows = read_csv_columns(run_dir / layout.OBSERVABLES)
+    damaged = [str(run_dir / layout.OBSERVABLES)] if bad_rows else []
     snapshots: list[dict[str, np.ndarray]] = []
-    for file in _leading_snapshots(path):
+    for file in _leading_snapshots(run_dir):
         try:
             snapshots.append(load_npz(file))
         except (OSError, ValueError, EOFError) as exc:
@@ -286,8 +286,15 @@ def _outputs(path: Path) -> tuple[list[dict[str, np.ndarray]], dict[str, np.ndar
     return snapshots[:count], {k: v[:count] for k, v in observables.items()}, damaged
 
 
+def token_positions(n: int) -> np.ndarray:
+    """The positions ``s_i = (i + 1/2) / n`` of a causal particle run's n tokens, in token order:
+    the ``position`` coordinate of its run.nc (the midpoint rule of
+    :func:`meanfield.causal.slice_positions`, which the run's driver hands the writer)."""
+    return (np.arange(n) + 0.5) / n
+
+
 def load_run(path: str | Path) -> RunResult | ParticleRunResult:
-    """Read a run directory written by :func:`meanfield.run` or :func:`meanfield.particles.run_particles`.
+    """Read a run directory written by :func:`meanfield.run` or :func:`meanfield.run_particles`.
 
     Returns a :class:`RunResult` for PDE runs and a :class:`ParticleRunResult` for particle runs.
 
@@ -303,11 +310,8 @@ def load_run(path: str | Path) -> RunResult | ParticleRunResult:
     if meta.get("kind") == "particles":
         d = config.get("particles", {}).get("d") or (2 if config.get("mesh", {}).get("sphere") == "S1" else 3)
         points = np.array([s["points"] for s in snapshots]) if snapshots else np.empty((0, 0, d))
-        positions = None
-        if config.get("model", {}).get("mask") == "causal":
-            from ..causal import slice_positions
-
-            positions = slice_positions(int(config["particles"]["n"]))
+        positions = token_positions(int(config["particles"]["n"])) \
+            if config.get("model", {}).get("mask") == "causal" else None
         return ParticleRunResult(path, config, meta, times, points, observables, damaged, positions)
     try:
         mesh = load_npz(path / layout.MESH)
@@ -345,7 +349,7 @@ def load_pde_run(path: str | Path) -> RunResult:
     return run
 
 
-def read_observables(path: str | Path) -> tuple[dict, dict, dict[str, np.ndarray]]:
+def read_observables(run_dir: str | Path) -> tuple[dict, dict, dict[str, np.ndarray]]:
     """A run's config, metadata.json and observables, without reading its arrays (for tables of many runs).
 
     The observables are cut to the outputs that have a snapshot file (:func:`load_run` also
@@ -356,14 +360,14 @@ def read_observables(path: str | Path) -> tuple[dict, dict, dict[str, np.ndarray
     RunReadError
         For a directory that is not a run.
     """
-    path = Path(path)
-    config, meta = read_header(path)
-    observables, _ = read_csv_columns(path / layout.OBSERVABLES)
-    count = len(_leading_snapshots(path))
+    run_dir = Path(run_dir)
+    config, meta = read_header(run_dir)
+    observables, _ = read_csv_columns(run_dir / layout.OBSERVABLES)
+    count = len(_leading_snapshots(run_dir))
     return config, meta, {k: v[:count] for k, v in observables.items()}
 
 
-def describe(path: str | Path) -> dict[str, Any]:
+def describe(run_dir: str | Path) -> dict[str, Any]:
     """Status facts of a run directory without reading its arrays (for `meanfield info RUN`).
 
     A hybrid run (its observables.csv has ``atom_count``) also reports ``atoms``: the number
@@ -371,19 +375,19 @@ def describe(path: str | Path) -> dict[str, Any]:
     (``"none"`` or ``"causal"``) and ``slices`` a causal run's number of position slices
     (``None`` otherwise).
     """
-    path = Path(path)
-    config, meta = read_header(path)
-    facts = {"path": str(path), "kind": meta.get("kind"), "name": meta.get("name"),
-             "status": effective_status(path, meta), "t_reached": meta.get("t_reached"),
+    run_dir = Path(run_dir)
+    config, meta = read_header(run_dir)
+    facts = {"path": str(run_dir), "kind": meta.get("kind"), "name": meta.get("name"),
+             "status": effective_status(run_dir, meta), "t_reached": meta.get("t_reached"),
              "t_final": config.get("time", {}).get("t_final"), "error": meta.get("error"),
              "interrupted_by": meta.get("interrupted_by"), "mask": config.get("model", {}).get("mask", "none"),
              "slices": config.get("positions", {}).get("slices")}
-    observables, _ = read_csv_columns(path / layout.OBSERVABLES)
+    observables, _ = read_csv_columns(run_dir / layout.OBSERVABLES)
     if len(observables.get("atom_count", ())):
         facts["atoms"] = {"count": int(observables["atom_count"][-1]), "mass": float(observables["atom_mass"][-1])}
     segments = [{k: s.get(k) for k in ("command", "started", "ranks", "t_start", "t_end", "wall_s")}
                 for s in meta.get("segments", []) if isinstance(s, dict)]
     walls = [s["wall_s"] for s in segments if isinstance(s["wall_s"], (int, float))]
     facts.update(progress=meta.get("progress"), segments=segments, wall_s=sum(walls) if walls else None,
-                 files={str(p.relative_to(path)): p.stat().st_size for p in layout.own_entries(path)})
+                 files={str(p.relative_to(run_dir)): p.stat().st_size for p in layout.own_entries(run_dir)})
     return facts

@@ -35,8 +35,8 @@ class OutputWriter(ABC):
 class ObservablesWriter(OutputWriter):
     """observables.csv: one row per output, appended and flushed to disk."""
 
-    def __init__(self, run: Path) -> None:
-        self.path = Path(run) / layout.OBSERVABLES
+    def __init__(self, run_dir: Path) -> None:
+        self.path = Path(run_dir) / layout.OBSERVABLES
         self.columns: list[str] | None = None
 
     def start(self, keep: int) -> None:
@@ -56,19 +56,19 @@ class ObservablesWriter(OutputWriter):
 class SnapshotWriter(OutputWriter):
     """snapshots/NNNN.npz: ``t`` and the snapshot arrays, written atomically."""
 
-    def __init__(self, run: Path) -> None:
-        self.run = Path(run)
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = Path(run_dir)
 
     def start(self, keep: int) -> None:
-        (self.run / layout.SNAPSHOTS).mkdir(exist_ok=True)
-        for index, path in layout.snapshot_files(self.run):
+        (self.run_dir / layout.SNAPSHOTS).mkdir(exist_ok=True)
+        for index, path in layout.snapshot_files(self.run_dir):
             if index >= keep:
                 path.unlink()
-        for path in layout.temporary_files(self.run):  # left by a crash in the middle of a write
+        for path in layout.temporary_files(self.run_dir):  # left by a crash in the middle of a write
             path.unlink()
 
     def write(self, index: int, t: float, row: dict[str, float], snapshot: dict[str, np.ndarray] | None) -> None:
-        save_npz(layout.snapshot_path(self.run, index), t=np.array(t), **(snapshot or {}))
+        save_npz(layout.snapshot_path(self.run_dir, index), t=np.array(t), **(snapshot or {}))
 
 
 class RunFileOutput(OutputWriter):
@@ -76,7 +76,7 @@ class RunFileOutput(OutputWriter):
 
     Parameters
     ----------
-    run
+    run_dir
         The run directory.
     build
         Builds the run's Dataset (:func:`~meanfield.rundir.netcdf.pde_dataset` or
@@ -87,9 +87,9 @@ class RunFileOutput(OutputWriter):
         The atoms' point files for ParaView (hybrid runs), or ``None``.
     """
 
-    def __init__(self, run: Path, build: DatasetBuilder, xdmf: XdmfFiles | None = None,
+    def __init__(self, run_dir: Path, build: DatasetBuilder, xdmf: XdmfFiles | None = None,
                  atoms: AtomPoints | None = None) -> None:
-        self.file = RunFile(run, build)
+        self.file = RunFile(run_dir, build)
         self.xdmf, self.atoms = xdmf, atoms
         self.times: list[float] = []
 
@@ -111,7 +111,7 @@ class RunFileOutput(OutputWriter):
             self.atoms.update(self.times)
 
 
-def pde_run_file(run: Path, static: Mapping[str, np.ndarray], config: Mapping[str, Any],
+def pde_run_file(run_dir: Path, static: Mapping[str, np.ndarray], config: Mapping[str, Any],
                  paraview: bool) -> RunFileOutput:
     """run.nc of a PDE run from its static arrays (mesh.npz) and config, with the ParaView files if
     ``paraview`` (XDMF; hybrid runs also the atoms' point files)."""
@@ -121,17 +121,17 @@ def pde_run_file(run: Path, static: Mapping[str, np.ndarray], config: Mapping[st
         return pde_dataset(static, times, outputs, observables, attrs, trackers)
 
     if not paraview:
-        return RunFileOutput(run, build)
-    return RunFileOutput(run, build, XdmfFiles(run, static["vertices"], static["cells"], "vertex_jacobian" in static,
-                                               static.get("positions")),
-                         AtomPoints(run))
+        return RunFileOutput(run_dir, build)
+    return RunFileOutput(run_dir, build, XdmfFiles(run_dir, static["vertices"], static["cells"],
+                                                   "vertex_jacobian" in static, static.get("positions")),
+                         AtomPoints(run_dir))
 
 
-def particle_run_file(run: Path, config: Mapping[str, Any], positions: np.ndarray | None = None) -> RunFileOutput:
+def particle_run_file(run_dir: Path, config: Mapping[str, Any], positions: np.ndarray | None = None) -> RunFileOutput:
     """run.nc of a particle run (with the token ``positions`` of a causal run)."""
     attrs, trackers = run_attributes("particles", config), tracker_attributes(config)
 
     def build(times: np.ndarray, outputs: Mapping[str, np.ndarray], observables: Mapping[str, np.ndarray]):
         return particle_dataset(times, outputs, observables, attrs, positions, trackers)
 
-    return RunFileOutput(run, build)
+    return RunFileOutput(run_dir, build)

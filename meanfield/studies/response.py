@@ -35,6 +35,7 @@ import numpy as np
 
 from ..config import Config, ConfigError, load_config
 from ..expression import VARIABLES, Function, compile_function
+from ..times import MATCH_TOL, same_time
 from ..trackers import TRACKER_NAME
 
 #: A parameter path: ``model.beta``, ``model.Q[0][1]``, ``model.heads[1].weight``, ``model.layers[0].V[2][0]``.
@@ -122,7 +123,7 @@ def check_times(times: Sequence[float], t_final: float) -> list[float]:
     for t in times:
         if isinstance(t, bool) or not isinstance(t, (int, float)) or not np.isfinite(t) or not 0 <= t <= t_final:
             raise ConfigError(f"--at: times must lie in [0, time.t_final = {t_final:g}], got {t!r}")
-        if any(abs(t - u) <= 1e-9 * max(1.0, t) for u in out):
+        if any(same_time(u, t, MATCH_TOL) for u in out):
             raise ConfigError(f"--at: time {t:g} is given twice")
         out.append(float(t))
     if not out:
@@ -173,7 +174,7 @@ def open_adjoint_study(config: Config | Mapping | str | Path | None, overrides: 
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     check_size(problem, comm)
-    path = Path(out) if out is not None else derived_directory(config, kind)
+    path = Path(out) if out is not None else derived_directory(problem.output.directory, kind)
     on_root(comm, lambda: prepare_study(path, kind, overwrite=overwrite))
     environment = run_environment(comm)
     threads = configure_process(problem.field.threads)

@@ -139,7 +139,7 @@ def _plan(config: Config | Mapping | str | Path | None, grid: Mapping[str, Seque
     for key, values in grid.items():
         if not values:
             raise ConfigError(f"--grid {key}: no values")
-    path = Path(out) if out is not None else derived_directory(base, "sweep")
+    path = Path(out) if out is not None else derived_directory(problem.output.directory, "sweep")
     definition = _definition(base, grid, particles)
     marker = read_study_marker(path)
     stored = marker.get("definition") if marker is not None and marker.get("kind") == KIND else None

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
+from ...times import MATCH_TOL, same_time
 from .cells import AnalysisMesh
 from .coords import geodesic
 from .frame import Frame
@@ -76,12 +77,12 @@ def compare_frames(a: Frame, b: Frame, max_distance: float = MAX_DISTANCE) -> Fr
 
 
 def frame_comparisons(a: BasinHistory, b: BasinHistory, max_distance: float = MAX_DISTANCE,
-                      rtol: float = 1e-9) -> list[FrameComparison]:
+                      rtol: float = MATCH_TOL) -> list[FrameComparison]:
     """:func:`compare_frames` at every time of a that b also has (to ``rtol``)."""
     out = []
     for frame in a.frames:
         k = int(np.argmin(np.abs(b.times - frame.t)))
-        if abs(b.times[k] - frame.t) <= rtol * max(1.0, abs(frame.t)):
+        if same_time(b.times[k], frame.t, rtol):
             out.append(compare_frames(frame, b.frames[k], max_distance))
     return out
 
@@ -210,7 +211,7 @@ def _regions(labels: np.ndarray, points: np.ndarray, masses: np.ndarray, count: 
     return mass, total / np.maximum(np.linalg.norm(total, axis=1, keepdims=True), 1e-300)
 
 
-def _frame_at(history: BasinHistory, t: float, rtol: float = 1e-9) -> Frame | None:
+def _frame_at(history: BasinHistory, t: float, rtol: float = MATCH_TOL) -> Frame | None:
     """The frame of a history at time t (to ``rtol``), None if it has none."""
     k = int(np.argmin(np.abs(history.times - t)))
-    return history.frames[k] if abs(history.times[k] - t) <= rtol * max(1.0, abs(t)) else None
+    return history.frames[k] if same_time(history.times[k], t, rtol) else None

@@ -34,6 +34,7 @@ from ...analysis import metrics
 from ...discretisation.registry import scheme_class
 from ...mesh import CellLocator, raw_mesh
 from ...rundir.results import RunResult
+from ...times import MATCH_TOL, same_time
 
 #: Exact W_1 (``ot.emd2``) is computed only when the dense cost matrix has at most this many entries.
 W1_MAX_ENTRIES = 20_000_000
@@ -45,7 +46,7 @@ def _row(observables: dict[str, np.ndarray], i: int) -> dict[str, float]:
 
 def _time_index(times: np.ndarray, t: float) -> int:
     i = int(np.argmin(np.abs(times - t)))
-    if abs(times[i] - t) > 1e-9 * max(1.0, abs(t)):
+    if not same_time(times[i], t, MATCH_TOL):
         raise ValueError(f"time.outputs: the PDE run has no output at t = {t:g}")
     return i
 

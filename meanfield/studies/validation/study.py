@@ -41,6 +41,7 @@ from ...particles.sampling import check_causal_sampler, resolve_sampler
 from ...problem import Problem
 from ...rundir.directory import is_run, prepare_study
 from ...rundir.results import RunResult, load_pde_run
+from ...times import MATCH_TOL, time_tol
 from .compare import PDEReference
 from .prediction import add_predictions, predicted_variances
 
@@ -166,7 +167,7 @@ def check_pde_run(config: Config, run_dir: str | Path, option: str) -> None:
     if theirs.data["initial"] != config.data["initial"]:
         differences.append("the initial density (initial.*)")
     missing = [t for t in ours_p.time.output_times if not np.isclose(theirs_p.time.output_times, t, rtol=0,
-                                                                       atol=1e-9 * max(1.0, t)).any()]
+                                                                       atol=time_tol(t, MATCH_TOL)).any()]
     if missing:
         differences.append(f"outputs at t = {', '.join(f'{t:g}' for t in missing[:5])}")
     if differences:
@@ -249,7 +250,7 @@ def validate(
     refined = refined_overrides(problem)
     if refine and pde is None and pde_fine is None and refined is not None:
         check_size(Problem(load_config(config.data, refined)), comm)
-    path = Path(out) if out is not None else derived_directory(config, "validation")
+    path = Path(out) if out is not None else derived_directory(problem.output.directory, "validation")
 
     def check_given_runs() -> None:
         for option, given in (("--pde", pde), ("--pde-fine", pde_fine)):

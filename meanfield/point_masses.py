@@ -1,8 +1,12 @@
-"""The atoms of a hybrid state: masses, positions on the sphere and persistent ids.
+"""Point masses as data: the atoms of a hybrid state (masses, positions on the sphere, persistent ids).
 
 Atoms are replicated on every rank (there are few of them); every rank holds the same
-:class:`Atoms`.  In snapshots, checkpoints and ``load_run`` they travel as the three arrays
-named in :data:`ATOM_KEYS`.
+:class:`Atoms`.  In snapshots, checkpoints, run.nc and ``load_run`` they travel as the three
+arrays named in :data:`ATOM_KEYS`.
+
+This record sits below both the atoms' numerics (:mod:`meanfield.atoms`, which captures, moves
+and merges them, and re-exports :class:`Atoms`) and the run-directory format
+(:mod:`meanfield.rundir`, which writes and reads them), so that neither imports the other.
 """
 
 from __future__ import annotations

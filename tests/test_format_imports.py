@@ -1,0 +1,79 @@
+"""The run-directory format (``meanfield.rundir``) knows no model: it imports only itself, a few
+small modules below every model, and libraries.
+
+Read from the sources with :mod:`ast` (every import, also those inside functions and under
+``TYPE_CHECKING``), so an import added anywhere in the package fails here.  The meanfield
+modules it may import:
+
+* ``collective``, ``threads``, ``_fem``: MPI, thread and dolfinx plumbing (run environment);
+* ``version``, ``wording``, ``memory``, ``toml_text``: the version string, how numbers,
+  durations, sizes and TOML text are written;
+* ``point_masses``: the record of point masses (masses, positions, ids) and their array names,
+  below both the atoms' numerics and the format;
+* ``times``: when two model times are the same.
+
+Not ``atoms``, ``causal``, ``problem``, ``config`` or any other part of the model, the engine
+or the drivers.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import numpy as np
+
+import meanfield.rundir
+from meanfield.causal import slice_positions
+from meanfield.rundir.results import token_positions
+
+ALLOWED = {"collective", "threads", "_fem", "version", "wording", "memory", "toml_text", "point_masses", "times"}
+FORBIDDEN = {"atoms", "causal", "problem", "config"}
+PACKAGE = Path(meanfield.rundir.__file__).parent
+
+
+def _meanfield_imports(path: Path) -> set[str]:
+    """The meanfield modules a source file imports, as paths below ``meanfield`` (``rundir.layout``, ``atoms``)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(a.name.removeprefix("meanfield.") for a in node.names
+                         if a.name == "meanfield" or a.name.startswith("meanfield."))
+        elif isinstance(node, ast.ImportFrom):
+            if node.level == 0:
+                if node.module and (node.module == "meanfield" or node.module.startswith("meanfield.")):
+                    found.add(node.module.removeprefix("meanfield").lstrip("."))
+            else:  # relative to meanfield/rundir/ (level 1) or meanfield/ (level 2)
+                base = "rundir" if node.level == 1 else ""
+                assert node.level <= 2, f"{path}: import above the meanfield package"
+                found.add(".".join(p for p in (base, node.module or "") if p))
+    return found
+
+
+def _outside(found: set[str]) -> list[str]:
+    """The imports that are neither the format's own nor allowed."""
+    return sorted(i for i in found if i.split(".")[0] != "rundir" and i.split(".")[0] not in ALLOWED)
+
+
+def test_the_format_imports_no_model():
+    imports = {path.name: _meanfield_imports(path) for path in sorted(PACKAGE.glob("*.py"))}
+    assert len(imports) >= 10, "the rundir package's modules were not found"
+    outside = {name: _outside(found) for name, found in imports.items() if _outside(found)}
+    assert not outside, f"rundir imports outside the allowed set: {outside}"
+    assert not FORBIDDEN & ALLOWED
+
+
+def test_the_check_sees_a_forbidden_import(tmp_path):
+    """The parser finds relative, absolute and function-level imports of the model."""
+    source = tmp_path / "bad.py"
+    source.write_text("from ..atoms import Atoms\nimport meanfield.problem\nfrom meanfield.causal import x\n"
+                      "def f():\n    from ..config import Config\n    from . import layout\n")
+    assert _meanfield_imports(source) == {"atoms", "problem", "causal", "config", "rundir"}
+    assert _outside(_meanfield_imports(source)) == sorted(FORBIDDEN)
+
+
+def test_token_positions_are_the_causal_slices():
+    """A causal particle run's token positions, as the format reads them back, are the slices'
+    midpoints the causal model gives its tokens."""
+    for n in (1, 2, 7, 1000):
+        assert np.array_equal(token_positions(n), slice_positions(n))
