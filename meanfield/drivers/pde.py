@@ -24,6 +24,7 @@ from ..discretisation.base import SpatialScheme
 from ..discretisation.ordering import gather_rows, scatter_rows
 from ..discretisation.registry import scheme_class, scheme_options
 from ..engine.callbacks import Callback
+from ..engine.handlers import Handler, file_outputs
 from ..engine.simulation import Simulation
 from ..mesh import RawMesh, distribute
 from ..model import VelocityField
@@ -31,7 +32,7 @@ from ..nonlocal_field import NonlocalEvaluator
 from ..problem import Problem
 from ..rundir.netcdf import BY_POSITION
 from ..rundir.results import RunResult, load_pde_run
-from ..rundir.writers import ObservablesWriter, OutputWriter, SnapshotWriter, pde_run_file
+from ..rundir.writers import OutputWriter, pde_run_file
 from ..timestepping import SSPRK3, StepStats
 from ..velocity import LayerVelocity
 from .launch import check_new_target, check_size, configure_process, resolve_config, start_run
@@ -350,16 +351,13 @@ class PDESimulation(Simulation):
         return self.atoms_component.event_lines()
 
 
-def pde_writers(problem: Problem) -> Any:
-    """The output writers of a PDE run (observables, snapshots, run.nc with ParaView files if asked)."""
+def pde_handlers(problem: Problem) -> list[Handler]:
+    """The handlers of a PDE run's output files (observables, snapshots, run.nc with ParaView files if asked)."""
 
-    def build(path: Path, static: dict[str, np.ndarray] | None) -> list[OutputWriter]:
-        writers: list[OutputWriter] = [ObservablesWriter(path), SnapshotWriter(path)]
-        if static is not None:
-            writers.append(pde_run_file(path, static, problem.config.data, problem.output.paraview))
-        return writers
+    def run_file(path: Path, static: Mapping[str, np.ndarray] | None) -> OutputWriter | None:
+        return None if static is None else pde_run_file(path, static, problem.config.data, problem.output.paraview)
 
-    return build
+    return file_outputs(run_file)
 
 
 def build_simulation(config: Config | Mapping | str | Path | None, comm=None) -> PDESimulation:
@@ -425,6 +423,6 @@ def run(
     check_size(problem, comm)
     threads = configure_process(problem.field.threads)
     sim = PDESimulation(problem, comm)
-    start_run(sim, config, path, pde_writers(problem), overwrite=overwrite, quiet=quiet, facts={"threads": threads},
+    start_run(sim, config, path, pde_handlers(problem), overwrite=overwrite, quiet=quiet, facts={"threads": threads},
               callbacks=callbacks)
     return everywhere(comm, lambda: load_pde_run(path))
