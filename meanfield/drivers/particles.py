@@ -25,7 +25,7 @@ from ..causal import slice_positions
 from ..collective import on_root
 from ..config import MAX_STEPS, Config, ConfigError
 from ..engine.callbacks import Callback
-from ..engine.handlers import Handler, file_outputs
+from ..engine.handlers import Handler, file_outputs, user_observables
 from ..engine.simulation import Simulation
 from ..model import VelocityField
 from ..nonlocal_field import NonlocalEvaluator
@@ -176,8 +176,12 @@ class ParticleSimulation(Simulation):
         self.field.enter(self.schedule.index_until(self.t))
         row = self.field.observables(self.x, self.system.weights)
         row.update(rho_min=np.nan, rho_max=np.nan, dt=self.plan.h if self.plan is not None else np.nan)
-        row.update(self.problem.output.trackers.evaluate_tokens(self.t, self.x, self.system.weights, self.comm))
         return row
+
+    def distribution(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """This rank's tokens: ``rho`` 1 at each (:meth:`~meanfield.trackers.Trackers.check_tokens`),
+        their positions and weights."""
+        return np.ones(len(self.x)), self.x, self.system.weights
 
     def _all_tokens(self) -> np.ndarray | None:
         parts = self.comm.gather(self.x, root=0)
@@ -236,7 +240,7 @@ def particle_handlers(problem: Problem) -> list[Handler]:
         positions = slice_positions(n) if problem.causal and n is not None else None
         return particle_run_file(path, problem.config.data, positions)
 
-    return file_outputs(run_file)
+    return [*user_observables(problem.output.trackers), *file_outputs(run_file)]
 
 
 def build_particles(config: Config | Mapping | str | Path | None, n: int | None = None, seed: int | None = None,

@@ -24,7 +24,7 @@ from ..discretisation.base import SpatialScheme
 from ..discretisation.ordering import gather_rows, scatter_rows
 from ..discretisation.registry import scheme_class, scheme_options
 from ..engine.callbacks import Callback
-from ..engine.handlers import Handler, file_outputs
+from ..engine.handlers import Handler, file_outputs, user_observables
 from ..engine.simulation import Simulation
 from ..mesh import RawMesh, distribute
 from ..model import VelocityField
@@ -217,17 +217,24 @@ class PDESimulation(Simulation):
     def observables(self) -> dict[str, float]:
         """The row of observables.csv; a causal run's are those of the whole token distribution
         (the mean of the positions' densities, mass 1)."""
-        density = self.state if self.causal is None else self.causal.whole(self.state)
+        density = self._whole_density()
         rho = self.scheme.cell_averages(density)
         self.field.enter(self.schedule.index_until(self.t))
         row = self._measure_observables(density)
         row.update(self.atoms_component.observables())
         row.update(self._extremes(rho))
         row["dt"] = self.stepper.stats.last_dt
-        g = self.scheme.geometry
-        row.update(self.problem.output.trackers.evaluate(self.t, rho, g.centroid[: g.num_owned],
-                                                         g.measure[: g.num_owned], self.comm))
         return row
+
+    def distribution(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """This rank's cells: cell averages of the density (a causal run's whole token distribution),
+        centroids, areas."""
+        g = self.scheme.geometry
+        return self.scheme.cell_averages(self._whole_density()), g.centroid[: g.num_owned], g.measure[: g.num_owned]
+
+    def _whole_density(self) -> np.ndarray:
+        """The density state (a causal run's: of the whole token distribution, the mean of its slices')."""
+        return self.state if self.causal is None else self.causal.whole(self.state)
 
     def _measure_observables(self, density: np.ndarray) -> dict[str, float]:
         """The field's observables of one density state (the scheme's), with the atoms (collective)."""
@@ -357,7 +364,7 @@ def pde_handlers(problem: Problem) -> list[Handler]:
     def run_file(path: Path, static: Mapping[str, np.ndarray] | None) -> OutputWriter | None:
         return None if static is None else pde_run_file(path, static, problem.config.data, problem.output.paraview)
 
-    return file_outputs(run_file)
+    return [*user_observables(problem.output.trackers), *file_outputs(run_file)]
 
 
 def build_simulation(config: Config | Mapping | str | Path | None, comm=None) -> PDESimulation:

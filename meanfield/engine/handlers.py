@@ -11,6 +11,8 @@ wall limit, and calls the handlers that are due, in their order.
 
 The handlers of a run (:func:`run_handlers`), in order:
 
+* the driver's observables of one's own (:class:`UserObservables`), at every output, which add
+  their columns to the output's row;
 * the driver's files (:class:`FileOutput` around a writer of :mod:`meanfield.rundir.writers`:
   observables.csv, the snapshots, run.nc with the ParaView files), at every output;
 * :class:`RunLog`: each output's log line, the progress (bar and lines, :mod:`.progress`) and
@@ -41,7 +43,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -53,6 +55,9 @@ from ..rundir.writers import ObservablesWriter, OutputWriter, SnapshotWriter
 from .callbacks import Callback, OutputState, call_all
 from .progress import Progress, log
 from .simulation import Simulation
+
+if TYPE_CHECKING:
+    from ..trackers import Trackers
 
 T = TypeVar("T")
 
@@ -268,6 +273,38 @@ def file_outputs(*more: WriterBuilder) -> list[Handler]:
     """observables.csv and the snapshots, then the files ``more`` builds (run.nc), as handlers."""
     return [FileOutput(lambda path, static: ObservablesWriter(path)),
             FileOutput(lambda path, static: SnapshotWriter(path)), *(FileOutput(build) for build in more)]
+
+
+class UserObservables(Handler):
+    """The observables of one's own (``[[output.observables]]``, :mod:`meanfield.trackers`) at every
+    output: their columns join the output's row before ``wall`` (as observables.csv has them),
+    for the file handlers after this one; each is ``nan`` at the outputs its ``every`` skips.
+
+    Parameters
+    ----------
+    trackers
+        The compiled observables, evaluated on the simulation's
+        :meth:`~.simulation.Simulation.distribution`.
+    """
+
+    cadence = Cadence(outputs=True)
+    timing = "output"
+
+    def __init__(self, trackers: Trackers) -> None:
+        self.trackers = trackers
+
+    def handle(self, run: RunState, moment: Moment) -> None:
+        output = moment.output
+        assert output is not None
+        rho, points, weights = run.collective(run.sim.distribution)
+        values = run.collective(lambda: self.trackers.evaluate(output.t, rho, points, weights, run.comm))
+        wall = output.row.pop("wall")
+        output.row.update(values, wall=wall)
+
+
+def user_observables(trackers: Trackers) -> list[Handler]:
+    """The handler of the observables of one's own, if there are any (none: no handler)."""
+    return [UserObservables(trackers)] if len(trackers) else []
 
 
 class RunLog(Handler):
