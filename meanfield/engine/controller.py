@@ -226,13 +226,15 @@ class Controller:
         """(stop reason or None, the cadences whose wall time came) agreed by all ranks."""
         from mpi4py import MPI
 
+        run = self.state
+        assert run is not None
         now = self.clock()
         flags = np.zeros(2 + len(self._wall_cadences), dtype=np.int64)
         flags[0] = signals.received
         if self.comm.rank == 0:
             limit = self.options.wall_limit
             needed = 1.5 * self._slowest_step + 2.0 * self._stop_cost
-            flags[1] = int(limit is not None and now - self.state.started + needed > limit)  # type: ignore[union-attr]
+            flags[1] = int(limit is not None and now - run.started + needed > limit)
             for i, cadence in enumerate(self._wall_cadences):
                 flags[2 + i] = int(now - self._last_ran[cadence][0] >= cadence.wall)  # type: ignore[operator]
         if self.comm.size > 1:
