@@ -194,18 +194,14 @@ class Trackers:
                                           f"carry no pointwise density; a particle run takes {kind}(...) of an "
                                           f"expression {need}")
 
-    def evaluate_tokens(self, t: float, points: np.ndarray, weights: np.ndarray, comm) -> dict[str, float]:
-        """The trackers' values on this rank's tokens and the other ranks' (collective; see
-        :meth:`evaluate`): ``rho`` is 1 at every token and the weights take the areas' place."""
-        return self.evaluate(t, np.ones(len(points)), points, weights, comm)
-
     def evaluate(self, t: float, rho: np.ndarray, points: np.ndarray, areas: np.ndarray, comm) -> dict[str, float]:
         """The trackers' values at output time ``t`` (collective; ``nan`` for those not due).
 
         Parameters
         ----------
         rho, points, areas
-            This rank's cells: cell averages (n,), centroids (n, d), areas (n,).
+            This rank's cells: cell averages (n,), centroids (n, d), areas (n,); or its tokens:
+            ones, positions, weights.
         comm
             The communicator whose ranks hold the other cells (``None``: serial).
         """

@@ -135,11 +135,12 @@ STOP_AFTER = """import os, signal
 from meanfield.engine import controller
 _step = controller.Controller._step
 _taken = [0]
-def _stop_after(self, target, progress):
-    _step(self, target, progress)
+def _stop_after(self, target):
+    dt = _step(self, target)
     _taken[0] += 1
     if _taken[0] == {steps} and self.comm.rank == 0:
         os.kill(os.getpid(), signal.SIGTERM)
+    return dt
 controller.Controller._step = _stop_after
 """
 

@@ -76,12 +76,12 @@ def test_failed_overwrite_before_first_checkpoint_restores_the_old_run(tmp_path,
     out = tmp_path / "run"
     _run(out)
     before = _tree(out)
-    from meanfield.engine import controller
+    from meanfield.engine import handlers
 
-    def broken_checkpoint(self, next_output):
+    def broken_checkpoint(self, run, moment):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(controller.Controller, "_checkpoint", broken_checkpoint)
+    monkeypatch.setattr(handlers.Checkpoints, "handle", broken_checkpoint)
     with pytest.raises(OSError, match="No space left"):
         _run(out, overwrite=True, config={**TINY, "model": {"beta": 3.0}})
     assert _tree(out) == before

@@ -19,7 +19,8 @@ from ..collective import on_root
 from ..config import Config, load_config
 from ..engine.callbacks import Callback
 from ..engine.controller import Controller, ControllerOptions
-from ..engine.progress import Cadence, log, run_logging
+from ..engine.handlers import Handler, run_handlers
+from ..engine.progress import LogEvery, log, run_logging
 from ..engine.simulation import Simulation
 from ..problem import Problem
 from ..rundir import layout
@@ -29,14 +30,11 @@ from ..rundir.environment import run_environment
 from ..rundir.files import load_npz, save_npz, write_text
 from ..rundir.names import run_name
 from ..rundir.recovery import resume_point, set_aside_damaged
-from ..rundir.writers import OutputWriter
 from ..threads import blas_libraries
 from ..wording import counted
 
 #: Seconds of wall time from some fixed moment.
 Clock = Callable[[], float]
-#: Builds rank 0's output writers for a run directory (called on rank 0 only).
-WriterFactory = Callable[[Path, dict[str, Any] | None], list[OutputWriter]]
 
 
 def resolve_config(source: Config | Any, overrides: list[str] | None, comm) -> Config:
@@ -91,7 +89,7 @@ def _segment(command: str, t_start: float, environment: dict[str, Any]) -> dict[
             "host": environment["host"], "t_start": t_start}
 
 
-def start_run(sim: Simulation, config: Config, path: Path, writers: WriterFactory, *, overwrite: bool = False,
+def start_run(sim: Simulation, config: Config, path: Path, outputs: Sequence[Handler], *, overwrite: bool = False,
               quiet: bool = False, facts: dict[str, Any] | None = None, clock: Clock = time.perf_counter,
               callbacks: Sequence[Callback] = ()) -> None:
     """Run ``sim`` from its initial state into a new run directory (collective).
@@ -104,8 +102,8 @@ def start_run(sim: Simulation, config: Config, path: Path, writers: WriterFactor
         Its resolved config (written to config.toml).
     path
         The run directory (refused unless missing, empty, or a run with ``overwrite``).
-    writers
-        Builds rank 0's output writers from the directory and the static arrays.
+    outputs
+        The handlers of the driver's output files (:func:`~meanfield.engine.handlers.file_outputs`).
     facts
         Extra metadata entries (solver facts known at start).
     clock
@@ -115,12 +113,13 @@ def start_run(sim: Simulation, config: Config, path: Path, writers: WriterFactor
     """
     comm = sim.comm
     problem = Problem(config)
+    handlers = run_handlers(outputs, checkpoint_every=problem.output.checkpoint_every, callbacks=callbacks)
     environment = run_environment(comm)
     static = sim.static_arrays()
     facts = {**(facts or {}), **sim.facts(), "blas": blas_libraries()}  # the threads each BLAS really uses
     drawn = problem.random_weights() if comm.rank == 0 else None  # before an overwritten run is set aside
 
-    def prepare() -> tuple[RunDirectory, list[OutputWriter]]:
+    def prepare() -> RunDirectory:
         rundir = RunDirectory.create(path, overwrite=overwrite)
         try:
             if drawn is not None:
@@ -128,9 +127,8 @@ def start_run(sim: Simulation, config: Config, path: Path, writers: WriterFactor
             write_text(path / layout.CONFIG, recorded_config(config).to_toml())
             if static is not None:
                 save_npz(path / layout.MESH, **static)
-            outputs = writers(path, static)
-            for writer in outputs:
-                writer.start(0)
+            for handler in handlers:
+                handler.start(path, static, 0)
             rundir.update_metadata(kind=sim.kind, name=run_name(path), status="running", error=None,
                                    config_source=config.source, **environment, **facts,
                                    segments=[_segment("run", 0.0, environment)])
@@ -138,13 +136,13 @@ def start_run(sim: Simulation, config: Config, path: Path, writers: WriterFactor
             rundir.rollback()
             rundir.close()
             raise
-        return rundir, outputs
+        return rundir
 
-    _drive(sim, problem, path, on_root(comm, prepare, broadcast=False), 0, quiet, clock, callbacks)
+    _drive(sim, problem, path, on_root(comm, prepare, broadcast=False), handlers, 0, quiet, clock)
 
 
 def continue_run(sim: Simulation, config: Config, path: Path, checkpoint_header: dict[str, Any],
-                 writers: WriterFactory, *, command: str = "resume", quiet: bool = False,
+                 outputs: Sequence[Handler], *, command: str = "resume", quiet: bool = False,
                  note: dict[str, Any] | None = None, rebuild_metadata: bool = False,
                  clock: Clock = time.perf_counter, callbacks: Sequence[Callback] = ()) -> None:
     """Continue a run from its checkpoint (collective); ``sim`` was built from ``config``.
@@ -153,6 +151,8 @@ def continue_run(sim: Simulation, config: Config, path: Path, checkpoint_header:
     ----------
     checkpoint_header
         ``t`` and ``next_output`` of the checkpoint (read on rank 0 and broadcast).
+    outputs
+        The handlers of the driver's output files (:func:`~meanfield.engine.handlers.file_outputs`).
     command
         Recorded in the run's list of segments (``"resume"``).
     note
@@ -166,8 +166,10 @@ def continue_run(sim: Simulation, config: Config, path: Path, checkpoint_header:
     """
     comm = sim.comm
     problem = Problem(config)
+    handlers = run_handlers(outputs, checkpoint_every=problem.output.checkpoint_every, callbacks=callbacks)
     environment = run_environment(comm)
-    def reopen() -> tuple[RunDirectory, list[OutputWriter], Checkpoint, str | None]:
+
+    def reopen() -> tuple[RunDirectory, Checkpoint, str | None]:
         rundir = RunDirectory.open_existing(path, kind=sim.kind if rebuild_metadata else None)
         try:
             point = resume_point(path, sim.kind, problem.time.output_times)
@@ -178,9 +180,8 @@ def continue_run(sim: Simulation, config: Config, path: Path, checkpoint_header:
             if recovery is not None:
                 recovery += set_aside_damaged(path)
             static = load_npz(path / layout.MESH) if (path / layout.MESH).is_file() else None
-            outputs = writers(path, static)
-            for writer in outputs:
-                writer.start(checkpoint.next_output)
+            for handler in handlers:
+                handler.start(path, static, checkpoint.next_output)
             write_text(path / layout.CONFIG, recorded_config(config).to_toml())
             segment = {**_segment(command, checkpoint.t, environment), **(note or {}), "blas": blas_libraries()}
             if recovery is not None:
@@ -192,35 +193,32 @@ def continue_run(sim: Simulation, config: Config, path: Path, checkpoint_header:
         except BaseException:
             rundir.close()
             raise
-        return rundir, outputs, checkpoint, recovery
+        return rundir, checkpoint, recovery
 
-    opened = on_root(comm, reopen, broadcast=False)  # rank 0's directory, writers, checkpoint, recovery note
+    opened = on_root(comm, reopen, broadcast=False)  # rank 0's directory, checkpoint, recovery note
 
     def shared() -> tuple[dict[str, Any], str | None]:
         assert opened is not None  # rank 0, where reopen() returned
-        return opened[2].info, opened[3]
+        return opened[1].info, opened[2]
 
     info, recovery = on_root(comm, shared)
-    sim.restore(float(checkpoint_header["t"]), opened[2].state if opened is not None else None, info)
-    _drive(sim, problem, path, opened[:2] if opened is not None else None, int(checkpoint_header["next_output"]),
-           quiet, clock, callbacks, recovery)
+    sim.restore(float(checkpoint_header["t"]), opened[1].state if opened is not None else None, info)
+    _drive(sim, problem, path, opened[0] if opened is not None else None, handlers,
+           int(checkpoint_header["next_output"]), quiet, clock, recovery)
 
 
-def _drive(sim: Simulation, problem: Problem, path: Path, opened: tuple[RunDirectory, list[OutputWriter]] | None,
-           next_output: int, quiet: bool, clock: Clock, callbacks: Sequence[Callback] = (),
-           warning: str | None = None) -> None:
-    """The controller's run (collective); ``opened``: rank 0's run directory and writers (None elsewhere)."""
-    rundir, writers = opened if opened is not None else (None, [])
+def _drive(sim: Simulation, problem: Problem, path: Path, rundir: RunDirectory | None, handlers: list[Handler],
+           next_output: int, quiet: bool, clock: Clock, warning: str | None = None) -> None:
+    """The controller's run (collective); ``rundir``: rank 0's run directory (None elsewhere)."""
     problem_time = problem.time.output_times
-    options = ControllerOptions(problem.time.wall_limit, problem.output.checkpoint_every, quiet, clock,
-                                Cadence.parse(problem.output.log_every), callbacks)
+    options = ControllerOptions(problem.time.wall_limit, quiet, clock, LogEvery.parse(problem.output.log_every))
     try:
         with run_logging(sim.comm, quiet, path / layout.LOG if sim.comm.rank == 0 else None):
             log.info("%s: %s; %s; t = %.6g -> %.6g", run_name(path), sim.describe(), counted(sim.comm.size, "rank"),
                      sim.t, problem_time[-1])
             if warning is not None:
                 log.warning("%s", warning)
-            Controller(sim, path, rundir, writers, problem_time, options).run(next_output)
+            Controller(sim, path, rundir, handlers, problem_time, options).run(next_output)
     finally:
         if rundir is not None:
             rundir.close()

@@ -25,6 +25,7 @@ from ..causal import slice_positions
 from ..collective import on_root
 from ..config import MAX_STEPS, Config, ConfigError
 from ..engine.callbacks import Callback
+from ..engine.handlers import Handler, file_outputs, user_observables
 from ..engine.simulation import Simulation
 from ..model import VelocityField
 from ..nonlocal_field import NonlocalEvaluator
@@ -34,7 +35,7 @@ from ..particles.sampling import resolve_sampler, sample_initial, sample_tokens
 from ..particles.system import ParticleSystem, default_dt, token_block
 from ..problem import Problem
 from ..rundir.results import ParticleRunResult, load_particle_run
-from ..rundir.writers import ObservablesWriter, OutputWriter, SnapshotWriter, particle_run_file
+from ..rundir.writers import OutputWriter, particle_run_file
 from ..velocity import LayerVelocity
 from .launch import check_new_target, check_size, configure_process, resolve_config, start_run
 
@@ -175,8 +176,12 @@ class ParticleSimulation(Simulation):
         self.field.enter(self.schedule.index_until(self.t))
         row = self.field.observables(self.x, self.system.weights)
         row.update(rho_min=np.nan, rho_max=np.nan, dt=self.plan.h if self.plan is not None else np.nan)
-        row.update(self.problem.output.trackers.evaluate_tokens(self.t, self.x, self.system.weights, self.comm))
         return row
+
+    def distribution(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """This rank's tokens: ``rho`` 1 at each (:meth:`~meanfield.trackers.Trackers.check_tokens`),
+        their positions and weights."""
+        return np.ones(len(self.x)), self.x, self.system.weights
 
     def _all_tokens(self) -> np.ndarray | None:
         parts = self.comm.gather(self.x, root=0)
@@ -227,15 +232,15 @@ class ParticleSimulation(Simulation):
         return out
 
 
-def particle_writers(problem: Problem) -> Any:
-    """The output writers of a particle run (observables, snapshots, run.nc)."""
+def particle_handlers(problem: Problem) -> list[Handler]:
+    """The handlers of a particle run's output files (observables, snapshots, run.nc)."""
 
-    def build(path: Path, static: dict[str, np.ndarray] | None) -> list[OutputWriter]:
+    def run_file(path: Path, static: Mapping[str, np.ndarray] | None) -> OutputWriter:
         n = problem.particles.n
         positions = slice_positions(n) if problem.causal and n is not None else None
-        return [ObservablesWriter(path), SnapshotWriter(path), particle_run_file(path, problem.config.data, positions)]
+        return particle_run_file(path, problem.config.data, positions)
 
-    return build
+    return [*user_observables(problem.output.trackers), *file_outputs(run_file)]
 
 
 def build_particles(config: Config | Mapping | str | Path | None, n: int | None = None, seed: int | None = None,
@@ -305,6 +310,6 @@ def run_particles(
     check_size(problem, comm, n)
     threads = configure_process(problem.field.threads)
     sim = ParticleSimulation(problem, comm)
-    start_run(sim, config, path, particle_writers(problem), overwrite=overwrite, quiet=quiet,
+    start_run(sim, config, path, particle_handlers(problem), overwrite=overwrite, quiet=quiet,
               facts={"threads": threads}, callbacks=callbacks)
     return everywhere(comm, lambda: load_particle_run(path))

@@ -24,6 +24,7 @@ from ..discretisation.base import SpatialScheme
 from ..discretisation.ordering import gather_rows, scatter_rows
 from ..discretisation.registry import scheme_class, scheme_options
 from ..engine.callbacks import Callback
+from ..engine.handlers import Handler, file_outputs, user_observables
 from ..engine.simulation import Simulation
 from ..mesh import RawMesh, distribute
 from ..model import VelocityField
@@ -31,7 +32,7 @@ from ..nonlocal_field import NonlocalEvaluator
 from ..problem import Problem
 from ..rundir.netcdf import BY_POSITION
 from ..rundir.results import RunResult, load_pde_run
-from ..rundir.writers import ObservablesWriter, OutputWriter, SnapshotWriter, pde_run_file
+from ..rundir.writers import OutputWriter, pde_run_file
 from ..times import time_tol
 from ..timestepping import SSPRK3, StepStats
 from ..velocity import LayerVelocity
@@ -214,17 +215,24 @@ class PDESimulation(Simulation):
     def observables(self) -> dict[str, float]:
         """The row of observables.csv; a causal run's are those of the whole token distribution
         (the mean of the positions' densities, mass 1)."""
-        density = self.state if self.causal is None else self.causal.whole(self.state)
+        density = self._whole_density()
         rho = self.scheme.cell_averages(density)
         self.field.enter(self.schedule.index_until(self.t))
         row = self._measure_observables(density)
         row.update(self.atoms_component.observables())
         row.update(self._extremes(rho))
         row["dt"] = self.stepper.stats.last_dt
-        g = self.scheme.geometry
-        row.update(self.problem.output.trackers.evaluate(self.t, rho, g.centroid[: g.num_owned],
-                                                         g.measure[: g.num_owned], self.comm))
         return row
+
+    def distribution(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """This rank's cells: cell averages of the density (a causal run's whole token distribution),
+        centroids, areas."""
+        g = self.scheme.geometry
+        return self.scheme.cell_averages(self._whole_density()), g.centroid[: g.num_owned], g.measure[: g.num_owned]
+
+    def _whole_density(self) -> np.ndarray:
+        """The density state (a causal run's: of the whole token distribution, the mean of its slices')."""
+        return self.state if self.causal is None else self.causal.whole(self.state)
 
     def _measure_observables(self, density: np.ndarray) -> dict[str, float]:
         """The field's observables of one density state (the scheme's), with the atoms (collective)."""
@@ -348,16 +356,13 @@ class PDESimulation(Simulation):
         return self.atoms_component.event_lines()
 
 
-def pde_writers(problem: Problem) -> Any:
-    """The output writers of a PDE run (observables, snapshots, run.nc with ParaView files if asked)."""
+def pde_handlers(problem: Problem) -> list[Handler]:
+    """The handlers of a PDE run's output files (observables, snapshots, run.nc with ParaView files if asked)."""
 
-    def build(path: Path, static: dict[str, np.ndarray] | None) -> list[OutputWriter]:
-        writers: list[OutputWriter] = [ObservablesWriter(path), SnapshotWriter(path)]
-        if static is not None:
-            writers.append(pde_run_file(path, static, problem.config.data, problem.output.paraview))
-        return writers
+    def run_file(path: Path, static: Mapping[str, np.ndarray] | None) -> OutputWriter | None:
+        return None if static is None else pde_run_file(path, static, problem.config.data, problem.output.paraview)
 
-    return build
+    return [*user_observables(problem.output.trackers), *file_outputs(run_file)]
 
 
 def build_simulation(config: Config | Mapping | str | Path | None, comm=None) -> PDESimulation:
@@ -423,6 +428,6 @@ def run(
     check_size(problem, comm)
     threads = configure_process(problem.field.threads)
     sim = PDESimulation(problem, comm)
-    start_run(sim, config, path, pde_writers(problem), overwrite=overwrite, quiet=quiet, facts={"threads": threads},
+    start_run(sim, config, path, pde_handlers(problem), overwrite=overwrite, quiet=quiet, facts={"threads": threads},
               callbacks=callbacks)
     return everywhere(comm, lambda: load_pde_run(path))

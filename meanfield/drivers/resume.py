@@ -189,13 +189,13 @@ def resume(
     note = {"t_final": problem.time.t_final, "overrides": list(overrides or []),
             "threads": configure_process(problem.field.threads)}
     if plan["kind"] == "particles":
-        from .particles import ParticleSimulation, particle_writers
+        from .particles import ParticleSimulation, particle_handlers
 
-        continue_run(ParticleSimulation(problem, comm), config, path, plan["checkpoint"], particle_writers(problem),
+        continue_run(ParticleSimulation(problem, comm), config, path, plan["checkpoint"], particle_handlers(problem),
                      quiet=quiet, note=note, rebuild_metadata=plan["rebuild_metadata"], callbacks=callbacks)
     else:
-        from .pde import PDESimulation, pde_writers
+        from .pde import PDESimulation, pde_handlers
 
-        continue_run(PDESimulation(problem, comm), config, path, plan["checkpoint"], pde_writers(problem),
+        continue_run(PDESimulation(problem, comm), config, path, plan["checkpoint"], pde_handlers(problem),
                      quiet=quiet, note=note, rebuild_metadata=plan["rebuild_metadata"], callbacks=callbacks)
     return everywhere(comm, lambda: load_run(path))

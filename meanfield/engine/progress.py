@@ -4,7 +4,7 @@ Rank 0 logs to stderr (unless quiet) and to the run's ``run.log``; other ranks l
 On a terminal a progress bar advances in model time, and log lines are printed above it
 (through ``tqdm.write``) so the two never overwrite each other.  Progress lines (step, t, dt,
 wall time, ETA) go to run.log, and to the terminal when there is no bar (a batch job's output
-file), at the cadence of ``[output] log_every`` (:class:`Cadence`): by default at every tenth
+file), at the cadence of ``[output] log_every`` (:class:`LogEvery`): by default at every tenth
 of the run's model time and every :data:`REPORT_EVERY` seconds between.
 
 The estimated time left (:func:`time_left`) follows the recent pace and its trend, not the
@@ -80,7 +80,7 @@ def run_logging(comm, quiet: bool, logfile: Path | None) -> Iterator[logging.Log
 
 
 @dataclass(frozen=True)
-class Cadence:
+class LogEvery:
     """When progress lines are logged: every ``seconds`` of wall time, every ``steps`` steps,
     and at every ``share`` of the segment's model time (``None``: not by that measure).
 
@@ -93,8 +93,8 @@ class Cadence:
     share: float | None = REPORT_SHARE
 
     @classmethod
-    def parse(cls, value: float | str | None) -> Cadence:
-        """The cadence of a ``log_every`` value (already checked by the config)."""
+    def parse(cls, value: float | str | None) -> LogEvery:
+        """The ``LogEvery`` of a ``log_every`` value (already checked by the config)."""
         if value is None:
             return cls()
         if isinstance(value, str):
@@ -110,7 +110,7 @@ class Cadence:
 
 class Progress:
     """Progress in model time from ``t0`` to ``t_end``: a bar on a terminal, and progress lines
-    at the ``cadence`` (module docstring).
+    at ``log_every`` (module docstring).
 
     Parameters
     ----------
@@ -120,17 +120,17 @@ class Progress:
         The span of model time this run segment covers.
     quiet
         Show nothing on the terminal (run.log still gets the progress lines).
-    cadence
+    log_every
         When progress lines are logged.
     """
 
-    def __init__(self, comm, t0: float, t_end: float, quiet: bool, cadence: Cadence | None = None) -> None:
+    def __init__(self, comm, t0: float, t_end: float, quiet: bool, log_every: LogEvery | None = None) -> None:
         self.t0, self.t_end = t0, t_end
         self.active = comm.rank == 0
         self.steps = 0
         self.t, self.dt = t0, float("nan")
         self._full = (float("nan"), "")  # the last step not shortened to land on a time, and its limit
-        self.cadence = cadence or Cadence()
+        self.log_every = log_every or LogEvery()
         self._start = time.perf_counter()
         self._last = (self._start, 0, t0)  # wall time, steps and model time at the last line
         self._times, self._walls = [t0], [0.0]  # the progress history (model time, wall seconds) for the ETA
@@ -165,7 +165,7 @@ class Progress:
                 self._bar.postfix[2] = self._bar.format_interval(eta) if eta != float("inf") else "?"
             self._bar.update(t - self.t0 - self._bar.n)
         wall, steps, t_last = self._last
-        if report and self.cadence.due(now - wall, self.steps - steps, (t - t_last) / self._span):
+        if report and self.log_every.due(now - wall, self.steps - steps, (t - t_last) / self._span):
             self._last = (now, self.steps, t)
             done, eta = self._done(now)
             log.info("step %d  t = %.6g (%.1f%%)  %s  wall %s  ETA %s%s", self.steps, t, 100.0 * done, self._dt(),
@@ -197,7 +197,7 @@ class Progress:
 
     def line(self) -> str:
         """``step 120  dt = 0.0041 by cfl  wall 1m02s``: for the log line of an output, which counts
-        as a progress line (the next one is due a cadence later)."""
+        as a progress line (the next one is due ``log_every`` later)."""
         now = time.perf_counter()
         self._last = (now, self.steps, self.t)
         dt = f"  {self._dt()}" if self.steps else ""

@@ -41,7 +41,13 @@ class Simulation(ABC):
 
     @abstractmethod
     def observables(self) -> dict[str, float]:
-        """One observables.csv row of the current state, without ``t`` and ``wall`` (collective)."""
+        """One observables.csv row of the current state, without ``t``, ``wall`` and the observables
+        of one's own (collective)."""
+
+    def distribution(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """This rank's part of the state as a weighted point set, for the observables of one's own
+        (:mod:`meanfield.trackers`): density values (n,), points (n, d) and weights (n,)."""
+        raise NotImplementedError(f"a {self.kind or type(self).__name__} simulation has no observables of one's own")
 
     @abstractmethod
     def snapshot(self) -> dict[str, np.ndarray] | None:

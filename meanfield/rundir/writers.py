@@ -1,8 +1,9 @@
-"""Output writers: what the controller does with each output, on rank 0 (py-pde's trackers).
+"""Output files' writers (rank 0): observables.csv, the snapshots, run.nc and the ParaView files.
 
 Each writer receives the output's index, time, observables row and gathered snapshot
 arrays; :meth:`OutputWriter.start` prepares its files for a new run or, on resume, cuts them
 back to the outputs the checkpoint covers (only files this program wrote are touched).
+Writers know nothing of when they are called (the run loop's output handlers decide).
 """
 
 from __future__ import annotations

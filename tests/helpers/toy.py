@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 from mpi4py import MPI
 
 from meanfield.config import load_config
+from meanfield.engine.handlers import Handler, file_outputs
 from meanfield.engine.simulation import Simulation
-from meanfield.rundir.writers import ObservablesWriter, SnapshotWriter
 
 
 class Decay(Simulation):
@@ -48,8 +47,9 @@ class Decay(Simulation):
         return {"steps": self.steps}
 
 
-def writers(path: Path, static) -> list:
-    return [ObservablesWriter(path), SnapshotWriter(path)]
+def handlers() -> list[Handler]:
+    """The handlers of the toy's output files: observables.csv and the snapshots."""
+    return file_outputs()
 
 
 def config(checkpoint_every: float = 600.0, **time) -> Any:
