@@ -159,7 +159,7 @@ def _cmd_response(args: argparse.Namespace) -> None:
 def _cmd_convergence(args: argparse.Namespace) -> None:
     from mpi4py import MPI
 
-    from .drivers.launch import resolve_config
+    from .drivers.launch import resolve_problem
     from .rundir.names import derived_directory
     from .studies.convergence import ConvergenceError, convergence_study, format_table, parse_levels, parse_slices
 
@@ -167,10 +167,11 @@ def _cmd_convergence(args: argparse.Namespace) -> None:
         raise ConvergenceError("--dt-ladder: give either --slices or --dt-ladder, not both")
     axis = "slices" if args.slices else "dt" if args.dt_ladder else "mesh"
     levels = parse_slices(args.slices) if args.slices else parse_levels(args.levels)
-    config = resolve_config(args.config, args.set, MPI.COMM_WORLD)
-    out = args.out or derived_directory(config, "convergence", *(["slices"] if axis == "slices" else []))
+    problem = resolve_problem(args.config, args.set, MPI.COMM_WORLD)
+    out = args.out or derived_directory(problem.output.directory, "convergence",
+                                        *(["slices"] if axis == "slices" else []))
     reference = args.reference or ("exact" if axis == "mesh" else "finest")
-    rows = convergence_study(config, levels, out, reference=reference, axis=axis, quiet=args.quiet,
+    rows = convergence_study(problem, levels, out, reference=reference, axis=axis, quiet=args.quiet,
                              overwrite=args.overwrite)
     if not args.quiet:
         _echo(format_table(rows))
@@ -345,6 +346,7 @@ def _cmd_longtime(args: argparse.Namespace) -> None:
 
     from .collective import on_root
     from .config import load_config
+    from .problem import Problem
     from .rundir.names import derived_directory
     from .studies.longtime import long_time_study
     from .studies.longtime.study import format_comparison
@@ -353,9 +355,9 @@ def _cmd_longtime(args: argparse.Namespace) -> None:
     options = {k: v for k, v in given.items() if v is not None}  # the API's defaults otherwise
 
     def work() -> None:
-        config = load_config(args.config)
-        out = args.out or derived_directory(config, "longtime")
-        study = long_time_study(config, out, plots=not args.no_plots, overwrite=args.overwrite, **options)
+        problem = Problem(load_config(args.config))
+        out = args.out or derived_directory(problem.output.directory, "longtime")
+        study = long_time_study(problem, out, plots=not args.no_plots, overwrite=args.overwrite, **options)
         for row in study.rows if not args.quiet else []:
             _echo(f"reference beta {row.beta:g}: merges at {', '.join(f'{t:.6g}' for t in row.merges) or 'none'}; "
                   f"final masses {', '.join(f'{m:.4f}' for m in row.final_masses)}")

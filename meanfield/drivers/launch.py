@@ -50,6 +50,15 @@ def resolve_config(source: Config | Any, overrides: list[str] | None, comm) -> C
     return on_root(comm, lambda: load_config(source, overrides))
 
 
+def resolve_problem(source: Problem | Config | Any, overrides: list[str] | None, comm) -> Problem:
+    """The run's :class:`Problem`, built once from the config of :func:`resolve_config` (on every
+    rank, from the same config: a bad one gives the same error everywhere); a Problem is the
+    run's already (``overrides`` then do not apply)."""
+    if isinstance(source, Problem):
+        return source
+    return Problem(resolve_config(source, overrides, comm))
+
+
 def recorded_config(config: Config) -> Config:
     """The config as a run directory records it: a ``[model.random]`` schedule names the run's own
     weights file (``model.random.weights = "weights.npz"``, beside config.toml), so that a rerun
@@ -91,7 +100,7 @@ def _segment(command: str, t_start: float, environment: dict[str, Any]) -> dict[
             "host": environment["host"], "t_start": t_start}
 
 
-def start_run(sim: Simulation, config: Config, path: Path, writers: WriterFactory, *, overwrite: bool = False,
+def start_run(sim: Simulation, problem: Problem, path: Path, writers: WriterFactory, *, overwrite: bool = False,
               quiet: bool = False, facts: dict[str, Any] | None = None, clock: Clock = time.perf_counter,
               callbacks: Sequence[Callback] = ()) -> None:
     """Run ``sim`` from its initial state into a new run directory (collective).
@@ -100,8 +109,8 @@ def start_run(sim: Simulation, config: Config, path: Path, writers: WriterFactor
     ----------
     sim
         The simulation at t = 0.
-    config
-        Its resolved config (written to config.toml).
+    problem
+        The problem ``sim`` solves (its config is written to config.toml).
     path
         The run directory (refused unless missing, empty, or a run with ``overwrite``).
     writers
@@ -113,8 +122,7 @@ def start_run(sim: Simulation, config: Config, path: Path, writers: WriterFactor
     callbacks
         Called on rank 0 at every output (:mod:`meanfield.engine.callbacks`).
     """
-    comm = sim.comm
-    problem = Problem(config)
+    comm, config = sim.comm, problem.config
     environment = run_environment(comm)
     static = sim.static_arrays()
     facts = {**(facts or {}), **sim.facts(), "blas": blas_libraries()}  # the threads each BLAS really uses
@@ -143,14 +151,16 @@ def start_run(sim: Simulation, config: Config, path: Path, writers: WriterFactor
     _drive(sim, problem, path, on_root(comm, prepare, broadcast=False), 0, quiet, clock, callbacks)
 
 
-def continue_run(sim: Simulation, config: Config, path: Path, checkpoint_header: dict[str, Any],
+def continue_run(sim: Simulation, problem: Problem, path: Path, checkpoint_header: dict[str, Any],
                  writers: WriterFactory, *, command: str = "resume", quiet: bool = False,
                  note: dict[str, Any] | None = None, rebuild_metadata: bool = False,
                  clock: Clock = time.perf_counter, callbacks: Sequence[Callback] = ()) -> None:
-    """Continue a run from its checkpoint (collective); ``sim`` was built from ``config``.
+    """Continue a run from its checkpoint (collective); ``sim`` solves ``problem``.
 
     Parameters
     ----------
+    problem
+        The problem ``sim`` solves (its config is written to config.toml).
     checkpoint_header
         ``t`` and ``next_output`` of the checkpoint (read on rank 0 and broadcast).
     command
@@ -164,9 +174,9 @@ def continue_run(sim: Simulation, config: Config, path: Path, checkpoint_header:
     callbacks
         Called on rank 0 at every output (:mod:`meanfield.engine.callbacks`).
     """
-    comm = sim.comm
-    problem = Problem(config)
+    comm, config = sim.comm, problem.config
     environment = run_environment(comm)
+
     def reopen() -> tuple[RunDirectory, list[OutputWriter], Checkpoint, str | None]:
         rundir = RunDirectory.open_existing(path, kind=sim.kind if rebuild_metadata else None)
         try:

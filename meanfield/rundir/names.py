@@ -11,24 +11,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..config import Config
-from ..problem import Problem
 
-
-def derived_directory(config: Config, kind: str, *details: str) -> Path:
+def derived_directory(base: Path, kind: str, *details: str) -> Path:
     """``runs/<name>-<kind>[-<detail>...]`` beside the config's run directory (module docstring).
 
     Parameters
     ----------
-    config
-        The resolved config: its run directory (``output.dir``, else ``runs/<name>``) gives the
-        folder and the name.
+    base
+        The config's run directory (``output.dir``, else ``runs/<name>``: the problem's
+        ``output.directory``); it gives the folder and the name.
     kind
         What the folder holds: ``"particles"``, ``"validation"``, ``"convergence"``, ...
     details
         More parts of the name, joined with ``-`` (``"n1000"``, ``"s0"``).
     """
-    base = Problem(config).output.directory
     name = base.name if base.name == kind or base.name.endswith(f"-{kind}") else f"{base.name}-{kind}"
     return base.with_name("-".join([name, *details]))
 
