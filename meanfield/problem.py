@@ -1,28 +1,49 @@
-"""The resolved problem: what a validated config asks for, as typed objects, built once.
+"""The resolved problem: what a validated config asks for, as typed objects, built once per run.
 
-Run drivers and studies read these objects instead of the config's raw tables, so each
-setting is interpreted in exactly one place.  Building a :class:`Problem` is cheap (no mesh,
-no files) and raises :class:`~meanfield.config.ConfigError` for anything a config check
-could not see on its own.
+A run's driver builds the :class:`Problem` where the run starts and hands it to everything
+downstream (the simulation, the run's start, its writers, the check's report, a resume), so
+each setting is interpreted in exactly one place: the output times, the particle dimension,
+the user observables, the layer schedule and the initial density are built here, and what only
+building them can check (the layers' keys and shapes, the kernel concentration, the initial
+density's parameters, a ``[model.random]`` law and its weights file, the observables'
+expressions) is checked as they are built.  Building a Problem is cheap (no mesh, no files
+written) and raises :class:`~meanfield.config.ConfigError` naming the field.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from .atoms.capture import CaptureRule
 from .causal import slice_positions
-from .config import Config, ConfigError, output_times, particle_dimension, trackers
+from .choices import SPHERES
+from .config import KAPPA_MAX, Config, ConfigError, check_schedule_end
 from .discretisation.registry import scheme_class
-from .initial import InitialDensity, make_initial_density
+from .expression import ExpressionError
+from .initial import InitialDensity, InitialDensityError, make_initial_density
 from .layers import LayerSchedule
-from .mesh import SPHERES, RawMesh, raw_mesh
+from .mesh import RawMesh, raw_mesh
 from .model import AttentionModel, ModelError, VelocityField, rotation_velocity
 from .random_weights import DrawnWeights, RandomLayers
 from .trackers import Trackers
+
+
+def output_times(time: Mapping[str, Any]) -> np.ndarray:
+    """Sorted output times of a validated ``[time]`` section, always including 0 and t_final:
+    ``outputs`` equal intervals or the listed times, or every ``outputs_every`` from 0."""
+    out, every, t_final = time["outputs"], time.get("outputs_every"), time["t_final"]
+    if every is not None:
+        times = every * np.arange(math.floor(t_final / every * (1 + 1e-12)) + 1)
+        times = times[times < t_final * (1 - 1e-12)]  # t_final itself is added below, not a step short of it
+    else:
+        times = np.linspace(0.0, t_final, out + 1) if isinstance(out, int) else np.asarray(out, float)
+    return np.unique(np.concatenate([[0.0], times, [time["t_final"]]]))
 
 
 @dataclass(frozen=True)
@@ -192,7 +213,7 @@ class Problem:
         self.scheme = SchemeSpec(data["scheme"]["kind"], bool(data["scheme"]["limiter"]))
         nl = data["nonlocal"]
         self.field = FieldSpec(nl["method"], float(nl["tol"]), nl["threads"], bool(nl["direct_sums"]))
-        self.particles = ParticleSpec(p["n"], int(p["seed"]), particle_dimension(data), p["dt"], p["sampler"],
+        self.particles = ParticleSpec(p["n"], int(p["seed"]), p["d"] or self.mesh.d, p["dt"], p["sampler"],
                                       p["integrator"])
         a = data["atoms"]
         self.atoms = AtomSpec(bool(a["capture"]), CaptureRule(float(a["core_level"]), int(a["core_cells"]),
@@ -204,13 +225,46 @@ class Problem:
         self.positions: np.ndarray | None = None if self.slices is None else slice_positions(self.slices)
         self.decay: float = float(data["positions"]["decay"] or 0.0) if self.causal else 0.0
         self.normalise: bool = bool(data["positions"]["normalise"]) if self.causal else False
+        try:
+            observables = Trackers.from_config(o["observables"], self.time.output_times)
+        except ExpressionError as exc:
+            raise ConfigError(str(exc)) from None
         self.output = OutputSpec(Path(o["dir"] or Path("runs") / self.name), bool(o["xdmf"]),
-                                 float(o["checkpoint_every"]), o["log_every"], trackers(data))
+                                 float(o["checkpoint_every"]), o["log_every"], observables)
         #: The law of a ``[model.random]`` schedule, ``None`` for weights written out in the config.
-        self.random: RandomLayers | None = None if m["random"] is None else RandomLayers.build(m["random"])
+        self.random: RandomLayers | None = None
         self._drawn: DrawnWeights | None = None
         self._schedules: dict[int, LayerSchedule] = {}
         self._initials: dict[int, InitialDensity] = {}
+        self._build_model(self.particles.d)
+
+    def _build_model(self, d: int) -> None:
+        """Build the model's law or layers and the initial density in the particle dimension ``d``
+        (the PDE's, unless ``particles.d`` says otherwise), checking them as they are built: a
+        ``[model.random]`` law and its weights file, each layer's kernel concentration
+        ``beta ||Q^T K||_2`` (at most :data:`~meanfield.config.KAPPA_MAX`), the schedule's end."""
+        data = self.config.data
+        m = data["model"]
+        try:
+            if m["random"] is not None:
+                self.random = RandomLayers.build(m["random"])
+                if self.random.weights is not None:  # a weights file that does not fit the law is refused now
+                    self._drawn = DrawnWeights.read(self.random.weights, self.random, d)
+            else:
+                self._schedules[d] = LayerSchedule.build(d, m)
+            self._initials[d] = make_initial_density(data["initial"], d, causal=self.causal)
+        except (ModelError, InitialDensityError) as exc:
+            raise ConfigError(str(exc)) from None
+        if self.random is None:
+            schedule = self._schedules[d]
+            for layer, origin in zip(schedule.layers, schedule.origins):
+                model = layer.attention
+                kappa = 0.0 if model is None else max(model.beta * float(np.linalg.norm(h.interaction, 2))
+                                                      for h in model.heads)
+                if not kappa <= KAPPA_MAX:
+                    raise ConfigError(f"{origin}.beta: beta * ||Q^T K||_2 = {kappa:.3g} exceeds {KAPPA_MAX:g}: the "
+                                      "attention kernel is a Dirac mass in double precision")
+        check_schedule_end(data)
 
     @property
     def causal(self) -> bool:
@@ -244,18 +298,11 @@ class Problem:
         return self._schedules[d]
 
     def random_weights(self) -> DrawnWeights | None:
-        """The weights of a ``[model.random]`` schedule (``None`` without one): read from
-        ``model.random.weights`` when given, else drawn, in the particle dimension
-        (``particles.d``, else the mesh's); built once."""
+        """The weights of a ``[model.random]`` schedule (``None`` without one), in the particle
+        dimension (``particles.d``, else the mesh's): read from ``model.random.weights`` when the
+        problem was built, else drawn on first use; built once."""
         if self.random is not None and self._drawn is None:
-            d = self.particles.d
-            if self.random.weights is None:
-                self._drawn = self.random.draw(d)
-            else:
-                try:
-                    self._drawn = DrawnWeights.read(self.random.weights, self.random, d)
-                except ModelError as exc:
-                    raise ConfigError(str(exc)) from None
+            self._drawn = self.random.draw(self.particles.d)
         return self._drawn
 
     def initial(self, d: int | None = None) -> InitialDensity:

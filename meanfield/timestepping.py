@@ -43,13 +43,14 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from .choices import STEP_TOL
 from .collective import CollectiveFailure
 from .discretisation.base import StabilityError
 from .discretisation.geometry import MeshGeometry
 from .times import time_tol
 
-#: Default tolerance of the error controller (``time.tol``).
-DEFAULT_TOL = 1e-3
+#: Default tolerance of the error controller (``time.tol``, :data:`meanfield.choices.STEP_TOL`).
+DEFAULT_TOL = STEP_TOL
 #: Retries of a step whose stages exceed the CFL bound.
 MAX_RETRIES = 8
 #: Retries of a step whose error estimate exceeds the tolerance.

@@ -7,7 +7,7 @@ import json
 
 import numpy as np
 import pytest
-from helpers.toy import Decay, config, handlers
+from helpers.toy import Decay, handlers, problem
 from mpi4py import MPI
 
 import meanfield
@@ -23,7 +23,7 @@ def _metadata(path) -> dict:
 
 def test_callback_sees_every_output(tmp_path):
     seen: list[OutputState] = []
-    start_run(Decay(), config(), tmp_path / "a", handlers(), quiet=True, callbacks=[seen.append])
+    start_run(Decay(), problem(), tmp_path / "a", handlers(), quiet=True, callbacks=[seen.append])
     assert [s.index for s in seen] == [0, 1, 2, 3, 4]
     np.testing.assert_allclose([s.t for s in seen], [0, 0.25, 0.5, 0.75, 1.0])
     assert seen[2].observables["t"] == 0.5 and seen[2].arrays["points"].shape == (1, 2)
@@ -40,7 +40,7 @@ def test_callback_stops_the_run_early_as_completed(tmp_path, stop):
         return state.t < 0.5
 
     other: list[float] = []
-    start_run(Decay(), config(), tmp_path / "a", handlers(), quiet=True,
+    start_run(Decay(), problem(), tmp_path / "a", handlers(), quiet=True,
               callbacks=[until_half, lambda s: other.append(s.t)])
     assert other == [0.0, 0.25, 0.5]  # every callback is called at the last output
     meta = _metadata(tmp_path / "a")
@@ -57,7 +57,7 @@ def test_callback_error_fails_the_run(tmp_path):
             raise ZeroDivisionError("in the callback")
 
     with pytest.raises(ZeroDivisionError):
-        start_run(Decay(), config(), tmp_path / "a", handlers(), quiet=True, callbacks=[broken])
+        start_run(Decay(), problem(), tmp_path / "a", handlers(), quiet=True, callbacks=[broken])
     meta = _metadata(tmp_path / "a")
     assert meta["status"] == "failed" and "in the callback" in meta["error"]
 
@@ -97,9 +97,9 @@ def test_a_run_stopped_early_resumes_to_its_end(tmp_path):
     from meanfield.drivers.launch import continue_run
     from meanfield.rundir.checkpoint import Checkpoint
 
-    start_run(Decay(), config(), tmp_path / "a", handlers(), quiet=True, callbacks=[lambda s: s.t < 0.5])
+    start_run(Decay(), problem(), tmp_path / "a", handlers(), quiet=True, callbacks=[lambda s: s.t < 0.5])
     ckpt = Checkpoint.load(tmp_path / "a")
-    continue_run(Decay(), config(), tmp_path / "a", {"t": ckpt.t, "next_output": ckpt.next_output}, handlers(),
+    continue_run(Decay(), problem(), tmp_path / "a", {"t": ckpt.t, "next_output": ckpt.next_output}, handlers(),
                  quiet=True)
     meta = _metadata(tmp_path / "a")
     assert meta["status"] == "completed" and meta["stopped_early"] is None and meta["outputs_written"] == 5

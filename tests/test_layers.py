@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from helpers.cli import S1, refused
 from helpers.sphere import random_sphere_points
-from helpers.toy import Decay, config, handlers
+from helpers.toy import Decay, handlers, problem
 from mpi4py import MPI
 from scipy.linalg import expm
 
@@ -321,7 +321,7 @@ class Landing(Decay):
 
 def test_controller_lands_on_requested_times(tmp_path):
     sim = Landing([0.1, 0.5, 0.8765])  # outputs at 0, 0.25, ..., 1: 0.5 is both
-    start_run(sim, config(), tmp_path / "a", handlers(), quiet=True)
+    start_run(sim, problem(), tmp_path / "a", handlers(), quiet=True)
     steps = np.array(sim.steps_taken)
     for b in sim.landings:
         assert b in steps[:, 1] and not np.any((steps[:, 0] < b) & (steps[:, 1] > b)), b

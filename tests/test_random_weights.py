@@ -80,7 +80,7 @@ def test_t_final_defaults_to_the_depth():
     assert load_config(case()).data["time"]["t_final"] == 1.0
     assert load_config(case(time={"t_final": 0.5})).data["time"]["t_final"] == 0.5
     with pytest.raises(ConfigError, match="time.t_final: 1.5 is beyond the last drawn layer"):
-        load_config(case(time={"t_final": 1.5}))
+        Problem(load_config(case(time={"t_final": 1.5})))
 
 
 @pytest.mark.parametrize("random, extra, field", [

@@ -11,6 +11,7 @@ from mpi4py import MPI
 import meanfield
 from meanfield.config import ConfigError, load_config
 from meanfield.expression import ExpressionError
+from meanfield.problem import Problem
 from meanfield.trackers import Trackers
 
 TIMES = np.linspace(0.0, 1.0, 5)
@@ -56,15 +57,15 @@ def test_refused_entries(entry, message):
         Trackers.from_config([entry], TIMES)
     assert str(info.value).startswith(message), info.value
     with pytest.raises(ConfigError) as info:
-        load_config({**CASE, "output": {"observables": [entry]}})
+        Problem(load_config({**CASE, "output": {"observables": [entry]}}))  # built (and checked) by the problem
     assert str(info.value).startswith(message)
 
 
 def test_duplicate_name_and_table_check():
     with pytest.raises(ConfigError, match=r"output.observables\[1\].name: 'a' is already"):
-        load_config({**CASE, "output": {"observables": [{"name": "a", "expression": "max(rho)"}] * 2}})
+        Problem(load_config({**CASE, "output": {"observables": [{"name": "a", "expression": "max(rho)"}] * 2}}))
     with pytest.raises(ConfigError, match="output.observables: must be a list of tables"):
-        load_config({**CASE, "output": {"observables": ["max(rho)"]}})
+        Problem(load_config({**CASE, "output": {"observables": ["max(rho)"]}}))
 
 
 def test_cli_refuses_a_bad_expression(tmp_path):

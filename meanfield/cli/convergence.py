@@ -25,8 +25,7 @@ def add_parser(subparsers: Subparsers) -> None:
 
 
 def main(args: argparse.Namespace, options: Options) -> None:
-    from ..drivers.launch import resolve_config
-    from ..problem import Problem
+    from ..drivers.launch import resolve_problem
     from ..rundir.names import derived_directory
     from ..studies.convergence import ConvergenceError, convergence_study, format_table, parse_levels, parse_slices
 
@@ -35,11 +34,11 @@ def main(args: argparse.Namespace, options: Options) -> None:
         raise ConvergenceError("--dt-ladder: give either --slices or --dt-ladder, not both")
     axis = "slices" if args.slices else "dt" if args.dt_ladder else "mesh"
     levels = parse_slices(args.slices) if args.slices else parse_levels(args.levels)
-    config = resolve_config(args.config, options.overrides, comm)
-    out = options.out or derived_directory(Problem(config).output.directory, "convergence",
+    problem = resolve_problem(args.config, options.overrides, comm)
+    out = options.out or derived_directory(problem.output.directory, "convergence",
                                            *(["slices"] if axis == "slices" else []))
     reference = args.reference or ("exact" if axis == "mesh" else "finest")
-    rows = convergence_study(config, levels, out, reference=reference, axis=axis, quiet=options.quiet,
+    rows = convergence_study(problem, levels, out, reference=reference, axis=axis, quiet=options.quiet,
                              overwrite=options.overwrite)
     if not options.quiet:
         echo(format_table(rows))

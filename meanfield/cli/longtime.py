@@ -39,9 +39,9 @@ def main(args: argparse.Namespace, options: Options) -> None:
     settings = {k: v for k, v in given.items() if v is not None}  # the API's defaults otherwise
 
     def work() -> None:
-        config = load_config(args.config)
-        out = options.out or derived_directory(Problem(config).output.directory, "longtime")
-        study = long_time_study(config, out, plots=not args.no_plots, overwrite=options.overwrite, **settings)
+        problem = Problem(load_config(args.config))
+        out = options.out or derived_directory(problem.output.directory, "longtime")
+        study = long_time_study(problem, out, plots=not args.no_plots, overwrite=options.overwrite, **settings)
         for row in study.rows if not options.quiet else []:
             echo(f"reference beta {row.beta:g}: merges at {', '.join(f'{t:.6g}' for t in row.merges) or 'none'}; "
                  f"final masses {', '.join(f'{m:.4f}' for m in row.final_masses)}")

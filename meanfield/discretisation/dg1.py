@@ -78,6 +78,7 @@ from dataclasses import replace
 import numpy as np
 
 from .._fem import dolfinx as _dolfinx
+from ..choices import SCHEME_DESCRIPTIONS
 from ..model import VelocityField
 from ..sphere import cell_rule, normalize
 from .base import SpatialScheme, check_density_values, normalised
@@ -159,7 +160,7 @@ class DG1Scheme(SpatialScheme):
     """
 
     name = "dg1"
-    description = "second-order DG on P2 cells"
+    description = SCHEME_DESCRIPTIONS[name]
     order = 2
     vertex_values = True
     options = ("limiter",)

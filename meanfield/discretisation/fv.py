@@ -23,6 +23,7 @@ from collections.abc import Callable
 import numpy as np
 
 from .._fem import dolfinx as _dolfinx
+from ..choices import SCHEME_DESCRIPTIONS
 from ..model import VelocityField
 from .base import SpatialScheme, normalised_cell_averages
 from .geometry import MeshGeometry
@@ -32,7 +33,7 @@ class FiniteVolumeScheme(SpatialScheme):
     """First-order upwind finite volumes; state = owned cell averages."""
 
     name = "fv"
-    description = "first-order finite volumes"
+    description = SCHEME_DESCRIPTIONS[name]
     order = 1
 
     def __init__(self, msh, velocity: VelocityField, geometry: MeshGeometry | None = None) -> None:

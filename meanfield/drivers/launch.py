@@ -48,6 +48,15 @@ def resolve_config(source: Config | Any, overrides: list[str] | None, comm) -> C
     return on_root(comm, lambda: load_config(source, overrides))
 
 
+def resolve_problem(source: Problem | Config | Any, overrides: list[str] | None, comm) -> Problem:
+    """The run's :class:`Problem`, built once from the config of :func:`resolve_config` (on every
+    rank, from the same config: a bad one gives the same error everywhere); a Problem is the
+    run's already (``overrides`` then do not apply)."""
+    if isinstance(source, Problem):
+        return source
+    return Problem(resolve_config(source, overrides, comm))
+
+
 def recorded_config(config: Config) -> Config:
     """The config as a run directory records it: a ``[model.random]`` schedule names the run's own
     weights file (``model.random.weights = "weights.npz"``, beside config.toml), so that a rerun
@@ -89,7 +98,7 @@ def _segment(command: str, t_start: float, environment: dict[str, Any]) -> dict[
             "host": environment["host"], "t_start": t_start}
 
 
-def start_run(sim: Simulation, config: Config, path: Path, outputs: Sequence[Handler], *, overwrite: bool = False,
+def start_run(sim: Simulation, problem: Problem, path: Path, outputs: Sequence[Handler], *, overwrite: bool = False,
               quiet: bool = False, facts: dict[str, Any] | None = None, clock: Clock = time.perf_counter,
               callbacks: Sequence[Callback] = ()) -> None:
     """Run ``sim`` from its initial state into a new run directory (collective).
@@ -98,8 +107,8 @@ def start_run(sim: Simulation, config: Config, path: Path, outputs: Sequence[Han
     ----------
     sim
         The simulation at t = 0.
-    config
-        Its resolved config (written to config.toml).
+    problem
+        The problem ``sim`` solves (its config is written to config.toml).
     path
         The run directory (refused unless missing, empty, or a run with ``overwrite``).
     outputs
@@ -111,8 +120,7 @@ def start_run(sim: Simulation, config: Config, path: Path, outputs: Sequence[Han
     callbacks
         Called on rank 0 at every output (:mod:`meanfield.engine.callbacks`).
     """
-    comm = sim.comm
-    problem = Problem(config)
+    comm, config = sim.comm, problem.config
     handlers = run_handlers(outputs, checkpoint_every=problem.output.checkpoint_every, callbacks=callbacks)
     environment = run_environment(comm)
     static = sim.static_arrays()
@@ -141,14 +149,16 @@ def start_run(sim: Simulation, config: Config, path: Path, outputs: Sequence[Han
     _drive(sim, problem, path, on_root(comm, prepare, broadcast=False), handlers, 0, quiet, clock)
 
 
-def continue_run(sim: Simulation, config: Config, path: Path, checkpoint_header: dict[str, Any],
+def continue_run(sim: Simulation, problem: Problem, path: Path, checkpoint_header: dict[str, Any],
                  outputs: Sequence[Handler], *, command: str = "resume", quiet: bool = False,
                  note: dict[str, Any] | None = None, rebuild_metadata: bool = False,
                  clock: Clock = time.perf_counter, callbacks: Sequence[Callback] = ()) -> None:
-    """Continue a run from its checkpoint (collective); ``sim`` was built from ``config``.
+    """Continue a run from its checkpoint (collective); ``sim`` solves ``problem``.
 
     Parameters
     ----------
+    problem
+        The problem ``sim`` solves (its config is written to config.toml).
     checkpoint_header
         ``t`` and ``next_output`` of the checkpoint (read on rank 0 and broadcast).
     outputs
@@ -164,8 +174,7 @@ def continue_run(sim: Simulation, config: Config, path: Path, checkpoint_header:
     callbacks
         Called on rank 0 at every output (:mod:`meanfield.engine.callbacks`).
     """
-    comm = sim.comm
-    problem = Problem(config)
+    comm, config = sim.comm, problem.config
     handlers = run_handlers(outputs, checkpoint_every=problem.output.checkpoint_every, callbacks=callbacks)
     environment = run_environment(comm)
 

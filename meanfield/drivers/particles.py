@@ -40,10 +40,10 @@ from ..velocity import LayerVelocity
 from .launch import check_new_target, check_size, configure_process, resolve_config, start_run
 
 
-def resolve_counts(problem: Problem, n: int | None, seed: int | None) -> tuple[int, int]:
-    """The token count and seed: arguments first, then ``particles.n`` / ``particles.seed``."""
-    n = problem.particles.n if n is None else n
-    seed = problem.particles.seed if seed is None else seed
+def resolve_counts(config: Config, n: int | None, seed: int | None) -> tuple[int, int]:
+    """The token count and seed: arguments first, then the config's ``particles.n`` / ``particles.seed``."""
+    n = config.data["particles"]["n"] if n is None else n
+    seed = config.data["particles"]["seed"] if seed is None else seed
     if n is None:
         raise ConfigError("particles.n: required (give --n N or particles.n in the config)")
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n <= 0:
@@ -53,11 +53,28 @@ def resolve_counts(problem: Problem, n: int | None, seed: int | None) -> tuple[i
     return int(n), int(seed)
 
 
-def with_counts(config: Config, n: int, seed: int) -> Config:
-    """The config with ``particles.n`` and ``particles.seed`` set (what the run directory records)."""
+def with_counts(config: Config, n: int | None = None, seed: int | None = None) -> Config:
+    """The config with ``particles.n`` and ``particles.seed`` resolved (:func:`resolve_counts`) and set:
+    what the run directory records, and what the run's problem is built from."""
+    n, seed = resolve_counts(config, n, seed)
+    if (config.data["particles"]["n"], config.data["particles"]["seed"]) == (n, seed):
+        return config
     data = copy.deepcopy(config.data)
     data["particles"].update(n=n, seed=seed)
     return Config(data, config.source)
+
+
+def counted_problem(source: Problem | Config | Mapping | str | Path | None, overrides: list[str] | None,
+                    n: int | None, seed: int | None, comm) -> Problem:
+    """The particle run's problem, built once from its config with the token count and seed of the
+    command line resolved into it (:func:`with_counts`); a Problem that has them already is the
+    run's."""
+    if isinstance(source, Problem):
+        if (n is None or n == source.particles.n) and (seed is None or seed == source.particles.seed) \
+                and source.particles.n is not None:
+            return source
+        source = source.config
+    return Problem(with_counts(resolve_config(source, overrides, comm), n, seed))
 
 
 def residual_steps(problem: Problem) -> list[float]:
@@ -96,7 +113,7 @@ class ParticleSimulation(Simulation):
 
     def __init__(self, problem: Problem, comm) -> None:
         self.problem, self.comm, self.t = problem, comm, 0.0
-        n, seed = resolve_counts(problem, None, None)
+        n, seed = resolve_counts(problem.config, None, None)
         p, d = problem.particles, problem.particles.d
         density = problem.initial(d)
         self.sampler = resolve_sampler(density.kind, p.sampler)
@@ -243,27 +260,25 @@ def particle_handlers(problem: Problem) -> list[Handler]:
     return [*user_observables(problem.output.trackers), *file_outputs(run_file)]
 
 
-def build_particles(config: Config | Mapping | str | Path | None, n: int | None = None, seed: int | None = None,
-                    comm=None) -> ParticleSimulation:
-    """The particle simulation of a config at t = 0 (collective; nothing is written)."""
+def build_particles(config: Problem | Config | Mapping | str | Path | None, n: int | None = None,
+                    seed: int | None = None, comm=None) -> ParticleSimulation:
+    """The particle simulation of a problem (or config) at t = 0 (collective; nothing is written)."""
     from mpi4py import MPI
 
     comm = comm or MPI.COMM_WORLD
-    config = resolve_config(config, None, comm)
-    n, seed = resolve_counts(Problem(config), n, seed)
-    return ParticleSimulation(Problem(with_counts(config, n, seed)), comm)
+    return ParticleSimulation(counted_problem(config, None, n, seed, comm), comm)
 
 
-def default_directory(run_dir: Path, n: int, seed: int) -> Path:
-    """``runs/<name>-particles-n<n>-s<seed>`` beside the config's run directory ``run_dir``
-    (:func:`~meanfield.rundir.names.derived_directory`)."""
+def default_directory(problem: Problem) -> Path:
+    """``runs/<name>-particles-n<n>-s<seed>`` (:func:`~meanfield.rundir.names.derived_directory`)."""
     from ..rundir.names import derived_directory
 
-    return derived_directory(run_dir, "particles", f"n{n}", f"s{seed}")
+    p = problem.particles
+    return derived_directory(problem.output.directory, "particles", f"n{p.n}", f"s{p.seed}")
 
 
 def run_particles(
-    config: Config | Mapping | str | Path | None = None,
+    config: Problem | Config | Mapping | str | Path | None = None,
     *,
     n: int | None = None,
     seed: int | None = None,
@@ -279,13 +294,14 @@ def run_particles(
     Parameters
     ----------
     config
-        A :class:`Config`, a mapping, a TOML path, or ``None`` for the embedded default.
+        A :class:`Config`, a mapping, a TOML path, ``None`` for the embedded default, or the
+        run's :class:`~meanfield.problem.Problem` already built (a study's).
     n, seed
         Token count and seed (default: ``particles.n`` and ``particles.seed``).
     out
         Run directory (default: ``runs/<name>-particles-n<n>-s<seed>``, beside the PDE run's).
     overrides
-        ``section.key=value`` strings (only when ``config`` is not already a Config).
+        ``section.key=value`` strings (only when ``config`` is not already a Config or Problem).
     comm
         MPI communicator (default COMM_WORLD); tokens are split in contiguous blocks.
     quiet
@@ -301,15 +317,12 @@ def run_particles(
     from ..collective import everywhere
 
     comm = comm or MPI.COMM_WORLD
-    config = resolve_config(config, overrides, comm)
-    n, seed = resolve_counts(Problem(config), n, seed)
-    config = with_counts(config, n, seed)
-    problem = Problem(config)
-    path = Path(out) if out is not None else default_directory(problem.output.directory, n, seed)
+    problem = counted_problem(config, overrides, n, seed, comm)
+    path = Path(out) if out is not None else default_directory(problem)
     check_new_target(path, overwrite, comm)
-    check_size(problem, comm, n)
+    check_size(problem, comm, problem.particles.n)
     threads = configure_process(problem.field.threads)
     sim = ParticleSimulation(problem, comm)
-    start_run(sim, config, path, particle_handlers(problem), overwrite=overwrite, quiet=quiet,
+    start_run(sim, problem, path, particle_handlers(problem), overwrite=overwrite, quiet=quiet,
               facts={"threads": threads}, callbacks=callbacks)
     return everywhere(comm, lambda: load_particle_run(path))

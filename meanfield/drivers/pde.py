@@ -36,7 +36,7 @@ from ..rundir.writers import OutputWriter, pde_run_file
 from ..times import time_tol
 from ..timestepping import SSPRK3, StepStats
 from ..velocity import LayerVelocity
-from .launch import check_new_target, check_size, configure_process, resolve_config, start_run
+from .launch import check_new_target, check_size, configure_process, resolve_problem, start_run
 
 
 class TimedVelocity:
@@ -365,16 +365,16 @@ def pde_handlers(problem: Problem) -> list[Handler]:
     return [*user_observables(problem.output.trackers), *file_outputs(run_file)]
 
 
-def build_simulation(config: Config | Mapping | str | Path | None, comm=None) -> PDESimulation:
-    """The PDE simulation of a config at t = 0 (collective; nothing is written)."""
+def build_simulation(config: Problem | Config | Mapping | str | Path | None, comm=None) -> PDESimulation:
+    """The PDE simulation of a problem (or config) at t = 0 (collective; nothing is written)."""
     from mpi4py import MPI
 
     comm = comm or MPI.COMM_WORLD
-    return PDESimulation(Problem(resolve_config(config, None, comm)), comm)
+    return PDESimulation(resolve_problem(config, None, comm), comm)
 
 
 def run(
-    config: Config | Mapping | str | Path | None = None,
+    config: Problem | Config | Mapping | str | Path | None = None,
     *,
     out: str | Path | None = None,
     overrides: list[str] | None = None,
@@ -388,12 +388,13 @@ def run(
     Parameters
     ----------
     config
-        A :class:`Config`, a mapping, a TOML path, or ``None`` for the embedded default.
+        A :class:`Config`, a mapping, a TOML path, ``None`` for the embedded default, or the
+        run's :class:`~meanfield.problem.Problem` already built (a study's).
     out
         Run directory (default: ``output.dir`` or ``runs/<name>``); it must be missing, empty,
         or (with ``overwrite``) an earlier run.
     overrides
-        ``section.key=value`` strings (only when ``config`` is not already a Config).
+        ``section.key=value`` strings (only when ``config`` is not already a Config or Problem).
     comm
         MPI communicator (default COMM_WORLD).
     quiet
@@ -421,13 +422,12 @@ def run(
     from ..collective import everywhere
 
     comm = comm or MPI.COMM_WORLD
-    config = resolve_config(config, overrides, comm)
-    problem = Problem(config)
+    problem = resolve_problem(config, overrides, comm)
     path = Path(out) if out is not None else problem.output.directory
     check_new_target(path, overwrite, comm)
     check_size(problem, comm)
     threads = configure_process(problem.field.threads)
     sim = PDESimulation(problem, comm)
-    start_run(sim, config, path, pde_handlers(problem), overwrite=overwrite, quiet=quiet, facts={"threads": threads},
+    start_run(sim, problem, path, pde_handlers(problem), overwrite=overwrite, quiet=quiet, facts={"threads": threads},
               callbacks=callbacks)
     return everywhere(comm, lambda: load_pde_run(path))

@@ -151,8 +151,8 @@ class CheckReport:
 
     Attributes
     ----------
-    config
-        The resolved config.
+    problem
+        The problem of the resolved config (:attr:`config`), built once by :func:`check_config`.
     cells, vertices
         The mesh size.
     fields
@@ -186,7 +186,7 @@ class CheckReport:
         on one process here (:class:`meanfield.drivers.walltime.Costs`), or why they were not.
     """
 
-    config: Config
+    problem: Problem
     cells: int
     vertices: int
     fields: list[LayerField]
@@ -203,9 +203,14 @@ class CheckReport:
     estimate: StepEstimate | None = None
     costs: walltime.Costs | str = "not measured"
 
+    @property
+    def config(self) -> Config:
+        """The resolved config."""
+        return self.problem.config
+
     def format(self) -> str:
         """The report as text for the terminal: the summary, the details, then the resolved config."""
-        p = Problem(self.config)
+        p = self.problem
         mesh = f"file {p.mesh.file}" if p.mesh.file else f"resolution {p.mesh.resolution}"
         times = self.output_times
         shown = ", ".join(f"{t:g}" for t in times) if len(times) <= 8 else \
@@ -248,7 +253,7 @@ class CheckReport:
         :meth:`_step_counts` (empty where not measured)."""
         if isinstance(self.costs, str):
             return []
-        every = self.config.data["output"]["checkpoint_every"]
+        every = self.problem.output.checkpoint_every
         return [walltime.estimate(self.costs, steps, len(self.output_times), self.ranks, every)
                 for steps in self._step_counts()]
 
@@ -315,15 +320,14 @@ class CheckReport:
 
     def _field_seconds(self, steps: int) -> float:
         """The nonlocal field's modelled seconds on one core for ``steps`` steps spread evenly in time."""
-        problem = Problem(self.config)
-        t_final, evaluations = problem.time.t_final, evaluations_per_step(problem)
+        t_final, evaluations = self.problem.time.t_final, evaluations_per_step(self.problem)
         ends = [f.start for f in self.fields[1:]] + [t_final]
         return sum(evaluations * f.costs[f.evaluator] * steps * (min(end, t_final) - f.start) / t_final
                    for f, end in zip(self.fields, ends))
 
     def _adaptive(self) -> str:
         """The time line's account of adaptive steps."""
-        p = Problem(self.config)
+        p = self.problem
         head = f"adaptive steps (cfl {p.time.cfl:g}, tol {p.time.tol:g})"
         if self.estimate is None:
             why = f"more than {ESTIMATE_CELLS} cells" if self.cells > ESTIMATE_CELLS else "the run does not fit here"
@@ -342,7 +346,7 @@ class CheckReport:
     def _field(self) -> str:
         if not self.fields:
             return "no nonlocal field (prescribed rotation, or no attention)"
-        p = Problem(self.config)
+        p = self.problem
         evaluations = evaluations_per_step(p)
         lines = [f"nonlocal.method = {p.field.method}; {self.targets} targets x {self.sources} sources per "
                  f"evaluation, {evaluations} evaluations per step; modelled on one core:"]
@@ -440,14 +444,15 @@ def _memory(problem: Problem, cells: int, ranks: int) -> tuple[Estimate, str]:
     return estimate, f"fits in {available}"
 
 
-def check_config(config: Config | dict | str | Path | None, overrides: list[str] | None = None, *,
+def check_config(config: Problem | Config | dict | str | Path | None, overrides: list[str] | None = None, *,
                  out: str | Path | None = None, ranks: int = 1) -> CheckReport:
     """Check a PDE config and describe the run it would make (module docstring); writes nothing.
 
     Parameters
     ----------
     config
-        A Config, a mapping, a TOML path, or ``None`` for the embedded default.
+        A Config, a mapping, a TOML path, ``None`` for the embedded default, or its Problem
+        already built.
     overrides
         ``section.key=value`` strings (``--set``).
     out
@@ -460,8 +465,8 @@ def check_config(config: Config | dict | str | Path | None, overrides: list[str]
     ValueError
         Whatever ``meanfield run`` would refuse before starting (config, mesh file).
     """
-    config = config if isinstance(config, Config) else load_config(config, overrides)
-    problem = Problem(config)
+    problem = config if isinstance(config, Problem) else \
+        Problem(config if isinstance(config, Config) else load_config(config, overrides))
     cells, vertices, nv = _mesh_size(problem)
     targets, sources = scheme_class(problem.scheme.kind).field_points(cells, nv)
     fields = _fields(problem, targets, sources)
@@ -478,26 +483,25 @@ def check_config(config: Config | dict | str | Path | None, overrides: list[str]
     if t.dt is None and small:
         estimate = StepEstimate.measure(problem)
         steps = estimate.steps
-    costs = _costs(config, estimate, fields, cells, directory) if small else \
+    costs = _costs(problem, estimate, fields, cells, directory) if small else \
         f"not measured (more than {ESTIMATE_CELLS} cells, or more memory than is available here)"
-    return CheckReport(config, cells, vertices, fields, targets, sources, steps, t.output_times, directory, state,
+    return CheckReport(problem, cells, vertices, fields, targets, sources, steps, t.output_times, directory, state,
                        memory_estimate, memory_state, _files(problem, cells, nv, len(t.output_times)), ranks,
                        estimate, costs)
 
 
-def _costs(config: Config, estimate: StepEstimate | None, fields: list[LayerField], cells: int,
+def _costs(problem: Problem, estimate: StepEstimate | None, fields: list[LayerField], cells: int,
            directory: Path) -> walltime.Costs | str:
     """The run's costs measured by a probe run (:meth:`meanfield.drivers.walltime.Costs.measure`) of its
     fixed step or its initial adaptive one, or why not.  The probe's steps are chosen from a
     guess of their cost: the field's modelled cost, at least :data:`STEP_COST_PER_CELL` a cell."""
-    problem = Problem(config)
     t = problem.time
     finite = [dt for dt in (estimate.dts if estimate else ()) if math.isfinite(dt)]
     dt = t.dt if t.dt is not None else min(finite) if finite else t.t_final / 1000
     field_cost = evaluations_per_step(problem) * max((f.costs[f.evaluator] for f in fields), default=0.0)
     guess = max(field_cost, STEP_COST_PER_CELL * cells * (problem.slices or 1), 1e-3)
     try:
-        return walltime.Costs.measure(config, dt, guess, directory)
+        return walltime.Costs.measure(problem.config, dt, guess, directory)
     except Exception as exc:  # noqa: BLE001 - the check goes on without the measured costs, saying why
         return f"not measured (a run of a few steps failed: {type(exc).__name__}: {exc})"
 

@@ -26,9 +26,9 @@ from typing import Any
 import numpy as np
 
 from ..collective import everywhere, on_root
-from ..config import Config, ConfigError, check_schedule_end, load_config, output_times, parse_override
+from ..config import Config, ConfigError, load_config, parse_override
 from ..engine.callbacks import Callback
-from ..problem import Problem
+from ..problem import Problem, output_times
 from ..rundir import layout
 from ..rundir.checkpoint import CheckpointError
 from ..rundir.directory import (
@@ -105,7 +105,9 @@ def _resumable_list() -> str:
 def plan_resume(path: Path, t_final: float | None = None, overrides: list[str] | None = None) -> dict[str, Any]:
     """Check that a run can be resumed as asked and resolve its config (serial; rank 0).
 
-    Returns the resolved config data, its kind and the checkpoint's time and next output.
+    Returns the resolved config data, its kind and the checkpoint's time and next output; the
+    run's problem is built from that config once (:func:`resume`), which checks what only
+    building it can (the model and its layers, also against the new end time).
 
     Raises
     ------
@@ -125,7 +127,7 @@ def plan_resume(path: Path, t_final: float | None = None, overrides: list[str] |
     config = load_config(path / layout.CONFIG, overrides)
     kind = meta.get("kind") or kind_from_files(path)
     try:
-        checkpoint = resume_point(path, kind, Problem(config).time.output_times).checkpoint
+        checkpoint = resume_point(path, kind, output_times(config.data["time"])).checkpoint
     except CheckpointError as exc:
         raise RunDirectoryError(f"{exc}; to start it again: `meanfield run --overwrite` (replaces its outputs)") \
             from None
@@ -142,7 +144,6 @@ def plan_resume(path: Path, t_final: float | None = None, overrides: list[str] |
     data["time"]["t_final"] = new_final
     if data["time"]["outputs_every"] is None or not np.array_equal(output_times(data["time"]), times):
         data["time"]["outputs"], data["time"]["outputs_every"] = _outputs_setting(times), None
-    check_schedule_end(data)
     return {"config": data, "source": str(path / layout.CONFIG), "kind": kind, "rebuild_metadata": rebuild,
             "checkpoint": {"t": checkpoint.t, "next_output": checkpoint.next_output}}
 
@@ -183,19 +184,18 @@ def resume(
     comm = comm or MPI.COMM_WORLD
     path = Path(path)
     plan = on_root(comm, lambda: plan_resume(path, t_final, overrides))
-    config = Config(plan["config"], plan["source"])
-    problem = Problem(config)
+    problem = Problem(Config(plan["config"], plan["source"]))
     check_size(problem, comm, problem.particles.n if plan["kind"] == "particles" else None)
     note = {"t_final": problem.time.t_final, "overrides": list(overrides or []),
             "threads": configure_process(problem.field.threads)}
     if plan["kind"] == "particles":
         from .particles import ParticleSimulation, particle_handlers
 
-        continue_run(ParticleSimulation(problem, comm), config, path, plan["checkpoint"], particle_handlers(problem),
+        continue_run(ParticleSimulation(problem, comm), problem, path, plan["checkpoint"], particle_handlers(problem),
                      quiet=quiet, note=note, rebuild_metadata=plan["rebuild_metadata"], callbacks=callbacks)
     else:
         from .pde import PDESimulation, pde_handlers
 
-        continue_run(PDESimulation(problem, comm), config, path, plan["checkpoint"], pde_handlers(problem),
+        continue_run(PDESimulation(problem, comm), problem, path, plan["checkpoint"], pde_handlers(problem),
                      quiet=quiet, note=note, rebuild_metadata=plan["rebuild_metadata"], callbacks=callbacks)
     return everywhere(comm, lambda: load_run(path))

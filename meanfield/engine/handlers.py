@@ -29,11 +29,12 @@ rank (files are written on rank 0 inside :func:`~meanfield.collective.on_root`, 
 there is every rank's); :meth:`Handler.finish` is called in reverse order, the last handler
 first.
 
-The handlers due at a stop (a checkpoint and its record) take the time the wall limit must
-leave them (:mod:`.controller`); the outputs and checkpoints together are the writing cost
-:class:`RunLog` warns about, once, when (after a tenth of the model time and :data:`WRITING_CHECKED_AFTER` outputs) it has exceeded :data:`WRITING_DOMINATES`
-times the steps' cost: fewer outputs would shorten the run.  (The margin allows for the steps
-of a clustering run shrinking later.)
+The handlers due at a stop (a checkpoint and its record) take the time the wall limit must leave
+them (:mod:`.controller`); the outputs and checkpoints together are the writing cost
+:class:`RunLog` warns about, once, when (after a tenth of the model time and
+:data:`WRITING_CHECKED_AFTER` outputs) it has exceeded :data:`WRITING_DOMINATES` times the steps'
+cost: fewer outputs would shorten the run. (The margin allows for the steps of a clustering run
+shrinking later.)
 """
 
 from __future__ import annotations

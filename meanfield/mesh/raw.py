@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-SPHERES: dict[str, int] = {"S1": 2, "S2": 3}  # sphere name -> ambient dimension d
+from ..choices import SPHERES as SPHERES  # sphere name -> ambient dimension d
 
 
 class MeshError(ValueError):

@@ -24,15 +24,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..choices import FIELD_TOL
 from ..model import AttentionModel
 from .parallel import allreduce_sum
 
-#: Default accuracy of the fast field (max |X - X_exact| / max |X|).  On the default clustering
-#: case (``benchmarks/bench_tolerance.py``, t = 1) it changes the density by at most 5e-7 of its
-#: maximum: about four decades below the finite-volume (levels 4-6) and DG1 (levels 4-5)
-#: discretisation errors, and 30-60 times below the field's own error from the schemes'
-#: source quadrature at the finest of those levels.
-DEFAULT_TOL = 1e-6
+#: Default accuracy of the fast field (:data:`meanfield.choices.FIELD_TOL`).
+DEFAULT_TOL = FIELD_TOL
 
 
 @dataclass

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from ..choices import FIELD_METHODS
 from ..model import AttentionModel
 from .auto import AutoEvaluator
 from .base import DEFAULT_TOL, NonlocalEvaluator
 from .direct import DirectEvaluator
 from .fast import FastEvaluator
 
-METHODS: tuple[str, ...] = ("direct", "fast", "auto")
+METHODS = FIELD_METHODS
 
 __all__ = ["DEFAULT_TOL", "METHODS", "make_evaluator"]
 

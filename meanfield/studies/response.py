@@ -158,15 +158,14 @@ def open_adjoint_study(config: Config | Mapping | str | Path | None, overrides: 
     the simulation."""
     from ..adjoint import AdjointSolver, check_supported
     from ..collective import on_root
-    from ..drivers.launch import check_size, configure_process, resolve_config
+    from ..drivers.launch import check_size, configure_process, resolve_problem
     from ..drivers.pde import PDESimulation
-    from ..problem import Problem
     from ..rundir.directory import prepare_study
     from ..rundir.environment import run_environment
     from ..rundir.names import derived_directory
 
-    config = resolve_config(config, overrides, comm)
-    problem = Problem(config)
+    problem = resolve_problem(config, overrides, comm)
+    config = problem.config
     inputs = check(config, problem) if check is not None else None
     times = check_times(times, problem.time.t_final)
     try:
@@ -231,7 +230,7 @@ def response(
 
     comm = comm or MPI.COMM_WORLD
 
-    def inputs(config: Config, problem: Any) -> tuple[list[Observable], list[tuple[str, float, Config, Config]]]:
+    def inputs(config: Config, problem: Any) -> tuple[list[Observable], list[tuple[str, float, Problem, Problem]]]:
         compiled = [parse_observable(text) for text in observables]
         if not compiled:
             raise ConfigError("--observable: give at least one observable")
@@ -243,7 +242,7 @@ def response(
             keys = parse_parameter(text)
             plus, h = moved_config(config, keys, text, PARAMETER_STEP)
             minus, _ = moved_config(config, keys, text, -PARAMETER_STEP)
-            moved.append((text, h, plus, minus))
+            moved.append((text, h, Problem(plus), Problem(minus)))  # each moved problem built once
         return compiled, moved
 
     study = open_adjoint_study(config, overrides, comm, times, "response", out, overwrite, inputs)
@@ -252,9 +251,9 @@ def response(
     environment, threads, started = study.environment, study.threads, study.started
     sim = solver.sim
     f = problem.field
-    sensitivities = [Sensitivity(text, h, *(LayerVelocity(Problem(c).schedule(), comm, f.method, f.tol,
+    sensitivities = [Sensitivity(text, h, *(LayerVelocity(p.schedule(), comm, f.method, f.tol,
                                                           fixed_points=True, direct_sums=f.direct_sums)
-                                           for c in (plus, minus)))
+                                           for p in (plus, minus)))
                      for text, h, plus, minus in moved]
     states = solver.forward(times)
     forward_seconds = time.perf_counter() - started

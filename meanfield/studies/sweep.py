@@ -38,7 +38,7 @@ from ..collective import is_collective, on_root
 from ..config import Config, ConfigError, load_config
 from ..drivers.launch import check_size
 from ..engine.controller import RunInterrupted
-from ..problem import Problem
+from ..problem import Problem, output_times
 from ..rundir.checkpoint import CheckpointError
 from ..rundir.directory import (
     RunDirectoryError,
@@ -166,7 +166,7 @@ def _point_config(source: Any, overrides: list[str], point: SweepPoint, particle
         if particles:
             from ..drivers.particles import resolve_counts
 
-            resolve_counts(Problem(config), None, None)
+            resolve_counts(config, None, None)
     except ConfigError as exc:
         raise ConfigError(f"sweep point {point.directory}: {exc}") from None
     return config
@@ -186,7 +186,7 @@ def point_status(path: Path) -> str:
 def _resumable(path: Path) -> bool:
     try:
         kind = (read_metadata(path) or {}).get("kind", "pde")
-        resume_point(path, kind, Problem(load_config(path / "config.toml")).time.output_times)
+        resume_point(path, kind, output_times(load_config(path / "config.toml").data["time"]))
     except (CheckpointError, ValueError, OSError):
         return False
     return True
@@ -222,22 +222,30 @@ def _write_table(plan: _Plan) -> list[str]:
     return status
 
 
-def _run_point(plan: _Plan, point: SweepPoint, step: str, particles: bool, comm, quiet: bool) -> None:
+def _point_problem(point: SweepPoint, config: Config) -> Problem:
+    """The problem of a sweep point's run, built once (on every rank, before anything is written)."""
+    try:
+        return Problem(config)
+    except ConfigError as exc:
+        raise ConfigError(f"sweep point {point.directory}: {exc}") from None
+
+
+def _run_point(plan: _Plan, point: SweepPoint, problem: Problem, step: str, particles: bool, comm,
+               quiet: bool) -> None:
     path = plan.path / point.directory
     if step == "resume":
         from ..drivers.resume import resume
 
         resume(path, comm=comm, quiet=quiet)
         return
-    config = plan.configs[point.index]
     if particles:
         from ..drivers.particles import run_particles
 
-        run_particles(config, out=path, comm=comm, quiet=quiet, overwrite=step == "restart")
+        run_particles(problem, out=path, comm=comm, quiet=quiet, overwrite=step == "restart")
     else:
         from ..drivers.pde import run
 
-        run(config, out=path, comm=comm, quiet=quiet, overwrite=step == "restart")
+        run(problem, out=path, comm=comm, quiet=quiet, overwrite=step == "restart")
 
 
 def sweep(
@@ -308,8 +316,9 @@ def sweep(
     if dry_run:
         return SweepResult(plan.path, plan.points, on_root(comm, lambda: _statuses(plan)))
 
-    for point_config in plan.configs.values():  # a point bigger than the machine, before anything is written
-        problem = Problem(point_config)
+    problems = {point.index: _point_problem(point, plan.configs[point.index]) for point in plan.points
+                if point.index in plan.configs}
+    for problem in problems.values():  # a point bigger than the machine, before anything is written
         check_size(problem, comm, problem.particles.n if particles else None)
     if plan.extends is not None:
         from ..rundir.directory import extend_study
@@ -324,7 +333,7 @@ def sweep(
             continue
         ran.append(point.index)
         try:
-            _run_point(plan, point, step, particles, comm, quiet)
+            _run_point(plan, point, problems[point.index], step, particles, comm, quiet)
         except RunInterrupted:
             on_root(comm, lambda: _write_table(plan))
             raise

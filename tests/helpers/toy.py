@@ -10,6 +10,7 @@ from mpi4py import MPI
 from meanfield.config import load_config
 from meanfield.engine.handlers import Handler, file_outputs
 from meanfield.engine.simulation import Simulation
+from meanfield.problem import Problem
 
 
 class Decay(Simulation):
@@ -52,6 +53,8 @@ def handlers() -> list[Handler]:
     return file_outputs()
 
 
-def config(checkpoint_every: float = 600.0, **time) -> Any:
-    return load_config({"name": "toy", "mesh": {"sphere": "S1"}, "time": {"t_final": 1.0, "outputs": 4, **time},
-                        "output": {"checkpoint_every": checkpoint_every}})
+def problem(checkpoint_every: float = 600.0, **time) -> Problem:
+    """The problem a toy run is started with (its output times, checkpoint interval, wall limit)."""
+    return Problem(load_config({"name": "toy", "mesh": {"sphere": "S1"},
+                                "time": {"t_final": 1.0, "outputs": 4, **time},
+                                "output": {"checkpoint_every": checkpoint_every}}))

@@ -168,17 +168,25 @@ def level_config(problem: Problem, level: int, axis: str = "mesh") -> Config:
 
 
 def ladder_configs(problem: Problem, levels: list[int], axis: str = "mesh") -> list[Config]:
-    """The config of every level, each checked as ``meanfield run`` checks it (raises ValueError naming the field)."""
+    """The config of every level, each checked as ``meanfield run`` checks a config (raises ValueError
+    naming the field; what only its problem's build can check is checked by :func:`ladder_problems`)."""
     return [level_config(problem, level, axis) for level in levels]
 
 
+def ladder_problems(problem: Problem, levels: list[int], axis: str = "mesh",
+                    configs: list[Config] | None = None) -> list[Problem]:
+    """The problem of every level's run, each built once (from ``configs``, the levels' configs of
+    :func:`ladder_configs` when already made)."""
+    return [Problem(config) for config in (configs or ladder_configs(problem, levels, axis))]
+
+
 def run_ladder(problem: Problem, levels: list[int], out: Path, axis: str = "mesh", comm=None,
-               quiet: bool = True, overwrite: bool = False) -> Ladder:
+               quiet: bool = True, overwrite: bool = False, problems: list[Problem] | None = None) -> Ladder:
     """Run every level (each on all ranks of ``comm``) into ``out/level<L>`` (``out/slices<M>``)
-    and read the runs back."""
+    and read the runs back; ``problems``: the levels' problems (:func:`ladder_problems`) when built."""
     from ...drivers.pde import run
 
-    runs = [whole_measure(run(config, out=Path(out) / level_name(level, axis), comm=comm, quiet=quiet,
+    runs = [whole_measure(run(level_problem, out=Path(out) / level_name(level, axis), comm=comm, quiet=quiet,
                               overwrite=overwrite))
-            for level, config in zip(levels, ladder_configs(problem, levels, axis), strict=True)]
+            for level, level_problem in zip(levels, problems or ladder_problems(problem, levels, axis), strict=True)]
     return Ladder(problem, levels, runs, axis)

@@ -6,17 +6,17 @@ from pathlib import Path
 
 from ...collective import on_root
 from ...config import Config
-from ...drivers.launch import check_size, resolve_config
+from ...drivers.launch import check_size, resolve_problem
 from ...problem import Problem
 from ...rundir.directory import prepare_study
 from .errors import Row, check_reference, error_rows
-from .ladder import AXES, ConvergenceError, ladder_configs, run_ladder
+from .ladder import AXES, ConvergenceError, ladder_configs, ladder_problems, run_ladder
 from .plots import plot, study_title
 from .table import write_csv
 
 
 def convergence_study(
-    config: Config | str | Path | None,
+    config: Problem | Config | str | Path | None,
     levels: list[int],
     out: str | Path,
     *,
@@ -32,7 +32,7 @@ def convergence_study(
     Parameters
     ----------
     config
-        The case (a Config, a TOML path, or ``None`` for the default).
+        The case (a Config, a TOML path, ``None`` for the default, or its Problem).
     levels
         Ladder levels (S^2: icosphere levels; S^1: 2**level cells; dt ladder: dt / 2**level;
         slices ladder: the slice counts M).
@@ -56,18 +56,19 @@ def convergence_study(
     from mpi4py import MPI
 
     comm = comm or MPI.COMM_WORLD
-    problem = Problem(resolve_config(config, overrides, comm))
+    problem = resolve_problem(config, overrides, comm)
     out = Path(out)
 
-    def check_inputs() -> Config:  # everything a level would refuse, before the study directory is made
+    def check_inputs() -> list[Config]:  # everything a level would refuse, before the study directory is made
         if axis not in AXES:
             raise ConvergenceError(f"axis: must be one of {AXES}, got {axis!r}")
         check_reference(problem, reference, axis)
-        return ladder_configs(problem, levels, axis)[-1]
+        return ladder_configs(problem, levels, axis)
 
-    check_size(Problem(on_root(comm, check_inputs, ConvergenceError)), comm)  # the finest level's size
+    problems = ladder_problems(problem, levels, axis, on_root(comm, check_inputs, ConvergenceError))
+    check_size(problems[-1], comm)  # the finest level's size
     on_root(comm, lambda: prepare_study(out, "convergence", overwrite=overwrite))
-    ladder = run_ladder(problem, levels, out, axis, comm, quiet, overwrite)
+    ladder = run_ladder(problem, levels, out, axis, comm, quiet, overwrite, problems)
 
     def report() -> list[Row]:
         rows = error_rows(ladder, reference)

@@ -50,13 +50,15 @@ def output_times(t_final: float, t_early: float = T_EARLY, dt_early: float = DT_
     return np.unique(np.round(np.concatenate([early, late, [t_final]]), 12))
 
 
-def _config(config: Config | str | Path | dict) -> Config:
-    return config if isinstance(config, Config) else load_config(config)
+def _problem(config: Problem | Config | str | Path | dict) -> Problem:
+    """The study's problem, built once (a Problem is used as it is)."""
+    if isinstance(config, Problem):
+        return config
+    return Problem(config if isinstance(config, Config) else load_config(config))
 
 
-def check_reference_config(cfg: Config) -> None:
+def check_reference_config(problem: Problem) -> None:
     """The reference needs S^1 and one attention head with Q = K = V = I; raises ValueError naming the field."""
-    problem = Problem(cfg)
     if problem.d != 2:
         raise ValueError(f"mesh.sphere: the long-time reference is on S1, got {problem.sphere!r}")
     if len(problem.schedule().layers) != 1:
@@ -66,7 +68,7 @@ def check_reference_config(cfg: Config) -> None:
 
 
 def reference_history(
-    config: Config | str | Path | dict,
+    config: Problem | Config | str | Path | dict,
     *,
     n: int = TOKENS,
     beta: float | None = None,
@@ -95,9 +97,8 @@ def reference_history(
     delta, min_mass
         The cluster rule (:mod:`meanfield.analysis.longtime.events`).
     """
-    cfg = _config(config)
-    check_reference_config(cfg)
-    problem = Problem(cfg)
+    problem = _problem(config)
+    check_reference_config(problem)
     model = problem.model()
     theta, w = quantile_tokens(problem.initial(), n)
     end = problem.time.t_final if t_final is None else float(t_final)
@@ -190,13 +191,14 @@ def beta_row(beta: float, history: PointSetHistory) -> BetaRow:
                    history.masses[-1].tolist(), history.centres[-1].tolist())
 
 
-def beta_table(config: Config | str | Path | dict, betas: Sequence[float], **kwargs: Any) -> LongTimeStudy:
+def beta_table(config: Problem | Config | str | Path | dict, betas: Sequence[float], **kwargs: Any) -> LongTimeStudy:
     """:func:`reference_history` for each beta (other arguments passed on) and its table rows."""
-    histories = {float(b): reference_history(config, beta=float(b), **kwargs) for b in betas}
+    problem = _problem(config)
+    histories = {float(b): reference_history(problem, beta=float(b), **kwargs) for b in betas}
     return LongTimeStudy([beta_row(b, h) for b, h in histories.items()], histories)
 
 
-def check_study_inputs(cfg: Config, out: str | Path, betas: Sequence[float] | None, n: int, t_final: float | None,
+def check_study_inputs(problem: Problem, out: str | Path, betas: Sequence[float] | None, n: int, t_final: float | None,
                        run: str | Path | None, delta: float, overwrite: bool = False) -> Path:
     """Everything :func:`long_time_study` would refuse, before it computes or writes anything.
 
@@ -205,7 +207,7 @@ def check_study_inputs(cfg: Config, out: str | Path, betas: Sequence[float] | No
     """
     from ...analysis.longtime.files import owns
 
-    check_reference_config(cfg)
+    check_reference_config(problem)
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 2:
         raise ValueError(f"--n: the reference needs at least 2 tokens, got {n!r}")
     for option, value in (("--t-final", t_final), ("--delta", delta)):
@@ -222,7 +224,7 @@ def check_study_inputs(cfg: Config, out: str | Path, betas: Sequence[float] | No
 
 
 def long_time_study(
-    config: Config | str | Path | dict,
+    config: Problem | Config | str | Path | dict,
     out: str | Path,
     *,
     betas: Sequence[float] | None = None,
@@ -245,10 +247,10 @@ def long_time_study(
     from ...analysis.longtime.files import write_point_set_history, write_table
     from ...analysis.longtime.plots import point_set_history_figure, save, table_figure
 
-    cfg = _config(config)
-    out = check_study_inputs(cfg, out, betas, n, t_final, run, delta, overwrite)
-    chosen = [Problem(cfg).model().beta] if betas is None else [float(b) for b in betas]
-    study = beta_table(cfg, chosen, n=n, t_final=t_final, delta=delta, min_mass=min_mass)
+    problem = _problem(config)
+    out = check_study_inputs(problem, out, betas, n, t_final, run, delta, overwrite)
+    chosen = [problem.model().beta] if betas is None else [float(b) for b in betas]
+    study = beta_table(problem, chosen, n=n, t_final=t_final, delta=delta, min_mass=min_mass)
     for b, h in study.histories.items():
         study.files += write_point_set_history(h, out, f"reference-beta{b:g}")
     shown = {f"reference beta={b:g}": study.histories[b] for b in chosen}

@@ -35,7 +35,7 @@ from ...analysis.causal import whole_measure
 from ...analysis.clusters.compare import ClusterValidation
 from ...collective import everywhere, on_root
 from ...config import Config, ConfigError, load_config
-from ...drivers.launch import check_size, resolve_config
+from ...drivers.launch import check_size, resolve_problem
 from ...model import ModelError
 from ...particles.sampling import check_causal_sampler, resolve_sampler
 from ...problem import Problem
@@ -146,17 +146,22 @@ def _schedule(problem: Problem, option: str, path: Path) -> list[dict]:
         raise ConfigError(f"{option} {path}: its model cannot be built: {exc}") from None
 
 
-def check_pde_run(config: Config, run_dir: str | Path, option: str) -> None:
+def check_pde_run(config: Problem | Config, run_dir: str | Path, option: str) -> None:
     """Refuse a PDE run that does not solve the config's problem (sphere, model, initial
     density) or lacks its output times; the message names what differs."""
     path = Path(run_dir)
     if not is_run(path):
         raise ConfigError(f"{option} {path}: not a meanfield run directory")
     try:
-        theirs = load_config(path / "config.toml", validate_models=False)
+        theirs = load_config(path / "config.toml")
     except ConfigError as exc:
         raise ConfigError(f"{option} {path}: its config.toml cannot be read: {exc}") from None
-    ours_p, theirs_p = Problem(config), Problem(theirs)
+    try:
+        theirs_p = Problem(theirs)
+    except ConfigError as exc:
+        raise ConfigError(f"{option} {path}: its model cannot be built: {exc}") from None
+    ours_p = config if isinstance(config, Problem) else Problem(config)
+    config = ours_p.config
     differences = []
     if ours_p.sphere != theirs_p.sphere:
         differences.append(f"mesh.sphere {theirs_p.sphere} (config: {ours_p.sphere})")
@@ -175,27 +180,26 @@ def check_pde_run(config: Config, run_dir: str | Path, option: str) -> None:
                           "pass --force to validate against it anyway")
 
 
-def _pde_runs(config: Config, out: Path, pde, pde_fine, refine: bool, comm, quiet: bool,
+def _pde_runs(problem: Problem, fine_problem: Problem | None, out: Path, pde, pde_fine, comm, quiet: bool,
               overwrite: bool) -> PDEReference:
+    """The PDE runs of the study: given (``pde``, ``pde_fine``), or run from ``problem`` and, when
+    refining, ``fine_problem`` (the problem at half the mesh size)."""
     from ...drivers.pde import run
 
     if pde is not None:
         coarse: RunResult = everywhere(comm, lambda: load_pde_run(pde))
     else:
-        coarse = run(config, out=out / "pde", comm=comm, quiet=quiet, overwrite=overwrite)
+        coarse = run(problem, out=out / "pde", comm=comm, quiet=quiet, overwrite=overwrite)
     fine = None
     if pde_fine is not None:
         fine = everywhere(comm, lambda: load_pde_run(pde_fine))
-    elif refine and pde is None:
-        over = refined_overrides(Problem(config))
-        if over is not None:
-            fine = run(load_config(config.data, over), out=out / "pde-fine", comm=comm, quiet=quiet,
-                       overwrite=overwrite)
+    elif fine_problem is not None:
+        fine = run(fine_problem, out=out / "pde-fine", comm=comm, quiet=quiet, overwrite=overwrite)
     return PDEReference(coarse, fine)
 
 
 def validate(
-    config: Config | Mapping | str | Path | None,
+    config: Problem | Config | Mapping | str | Path | None,
     *,
     ns: Sequence[int],
     seeds: int = 4,
@@ -243,23 +247,25 @@ def validate(
     from ...rundir.names import derived_directory
 
     comm = comm or MPI.COMM_WORLD
-    config = resolve_config(config, overrides, comm)
-    problem = Problem(config)
+    problem = resolve_problem(config, overrides, comm)
+    config = problem.config
     _check_inputs(problem, ns, seeds)
     check_size(problem, comm, max(ns))
     refined = refined_overrides(problem)
-    if refine and pde is None and pde_fine is None and refined is not None:
-        check_size(Problem(load_config(config.data, refined)), comm)
+    fine_problem = Problem(load_config(config.data, refined)) if refine and pde is None and pde_fine is None \
+        and refined is not None else None
+    if fine_problem is not None:
+        check_size(fine_problem, comm)
     path = Path(out) if out is not None else derived_directory(problem.output.directory, "validation")
 
     def check_given_runs() -> None:
         for option, given in (("--pde", pde), ("--pde-fine", pde_fine)):
             if given is not None and not force:
-                check_pde_run(config, given, option)
+                check_pde_run(problem, given, option)
 
     on_root(comm, check_given_runs)
     on_root(comm, lambda: prepare_study(path, "validation", overwrite=overwrite))
-    reference = _pde_runs(config, path, pde, pde_fine, refine, comm, quiet, overwrite)
+    reference = _pde_runs(problem, fine_problem, path, pde, pde_fine, comm, quiet, overwrite)
     t_final = float(reference.coarse.times[-1])
     variances = {} if problem.atoms.enabled else predicted_variances(config, reference.d, t_final, path / "response",
                                                                       comm, overwrite)
