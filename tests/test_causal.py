@@ -5,8 +5,9 @@ import pytest
 from mpi4py import MPI
 from scipy import linalg, special
 
-from meanfield.causal import CausalScheme, PrefixSums, slice_positions
+from meanfield.causal import CausalScheme, CausalVelocity, PrefixSums, slice_positions
 from meanfield.config import load_config
+from meanfield.discretisation.registry import scheme_class, scheme_options
 from meanfield.drivers.pde import build_simulation
 from meanfield.nonlocal_field.base import FieldValues
 from meanfield.timestepping import SSPRK3
@@ -18,9 +19,18 @@ def simulation(comm=MPI.COMM_SELF, **sections):
     return build_simulation(load_config({"name": "test", **sections}), comm)
 
 
+def causal_scheme(sim, slices, decay=0.0, normalise=False):
+    """``slices`` slices of ``sim``'s scheme (its kind and options on its mesh, built with the
+    slices' velocity)."""
+    velocity = CausalVelocity(sim.field, slices, decay, normalise)
+    kind = sim.problem.scheme.kind
+    return CausalScheme(scheme_class(kind)(sim.scheme.msh, velocity, **scheme_options(kind, sim.problem.scheme)),
+                        velocity)
+
+
 def causal_run(sim, slices, density, T, dt_max, decay=0.0, normalise=False):
     """The stacked state of ``slices`` slices of ``sim``'s scheme at T, from ``density(p, s)``."""
-    scheme = CausalScheme(sim.scheme, sim.field, slices, decay, normalise)
+    scheme = causal_scheme(sim, slices, decay, normalise)
     state = scheme.initial_state(density)
     return scheme, SSPRK3(scheme, 0.5, None, dt_max).advance(state, 0.0, T)
 
@@ -49,7 +59,7 @@ def test_one_field_evaluation_per_slice_and_stage(monkeypatch, decay, normalise)
     positional decay a recursively weighted prefix, still M); a scheme that asks for more slices
     than M without a new stage is refused."""
     sim = simulation(mesh={"sphere": "S1", "resolution": 32}, initial=S1_BUMPS, **{"nonlocal": {"method": "direct"}})
-    scheme = CausalScheme(sim.scheme, sim.field, 5, decay, normalise)
+    scheme = causal_scheme(sim, 5, decay, normalise)
     state = scheme.initial_state(lambda p, s: np.exp(s * p[:, 0]))
     calls = []
     evaluate = sim.field.evaluator.evaluate_groups
@@ -204,7 +214,7 @@ def test_ranks_agree_and_fast_matches_direct(kind, method):
     for name, comm, how in (("serial", MPI.COMM_SELF, method), ("world", MPI.COMM_WORLD, method),
                             ("direct", MPI.COMM_SELF, "direct")):
         sim = simulation(comm, **{**config, "nonlocal": {"method": how, "tol": 1e-10}})
-        scheme = CausalScheme(sim.scheme, sim.field, 4)
+        scheme = causal_scheme(sim, 4)
         state = SSPRK3(scheme, 0.5, 0.05, None).advance(scheme.initial_state(density), 0.0, 0.5)
         results[name] = global_state(sim, scheme, state)
     scale = np.abs(results["serial"]).max()
@@ -216,8 +226,6 @@ def test_ranks_agree_and_fast_matches_direct(kind, method):
 def test_the_slice_kernel_is_the_measure_each_slice_feels(decay, normalise):
     """CausalVelocity.kernel() (the matrix the adjoint transposes) row k = the weights of the
     measure slice k's field is evaluated on, with decay and normalisation."""
-    from meanfield.causal import CausalVelocity
-
     M = 6
     velocity = CausalVelocity(lambda targets, sources, weights: weights, M, decay, normalise)
     weights = np.random.default_rng(0).random((M, 5))
