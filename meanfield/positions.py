@@ -17,7 +17,7 @@ from typing import Protocol
 
 import numpy as np
 
-from .causal import CausalScheme, CausalVelocity, slice_positions
+from .causal import CausalScheme, CausalVelocity
 from .discretisation.base import SpatialScheme
 from .initial import InitialDensity
 from .model import VelocityField
@@ -27,7 +27,7 @@ from .timestepping import SteppedScheme
 SchemeBuilder = Callable[[VelocityField], SpatialScheme]
 #: Gathers (num_owned, ...) rows of this rank into (C, ...) rows in global cell order on rank 0
 #: (``None`` elsewhere; collective).
-Gather = Callable[[np.ndarray], "np.ndarray | None"]
+Gather = Callable[[np.ndarray], np.ndarray | None]
 
 
 class PositionsComponent(Protocol):
@@ -144,7 +144,7 @@ class CausalPositions:
         self.scheme = self.causal.scheme
         self.stepping: SteppedScheme = self.causal
         self.count, self.decay, self.normalise = slices, decay, normalise
-        self.s: np.ndarray = slice_positions(slices)
+        self.s: np.ndarray = self.causal.positions
 
     def initial_state(self, density: InitialDensity) -> np.ndarray:
         return self.causal.initial_state(density.at)

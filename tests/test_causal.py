@@ -10,6 +10,7 @@ from meanfield.config import load_config
 from meanfield.discretisation.registry import scheme_class, scheme_options
 from meanfield.drivers.pde import build_simulation
 from meanfield.nonlocal_field.base import FieldValues
+from meanfield.positions import CausalPositions, NoPositions
 from meanfield.timestepping import SSPRK3
 
 S1_BUMPS = {"kind": "vmf", "centers": [[1.0, 0.0], [-0.5, 0.8]], "kappas": [4.0, 4.0]}
@@ -73,6 +74,23 @@ def test_one_field_evaluation_per_slice_and_stage(monkeypatch, decay, normalise)
     assert len(calls) == 5
     with pytest.raises(RuntimeError, match="more than 5 slices"):
         scheme.scheme.rhs_and_bound(scheme.split(state)[0])
+
+
+def test_a_causal_simulation_is_built_with_the_slices_velocity():
+    """A causal config's simulation holds M slices whose scheme was built moving with the
+    slices' velocity (a sixth slice in the stage of five is refused, as for a scheme built by
+    hand); a config without a mask holds one density, its own single slice."""
+    mesh, direct = {"sphere": "S1", "resolution": 32}, {"method": "direct"}
+    sim = simulation(mesh=mesh, initial=S1_BUMPS, model={"mask": "causal"}, positions={"slices": 5},
+                     **{"nonlocal": direct})
+    assert isinstance(sim.positions, CausalPositions) and np.array_equal(sim.positions.s, slice_positions(5))
+    assert len(sim.positions.split(sim.state)) == 5
+    sim.stepper.scheme.rhs_and_bound(sim.state)
+    with pytest.raises(RuntimeError, match="more than 5 slices"):
+        sim.scheme.rhs_and_bound(sim.positions.split(sim.state)[0])
+    plain = simulation(mesh=mesh, initial=S1_BUMPS, **{"nonlocal": direct})
+    assert isinstance(plain.positions, NoPositions) and plain.positions.s is None
+    assert [part is plain.state for part in plain.positions.split(plain.state)] == [True]
 
 
 @pytest.mark.parametrize("sphere, resolution, kind", [("S1", 64, "fv"), ("S1", 32, "dg1"), ("S2", 1, "fv")])
