@@ -41,8 +41,8 @@ from functools import partial
 import numpy as np
 
 from .discretisation.base import SpatialScheme
+from .model import VelocityField
 from .nonlocal_field.base import FieldValues
-from .velocity import LayerVelocity
 
 
 def slice_positions(slices: int) -> np.ndarray:
@@ -94,7 +94,7 @@ class CausalVelocity:
     Parameters
     ----------
     field
-        The layer velocity (the active layer's attention and feed-forward block).
+        The velocity of one measure (the active layer's attention and feed-forward block).
     slices
         The number M of slices.
     decay
@@ -109,7 +109,7 @@ class CausalVelocity:
         the own slice full weight, a first-order rule (kept to check that order in the tests).
     """
 
-    def __init__(self, field: LayerVelocity, slices: int, decay: float = 0.0, normalise: bool = False) -> None:
+    def __init__(self, field: VelocityField, slices: int, decay: float = 0.0, normalise: bool = False) -> None:
         self.field, self.slices = field, slices
         self.ds = 1.0 / slices
         self.own_weight = 0.5
@@ -161,26 +161,19 @@ class CausalScheme:
 
     The state is cell-major: ``state.reshape(num_owned, M, -1)[:, k]`` is slice k's state of
     the underlying scheme, so a state's rows are cells (gathered and scattered in global order
-    like a non-causal state).  The scheme's velocity is replaced by a :class:`CausalVelocity`.
+    like a non-causal state).
 
     Parameters
     ----------
     scheme
-        The spatial scheme of one slice.
-    field
-        The layer velocity (attention evaluator and feed-forward block of the active layer).
-    slices
-        The number M of slices.
-    decay, normalise
-        The positional decay and normalisation (:class:`CausalVelocity`).
+        The spatial scheme of one slice, built with ``velocity`` (or a wrapper that calls it).
+    velocity
+        The slices' velocity.
     """
 
-    def __init__(self, scheme: SpatialScheme, field: LayerVelocity, slices: int, decay: float = 0.0,
-                 normalise: bool = False) -> None:
-        self.scheme, self.slices = scheme, slices
-        self.positions = slice_positions(slices)
-        self.velocity = CausalVelocity(field, slices, decay, normalise)
-        scheme.velocity = self.velocity
+    def __init__(self, scheme: SpatialScheme, velocity: CausalVelocity) -> None:
+        self.scheme, self.velocity, self.slices = scheme, velocity, velocity.slices
+        self.positions = slice_positions(self.slices)
         self.comm, self.geometry = scheme.comm, scheme.geometry
 
     def split(self, state: np.ndarray) -> list[np.ndarray]:

@@ -51,7 +51,7 @@ class Taylor:
         solver = AdjointSolver(self.sim)
         solver.forward([T])
         g = self.sim.scheme.geometry
-        self.n, self.M = g.num_owned, 1 if self.sim.causal is None else self.sim.causal.slices
+        self.n, self.M = g.num_owned, self.sim.positions.count
         self.areas, self.phi = g.measure[: self.n], observable(g.centroid[: self.n])
         self.phi0, _ = solver.backward({T: np.tile(self.phi[None, :, None], (self.M, 1, 1))})
         self.rho0 = solver.initial
@@ -60,14 +60,13 @@ class Taylor:
         def bump(p):
             return 1 + 0.5 * np.cos(3 * np.arctan2(p[:, 1], p[:, 0]) + p[:, -1])
 
-        if self.sim.causal is None:
+        if self.sim.positions.s is None:
             self.nu = self.sim.scheme.initial_state(lambda p: init.at(p, 0.5) * bump(p)) - self.rho0
         else:
-            self.nu = self.sim.causal.initial_state(lambda p, s: init.at(p, s) * bump(p)) - self.rho0
+            self.nu = self.sim.positions.causal.initial_state(lambda p, s: init.at(p, s) * bump(p)) - self.rho0
 
     def averages(self, state: np.ndarray) -> np.ndarray:
-        parts = [state] if self.sim.causal is None else self.sim.causal.split(state)
-        return np.array([self.sim.scheme.cell_averages(p) for p in parts])
+        return np.array([self.sim.scheme.cell_averages(p) for p in self.sim.positions.split(state)])
 
     def value(self, state: np.ndarray) -> float:
         sim = simulation(self.data, self.comm)

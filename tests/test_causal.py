@@ -5,10 +5,12 @@ import pytest
 from mpi4py import MPI
 from scipy import linalg, special
 
-from meanfield.causal import CausalScheme, PrefixSums, slice_positions
+from meanfield.causal import CausalScheme, CausalVelocity, PrefixSums, slice_positions
 from meanfield.config import load_config
+from meanfield.discretisation.registry import scheme_class, scheme_options
 from meanfield.drivers.pde import build_simulation
 from meanfield.nonlocal_field.base import FieldValues
+from meanfield.positions import CausalPositions, NoPositions
 from meanfield.timestepping import SSPRK3
 
 S1_BUMPS = {"kind": "vmf", "centers": [[1.0, 0.0], [-0.5, 0.8]], "kappas": [4.0, 4.0]}
@@ -18,9 +20,18 @@ def simulation(comm=MPI.COMM_SELF, **sections):
     return build_simulation(load_config({"name": "test", **sections}), comm)
 
 
+def causal_scheme(sim, slices, decay=0.0, normalise=False):
+    """``slices`` slices of ``sim``'s scheme (its kind and options on its mesh, built with the
+    slices' velocity)."""
+    velocity = CausalVelocity(sim.field, slices, decay, normalise)
+    kind = sim.problem.scheme.kind
+    return CausalScheme(scheme_class(kind)(sim.scheme.msh, velocity, **scheme_options(kind, sim.problem.scheme)),
+                        velocity)
+
+
 def causal_run(sim, slices, density, T, dt_max, decay=0.0, normalise=False):
     """The stacked state of ``slices`` slices of ``sim``'s scheme at T, from ``density(p, s)``."""
-    scheme = CausalScheme(sim.scheme, sim.field, slices, decay, normalise)
+    scheme = causal_scheme(sim, slices, decay, normalise)
     state = scheme.initial_state(density)
     return scheme, SSPRK3(scheme, 0.5, None, dt_max).advance(state, 0.0, T)
 
@@ -49,7 +60,7 @@ def test_one_field_evaluation_per_slice_and_stage(monkeypatch, decay, normalise)
     positional decay a recursively weighted prefix, still M); a scheme that asks for more slices
     than M without a new stage is refused."""
     sim = simulation(mesh={"sphere": "S1", "resolution": 32}, initial=S1_BUMPS, **{"nonlocal": {"method": "direct"}})
-    scheme = CausalScheme(sim.scheme, sim.field, 5, decay, normalise)
+    scheme = causal_scheme(sim, 5, decay, normalise)
     state = scheme.initial_state(lambda p, s: np.exp(s * p[:, 0]))
     calls = []
     evaluate = sim.field.evaluator.evaluate_groups
@@ -63,6 +74,23 @@ def test_one_field_evaluation_per_slice_and_stage(monkeypatch, decay, normalise)
     assert len(calls) == 5
     with pytest.raises(RuntimeError, match="more than 5 slices"):
         scheme.scheme.rhs_and_bound(scheme.split(state)[0])
+
+
+def test_a_causal_simulation_is_built_with_the_slices_velocity():
+    """A causal config's simulation holds M slices whose scheme was built moving with the
+    slices' velocity (a sixth slice in the stage of five is refused, as for a scheme built by
+    hand); a config without a mask holds one density, its own single slice."""
+    mesh, direct = {"sphere": "S1", "resolution": 32}, {"method": "direct"}
+    sim = simulation(mesh=mesh, initial=S1_BUMPS, model={"mask": "causal"}, positions={"slices": 5},
+                     **{"nonlocal": direct})
+    assert isinstance(sim.positions, CausalPositions) and np.array_equal(sim.positions.s, slice_positions(5))
+    assert len(sim.positions.split(sim.state)) == 5
+    sim.stepper.scheme.rhs_and_bound(sim.state)
+    with pytest.raises(RuntimeError, match="more than 5 slices"):
+        sim.scheme.rhs_and_bound(sim.positions.split(sim.state)[0])
+    plain = simulation(mesh=mesh, initial=S1_BUMPS, **{"nonlocal": direct})
+    assert isinstance(plain.positions, NoPositions) and plain.positions.s is None
+    assert [part is plain.state for part in plain.positions.split(plain.state)] == [True]
 
 
 @pytest.mark.parametrize("sphere, resolution, kind", [("S1", 64, "fv"), ("S1", 32, "dg1"), ("S2", 1, "fv")])
@@ -204,7 +232,7 @@ def test_ranks_agree_and_fast_matches_direct(kind, method):
     for name, comm, how in (("serial", MPI.COMM_SELF, method), ("world", MPI.COMM_WORLD, method),
                             ("direct", MPI.COMM_SELF, "direct")):
         sim = simulation(comm, **{**config, "nonlocal": {"method": how, "tol": 1e-10}})
-        scheme = CausalScheme(sim.scheme, sim.field, 4)
+        scheme = causal_scheme(sim, 4)
         state = SSPRK3(scheme, 0.5, 0.05, None).advance(scheme.initial_state(density), 0.0, 0.5)
         results[name] = global_state(sim, scheme, state)
     scale = np.abs(results["serial"]).max()
@@ -216,8 +244,6 @@ def test_ranks_agree_and_fast_matches_direct(kind, method):
 def test_the_slice_kernel_is_the_measure_each_slice_feels(decay, normalise):
     """CausalVelocity.kernel() (the matrix the adjoint transposes) row k = the weights of the
     measure slice k's field is evaluated on, with decay and normalisation."""
-    from meanfield.causal import CausalVelocity
-
     M = 6
     velocity = CausalVelocity(lambda targets, sources, weights: weights, M, decay, normalise)
     weights = np.random.default_rng(0).random((M, 5))

@@ -205,7 +205,7 @@ def _rms_errors(config, ns, seeds, t, errors) -> np.ndarray:
         for seed in range(seeds):
             sim = build_particles(config, n, seed, MPI.COMM_SELF)
             x, _ = advance(sim.system.velocity, sim.x, 0.0, t, sim.dt)
-            values.append(errors(x, sim.positions))
+            values.append(errors(x, sim.positions.s))
         out.append(np.sqrt(np.mean(np.square(values), axis=0)))
     return np.array(out)
 

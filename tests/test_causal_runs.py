@@ -100,8 +100,8 @@ def whole_mean(M: int, own_weight: float = 0.5) -> np.ndarray:
         "mesh": {"sphere": "S1", "resolution": 32}, "model": {"attention": "softmax", "beta": 4.0, "mask": "causal"},
         "positions": {"slices": M}, "initial": {"kind": "expression", "expression": "exp(3*(1 - s)*x + 3*s*y)"},
         "nonlocal": {"method": "direct"}, "time": {"dt": 0.01, "t_final": 0.5}}), MPI.COMM_SELF)
-    sim.causal.velocity.own_weight = own_weight
-    points, weights = sim.scheme.measure(sim.causal.whole(sim.stepper.advance(sim.state, 0.0, 0.5)))
+    sim.positions.velocity.own_weight = own_weight
+    points, weights = sim.scheme.measure(sim.positions.whole(sim.stepper.advance(sim.state, 0.0, 0.5)))
     return weights @ points
 
 

@@ -90,7 +90,7 @@ class AdjointSolver:
         self.sim = sim
         problem = sim.problem
         if kernel is None:
-            kernel = np.ones((1, 1)) if sim.causal is None else sim.causal.velocity.kernel()
+            kernel = sim.positions.kernel()
         f = problem.field
         self.field = LayerVelocity(sim.schedule, sim.comm, f.method, f.tol, fixed_points=True,
                                    direct_sums=f.direct_sums)
@@ -126,9 +126,6 @@ class AdjointSolver:
         u2 = post(0.75 * state + 0.25 * (u1 + dt * rhs(u1)[0]))
         new = post(state / 3.0 + (2.0 / 3.0) * (u2 + dt * rhs(u2)[0]))
         return [state, u1, u2], new
-
-    def _slices(self, state: np.ndarray) -> list[np.ndarray]:
-        return [state] if self.sim.causal is None else self.sim.causal.split(state)
 
     def backward(self, finals: Mapping[float, np.ndarray],
                  sensitivities: Sequence[Sensitivity] = ()) -> tuple[np.ndarray, np.ndarray]:
@@ -185,11 +182,11 @@ class AdjointSolver:
                       sensitivities: Sequence[Sensitivity], derivatives: np.ndarray) -> np.ndarray:
         self.field.enter(step.layer)
         op, dt = self.operator, step.dt
-        lin2 = op.linearise(self._slices(stages[2]))
+        lin2 = op.linearise(self.sim.positions.split(stages[2]))
         p2 = (2.0 / 3.0) * (phi + dt * op.apply(lin2, phi))
-        lin1 = op.linearise(self._slices(stages[1]))
+        lin1 = op.linearise(self.sim.positions.split(stages[1]))
         p1 = 0.25 * (p2 + dt * op.apply(lin1, p2))
-        lin0 = op.linearise(self._slices(stages[0]))
+        lin0 = op.linearise(self.sim.positions.split(stages[0]))
         for s, sens in enumerate(sensitivities):
             for lin, weight, p in ((lin2, 2.0 / 3.0, phi), (lin1, 0.25, p2), (lin0, 1.0, p1)):
                 derivatives[s] += weight * dt * op.pairing(lin, p, self._velocity_change(sens, step, lin))

@@ -27,11 +27,11 @@ from ..config import MAX_STEPS, Config, ConfigError
 from ..engine.callbacks import Callback
 from ..engine.handlers import Handler, file_outputs, user_observables
 from ..engine.simulation import Simulation
-from ..model import VelocityField
 from ..nonlocal_field import NonlocalEvaluator
-from ..particles.causal import CausalTokenField, PositionalDecay
+from ..particles.causal import PositionalDecay
 from ..particles.integrator import INTEGRATORS, EqualSteps
-from ..particles.sampling import resolve_sampler, sample_initial, sample_tokens
+from ..particles.positions import CausalTokenPositions, NoTokenPositions, TokenPositions
+from ..particles.sampling import resolve_sampler
 from ..particles.system import ParticleSystem, default_dt, token_block
 from ..problem import Problem
 from ..rundir.results import ParticleRunResult, load_particle_run
@@ -119,16 +119,15 @@ class ParticleSimulation(Simulation):
         self.sampler = resolve_sampler(density.kind, p.sampler)
         self.schedule = problem.schedule(d)
         self.field = LayerVelocity(self.schedule, comm, problem.field.method, problem.field.tol)
-        field: VelocityField = self.field
-        #: The masked token field of a causal run of attention, else None.
-        self.causal_field: CausalTokenField | None = None
+        #: The token positions as a component (:mod:`meanfield.particles.positions`).
+        self.positions: TokenPositions = (
+            CausalTokenPositions(self.field, comm, n, PositionalDecay(problem.decay, problem.normalise))
+            if problem.causal else NoTokenPositions(self.field))
+        field = self.positions.velocity
         if not problem.velocity.is_attention:
             if d not in (2, 3):
                 raise ConfigError(f"model.velocity: 'rotation' needs d = 2 or 3, got d = {d}")
             field = problem.velocity.rotation(d)
-        elif problem.causal:
-            decay = PositionalDecay(problem.decay, problem.normalise)
-            field = self.causal_field = CausalTokenField(self.field, comm, decay=decay)
         if self.sampler == "mesh" and d != problem.d:
             raise ConfigError(f"particles.sampler: 'mesh' samples the mesh's sphere (d = {problem.d}), not d = {d}")
         self.dts = residual_steps(problem) if p.integrator == "residual" else \
@@ -143,10 +142,7 @@ class ParticleSimulation(Simulation):
         self.block = token_block(n, comm.rank, comm.size)
         mesh = problem.mesh.build() if self.sampler == "mesh" else None
         rng = np.random.default_rng(seed)
-        #: The tokens' positions s_i = (i + 1/2) / n of a causal run (all n), None otherwise.
-        self.positions = slice_positions(n) if problem.causal else None
-        tokens = (sample_initial(density, n, rng, self.sampler, mesh) if self.positions is None
-                  else sample_tokens(density, self.positions, rng, self.sampler, mesh))[self.block]
+        tokens = self.positions.sample(density, n, rng, self.sampler, mesh)[self.block]
         self.x = np.ascontiguousarray(tokens)
         self.system = ParticleSystem(field, np.full(self.block.stop - self.block.start, 1.0 / n))
         self.plan: EqualSteps | None = None
@@ -231,22 +227,18 @@ class ParticleSimulation(Simulation):
 
     # -- facts -----------------------------------------------------------------------------
     def describe(self) -> str:
-        field = self.field.describe() if self.problem.velocity.is_attention else "rotation field"
-        if self.positions is not None and self.problem.velocity.is_attention:
-            field = f"causal {field}"
+        field = self.positions.describe(self.field.describe()) if self.problem.velocity.is_attention \
+            else "rotation field"
         p = self.problem.particles
         return (f"{self.n} tokens on S^{p.d - 1}, {p.integrator} dt <= {self.dt:.4g}, {field}, "
                 f"{self.sampler} sampler, seed {self.seed}")
 
     def facts(self) -> dict[str, Any]:
         evaluator = self.field.evaluator
-        out = {"n": self.n, "seed": self.seed, "d": self.problem.particles.d, "dt": self.dt, "mask": self.problem.mask,
-               "layer_dt": self.dts, "integrator": self.problem.particles.integrator, "sampler": self.sampler,
-               "evaluator": None if evaluator is None else evaluator.collective_diagnostics()}
-        if self.causal_field is not None and evaluator is not None:  # the masked field's route (active layer)
-            route = "fast" if self.causal_field.route(evaluator, self.n) is not None else "direct"
-            out["causal_field"] = {"route": route, "block": self.causal_field.block}
-        return out
+        return {"n": self.n, "seed": self.seed, "d": self.problem.particles.d, "dt": self.dt, "mask": self.problem.mask,
+                "layer_dt": self.dts, "integrator": self.problem.particles.integrator, "sampler": self.sampler,
+                "evaluator": None if evaluator is None else evaluator.collective_diagnostics(),
+                **self.positions.facts(evaluator, self.n)}
 
 
 def particle_handlers(problem: Problem) -> list[Handler]:

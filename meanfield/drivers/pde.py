@@ -18,7 +18,6 @@ from ..atoms import Atoms
 from ..atoms.component import AtomsComponent, HybridAtoms, NoAtoms
 from ..atoms.coupling import AtomCoupling
 from ..atoms.hybrid import AtomEvents
-from ..causal import CausalScheme
 from ..config import MAX_STEPS, Config, ConfigError
 from ..discretisation.base import SpatialScheme
 from ..discretisation.ordering import gather_rows, scatter_rows
@@ -29,8 +28,9 @@ from ..engine.simulation import Simulation
 from ..mesh import RawMesh, distribute
 from ..model import VelocityField
 from ..nonlocal_field import NonlocalEvaluator
+from ..positions import CausalPositions, NoPositions, PositionsComponent
 from ..problem import Problem
-from ..rundir.netcdf import BY_POSITION
+from ..rundir.layout import BY_POSITION
 from ..rundir.results import RunResult, load_pde_run
 from ..rundir.writers import OutputWriter, pde_run_file
 from ..times import time_tol
@@ -75,6 +75,11 @@ class PDESimulation(Simulation):
         switched at layer boundaries, which the steps land on (:meth:`next_landing`).
     raw
         The serial mesh on rank 0 (``None`` elsewhere).
+    positions
+        The token positions as a component (:mod:`meanfield.positions`): :class:`NoPositions`
+        (one density) for a run without a mask, :class:`CausalPositions` (M position slices)
+        for a causal run.  Every output and checkpoint goes through it, so the run without a
+        mask has no causal branches.
     atoms_component
         The atoms as a component (:mod:`meanfield.atoms.component`): :class:`NoAtoms` for a
         plain run, :class:`HybridAtoms` for a hybrid run (``[atoms]`` with ``capture`` or
@@ -114,19 +119,18 @@ class PDESimulation(Simulation):
                     if problem.atoms.enabled else None)
         self.velocity = TimedVelocity(plain if coupling is None else coupling)
         kind = problem.scheme.kind
-        self.scheme: SpatialScheme = scheme_class(kind)(msh, self.velocity, **scheme_options(kind, problem.scheme))
+
+        def scheme(velocity: VelocityField) -> SpatialScheme:
+            return scheme_class(kind)(msh, velocity, **scheme_options(kind, problem.scheme))
+
+        self.positions: PositionsComponent = (
+            NoPositions(self.velocity, scheme) if problem.slices is None
+            else CausalPositions(self.velocity, problem.slices, problem.decay, problem.normalise, scheme))
+        self.scheme = self.positions.scheme
         self.num_cells = msh.topology.index_map(msh.topology.dim).size_global
-        self.causal: CausalScheme | None = None
-        if problem.slices is not None:  # a causal run: the scheme steps one slice at a time
-            self.causal = CausalScheme(self.scheme, self.field, problem.slices, problem.decay,
-                                       problem.normalise)
-            self.velocity = TimedVelocity(self.causal.velocity)
-            self.scheme.velocity = self.velocity
-            self.atoms_component: AtomsComponent = NoAtoms(self.causal)
-            self.state = self.causal.initial_state(problem.initial().at)
-        else:
-            self.atoms_component = NoAtoms(self.scheme) if coupling is None else self._hybrid(coupling)
-            self.state = self.atoms_component.share(self.scheme.initial_state(problem.initial()))
+        self.atoms_component: AtomsComponent = (NoAtoms(self.positions.stepping) if coupling is None
+                                                else self._hybrid(coupling))
+        self.state = self.atoms_component.share(self.positions.initial_state(problem.initial()))
         t = problem.time
         self.stepper = SSPRK3(self.atoms_component.stepping, t.cfl, t.dt, t.dt_max, t.tol)
         self._check_initial_rate()
@@ -215,7 +219,7 @@ class PDESimulation(Simulation):
     def observables(self) -> dict[str, float]:
         """The row of observables.csv; a causal run's are those of the whole token distribution
         (the mean of the positions' densities, mass 1)."""
-        density = self._whole_density()
+        density = self.positions.whole(self.state)
         rho = self.scheme.cell_averages(density)
         self.field.enter(self.schedule.index_until(self.t))
         row = self._measure_observables(density)
@@ -228,11 +232,8 @@ class PDESimulation(Simulation):
         """This rank's cells: cell averages of the density (a causal run's whole token distribution),
         centroids, areas."""
         g = self.scheme.geometry
-        return self.scheme.cell_averages(self._whole_density()), g.centroid[: g.num_owned], g.measure[: g.num_owned]
-
-    def _whole_density(self) -> np.ndarray:
-        """The density state (a causal run's: of the whole token distribution, the mean of its slices')."""
-        return self.state if self.causal is None else self.causal.whole(self.state)
+        rho = self.scheme.cell_averages(self.positions.whole(self.state))
+        return rho, g.centroid[: g.num_owned], g.measure[: g.num_owned]
 
     def _measure_observables(self, density: np.ndarray) -> dict[str, float]:
         """The field's observables of one density state (the scheme's), with the atoms (collective)."""
@@ -250,12 +251,12 @@ class PDESimulation(Simulation):
         """A causal run's observables of each position slice: name -> (M,) values (the names of
         :meth:`observables` but ``dt`` and the ``[[output.observables]]``; collective).  Empty
         for a run without a mask."""
-        if self.causal is None:
-            return {}
+        return self.positions.by_position(self.state, self._slice_observables)
+
+    def _slice_observables(self, part: np.ndarray) -> dict[str, float]:
+        """The observables of one position slice's state (collective)."""
         self.field.enter(self.schedule.index_until(self.t))
-        rows = [{**self._measure_observables(part), **self._extremes(self.scheme.cell_averages(part))}
-                for part in self.causal.split(self.state)]
-        return {name: np.array([row[name] for row in rows]) for name in rows[0]}
+        return {**self._measure_observables(part), **self._extremes(self.scheme.cell_averages(part))}
 
     def _gather(self, rows: np.ndarray) -> np.ndarray | None:
         return gather_rows(self.comm, rows, self.scheme.geometry.original_index, self.num_cells)
@@ -264,24 +265,10 @@ class PDESimulation(Simulation):
         """``density`` (C,) and, DG1, ``vertex_density`` (C, nv); a causal run's are (M, C) and
         (M, C, nv), one row per position slice, with ``<observable>_by_position`` (M,) arrays
         (:meth:`position_observables`)."""
-        if self.causal is None:
-            arrays = {"density": self._gather(self.scheme.cell_averages(self.state))}
-            vertex = self.scheme.vertex_density(self.state)
-            if vertex is not None:
-                arrays["vertex_density"] = self._gather(vertex)
-        else:
-            arrays = {"density": self._gather_slices(self.causal.cell_averages(self.state))}
-            vertices = self.causal.vertex_density(self.state)
-            if vertices is not None:
-                arrays["vertex_density"] = self._gather_slices(vertices)
-            arrays.update({f"{name}{BY_POSITION}": values for name, values in self.position_observables().items()})
+        arrays = self.positions.arrays(self.state, self._gather)
+        arrays.update({f"{name}{BY_POSITION}": values for name, values in self.position_observables().items()})
         arrays.update(self.atoms_component.arrays())
         return {k: v for k, v in arrays.items() if v is not None} if self.comm.rank == 0 else None
-
-    def _gather_slices(self, values: np.ndarray) -> np.ndarray | None:
-        """(M, num_owned, ...) values of the slices -> (M, C, ...) in global cell order on rank 0."""
-        rows = self._gather(np.ascontiguousarray(np.moveaxis(values, 0, 1)))
-        return None if rows is None else np.ascontiguousarray(np.moveaxis(rows, 1, 0))
 
     def static_arrays(self) -> dict[str, np.ndarray] | None:
         g = self.scheme.geometry
@@ -294,8 +281,7 @@ class PDESimulation(Simulation):
         assert self.raw is not None and centroids is not None and areas is not None
         out = {"sphere": np.array(self.problem.sphere), "vertices": self.raw.points, "cells": self.raw.cells,
                "centroids": centroids, "areas": areas}
-        if self.problem.positions is not None:
-            out["positions"] = self.problem.positions
+        out.update(self.positions.static_arrays())
         if vertex_jacobian is not None:
             out["vertex_jacobian"] = vertex_jacobian
         return out
@@ -333,12 +319,8 @@ class PDESimulation(Simulation):
     # -- facts -----------------------------------------------------------------------------
     def describe(self) -> str:
         field = self.field.describe() if self.problem.velocity.is_attention else "rotation field"
-        mask = "" if self.problem.slices is None else f", causal mask, {self.problem.slices} position slices"
-        if self.problem.decay > 0:
-            mask += f", positional decay {self.problem.decay:g}"
-        if self.problem.normalise:
-            mask += ", normalised over positions"
-        return f"{self.problem.sphere} mesh, {self.num_cells} cells, scheme {self.scheme.name}, {field}{mask}"
+        return (f"{self.problem.sphere} mesh, {self.num_cells} cells, scheme {self.scheme.name}, {field}"
+                f"{self.positions.describe()}")
 
     def facts(self) -> dict[str, Any]:
         evaluator = self.field.evaluator

@@ -10,8 +10,9 @@
                          feed-forward block's W, A, b (config.toml's model.random.weights names it)
     mesh.npz             PDE: sphere, vertices, cells (connectivity), centroids, areas (global order)
     snapshots/NNNN.npz   output NNNN: t and the solution (PDE: cell averages, DG1 also its whole
-                         state, hybrid runs also the atoms (meanfield.point_masses.ATOM_KEYS); particles:
-                         all tokens), global order; written atomically
+                         state, hybrid runs also the atoms (meanfield.point_masses.ATOM_KEYS), causal runs
+                         one row per position slice and <observable>_by_position (BY_POSITION);
+                         particles: all tokens), global order; written atomically
     checkpoint.npz       the whole state at the last checkpoint (written atomically)
     run.nc               every output in one netCDF4 file (xarray.open_dataset opens it; see
                          meanfield.rundir.netcdf): mesh, coordinates, densities or tokens, observables
@@ -64,6 +65,8 @@ INNER_PRODUCTS = "inner_products.png"
 LEGACY_PARAVIEW_DATA = "density.h5"
 #: Where the files of a run being overwritten wait until the new run's first checkpoint.
 PREVIOUS = ".meanfield-previous"
+#: Suffix of a snapshot's per-position observables of a causal run (``mean_0_by_position``).
+BY_POSITION = "_by_position"
 
 #: Plain files a run may write at the top of its directory.
 RUN_FILES: tuple[str, ...] = (CONFIG, METADATA, OBSERVABLES, MESH, WEIGHTS, CHECKPOINT, CHECKPOINT_PREVIOUS, LOG,

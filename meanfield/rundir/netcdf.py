@@ -100,6 +100,7 @@ from ..point_masses import ATOM_KEYS, Atoms
 from ..version import __version__
 from . import layout
 from .files import DamagedFileError, load_npz, read_csv_columns
+from .layout import BY_POSITION
 
 if TYPE_CHECKING:
     import xarray
@@ -113,8 +114,6 @@ ATOM_DIM = "atom"
 ATOM_CHUNK = 256
 #: The dimension (and coordinate) of the token positions of a causal run.
 POSITION_DIM = "position"
-#: Suffix of the per-position observables of a causal run (``mean_0_by_position``).
-BY_POSITION = "_by_position"
 
 #: Builds the run's Dataset from output times (T,), per-output arrays (name -> (T, ...)) and
 #: observables (name -> (T,)).

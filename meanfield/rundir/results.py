@@ -20,7 +20,7 @@ from ..point_masses import ATOM_KEYS, Atoms
 from . import layout
 from .directory import effective_status, is_run, not_a_run_message
 from .files import load_npz, read_csv_columns
-from .netcdf import BY_POSITION
+from .layout import BY_POSITION
 
 if TYPE_CHECKING:
     import pandas
@@ -188,7 +188,7 @@ class RunResult(_Tabulated):
         Built from the snapshots (the crash-safe record), so it works on interrupted runs too.
         The atoms of a hybrid run are the ragged ``atom`` variables (:mod:`meanfield.rundir.netcdf`).
         """
-        from .netcdf import BY_POSITION, pde_dataset, ragged_atoms, run_attributes, tracker_attributes
+        from .netcdf import pde_dataset, ragged_atoms, run_attributes, tracker_attributes
 
         mesh = {"vertices": self.vertices, "cells": self.cells, "centroids": self.centroids, "areas": self.areas}
         if self.positions is not None:

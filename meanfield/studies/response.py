@@ -258,7 +258,7 @@ def response(
     states = solver.forward(times)
     forward_seconds = time.perf_counter() - started
     g = sim.scheme.geometry
-    n, M = g.num_owned, 1 if sim.causal is None else sim.causal.slices
+    n, M = g.num_owned, sim.positions.count
     centroids, areas = g.centroid[:n], g.measure[:n]
     phis = np.stack([o(centroids) for o in compiled], axis=1)  # (n, observables)
     P = len(compiled)
@@ -272,8 +272,7 @@ def response(
     backward_seconds = time.perf_counter() - tic
 
     def slices(state: np.ndarray) -> np.ndarray:
-        parts = [state] if sim.causal is None else sim.causal.split(state)
-        return np.array([sim.scheme.cell_averages(p) for p in parts])  # (M, n)
+        return np.array([sim.scheme.cell_averages(p) for p in sim.positions.split(state)])  # (M, n)
 
     rho0 = slices(solver.initial)
     local = np.concatenate([

@@ -163,10 +163,11 @@ def retrieval(
     config, times, path, solver, asked = study.config, study.times, study.path, study.solver, study.inputs
     environment, threads, started = study.environment, study.threads, study.started
     sim = solver.sim
-    assert sim.causal is not None  # checked by profiles_of
+    positions = sim.positions.s
+    assert positions is not None  # a causal run: checked by profiles_of
     solver.forward(times)
     g = sim.scheme.geometry
-    n, M = g.num_owned, sim.causal.slices
+    n, M = g.num_owned, sim.positions.count
     centroids, areas = g.centroid[:n], g.measure[:n]
     P, Q = len(asked.psis), len(asked.phis)
     finals = {}
@@ -176,7 +177,7 @@ def retrieval(
             final[-1, :, i * P + p] = M * psi(centroids)  # the last position's <psi, rho(t)>
         finals[t] = final
     phi0, _ = solver.backward(finals)  # (M, n, P T): Phi_0(s_k) per slice
-    rho0 = np.array([sim.scheme.cell_averages(part) for part in sim.causal.split(solver.initial)])  # (M, n)
+    rho0 = np.array([sim.scheme.cell_averages(part) for part in sim.positions.split(solver.initial)])  # (M, n)
     sources_at = np.stack([phi(centroids) for phi in asked.phis], axis=1)  # (n, Q)
     weighted = rho0 * areas  # (M, n)
     local = np.concatenate([np.einsum("kc,kcp,cq->kpq", weighted, phi0, sources_at).ravel(),
@@ -188,7 +189,6 @@ def retrieval(
     mean_phi0 = total[M * columns * Q: M * columns * (Q + 1)].reshape(M, columns)
     mean_source = total[M * columns * (Q + 1):].reshape(M, Q)
     covariance = product - mean_phi0[:, :, None] * mean_source[:, None, :]  # (M, P T, Q)
-    positions = sim.causal.positions
     rows = []
     for i, t in enumerate(times):
         for mode, terms in asked.profiles:

@@ -1,0 +1,188 @@
+"""The token positions as a component of the PDE simulation: one slice without a mask, M with.
+
+The PDE simulation holds one of two components and calls it at the same places whatever the
+run, as it does its atoms (:mod:`meanfield.atoms.component`): :class:`NoPositions` for a run
+without a mask (the state is one density, stepped by the spatial scheme) and
+:class:`CausalPositions` for a causal run (``model.mask = "causal"``: the state stacks the
+densities of M position slices, stepped by a :class:`~meanfield.causal.CausalScheme` whose
+slices move with the prefix sums of :class:`~meanfield.causal.CausalVelocity`).  Either
+component builds the spatial scheme with the velocity it moves with, so nothing is rewired
+afterwards.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+import numpy as np
+
+from .causal import CausalScheme, CausalVelocity
+from .discretisation.base import SpatialScheme
+from .initial import InitialDensity
+from .model import VelocityField
+from .timestepping import SteppedScheme
+
+#: Builds the spatial scheme of one slice from the velocity it moves with.
+SchemeBuilder = Callable[[VelocityField], SpatialScheme]
+#: Gathers (num_owned, ...) rows of this rank into (C, ...) rows in global cell order on rank 0
+#: (``None`` elsewhere; collective).
+Gather = Callable[[np.ndarray], np.ndarray | None]
+
+
+class PositionsComponent(Protocol):
+    """What the PDE simulation asks of its token positions (:class:`NoPositions` or
+    :class:`CausalPositions`)."""
+
+    @property
+    def scheme(self) -> SpatialScheme:
+        """The spatial scheme of one slice."""
+
+    @property
+    def stepping(self) -> SteppedScheme:
+        """What the time stepper steps (without atoms)."""
+
+    @property
+    def count(self) -> int:
+        """The number M of slices (1 without a mask)."""
+
+    @property
+    def s(self) -> np.ndarray | None:
+        """(M,) the slices' positions ``s_k = (k + 1/2) / M``, ``None`` without a mask."""
+
+    def initial_state(self, density: InitialDensity) -> np.ndarray:
+        """The initial state of the initial density (each slice of mass 1)."""
+
+    def split(self, state: np.ndarray) -> list[np.ndarray]:
+        """The M states of one slice each (of the scheme) in a state."""
+
+    def whole(self, state: np.ndarray) -> np.ndarray:
+        """The scheme's state of the whole token distribution (mass 1)."""
+
+    def kernel(self) -> np.ndarray:
+        """(M, M) the slices' weights (:meth:`~meanfield.causal.CausalVelocity.kernel`)."""
+
+    def arrays(self, state: np.ndarray, gather: Gather) -> dict[str, np.ndarray | None]:
+        """``density`` and, DG1, ``vertex_density`` of a snapshot, gathered (collective)."""
+
+    def by_position(self, state: np.ndarray,
+                    observe: Callable[[np.ndarray], dict[str, float]]) -> dict[str, np.ndarray]:
+        """``observe`` of each slice: name -> (M,) values (collective); empty without a mask."""
+
+    def static_arrays(self) -> dict[str, np.ndarray]:
+        """Arrays written once per run (the slices' positions)."""
+
+    def describe(self) -> str:
+        """The mask on the log's description of the run (empty without a mask)."""
+
+
+class NoPositions:
+    """The component of a run without a mask: one density, stepped by the scheme.
+
+    Parameters
+    ----------
+    velocity
+        The velocity the density moves with.
+    build
+        Builds the spatial scheme from it.
+    """
+
+    count = 1
+    s: np.ndarray | None = None
+
+    def __init__(self, velocity: VelocityField, build: SchemeBuilder) -> None:
+        self.scheme = build(velocity)
+        self.stepping: SteppedScheme = self.scheme
+
+    def initial_state(self, density: InitialDensity) -> np.ndarray:
+        return self.scheme.initial_state(density)
+
+    def split(self, state: np.ndarray) -> list[np.ndarray]:
+        return [state]
+
+    def whole(self, state: np.ndarray) -> np.ndarray:
+        return state
+
+    def kernel(self) -> np.ndarray:
+        return np.ones((1, 1))
+
+    def arrays(self, state: np.ndarray, gather: Gather) -> dict[str, np.ndarray | None]:
+        arrays = {"density": gather(self.scheme.cell_averages(state))}
+        vertex = self.scheme.vertex_density(state)
+        if vertex is not None:
+            arrays["vertex_density"] = gather(vertex)
+        return arrays
+
+    def by_position(self, state: np.ndarray,
+                    observe: Callable[[np.ndarray], dict[str, float]]) -> dict[str, np.ndarray]:
+        return {}
+
+    def static_arrays(self) -> dict[str, np.ndarray]:
+        return {}
+
+    def describe(self) -> str:
+        return ""
+
+
+class CausalPositions:
+    """The component of a causal run: M position slices (:mod:`meanfield.causal`).
+
+    Parameters
+    ----------
+    field
+        The velocity of the active layer (attention and feed-forward block) of one measure.
+    slices, decay, normalise
+        The slices and their weights (:class:`~meanfield.causal.CausalVelocity`).
+    build
+        Builds the spatial scheme of one slice from the slices' velocity.
+    """
+
+    def __init__(self, field: VelocityField, slices: int, decay: float, normalise: bool,
+                 build: SchemeBuilder) -> None:
+        self.velocity = CausalVelocity(field, slices, decay, normalise)
+        self.causal = CausalScheme(build(self.velocity), self.velocity)
+        self.scheme = self.causal.scheme
+        self.stepping: SteppedScheme = self.causal
+        self.count, self.decay, self.normalise = slices, decay, normalise
+        self.s: np.ndarray = self.causal.positions
+
+    def initial_state(self, density: InitialDensity) -> np.ndarray:
+        return self.causal.initial_state(density.at)
+
+    def split(self, state: np.ndarray) -> list[np.ndarray]:
+        return self.causal.split(state)
+
+    def whole(self, state: np.ndarray) -> np.ndarray:
+        return self.causal.whole(state)
+
+    def kernel(self) -> np.ndarray:
+        return self.velocity.kernel()
+
+    def arrays(self, state: np.ndarray, gather: Gather) -> dict[str, np.ndarray | None]:
+        """``density`` (M, C) and, DG1, ``vertex_density`` (M, C, nv): one row per slice."""
+
+        def slices(values: np.ndarray) -> np.ndarray | None:  # (M, num_owned, ...) -> (M, C, ...)
+            rows = gather(np.ascontiguousarray(np.moveaxis(values, 0, 1)))
+            return None if rows is None else np.ascontiguousarray(np.moveaxis(rows, 1, 0))
+
+        arrays = {"density": slices(self.causal.cell_averages(state))}
+        vertices = self.causal.vertex_density(state)
+        if vertices is not None:
+            arrays["vertex_density"] = slices(vertices)
+        return arrays
+
+    def by_position(self, state: np.ndarray,
+                    observe: Callable[[np.ndarray], dict[str, float]]) -> dict[str, np.ndarray]:
+        rows = [observe(part) for part in self.split(state)]
+        return {name: np.array([row[name] for row in rows]) for name in rows[0]}
+
+    def static_arrays(self) -> dict[str, np.ndarray]:
+        return {"positions": self.s}
+
+    def describe(self) -> str:
+        text = f", causal mask, {self.count} position slices"
+        if self.decay > 0:
+            text += f", positional decay {self.decay:g}"
+        if self.normalise:
+            text += ", normalised over positions"
+        return text
