@@ -179,7 +179,7 @@ def continue_run(sim: Simulation, problem: Problem, path: Path, checkpoint_heade
     environment = run_environment(comm)
 
     def reopen() -> tuple[RunDirectory, Checkpoint, str | None]:
-        rundir = RunDirectory.open_existing(path, kind=sim.kind if rebuild_metadata else None)
+        rundir = RunDirectory.open_existing(path, run_type=sim.kind if rebuild_metadata else None)
         try:
             point = resume_point(path, sim.kind, problem.time.output_times)
             checkpoint = point.checkpoint

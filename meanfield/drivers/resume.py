@@ -42,7 +42,7 @@ from ..rundir.directory import (
     not_a_run_message,
     read_metadata,
 )
-from ..rundir.recovery import kind_from_files, resume_point
+from ..rundir.recovery import resume_point, run_type_from_files
 from ..rundir.results import ParticleRunResult, RunResult, load_run
 from ..times import time_tol
 from .launch import check_size, configure_process, continue_run
@@ -105,7 +105,7 @@ def _resumable_list() -> str:
 def plan_resume(path: Path, t_final: float | None = None, overrides: list[str] | None = None) -> dict[str, Any]:
     """Check that a run can be resumed as asked and resolve its config (serial; rank 0).
 
-    Returns the resolved config data, its kind and the checkpoint's time and next output; the
+    Returns the resolved config data, its run type and the checkpoint's time and next output; the
     run's problem is built from that config once (:func:`resume`), which checks what only
     building it can (the model and its layers, also against the new end time).
 
@@ -125,9 +125,9 @@ def plan_resume(path: Path, t_final: float | None = None, overrides: list[str] |
         raise RunLockedError(f"{path}: the run is still in progress (its lock is held)")
     _check_overrides(overrides or [])
     config = load_config(path / layout.CONFIG, overrides)
-    kind = meta.get("kind") or kind_from_files(path)
+    run_type = meta.get("kind") or run_type_from_files(path)
     try:
-        checkpoint = resume_point(path, kind, output_times(config.data["time"])).checkpoint
+        checkpoint = resume_point(path, run_type, output_times(config.data["time"])).checkpoint
     except CheckpointError as exc:
         raise RunDirectoryError(f"{exc}; to start it again: `meanfield run --overwrite` (replaces its outputs)") \
             from None
@@ -144,7 +144,7 @@ def plan_resume(path: Path, t_final: float | None = None, overrides: list[str] |
     data["time"]["t_final"] = new_final
     if data["time"]["outputs_every"] is None or not np.array_equal(output_times(data["time"]), times):
         data["time"]["outputs"], data["time"]["outputs_every"] = _outputs_setting(times), None
-    return {"config": data, "source": str(path / layout.CONFIG), "kind": kind, "rebuild_metadata": rebuild,
+    return {"config": data, "source": str(path / layout.CONFIG), "run_type": run_type, "rebuild_metadata": rebuild,
             "checkpoint": {"t": checkpoint.t, "next_output": checkpoint.next_output}}
 
 
@@ -185,10 +185,10 @@ def resume(
     path = Path(path)
     plan = on_root(comm, lambda: plan_resume(path, t_final, overrides))
     problem = Problem(Config(plan["config"], plan["source"]))
-    check_size(problem, comm, problem.particles.n if plan["kind"] == "particles" else None)
+    check_size(problem, comm, problem.particles.n if plan["run_type"] == "particles" else None)
     note = {"t_final": problem.time.t_final, "overrides": list(overrides or []),
             "threads": configure_process(problem.field.threads)}
-    if plan["kind"] == "particles":
+    if plan["run_type"] == "particles":
         from .particles import ParticleSimulation, particle_handlers
 
         continue_run(ParticleSimulation(problem, comm), problem, path, plan["checkpoint"], particle_handlers(problem),

@@ -187,9 +187,9 @@ def atom_points_vtu(masses: np.ndarray, positions: np.ndarray, ids: np.ndarray) 
     ET.SubElement(points, "DataArray", type="Float64", NumberOfComponents="3", format="ascii").text = \
         _numbers(_padded(np.asarray(positions, float)))
     cells = ET.SubElement(piece, "Cells")
-    for name, kind, values in (("connectivity", "Int64", np.arange(k)), ("offsets", "Int64", np.arange(1, k + 1)),
+    for name, dtype, values in (("connectivity", "Int64", np.arange(k)), ("offsets", "Int64", np.arange(1, k + 1)),
                                ("types", "UInt8", np.ones(k, np.int64))):  # VTK_VERTEX = 1
-        ET.SubElement(cells, "DataArray", type=kind, Name=name, format="ascii").text = _numbers(values)
+        ET.SubElement(cells, "DataArray", type=dtype, Name=name, format="ascii").text = _numbers(values)
     return _xml_text(root)
 
 
