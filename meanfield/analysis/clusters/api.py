@@ -164,7 +164,7 @@ def analyse_run(run: Any, *, threshold: float | None = None, prominence: float |
             prominence = default_prominence(mesh, token_field, threshold)
     history = analyse_fields(fields, mesh.sphere, threshold=threshold, prominence=prominence, factors=factors,
                              source=str(getattr(result, "path", "")))
-    history.info.update(data=fields[0][1].kind if fields else "none", cells=mesh.num_cells,
+    history.info.update(data=fields[0][1].source if fields else "none", cells=mesh.num_cells,
                         scheme=getattr(result, "metadata", {}).get("scheme"))
     if isinstance(token_field, TokenField):
         history.info["bandwidth"] = token_field.bandwidth
@@ -213,7 +213,7 @@ def analyse_spectral(solution: CircleSolution, *, threshold: float | None = None
     fields = [(float(t), FourierField(mesh, solution, i)) for i, t in enumerate(solution.times)]
     history = analyse_fields(fields, "S1", threshold=threshold, prominence=prominence, factors=factors,
                              source="spectral reference")
-    history.info.update(data=FourierField.kind, cells=mesh.num_cells)
+    history.info.update(data=FourierField.source, cells=mesh.num_cells)
     return history
 
 
