@@ -28,6 +28,7 @@ from .discretisation.registry import scheme_class
 from .expression import ExpressionError
 from .initial import InitialDensity, InitialDensityError, make_initial_density
 from .layers import LayerSchedule
+from .memory import cells_of
 from .mesh import RawMesh, raw_mesh
 from .model import AttentionModel, ModelError, VelocityField, rotation_velocity
 from .random_weights import DrawnWeights, RandomLayers
@@ -58,6 +59,19 @@ class MeshSpec:
     def d(self) -> int:
         """Ambient dimension (2 for S^1, 3 for S^2)."""
         return SPHERES[self.sphere]
+
+    @property
+    def level(self) -> int | None:
+        """The icosphere's refinement level of a generated S^2 mesh (``mesh.resolution``); else ``None``."""
+        return self.resolution if self.file is None and self.sphere == "S2" else None
+
+    @property
+    def cells(self) -> int | None:
+        """Cells of a generated mesh, counted without building it (S^1: ``mesh.resolution``; S^2:
+        20 * 4**level); ``None`` for a mesh file."""
+        if self.file is not None or self.resolution is None:
+            return None
+        return cells_of(self.sphere, self.resolution)
 
     def build(self) -> RawMesh:
         """The serial mesh (generated, or read and checked); call it on one rank."""
