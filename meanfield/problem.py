@@ -80,15 +80,18 @@ class MeshSpec:
 
 @dataclass(frozen=True)
 class VelocitySpec:
-    """Attention dynamics, or a prescribed solid-body rotation (transport checks)."""
+    """Attention dynamics, or a prescribed solid-body rotation (transport checks).
 
-    kind: str
+    ``choice``: ``model.velocity`` (``"attention"`` or ``"rotation"``).
+    """
+
+    choice: str
     rotation_rate: float
     rotation_axis: tuple[float, ...]
 
     @property
     def is_attention(self) -> bool:
-        return self.kind == "attention"
+        return self.choice == "attention"
 
     def rotation(self, d: int) -> VelocityField:
         """The prescribed rotation field in dimension ``d`` (2 or 3)."""
