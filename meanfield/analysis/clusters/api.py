@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ...merging import MERGE_DISTANCE
-from ...mesh import RawMesh, circle, icosphere, raw_mesh
+from ...mesh import RawMesh, raw_mesh
 from ...references.spectral_circle import CircleSolution
 from ...rundir.directory import check_output_folder
 from ...rundir.results import load_run
@@ -48,7 +48,7 @@ PROMINENCE = 0.01
 def _config_mesh(config: dict, resolution: int | None = None) -> RawMesh:
     mesh = config["mesh"]
     if resolution is not None:
-        return circle(resolution) if mesh["sphere"] == "S1" else icosphere(resolution)
+        return raw_mesh(mesh["sphere"], resolution)
     return raw_mesh(mesh["sphere"], mesh.get("resolution"), mesh.get("file"))
 
 
