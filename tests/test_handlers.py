@@ -8,7 +8,7 @@ import os
 import signal
 
 import pytest
-from helpers.toy import Decay, config, handlers
+from helpers.toy import Decay, handlers, problem
 
 from meanfield.drivers.launch import start_run
 from meanfield.engine.controller import RunInterrupted
@@ -35,7 +35,7 @@ class Recorder(Handler):
 def test_a_handler_every_ten_steps(tmp_path):
     """100 steps, outputs every 25: due at steps 10, 20, ..., 100, never at the outputs."""
     every_ten = Recorder(Cadence(steps=10))
-    start_run(Decay(), config(), tmp_path / "a", [*handlers(), every_ten], quiet=True)
+    start_run(Decay(), problem(), tmp_path / "a", [*handlers(), every_ten], quiet=True)
     assert every_ten.calls == [(s, "step") for s in range(10, 101, 10)]
     assert every_ten.finished == ("completed", "completed")
 
@@ -43,7 +43,7 @@ def test_a_handler_every_ten_steps(tmp_path):
 def test_steps_count_from_the_last_call_at_an_output(tmp_path):
     """Due at outputs and every 10 steps: the count starts again at each output (25, 50, ...)."""
     both = Recorder(Cadence(outputs=True, steps=10))
-    start_run(Decay(), config(), tmp_path / "a", [*handlers(), both], quiet=True)
+    start_run(Decay(), problem(), tmp_path / "a", [*handlers(), both], quiet=True)
     expected = [(0, "output")]
     for start in (0, 25, 50, 75):
         expected += [(start + 10, "step"), (start + 20, "step"), (start + 25, "output")]
@@ -60,6 +60,6 @@ def test_a_stop_calls_the_handlers_due_at_a_stop(tmp_path):
             os.kill(os.getpid(), signal.SIGTERM)
 
     with pytest.raises(RunInterrupted):
-        start_run(Decay(on_step=on_step), config(), tmp_path / "a", [*handlers(), at_stop], quiet=True)
+        start_run(Decay(on_step=on_step), problem(), tmp_path / "a", [*handlers(), at_stop], quiet=True)
     assert at_stop.calls == [(30, "stop")]
     assert at_stop.finished == ("interrupted", "interrupted")
