@@ -138,9 +138,9 @@ def _numbers(value: object, n: int, name: str, default: float | None = None) -> 
     return a
 
 
-def _numbers_wanted(n: int, kind: str = "", bound: str = "") -> str:
+def _numbers_wanted(n: int, qualifier: str = "", bound: str = "") -> str:
     """``a finite number >= 0`` for one value, ``a finite number >= 0 or a list of 3 of them`` for more."""
-    one = f"a {kind}number{bound}"
+    one = f"a {qualifier}number{bound}"
     return one if n == 1 else f"{one} or a list of {n} of them"
 
 

@@ -224,18 +224,18 @@ class Layer:
 
 def _build_layer(d: int, raw: Mapping[str, Any], prefix: str) -> Layer:
     """A layer from resolved raw keys; the attention matrices are checked even when unused."""
-    kind = raw.get("attention", "softmax")
-    if kind not in ATTENTION_SETTINGS:
-        raise ModelError(f"{prefix}.attention: must be one of {list(ATTENTION_SETTINGS)}, got {kind!r}"
-                         f"{did_you_mean(kind, ATTENTION_SETTINGS) if isinstance(kind, str) else ''}")
+    attention = raw.get("attention", "softmax")
+    if attention not in ATTENTION_SETTINGS:
+        raise ModelError(f"{prefix}.attention: must be one of {list(ATTENTION_SETTINGS)}, got {attention!r}"
+                         f"{did_you_mean(attention, ATTENTION_SETTINGS) if isinstance(attention, str) else ''}")
     heads = raw.get("heads")
     if heads is not None and not (isinstance(heads, Sequence) and not isinstance(heads, str) and heads
                                   and all(isinstance(h, Mapping) for h in heads)):
         raise ModelError(f"{prefix}.heads: must be a non-empty list of tables with Q, K, V, weight, got {heads!r}")
-    model = AttentionModel.build(d, raw.get("beta"), "softmax" if kind == "none" else kind,  # type: ignore[arg-type]
+    model = AttentionModel.build(d, raw.get("beta"), "softmax" if attention == "none" else attention,  # type: ignore[arg-type]
                                  raw.get("Q"), raw.get("K"), raw.get("V"), heads, prefix=prefix)
     ffn = None if raw.get("ffn") is None else FeedForward.build(d, raw["ffn"], f"{prefix}.ffn")
-    return Layer(None if kind == "none" else model, ffn)
+    return Layer(None if attention == "none" else model, ffn)
 
 
 def _inherit(previous: dict[str, Any], changes: Mapping[str, Any]) -> dict[str, Any]:

@@ -128,9 +128,9 @@ def problem_estimate(problem, ranks: int = 1, tokens: int | None = None) -> Esti
     """
     if tokens is not None:
         return particle_estimate(tokens, problem.particles.d, f"particles.n = {tokens}", ranks)
-    if problem.mesh.resolution is None or problem.mesh.file is not None:
+    if problem.mesh.cells is None:
         return None
-    return pde_estimate(problem.sphere, problem.scheme.kind, cells_of(problem.sphere, problem.mesh.resolution),
+    return pde_estimate(problem.sphere, problem.scheme.kind, problem.mesh.cells,
                         f"mesh.resolution = {problem.mesh.resolution}", ranks, problem.slices)
 
 

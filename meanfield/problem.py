@@ -28,6 +28,7 @@ from .discretisation.registry import scheme_class
 from .expression import ExpressionError
 from .initial import InitialDensity, InitialDensityError, make_initial_density
 from .layers import LayerSchedule
+from .memory import cells_of
 from .mesh import RawMesh, raw_mesh
 from .model import AttentionModel, ModelError, VelocityField, rotation_velocity
 from .random_weights import DrawnWeights, RandomLayers
@@ -59,6 +60,19 @@ class MeshSpec:
         """Ambient dimension (2 for S^1, 3 for S^2)."""
         return SPHERES[self.sphere]
 
+    @property
+    def level(self) -> int | None:
+        """The icosphere's refinement level of a generated S^2 mesh (``mesh.resolution``); else ``None``."""
+        return self.resolution if self.file is None and self.sphere == "S2" else None
+
+    @property
+    def cells(self) -> int | None:
+        """Cells of a generated mesh, counted without building it (S^1: ``mesh.resolution``; S^2:
+        20 * 4**level); ``None`` for a mesh file."""
+        if self.file is not None or self.resolution is None:
+            return None
+        return cells_of(self.sphere, self.resolution)
+
     def build(self) -> RawMesh:
         """The serial mesh (generated, or read and checked); call it on one rank."""
         return raw_mesh(self.sphere, self.resolution, self.file)
@@ -66,15 +80,18 @@ class MeshSpec:
 
 @dataclass(frozen=True)
 class VelocitySpec:
-    """Attention dynamics, or a prescribed solid-body rotation (transport checks)."""
+    """Attention dynamics, or a prescribed solid-body rotation (transport checks).
 
-    kind: str
+    ``choice``: ``model.velocity`` (``"attention"`` or ``"rotation"``).
+    """
+
+    choice: str
     rotation_rate: float
     rotation_axis: tuple[float, ...]
 
     @property
     def is_attention(self) -> bool:
-        return self.kind == "attention"
+        return self.choice == "attention"
 
     def rotation(self, d: int) -> VelocityField:
         """The prescribed rotation field in dimension ``d`` (2 or 3)."""

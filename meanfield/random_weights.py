@@ -192,8 +192,8 @@ class DrawnWeights:
         layers = []
         for layer in range(L):
             heads = tuple(Head(self.Q[layer, h], self.K[layer, h], self.V[layer, h], 1.0 / H) for h in range(H))
-            kind: AttentionKind = "softmax" if attention == "none" else attention  # type: ignore[assignment]
-            model = None if attention == "none" else AttentionModel(self.d, beta, kind, heads)
+            model_attention: AttentionKind = "softmax" if attention == "none" else attention  # type: ignore[assignment]
+            model = None if attention == "none" else AttentionModel(self.d, beta, model_attention, heads)
             ffn = None if self.W is None else FeedForward(self.W[layer], self.A[layer], self.b[layer],  # type: ignore
                                                           law.ffn_activation)
             layers.append(Layer(model, ffn))

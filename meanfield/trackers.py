@@ -181,17 +181,17 @@ class Trackers:
         points /= np.linalg.norm(points, axis=1, keepdims=True)
         coordinates = dict(zip(FIELD_NAMES[1:], points.T))
         for tracker in self.trackers:
-            for kind, function in tracker.parts:
+            for reduction, function in tracker.parts:
                 half, double = (np.broadcast_to(function({"rho": np.full(16, a), **coordinates}), 16)
                                 for a in (0.5, 2.0))
-                expected = 4.0 * half if kind == "integral" else half  # linear in rho, or free of it
+                expected = 4.0 * half if reduction == "integral" else half  # linear in rho, or free of it
                 with np.errstate(invalid="ignore"):
                     ok = np.allclose(double, expected, rtol=1e-9, atol=0.0, equal_nan=True)
                 if not ok:
-                    need = "linear in rho, e.g. integral(rho * z)" if kind == "integral" else \
+                    need = "linear in rho, e.g. integral(rho * z)" if reduction == "integral" else \
                         "without rho, e.g. max(z)"
                     raise ExpressionError(f"{tracker.field}: {tracker.expression!r} has no value on tokens, which "
-                                          f"carry no pointwise density; a particle run takes {kind}(...) of an "
+                                          f"carry no pointwise density; a particle run takes {reduction}(...) of an "
                                           f"expression {need}")
 
     def evaluate(self, t: float, rho: np.ndarray, points: np.ndarray, areas: np.ndarray, comm) -> dict[str, float]:
@@ -211,9 +211,10 @@ class Trackers:
         env = {"rho": rho, **{v: points[:, i] if i < points.shape[1] else np.zeros(len(rho))
                               for i, v in enumerate(FIELD_NAMES[1:])}}
         parts = [part for tracker in due for part in tracker.parts]
-        local = np.array([_REDUCE[kind](np.broadcast_to(function(env), rho.shape), areas) for kind, function in parts])
+        local = np.array([_REDUCE[reduction](np.broadcast_to(function(env), rho.shape), areas)
+                          for reduction, function in parts])
         gathered = np.stack(comm.allgather(local)) if comm is not None and comm.size > 1 else local[None]
-        reduced = [_COMBINE[kind](gathered[:, j]) for j, (kind, _) in enumerate(parts)]
+        reduced = [_COMBINE[reduction](gathered[:, j]) for j, (reduction, _) in enumerate(parts)]
         out = {tracker.name: float("nan") for tracker in self.trackers}
         k = 0
         for tracker in due:

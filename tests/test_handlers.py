@@ -24,11 +24,11 @@ class Recorder(Handler):
         self.calls: list[tuple[int, str]] = []
         self.finished: tuple[str, str | None] | None = None
 
-    def handle(self, run: RunState, moment: Moment) -> None:
-        self.calls.append((run.sim.steps, moment.reason))  # the toy counts its steps
+    def handle(self, state: RunState, moment: Moment) -> None:
+        self.calls.append((state.sim.steps, moment.reason))  # the toy counts its steps
 
-    def finish(self, run: RunState, end: RunEnd) -> None:
-        metadata = json.loads((run.path / layout.METADATA).read_text())
+    def finish(self, state: RunState, end: RunEnd) -> None:
+        metadata = json.loads((state.run_dir / layout.METADATA).read_text())
         self.finished = (end.status, metadata["status"])  # the status is recorded before this finish
 
 

@@ -69,28 +69,28 @@ def find_runs(paths: Sequence[str | Path]) -> list[tuple[Path, dict[str, Any]]]:
         if not path.is_dir():
             raise FileNotFoundError(f"{path}: no such directory")
         points = sweep_points(path)
-        runs: list[tuple[Path, dict[str, Any]]]
+        run_dirs: list[tuple[Path, dict[str, Any]]]
         if is_run(path):
-            runs = [(path, {})]
+            run_dirs = [(path, {})]
         elif points is not None:
-            runs = [(path / p.directory, p.parameters) for p in points if is_run(path / p.directory)]
+            run_dirs = [(path / p.directory, p.parameters) for p in points if is_run(path / p.directory)]
         else:
-            runs = [(run, {}) for run in _runs_below(path)]
-        for run, parameters in runs:
-            found.setdefault(run.resolve(), (run, parameters))
+            run_dirs = [(run_dir, {}) for run_dir in _runs_below(path)]
+        for run_dir, parameters in run_dirs:
+            found.setdefault(run_dir.resolve(), (run_dir, parameters))
     if not found:
         raise FileNotFoundError(f"{', '.join(map(str, paths))}: no meanfield runs found")
     return list(found.values())
 
 
 def _runs_below(path: Path) -> list[Path]:
-    runs = []
+    run_dirs = []
     for child in sorted(p for p in path.iterdir() if p.is_dir()):
         if is_run(child):
-            runs.append(child)
+            run_dirs.append(child)
         else:
-            runs.extend(_runs_below(child))
-    return runs
+            run_dirs.extend(_runs_below(child))
+    return run_dirs
 
 
 def _flat(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -132,12 +132,12 @@ def collect(paths: Sequence[str | Path], *, final: bool = False, clusters: bool 
     """
     import pandas as pd
 
-    runs = find_runs(paths)
-    read = [read_observables(path) for path, _ in runs]
+    run_dirs = find_runs(paths)
+    read = [read_observables(path) for path, _ in run_dirs]
     configs = [_flat(config) for config, _, _ in read]
-    keys = _parameters(configs, [params for _, params in runs])
+    keys = _parameters(configs, [params for _, params in run_dirs])
     frames = []
-    for (path, _), (_, meta, observables), config in zip(runs, read, configs):
+    for (path, _), (_, meta, observables), config in zip(run_dirs, read, configs):
         frame = observables_frame(observables)
         frame = frame.tail(1) if final else frame
         if final and frame.empty:
@@ -220,19 +220,19 @@ def with_densities(ds: xarray.Dataset) -> xarray.Dataset:
     from ..rundir.results import RunResult, load_run
     from .causal import whole_measure
 
-    runs = [load_run(path) for path in ds["run"].values]
-    runs = [whole_measure(run) for run in runs]
-    first = next((run for run in runs if isinstance(run, RunResult)), None)
-    for run in runs:
-        if not isinstance(run, RunResult):
-            raise ConfigError(f"--densities: {run.path} is a particle run (final densities of PDE runs only)")
+    results = [load_run(path) for path in ds["run"].values]
+    results = [whole_measure(result) for result in results]
+    first = next((result for result in results if isinstance(result, RunResult)), None)
+    for result in results:
+        if not isinstance(result, RunResult):
+            raise ConfigError(f"--densities: {result.path} is a particle run (final densities of PDE runs only)")
         assert first is not None
-        if run.cells.shape != first.cells.shape or not np.array_equal(run.cells, first.cells):
-            raise ConfigError(f"--densities: {run.path} has {len(run.cells)} cells, {first.path} "
+        if result.cells.shape != first.cells.shape or not np.array_equal(result.cells, first.cells):
+            raise ConfigError(f"--densities: {result.path} has {len(result.cells)} cells, {first.path} "
                               f"{len(first.cells)}, or other cells; collect the densities of runs on one mesh")
     assert first is not None
-    density = np.array([run.densities[-1] if len(run.times) else np.full(len(run.areas), np.nan)
-                        for run in runs if isinstance(run, RunResult)])
+    density = np.array([result.densities[-1] if len(result.times) else np.full(len(result.areas), np.nan)
+                        for result in results if isinstance(result, RunResult)])
     ds = ds.assign(density=(("run", "cell"), density, {"long_name": "density cell averages at the run's last "
                                                                      "output (time t)", "units": "1"}))
     axes = "xyz"[: first.centroids.shape[1]]

@@ -151,8 +151,8 @@ def compare(run_a: str | Path | RunResult, run_b: str | Path | RunResult) -> Com
     """
     import pandas
 
-    runs = [_pde_run(run) for run in (run_a, run_b)]
-    a, b = runs
+    results = [_pde_result(source) for source in (run_a, run_b)]
+    a, b = results
     if a.sphere != b.sphere:
         raise ConfigError(f"{b.path}: a run on {b.sphere}, but {a.path} is on {a.sphere}")
     pairs = common_times(a.times, b.times)
@@ -173,8 +173,8 @@ def compare(run_a: str | Path | RunResult, run_b: str | Path | RunResult) -> Com
     return Comparison(a, b, pandas.DataFrame(columns), mesh)
 
 
-def _pde_run(run: str | Path | RunResult) -> RunResult:
-    result = run if isinstance(run, RunResult) else load_run(run)
+def _pde_result(source: str | Path | RunResult) -> RunResult:
+    result = source if isinstance(source, RunResult) else load_run(source)
     if not isinstance(result, RunResult):
         raise ConfigError(f"{result.path}: a particle run; compare takes PDE runs")
     return whole_measure(result)

@@ -94,32 +94,32 @@ def write_diagnostics(path: str | Path, rule: str = "auto", eps: float = 1e-3, m
     from matplotlib.figure import Figure
     from matplotlib.ticker import MaxNLocator
 
-    run = load_particle_run(path)
-    rule = resolve_rule(rule, run.points.shape[2])
+    result = load_particle_run(path)
+    rule = resolve_rule(rule, result.points.shape[2])
     if rule == "basins":
-        history = analyse_run(run)
+        history = analyse_run(result)
         clusters = history.counts
         largest = np.array([f.masses.max(initial=0.0) for f in history.frames])
     else:
-        sizes = [cluster_sizes(p, eps) for p in run.points]
+        sizes = [cluster_sizes(p, eps) for p in result.points]
         clusters = np.array([int(np.sum(s >= min_fraction)) for s in sizes])
         largest = np.array([s[0] for s in sizes])
-    hist = np.array([inner_product_histogram(p, bins) for p in run.points])
-    with open(run.path / "diagnostics.csv", "w", newline="") as fh:
+    hist = np.array([inner_product_histogram(p, bins) for p in result.points])
+    with open(result.path / "diagnostics.csv", "w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["t", "clusters", "largest_cluster", "rule"])
-        for row in zip(run.times, clusters, largest):
+        for row in zip(result.times, clusters, largest):
             w.writerow([repr(float(row[0])), int(row[1]), repr(float(row[2])), rule])
     fig = Figure(figsize=(11, 4), layout="constrained")
     ax, ax2 = fig.subplots(1, 2)
     image = ax.imshow(np.log10(np.maximum(hist, 1e-6)), origin="lower", aspect="auto",
-                      extent=(-1.0, 1.0, run.times[0], max(run.times[-1], run.times[0] + 1e-9)))
+                      extent=(-1.0, 1.0, result.times[0], max(result.times[-1], result.times[0] + 1e-9)))
     fig.colorbar(image, ax=ax, label="log10 fraction of pairs")
     ax.set(xlabel="<x_i, x_j>", ylabel="t", title="pairwise inner products")
-    ax2.step(run.times, clusters, where="post")
+    ax2.step(result.times, clusters, where="post")
     ax2.yaxis.set_major_locator(MaxNLocator(integer=True))
     label = (f"density basins\nbandwidth {history.info['bandwidth']:.3g}, prominence {history.prominence:.3g}"
              if rule == "basins" else f"links\neps = {eps:g}, at least {min_fraction:g} of the tokens")
     ax2.set(xlabel="t", ylabel="clusters", title=f"clusters: {label}")
-    fig.savefig(run.path / "inner_products.png", dpi=100)
-    return {"times": run.times, "clusters": clusters, "largest": largest, "histograms": hist}
+    fig.savefig(result.path / "inner_products.png", dpi=100)
+    return {"times": result.times, "clusters": clusters, "largest": largest, "histograms": hist}

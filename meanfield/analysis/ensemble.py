@@ -101,14 +101,14 @@ def with_mean_densities(ds: xarray.Dataset, table: pandas.DataFrame, over: str) 
     for _, members in runs.groupby(keys, sort=False, dropna=False):
         total = None
         for path in members["run"]:
-            run = load_run(path)
-            if not isinstance(run, RunResult) or run.densities.ndim != 2:
+            result = load_run(path)
+            if not isinstance(result, RunResult) or result.densities.ndim != 2:
                 raise ConfigError(f"--densities: {path} is not a PDE run without a mask (mean densities of PDE "
                                   "runs only)")
-            first = first or run
-            if not np.array_equal(run.cells, first.cells) or len(run.times) != ds.sizes["time"]:
+            first = first or result
+            if not np.array_equal(result.cells, first.cells) or len(result.times) != ds.sizes["time"]:
                 raise ConfigError(f"--densities: {path} and {first.path} differ in mesh or output times")
-            total = run.densities.copy() if total is None else total + run.densities
+            total = result.densities.copy() if total is None else total + result.densities
         assert total is not None
         means.append(total / len(members))
     assert first is not None

@@ -40,11 +40,11 @@ ATTRIBUTES = {"clusters": {"long_name": "number of clusters (meanfield clusters'
 PICTURE_SUFFIX = "-clusters.png"
 
 
-def run_clusters(run: str | Path) -> tuple[np.ndarray, np.ndarray, float]:
+def run_clusters(run_dir: str | Path) -> tuple[np.ndarray, np.ndarray, float]:
     """``(times, cluster counts, formation time)`` of one run (module docstring)."""
     from .clusters import analyse_run
 
-    history = analyse_run(run, factors=(FORMATION_FACTOR,), plots=False)
+    history = analyse_run(run_dir, factors=(FORMATION_FACTOR,), plots=False)
     (crossing,) = [c for c in history.crossings if c.id is None]
     formation = crossing.time if crossing.status == CROSSED else \
         float(history.times[0]) if crossing.status == ALREADY else float("nan")
@@ -58,8 +58,8 @@ def with_clusters(table: pandas.DataFrame) -> pandas.DataFrame:
 
     columns = list(table.columns)
     formation, counts = {}, []
-    for run, rows in table.groupby("run", sort=False):
-        times, count, formation[run] = run_clusters(str(run))
+    for run_dir, rows in table.groupby("run", sort=False):
+        times, count, formation[run_dir] = run_clusters(str(run_dir))
         at = {round(float(t), 9): float(c) for t, c in zip(times, count)}
         counts.append(rows["t"].map(lambda t, at=at: at.get(round(float(t), 9), np.nan)))
     out = table.assign(formation_time=table["run"].map(formation), clusters=pd.concat(counts))

@@ -28,12 +28,12 @@ def direction(text: str):
     return np.array([np.cos(lat) * np.cos(lon), np.cos(lat) * np.sin(lon), np.sin(lat)])
 
 
-def number_list(kind: type, what: str) -> Callable[[str], list]:
-    """An argparse type: comma-separated values of ``kind`` (``what`` names them in errors)."""
+def number_list(number_type: type, what: str) -> Callable[[str], list]:
+    """An argparse type: comma-separated values of ``number_type`` (``what`` names them in errors)."""
 
     def parse(text: str) -> list:
         try:
-            values = [kind(v) for v in text.split(",") if v.strip()]
+            values = [number_type(v) for v in text.split(",") if v.strip()]
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected comma-separated {what}s, got {text!r}") from None
         if not values:

@@ -21,6 +21,7 @@ import numpy as np
 
 from ..choices import FIELD_METHODS, FIELD_TOL, SCHEME_DESCRIPTIONS, SPHERES, STEP_TOL
 from ..layers import ATTENTION_SETTINGS
+from ..memory import cells_of
 from ..model import did_you_mean
 
 
@@ -296,5 +297,4 @@ def default_core_cells(sphere: str, resolution: int | None) -> int:
     cells, reference = CORE_CELLS[sphere]
     if resolution is None:
         return cells
-    count = 20 * 4**resolution if sphere == "S2" else resolution
-    return max(cells, round(cells * count / reference))
+    return max(cells, round(cells * cells_of(sphere, resolution) / reference))

@@ -79,9 +79,9 @@ def configure_process(threads: int | None) -> int:
     return count
 
 
-def check_new_target(path: Path, overwrite: bool, comm) -> None:
+def check_new_target(run_dir: Path, overwrite: bool, comm) -> None:
     """Refuse an unsafe run directory before any expensive work (collective, rank 0 looks)."""
-    on_root(comm, lambda: check_target(path, overwrite=overwrite))
+    on_root(comm, lambda: check_target(run_dir, overwrite=overwrite))
 
 
 def check_size(problem: Any, comm, tokens: int | None = None) -> None:
@@ -98,7 +98,7 @@ def _segment(command: str, t_start: float, environment: dict[str, Any]) -> dict[
             "host": environment["host"], "t_start": t_start}
 
 
-def start_run(sim: Simulation, problem: Problem, path: Path, outputs: Sequence[Handler], *, overwrite: bool = False,
+def start_run(sim: Simulation, problem: Problem, run_dir: Path, outputs: Sequence[Handler], *, overwrite: bool = False,
               quiet: bool = False, facts: dict[str, Any] | None = None, clock: Clock = time.perf_counter,
               callbacks: Sequence[Callback] = ()) -> None:
     """Run ``sim`` from its initial state into a new run directory (collective).
@@ -109,7 +109,7 @@ def start_run(sim: Simulation, problem: Problem, path: Path, outputs: Sequence[H
         The simulation at t = 0.
     problem
         The problem ``sim`` solves (its config is written to config.toml).
-    path
+    run_dir
         The run directory (refused unless missing, empty, or a run with ``overwrite``).
     outputs
         The handlers of the driver's output files (:func:`~meanfield.engine.handlers.file_outputs`).
@@ -128,16 +128,16 @@ def start_run(sim: Simulation, problem: Problem, path: Path, outputs: Sequence[H
     drawn = problem.random_weights() if comm.rank == 0 else None  # before an overwritten run is set aside
 
     def prepare() -> RunDirectory:
-        rundir = RunDirectory.create(path, overwrite=overwrite)
+        rundir = RunDirectory.create(run_dir, overwrite=overwrite)
         try:
             if drawn is not None:
-                save_npz(path / layout.WEIGHTS, **drawn.arrays())
-            write_text(path / layout.CONFIG, recorded_config(config).to_toml())
+                save_npz(run_dir / layout.WEIGHTS, **drawn.arrays())
+            write_text(run_dir / layout.CONFIG, recorded_config(config).to_toml())
             if static is not None:
-                save_npz(path / layout.MESH, **static)
+                save_npz(run_dir / layout.MESH, **static)
             for handler in handlers:
-                handler.start(path, static, 0)
-            rundir.update_metadata(kind=sim.kind, name=run_name(path), status="running", error=None,
+                handler.start(run_dir, static, 0)
+            rundir.update_metadata(kind=sim.kind, name=run_name(run_dir), status="running", error=None,
                                    config_source=config.source, **environment, **facts,
                                    segments=[_segment("run", 0.0, environment)])
         except BaseException:
@@ -146,10 +146,10 @@ def start_run(sim: Simulation, problem: Problem, path: Path, outputs: Sequence[H
             raise
         return rundir
 
-    _drive(sim, problem, path, on_root(comm, prepare, broadcast=False), handlers, 0, quiet, clock)
+    _drive(sim, problem, run_dir, on_root(comm, prepare, broadcast=False), handlers, 0, quiet, clock)
 
 
-def continue_run(sim: Simulation, problem: Problem, path: Path, checkpoint_header: dict[str, Any],
+def continue_run(sim: Simulation, problem: Problem, run_dir: Path, checkpoint_header: dict[str, Any],
                  outputs: Sequence[Handler], *, command: str = "resume", quiet: bool = False,
                  note: dict[str, Any] | None = None, rebuild_metadata: bool = False,
                  clock: Clock = time.perf_counter, callbacks: Sequence[Callback] = ()) -> None:
@@ -179,24 +179,24 @@ def continue_run(sim: Simulation, problem: Problem, path: Path, checkpoint_heade
     environment = run_environment(comm)
 
     def reopen() -> tuple[RunDirectory, Checkpoint, str | None]:
-        rundir = RunDirectory.open_existing(path, kind=sim.kind if rebuild_metadata else None)
+        rundir = RunDirectory.open_existing(run_dir, run_type=sim.kind if rebuild_metadata else None)
         try:
-            point = resume_point(path, sim.kind, problem.time.output_times)
+            point = resume_point(run_dir, sim.kind, problem.time.output_times)
             checkpoint = point.checkpoint
             if (checkpoint.t, checkpoint.next_output) != (checkpoint_header["t"], checkpoint_header["next_output"]):
-                raise CheckpointError(f"{path}: its checkpoint changed since the resume was planned; resume again")
-            recovery = point.note(path)
+                raise CheckpointError(f"{run_dir}: its checkpoint changed since the resume was planned; resume again")
+            recovery = point.note(run_dir)
             if recovery is not None:
-                recovery += set_aside_damaged(path)
-            static = load_npz(path / layout.MESH) if (path / layout.MESH).is_file() else None
+                recovery += set_aside_damaged(run_dir)
+            static = load_npz(run_dir / layout.MESH) if (run_dir / layout.MESH).is_file() else None
             for handler in handlers:
-                handler.start(path, static, checkpoint.next_output)
-            write_text(path / layout.CONFIG, recorded_config(config).to_toml())
+                handler.start(run_dir, static, checkpoint.next_output)
+            write_text(run_dir / layout.CONFIG, recorded_config(config).to_toml())
             segment = {**_segment(command, checkpoint.t, environment), **(note or {}), "blas": blas_libraries()}
             if recovery is not None:
                 segment.update(resumed_from=point.source, recovery=recovery)
             segments = list(rundir.metadata.get("segments", [])) + [segment]
-            rundir.update_metadata(name=run_name(path), status="running", error=None, interrupted_by=None,
+            rundir.update_metadata(name=run_name(run_dir), status="running", error=None, interrupted_by=None,
                                    stopped_early=None, segments=segments,
                                    **{k: v for k, v in environment.items() if k != "started"})
         except BaseException:
@@ -212,22 +212,22 @@ def continue_run(sim: Simulation, problem: Problem, path: Path, checkpoint_heade
 
     info, recovery = on_root(comm, shared)
     sim.restore(float(checkpoint_header["t"]), opened[1].state if opened is not None else None, info)
-    _drive(sim, problem, path, opened[0] if opened is not None else None, handlers,
+    _drive(sim, problem, run_dir, opened[0] if opened is not None else None, handlers,
            int(checkpoint_header["next_output"]), quiet, clock, recovery)
 
 
-def _drive(sim: Simulation, problem: Problem, path: Path, rundir: RunDirectory | None, handlers: list[Handler],
+def _drive(sim: Simulation, problem: Problem, run_dir: Path, rundir: RunDirectory | None, handlers: list[Handler],
            next_output: int, quiet: bool, clock: Clock, warning: str | None = None) -> None:
     """The controller's run (collective); ``rundir``: rank 0's run directory (None elsewhere)."""
     problem_time = problem.time.output_times
     options = ControllerOptions(problem.time.wall_limit, quiet, clock, LogEvery.parse(problem.output.log_every))
     try:
-        with run_logging(sim.comm, quiet, path / layout.LOG if sim.comm.rank == 0 else None):
-            log.info("%s: %s; %s; t = %.6g -> %.6g", run_name(path), sim.describe(), counted(sim.comm.size, "rank"),
+        with run_logging(sim.comm, quiet, run_dir / layout.LOG if sim.comm.rank == 0 else None):
+            log.info("%s: %s; %s; t = %.6g -> %.6g", run_name(run_dir), sim.describe(), counted(sim.comm.size, "rank"),
                      sim.t, problem_time[-1])
             if warning is not None:
                 log.warning("%s", warning)
-            Controller(sim, path, rundir, handlers, problem_time, options).run(next_output)
+            Controller(sim, run_dir, rundir, handlers, problem_time, options).run(next_output)
     finally:
         if rundir is not None:
             rundir.close()

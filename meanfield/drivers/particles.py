@@ -244,10 +244,10 @@ class ParticleSimulation(Simulation):
 def particle_handlers(problem: Problem) -> list[Handler]:
     """The handlers of a particle run's output files (observables, snapshots, run.nc)."""
 
-    def run_file(path: Path, static: Mapping[str, np.ndarray] | None) -> OutputWriter:
+    def run_file(run_dir: Path, static: Mapping[str, np.ndarray] | None) -> OutputWriter:
         n = problem.particles.n
         positions = slice_positions(n) if problem.causal and n is not None else None
-        return particle_run_file(path, problem.config.data, positions)
+        return particle_run_file(run_dir, problem.config.data, positions)
 
     return [*user_observables(problem.output.trackers), *file_outputs(run_file)]
 
@@ -310,11 +310,11 @@ def run_particles(
 
     comm = comm or MPI.COMM_WORLD
     problem = counted_problem(config, overrides, n, seed, comm)
-    path = Path(out) if out is not None else default_directory(problem)
-    check_new_target(path, overwrite, comm)
+    run_dir = Path(out) if out is not None else default_directory(problem)
+    check_new_target(run_dir, overwrite, comm)
     check_size(problem, comm, problem.particles.n)
     threads = configure_process(problem.field.threads)
     sim = ParticleSimulation(problem, comm)
-    start_run(sim, problem, path, particle_handlers(problem), overwrite=overwrite, quiet=quiet,
+    start_run(sim, problem, run_dir, particle_handlers(problem), overwrite=overwrite, quiet=quiet,
               facts={"threads": threads}, callbacks=callbacks)
-    return everywhere(comm, lambda: load_particle_run(path))
+    return everywhere(comm, lambda: load_particle_run(run_dir))

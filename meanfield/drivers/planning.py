@@ -31,7 +31,7 @@ import numpy as np
 from .. import memory
 from ..config import Config, load_config
 from ..discretisation.registry import scheme_class
-from ..memory import Estimate, MemoryEstimateError, cells_of, format_bytes, problem_estimate
+from ..memory import Estimate, MemoryEstimateError, format_bytes, problem_estimate
 from ..problem import Problem
 from ..rundir import layout
 from ..rundir.directory import RunDirectoryError, check_target
@@ -410,8 +410,8 @@ def _files(problem: Problem, cells: int, nv: int, outputs: int) -> dict[str, int
 
 def _mesh_size(problem: Problem) -> tuple[int, int, int]:
     """Cells, vertices and vertices per cell of the mesh: counted for a generated mesh, read from a file."""
-    if problem.mesh.file is None and problem.mesh.resolution is not None:
-        cells = cells_of(problem.sphere, problem.mesh.resolution)
+    cells = problem.mesh.cells
+    if cells is not None:
         return (cells, cells // 2 + 2, 3) if problem.sphere == "S2" else (cells, cells, 2)
     mesh = problem.mesh.build()
     return mesh.cells.shape[0], len(mesh.points), mesh.cells.shape[1]

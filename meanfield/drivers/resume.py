@@ -42,7 +42,7 @@ from ..rundir.directory import (
     not_a_run_message,
     read_metadata,
 )
-from ..rundir.recovery import kind_from_files, resume_point
+from ..rundir.recovery import resume_point, run_type_from_files
 from ..rundir.results import ParticleRunResult, RunResult, load_run
 from ..times import time_tol
 from .launch import check_size, configure_process, continue_run
@@ -102,10 +102,10 @@ def _resumable_list() -> str:
                      for s, keys in RESUMABLE.items())
 
 
-def plan_resume(path: Path, t_final: float | None = None, overrides: list[str] | None = None) -> dict[str, Any]:
+def plan_resume(run_dir: Path, t_final: float | None = None, overrides: list[str] | None = None) -> dict[str, Any]:
     """Check that a run can be resumed as asked and resolve its config (serial; rank 0).
 
-    Returns the resolved config data, its kind and the checkpoint's time and next output; the
+    Returns the resolved config data, its run type and the checkpoint's time and next output; the
     run's problem is built from that config once (:func:`resume`), which checks what only
     building it can (the model and its layers, also against the new end time).
 
@@ -115,19 +115,19 @@ def plan_resume(path: Path, t_final: float | None = None, overrides: list[str] |
         (input errors) not a run, a run in progress, no checkpoint, nothing to do, a
         setting that cannot change, an end time before the checkpoint.
     """
-    path = Path(path)
-    rebuild = metadata_problem(path) == "missing" and looks_like_run(path)  # metadata.json is written anew
-    if classify(path) != "run" and not rebuild:
-        raise RunDirectoryError(not_a_run_message(path))
-    meta = read_metadata(path) or {}
-    status = effective_status(path, meta)
-    if status == "running" or (rebuild and lock_state(path) == "held"):
-        raise RunLockedError(f"{path}: the run is still in progress (its lock is held)")
+    run_dir = Path(run_dir)
+    rebuild = metadata_problem(run_dir) == "missing" and looks_like_run(run_dir)  # metadata.json is written anew
+    if classify(run_dir) != "run" and not rebuild:
+        raise RunDirectoryError(not_a_run_message(run_dir))
+    meta = read_metadata(run_dir) or {}
+    status = effective_status(run_dir, meta)
+    if status == "running" or (rebuild and lock_state(run_dir) == "held"):
+        raise RunLockedError(f"{run_dir}: the run is still in progress (its lock is held)")
     _check_overrides(overrides or [])
-    config = load_config(path / layout.CONFIG, overrides)
-    kind = meta.get("kind") or kind_from_files(path)
+    config = load_config(run_dir / layout.CONFIG, overrides)
+    run_type = meta.get("kind") or run_type_from_files(run_dir)
     try:
-        checkpoint = resume_point(path, kind, output_times(config.data["time"])).checkpoint
+        checkpoint = resume_point(run_dir, run_type, output_times(config.data["time"])).checkpoint
     except CheckpointError as exc:
         raise RunDirectoryError(f"{exc}; to start it again: `meanfield run --overwrite` (replaces its outputs)") \
             from None
@@ -144,7 +144,7 @@ def plan_resume(path: Path, t_final: float | None = None, overrides: list[str] |
     data["time"]["t_final"] = new_final
     if data["time"]["outputs_every"] is None or not np.array_equal(output_times(data["time"]), times):
         data["time"]["outputs"], data["time"]["outputs_every"] = _outputs_setting(times), None
-    return {"config": data, "source": str(path / layout.CONFIG), "kind": kind, "rebuild_metadata": rebuild,
+    return {"config": data, "source": str(run_dir / layout.CONFIG), "run_type": run_type, "rebuild_metadata": rebuild,
             "checkpoint": {"t": checkpoint.t, "next_output": checkpoint.next_output}}
 
 
@@ -182,20 +182,21 @@ def resume(
     from mpi4py import MPI
 
     comm = comm or MPI.COMM_WORLD
-    path = Path(path)
-    plan = on_root(comm, lambda: plan_resume(path, t_final, overrides))
+    run_dir = Path(path)
+    plan = on_root(comm, lambda: plan_resume(run_dir, t_final, overrides))
     problem = Problem(Config(plan["config"], plan["source"]))
-    check_size(problem, comm, problem.particles.n if plan["kind"] == "particles" else None)
+    check_size(problem, comm, problem.particles.n if plan["run_type"] == "particles" else None)
     note = {"t_final": problem.time.t_final, "overrides": list(overrides or []),
             "threads": configure_process(problem.field.threads)}
-    if plan["kind"] == "particles":
+    if plan["run_type"] == "particles":
         from .particles import ParticleSimulation, particle_handlers
 
-        continue_run(ParticleSimulation(problem, comm), problem, path, plan["checkpoint"], particle_handlers(problem),
-                     quiet=quiet, note=note, rebuild_metadata=plan["rebuild_metadata"], callbacks=callbacks)
+        continue_run(ParticleSimulation(problem, comm), problem, run_dir, plan["checkpoint"],
+                     particle_handlers(problem), quiet=quiet, note=note, rebuild_metadata=plan["rebuild_metadata"],
+                     callbacks=callbacks)
     else:
         from .pde import PDESimulation, pde_handlers
 
-        continue_run(PDESimulation(problem, comm), problem, path, plan["checkpoint"], pde_handlers(problem),
+        continue_run(PDESimulation(problem, comm), problem, run_dir, plan["checkpoint"], pde_handlers(problem),
                      quiet=quiet, note=note, rebuild_metadata=plan["rebuild_metadata"], callbacks=callbacks)
-    return everywhere(comm, lambda: load_run(path))
+    return everywhere(comm, lambda: load_run(run_dir))

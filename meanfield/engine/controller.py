@@ -107,7 +107,7 @@ class Controller:
     ----------
     sim
         The simulation, built and (for a resume) restored.
-    path
+    run_dir
         The run directory.
     rundir
         Rank 0's open :class:`RunDirectory` (``None`` on other ranks).
@@ -119,9 +119,9 @@ class Controller:
         Wall limit, quietness, clock.
     """
 
-    def __init__(self, sim: Simulation, path: Path, rundir: RunDirectory | None, handlers: Sequence[Handler],
+    def __init__(self, sim: Simulation, run_dir: Path, rundir: RunDirectory | None, handlers: Sequence[Handler],
                  output_times: np.ndarray, options: ControllerOptions) -> None:
-        self.sim, self.comm, self.path = sim, sim.comm, Path(path)
+        self.sim, self.comm, self.run_dir = sim, sim.comm, Path(run_dir)
         self.rundir, self.handlers = rundir, list(handlers)
         self.times = np.asarray(output_times, float)
         self.options, self.clock = options, options.clock
@@ -145,13 +145,13 @@ class Controller:
         """
         sim, k = self.sim, next_output
         progress = Progress(self.comm, sim.t, float(self.times[-1]), self.options.quiet, self.options.log_every)
-        run = self.state = RunState(sim, self.path, self.rundir, self.times, self.clock, progress, self.clock(),
+        state = self.state = RunState(sim, self.run_dir, self.rundir, self.times, self.clock, progress, self.clock(),
                                     next_output=next_output)
-        self._last_ran = {c: (run.started, 0) for c in self._cadences}
+        self._last_ran = {c: (state.started, 0) for c in self._cadences}
         end, finish = RunEnd("failed"), True
         try:
             with SignalWatch() as signals:
-                while k < len(self.times) and run.stopped is None:
+                while k < len(self.times) and state.stopped is None:
                     target = float(self.times[k])
                     while target - sim.t > time_tol(target):
                         self._between_steps(self._step(self._step_target(target)), signals)
@@ -173,7 +173,7 @@ class Controller:
             progress.close()
             if finish:
                 for handler in reversed(self.handlers):
-                    handler.finish(run, end)
+                    handler.finish(state, end)
 
     def _at_output(self, t: float) -> bool:
         """Whether ``t`` is one of the output times (:func:`~meanfield.times.same_time`)."""
@@ -189,12 +189,12 @@ class Controller:
 
     def _step(self, target: float) -> float:
         """One step towards ``target``; its size."""
-        sim, run = self.sim, self.state
-        assert run is not None
+        sim, state = self.sim, self.state
+        assert state is not None
         tic = self.clock()
-        dt = run.collective(lambda: sim.step(target))
+        dt = state.collective(lambda: sim.step(target))
         elapsed = self.clock() - tic
-        run.timings["time_stepping"] += elapsed
+        state.timings["time_stepping"] += elapsed
         self._slowest_step = max(self._slowest_step, elapsed)
         remaining = float(self.times[-1]) - sim.t
         if target - sim.t > time_tol(target) and remaining > MAX_STEPS * dt:
@@ -216,21 +216,21 @@ class Controller:
         due = [h for h in self.handlers if h.cadence in by_wall or (stop is not None and h.cadence.stop)]
         self._call(Moment("stop" if stop is not None else "wall"), due)
         if stop is not None:
-            raise RunInterrupted(stop, signals.received if stop != "wall_limit" else 0, sim.t, self.path)
+            raise RunInterrupted(stop, signals.received if stop != "wall_limit" else 0, sim.t, self.run_dir)
 
     def _events(self, signals: SignalWatch) -> tuple[str | None, set[Cadence]]:
         """(stop reason or None, the cadences whose wall time came) agreed by all ranks."""
         from mpi4py import MPI
 
-        run = self.state
-        assert run is not None
+        state = self.state
+        assert state is not None
         now = self.clock()
         flags = np.zeros(2 + len(self._wall_cadences), dtype=np.int64)
         flags[0] = signals.received
         if self.comm.rank == 0:
             limit = self.options.wall_limit
             needed = 1.5 * self._slowest_step + 2.0 * self._stop_cost
-            flags[1] = int(limit is not None and now - run.started + needed > limit)
+            flags[1] = int(limit is not None and now - state.started + needed > limit)
             for i, cadence in enumerate(self._wall_cadences):
                 flags[2 + i] = int(now - self._last_ran[cadence][0] >= cadence.wall)  # type: ignore[operator]
         if self.comm.size > 1:
@@ -245,27 +245,27 @@ class Controller:
     # -- handlers ----------------------------------------------------------------------------
     def _output(self, k: int) -> None:
         """Output ``k``: its row and snapshot (collective), then the handlers due at outputs."""
-        sim, run = self.sim, self.state
-        assert run is not None
+        sim, state = self.sim, self.state
+        assert state is not None
         tic = self.clock()
         t = float(self.times[k])
-        row = {"t": t, **run.collective(sim.observables), "wall": self.clock() - run.started}
-        snapshot = run.collective(sim.snapshot)
-        run.timings["output"] += self.clock() - tic
-        run.next_output = k + 1
+        row = {"t": t, **state.collective(sim.observables), "wall": self.clock() - state.started}
+        snapshot = state.collective(sim.snapshot)
+        state.timings["output"] += self.clock() - tic
+        state.next_output = k + 1
         self._call(Moment("output", Output(k, t, row, snapshot)), [h for h in self.handlers if h.cadence.outputs])
 
     def _call(self, moment: Moment, handlers: list[Handler]) -> None:
         """Call ``handlers`` in order at ``moment``; their cadences count from now."""
-        run = self.state
-        assert run is not None
+        state = self.state
+        assert state is not None
         stop_cost = None
         for handler in handlers:
             tic = self.clock()
-            handler.handle(run, moment)
+            handler.handle(state, moment)
             elapsed = self.clock() - tic
             if handler.timing is not None:
-                run.timings[handler.timing] += elapsed
+                state.timings[handler.timing] += elapsed
             if handler.cadence.stop:
                 stop_cost = (stop_cost or 0.0) + elapsed
         if stop_cost is not None:

@@ -143,7 +143,7 @@ class RunState:
     ----------
     sim
         The simulation.
-    path
+    run_dir
         The run directory.
     rundir
         Rank 0's open :class:`RunDirectory` (``None`` on other ranks).
@@ -169,7 +169,7 @@ class RunState:
     """
 
     sim: Simulation
-    path: Path
+    run_dir: Path
     rundir: RunDirectory | None
     times: np.ndarray
     clock: Callable[[], float]
@@ -196,7 +196,7 @@ class RunState:
                 raise
             message = f"rank {self.comm.rank}: {type(exc).__name__}: {exc}"
             print(f"error: the run failed on {message}; aborting all ranks", file=sys.stderr, flush=True)
-            record_failure(self.path, message)
+            record_failure(self.run_dir, message)
             self.comm.Abort(1)
             raise  # not reached
 
@@ -219,17 +219,17 @@ class Handler(ABC):
     cadence: Cadence = Cadence()
     timing: str | None = None
 
-    def start(self, path: Path, static: Mapping[str, np.ndarray] | None, keep: int) -> None:
-        """Prepare the files of run directory ``path`` (rank 0, as it opens): ``keep`` outputs
+    def start(self, run_dir: Path, static: Mapping[str, np.ndarray] | None, keep: int) -> None:
+        """Prepare the files of run directory ``run_dir`` (rank 0, as it opens): ``keep`` outputs
         already written are kept (0: a new run).  ``static``: the arrays written once per run
         (the mesh), if any.  Nothing by default."""
         return None
 
     @abstractmethod
-    def handle(self, run: RunState, moment: Moment) -> None:
+    def handle(self, state: RunState, moment: Moment) -> None:
         """Do what is due at ``moment`` (every rank)."""
 
-    def finish(self, run: RunState, end: RunEnd) -> None:
+    def finish(self, state: RunState, end: RunEnd) -> None:
         """The loop has ended as ``end`` says (every rank; best effort).  Nothing by default."""
         return None
 
@@ -254,12 +254,12 @@ class FileOutput(Handler):
         self.build = build
         self.writer: OutputWriter | None = None
 
-    def start(self, path: Path, static: Mapping[str, np.ndarray] | None, keep: int) -> None:
-        self.writer = self.build(path, static)
+    def start(self, run_dir: Path, static: Mapping[str, np.ndarray] | None, keep: int) -> None:
+        self.writer = self.build(run_dir, static)
         if self.writer is not None:
             self.writer.start(keep)
 
-    def handle(self, run: RunState, moment: Moment) -> None:
+    def handle(self, state: RunState, moment: Moment) -> None:
         output, writer = moment.output, self.writer
         assert output is not None
 
@@ -267,13 +267,13 @@ class FileOutput(Handler):
             if writer is not None:
                 writer.write(output.index, output.t, output.row, output.snapshot)
 
-        on_root(run.comm, write)
+        on_root(state.comm, write)
 
 
 def file_outputs(*more: WriterBuilder) -> list[Handler]:
     """observables.csv and the snapshots, then the files ``more`` builds (run.nc), as handlers."""
-    return [FileOutput(lambda path, static: ObservablesWriter(path)),
-            FileOutput(lambda path, static: SnapshotWriter(path)), *(FileOutput(build) for build in more)]
+    return [FileOutput(lambda run_dir, static: ObservablesWriter(run_dir)),
+            FileOutput(lambda run_dir, static: SnapshotWriter(run_dir)), *(FileOutput(build) for build in more)]
 
 
 class UserObservables(Handler):
@@ -294,11 +294,11 @@ class UserObservables(Handler):
     def __init__(self, trackers: Trackers) -> None:
         self.trackers = trackers
 
-    def handle(self, run: RunState, moment: Moment) -> None:
+    def handle(self, state: RunState, moment: Moment) -> None:
         output = moment.output
         assert output is not None
-        rho, points, weights = run.collective(run.sim.distribution)
-        values = run.collective(lambda: self.trackers.evaluate(output.t, rho, points, weights, run.comm))
+        rho, points, weights = state.collective(state.sim.distribution)
+        values = state.collective(lambda: self.trackers.evaluate(output.t, rho, points, weights, state.comm))
         wall = output.row.pop("wall")
         output.row.update(values, wall=wall)
 
@@ -317,8 +317,8 @@ class RunLog(Handler):
     def __init__(self) -> None:
         self._writing_checked = False
 
-    def handle(self, run: RunState, moment: Moment) -> None:
-        sim, progress = run.sim, run.progress
+    def handle(self, state: RunState, moment: Moment) -> None:
+        sim, progress = state.sim, state.progress
         if moment.output is None:
             for line in sim.event_lines():
                 log.info("t = %.6g  %s", sim.t, line)
@@ -326,24 +326,24 @@ class RunLog(Handler):
                             limit=sim.step_info().get("limit") or "")
             return
         log.info("t = %-10.6g %s  %s", moment.output.t, progress.line(), _summary(moment.output.row))
-        self._check_writing(run, moment.output.index)
+        self._check_writing(state, moment.output.index)
 
-    def _check_writing(self, run: RunState, k: int) -> None:
+    def _check_writing(self, state: RunState, k: int) -> None:
         """Warn once (rank 0) when writing has dominated the run's cost (module docstring)."""
-        progress = run.progress
+        progress = state.progress
         if self._writing_checked or k + 1 < WRITING_CHECKED_AFTER or \
-                run.sim.t - progress.t0 < (progress.t_end - progress.t0) / 10:
+                state.sim.t - progress.t0 < (progress.t_end - progress.t0) / 10:
             return
         self._writing_checked = True
-        writing, stepping = run.timings["output"] + run.timings["checkpoint"], run.timings["time_stepping"]
-        if run.comm.rank == 0 and writing > WRITING_DOMINATES * stepping:
+        writing, stepping = state.timings["output"] + state.timings["checkpoint"], state.timings["time_stepping"]
+        if state.comm.rank == 0 and writing > WRITING_DOMINATES * stepping:
             log.warning("warning: the outputs and their checkpoints took %.3g s so far, the steps %.3g s: writing "
                         "dominates this run's cost; fewer outputs (time.outputs_every, time.outputs) would shorten "
                         "such runs", writing, stepping)
 
-    def finish(self, run: RunState, end: RunEnd) -> None:
-        log.info("%s %s at t = %.6g in %.1f s; results in %s", run_name(run.path), end.status, run.sim.t,
-                 run.clock() - run.started, run.path)
+    def finish(self, state: RunState, end: RunEnd) -> None:
+        log.info("%s %s at t = %.6g in %.1f s; results in %s", run_name(state.run_dir), end.status, state.sim.t,
+                 state.clock() - state.started, state.run_dir)
 
 
 class Callbacks(Handler):
@@ -355,13 +355,13 @@ class Callbacks(Handler):
     def __init__(self, callbacks: Sequence[Callback]) -> None:
         self.callbacks = tuple(callbacks)
 
-    def handle(self, run: RunState, moment: Moment) -> None:
+    def handle(self, state: RunState, moment: Moment) -> None:
         output = moment.output
         assert output is not None
-        state = OutputState(output.index, output.t, output.row, output.snapshot or {}, run.path)
-        reason = on_root(run.comm, lambda: call_all(self.callbacks, state))
+        seen = OutputState(output.index, output.t, output.row, output.snapshot or {}, state.run_dir)
+        reason = on_root(state.comm, lambda: call_all(self.callbacks, seen))
         if reason is not None:
-            run.stopped = {"t": output.t, "reason": reason}
+            state.stopped = {"t": output.t, "reason": reason}
             log.info("stopped early at t = %.6g: %s", output.t, reason)
 
 
@@ -380,21 +380,21 @@ class Checkpoints(Handler):
     def __init__(self, cadence: Cadence) -> None:
         self.cadence = cadence
 
-    def handle(self, run: RunState, moment: Moment) -> None:
-        sim = run.sim
-        state = run.collective(sim.checkpoint_state)
-        info = {"step": sim.step_info(), "timings": dict(run.timings)}
-        t, next_output = sim.t, run.next_output
+    def handle(self, state: RunState, moment: Moment) -> None:
+        sim = state.sim
+        arrays = state.collective(sim.checkpoint_state)
+        info = {"step": sim.step_info(), "timings": dict(state.timings)}
+        t, next_output = sim.t, state.next_output
 
         def save() -> None:
-            assert run.rundir is not None
-            Checkpoint(sim.kind, t, next_output, run.times, state or {}, info).save(run.path)
-            if not run.committed:
-                run.rundir.commit()
+            assert state.rundir is not None
+            Checkpoint(sim.kind, t, next_output, state.times, arrays or {}, info).save(state.run_dir)
+            if not state.committed:
+                state.rundir.commit()
 
-        on_root(run.comm, save)
-        run.committed = True
-        run.checkpoint = {"t": t, "next_output": next_output}
+        on_root(state.comm, save)
+        state.committed = True
+        state.checkpoint = {"t": t, "next_output": next_output}
 
 
 class Status(Handler):
@@ -408,43 +408,43 @@ class Status(Handler):
     def __init__(self, cadence: Cadence) -> None:
         self.cadence = cadence
 
-    def handle(self, run: RunState, moment: Moment) -> None:
-        sim = run.sim
+    def handle(self, state: RunState, moment: Moment) -> None:
+        sim = state.sim
 
         def record() -> None:
-            assert run.rundir is not None
-            run.rundir.update_metadata(status="running", t_reached=sim.t, outputs_written=run.next_output,
-                                       checkpoint=run.checkpoint, timings=run.all_timings(), steps=sim.step_info(),
-                                       **_progress_entry(run))
+            assert state.rundir is not None
+            state.rundir.update_metadata(status="running", t_reached=sim.t, outputs_written=state.next_output,
+                                       checkpoint=state.checkpoint, timings=state.all_timings(), steps=sim.step_info(),
+                                       **_progress_entry(state))
 
-        on_root(run.comm, record)
+        on_root(state.comm, record)
 
-    def finish(self, run: RunState, end: RunEnd) -> None:
+    def finish(self, state: RunState, end: RunEnd) -> None:
         try:
-            facts = run.sim.facts()
+            facts = state.sim.facts()
         except CollectiveFailure:
             facts = {}
 
         def record() -> None:
-            rundir = run.rundir
+            rundir = state.rundir
             if rundir is None:
                 return
-            if end.status == "failed" and not run.committed and rundir.overwriting:
+            if end.status == "failed" and not state.committed and rundir.overwriting:
                 rundir.rollback()  # the old run's results come back; nothing of this one stays
                 return
-            entries: dict[str, Any] = {"status": end.status, "error": end.error, "timings": run.all_timings(),
-                                       "steps": run.sim.step_info(), **_progress_entry(run), **facts}
+            entries: dict[str, Any] = {"status": end.status, "error": end.error, "timings": state.all_timings(),
+                                       "steps": state.sim.step_info(), **_progress_entry(state), **facts}
             if end.interrupted_by is not None:
-                entries.update(interrupted_by=end.interrupted_by, t_reached=run.sim.t)
-            if run.stopped is not None:
-                entries.update(stopped_early=run.stopped, t_reached=run.stopped["t"])
+                entries.update(interrupted_by=end.interrupted_by, t_reached=state.sim.t)
+            if state.stopped is not None:
+                entries.update(stopped_early=state.stopped, t_reached=state.stopped["t"])
             try:
                 rundir.update_metadata(**entries)
             except OSError as exc:
                 log.error("could not record the run's status in metadata.json: %s", exc)
 
         try:
-            on_root(run.comm, record)
+            on_root(state.comm, record)
         except Exception as exc:  # noqa: BLE001 - the run's own error is the one to report
             log.error("could not finish the run directory: %s", exc)
 
@@ -463,15 +463,15 @@ def run_handlers(outputs: Sequence[Handler], *, checkpoint_every: float,
             Status(cadence)]
 
 
-def _progress_entry(run: RunState) -> dict[str, Any]:
+def _progress_entry(state: RunState) -> dict[str, Any]:
     """``progress`` for metadata.json (where the segment stands: :meth:`Progress.state`), and
     the segment's end time and wall seconds so far in its entry of ``segments`` (rank 0)."""
-    if run.rundir is None:
+    if state.rundir is None:
         return {}
-    segments = [dict(s) for s in run.rundir.metadata.get("segments", [])]
+    segments = [dict(s) for s in state.rundir.metadata.get("segments", [])]
     if segments:
-        segments[-1].update(t_end=run.sim.t, wall_s=round(run.clock() - run.started, 3))
-    return {"progress": run.progress.state(), "segments": segments}
+        segments[-1].update(t_end=state.sim.t, wall_s=round(state.clock() - state.started, 3))
+    return {"progress": state.progress.state(), "segments": segments}
 
 
 def _summary(row: dict[str, float]) -> str:

@@ -44,7 +44,7 @@ class SignalWatch:
                 self._previous[sig] = signal.signal(sig, self._handle)
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
+    def __exit__(self, exc_type: type[BaseException] | None, value: BaseException | None,
                  tb: TracebackType | None) -> None:
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)  # type: ignore[arg-type]

@@ -70,9 +70,9 @@ def _closed_manifold(cells: np.ndarray, where: str) -> None:
     bad = np.flatnonzero(counts != 2)
     if bad.size:
         e = unique[bad[0]]
-        kind = "a boundary (the mesh has a hole or is not closed)" if counts[bad[0]] == 1 else "non-manifold"
+        defect = "a boundary (the mesh has a hole or is not closed)" if counts[bad[0]] == 1 else "non-manifold"
         raise MeshError(f"{where}: edge ({int(e[0])}, {int(e[1])}) belongs to {int(counts[bad[0]])} triangles, "
-                        f"not 2: {kind}")
+                        f"not 2: {defect}")
 
 
 def check_sphere_mesh(points: np.ndarray, cells: np.ndarray, where: str) -> None:

@@ -33,14 +33,14 @@ def read_mesh_file(path: str | Path, sphere: str | None = None) -> RawMesh:
         detail = str(exc) if str(exc) not in ("", "1") else said
         raise MeshError(f"mesh.file: meshio cannot read {path} as a mesh" + (f" ({detail})" if detail else "")) \
             from None
-    kind = "triangle" if sphere != "S1" and "triangle" in m.cells_dict else "line"
-    if kind not in m.cells_dict:
+    cell_type = "triangle" if sphere != "S1" and "triangle" in m.cells_dict else "line"
+    if cell_type not in m.cells_dict:
         raise MeshError(f"mesh.file: {path} has no {'triangle' if sphere == 'S2' else 'line'} cells")
-    cells = np.asarray(m.cells_dict[kind], dtype=np.int64)
+    cells = np.asarray(m.cells_dict[cell_type], dtype=np.int64)
     pts = np.asarray(m.points, dtype=float)
     if cells.size == 0 or cells.min() < 0 or cells.max() >= len(pts):
         raise MeshError(f"mesh.file: {path}: cell vertex indices must lie in [0, {len(pts)})")
-    d = 3 if kind == "triangle" else 2
+    d = 3 if cell_type == "triangle" else 2
     if pts.shape[1] > d:
         if np.any(pts[:, d:] != 0):
             raise MeshError(f"mesh.file: {path} has line cells but points outside the plane z = 0")
@@ -79,11 +79,11 @@ def write_mesh_file(path: str | Path, mesh: RawMesh) -> None:
     """Write a raw mesh with meshio (format from the file extension)."""
     import meshio
 
-    kind = "triangle" if mesh.points.shape[1] == 3 else "line"
-    pts = mesh.points if kind == "triangle" else np.column_stack([mesh.points, np.zeros(len(mesh.points))])
+    cell_type = "triangle" if mesh.points.shape[1] == 3 else "line"
+    pts = mesh.points if cell_type == "triangle" else np.column_stack([mesh.points, np.zeros(len(mesh.points))])
     path = Path(path)
     fmt = "gmsh" if path.suffix == ".msh" else None  # meshio would pick ANSYS for .msh
-    meshio.write(path, meshio.Mesh(pts, [(kind, mesh.cells)]), file_format=fmt)
+    meshio.write(path, meshio.Mesh(pts, [(cell_type, mesh.cells)]), file_format=fmt)
 
 
 def make_mesh_file(sphere: str, size: int, path: str | Path, *, overwrite: bool = False) -> RawMesh:

@@ -156,10 +156,10 @@ class SphereSpectrum:
         """
         L = self.L
         ext = np.zeros((L + 2) * (L + 3) + 1, dtype=complex)  # rows l = 0..L+1, columns m = -1..L+1; a zero
-        grid = ext[:-1].reshape(L + 2, L + 3)
-        grid[: L + 1, 1 : L + 2] = c
+        coefficients = ext[:-1].reshape(L + 2, L + 3)
+        coefficients[: L + 1, 1 : L + 2] = c
         if L >= 1:
-            grid[: L + 1, 0] = -np.conj(c[:, 1])
+            coefficients[: L + 1, 0] = -np.conj(c[:, 1])
         terms = self._recurrence * ext[self._shifted]
         z = terms[0] + terms[1]
         minus = terms[2] + terms[3]  # sum w (x - iy) conj(Y_lm)

@@ -65,11 +65,11 @@ def spherical_angles(points: np.ndarray) -> np.ndarray:
     return out
 
 
-def _plan(coord: np.ndarray, grid: tuple[int, ...], epsilon: float, adjoint: bool):
+def _plan(coord: np.ndarray, grid_shape: tuple[int, ...], epsilon: float, adjoint: bool):
     import ducc0
 
     return ducc0.nufft.plan(
-        nu2u=adjoint, coord=coord, grid_shape=grid, epsilon=max(epsilon, 1.01 * EPSILON_FLOOR),
+        nu2u=adjoint, coord=coord, grid_shape=grid_shape, epsilon=max(epsilon, 1.01 * EPSILON_FLOOR),
         nthreads=num_threads(), sigma_min=SIGMA[0], sigma_max=SIGMA[1],
     )
 
@@ -136,14 +136,14 @@ class PointTransform:
         if self.d == 2:
             self.spectrum: CircleSpectrum | SphereSpectrum = spectrum_for(2, L)
             coord = np.arctan2(points[:, 1], points[:, 0])[:, None]
-            grid: tuple[int, ...] = (2 * L + 1,)
+            grid_shape: tuple[int, ...] = (2 * L + 1,)
         elif self.d == 3:
             self.spectrum = spectrum_for(3, L)
             coord = spherical_angles(points)
-            grid = (2 * L + 1, 2 * L + 1)
+            grid_shape = (2 * L + 1, 2 * L + 1)
         else:
             raise ValueError(f"point transforms: d must be 2 or 3, got {self.d}")
-        self._plan = _plan(np.ascontiguousarray(coord), grid, epsilon, adjoint) if self.size else None
+        self._plan = _plan(np.ascontiguousarray(coord), grid_shape, epsilon, adjoint) if self.size else None
 
     # -- torus <-> coefficients (S^2) ------------------------------------------------------
     def _to_torus(self, c: np.ndarray) -> np.ndarray:

@@ -28,7 +28,7 @@ class RunData:
 
     Attributes
     ----------
-    kind
+    run_type
         "pde" or "particles".
     sphere
         "S1" or "S2"; None for tokens in dimension d > 3 (time series only).
@@ -56,7 +56,7 @@ class RunData:
         ``by_position`` (observable -> (T, M)) each slice's.
     """
 
-    kind: str
+    run_type: str
     sphere: str | None
     name: str
     times: np.ndarray
@@ -88,7 +88,7 @@ class RunData:
         if self.vertex_densities is not None:
             return self.vertex_densities
         if self.densities is None:
-            raise ValueError(f"a {self.kind} run has no densities")
+            raise ValueError(f"a {self.run_type} run has no densities")
         return self.densities
 
 
@@ -140,12 +140,13 @@ def run_data(result: Any) -> RunData:
     meta = getattr(result, "metadata", None) or {}
     path = getattr(result, "path", None)
     name = meta.get("name") or (Path(path).name if path is not None else "run")
-    kind = meta.get("kind") or ("particles" if getattr(result, "points", None) is not None else "pde")
-    missing = [a for a in NEEDED.get(kind, ()) if getattr(result, a, None) is None]
-    if kind not in NEEDED or missing:
-        raise TypeError(f"cannot plot a {type(result).__name__} of kind {kind!r}: it has no {', '.join(missing)}")
+    run_type = meta.get("kind") or ("particles" if getattr(result, "points", None) is not None else "pde")
+    missing = [a for a in NEEDED.get(run_type, ()) if getattr(result, a, None) is None]
+    if run_type not in NEEDED or missing:
+        raise TypeError(f"cannot plot a {type(result).__name__} of run type {run_type!r}: "
+                        f"it has no {', '.join(missing)}")
     times = np.asarray(result.times, float)
-    if kind == "particles":
+    if run_type == "particles":
         points = np.asarray(result.points, float)
         return RunData("particles", SPHERE_OF_DIMENSION.get(points.shape[-1]), name, times, _observables(result),
                        points=points, layer_ends=_layer_ends(result, times), trackers=_trackers(result))

@@ -136,11 +136,11 @@ def _title(data: RunData, i: int) -> str:
     return f"{data.name}   t = {data.times[i]:.4g}"
 
 
-def _stills(data: RunData, kind: str, shown: list[int] | None) -> list[tuple[str, int]]:
+def _stills(data: RunData, prefix: str, shown: list[int] | None) -> list[tuple[str, int]]:
     """Names and output indices of the S^2 stills: initial and final, or the times asked for."""
     if shown is None:
-        return [(f"{kind}_initial", 0), (f"{kind}_final", len(data.times) - 1)]
-    return [(f"{kind}_t{data.times[i]:g}", i) for i in shown]
+        return [(f"{prefix}_initial", 0), (f"{prefix}_final", len(data.times) - 1)]
+    return [(f"{prefix}_t{data.times[i]:g}", i) for i in shown]
 
 
 def _atoms_at(data: RunData, i: int) -> tuple[np.ndarray | None, np.ndarray | None]:
@@ -316,7 +316,7 @@ def plot_run(result: Any, out_dir: str | Path, *, movie: bool = True, fmt: str =
     if "t" in data.observables:
         w.figure(time_series(data.observables, title=data.name, layer_ends=data.layer_ends, trackers=data.trackers),
                  "observables")
-    if data.kind == "pde":
+    if data.run_type == "pde":
         vertices, cells, densities = data.vertices, data.cells, data.densities
         assert vertices is not None and cells is not None and densities is not None  # run_data requires them
         scale = Scale(auto_log(densities) if log is None else log, vmin, vmax)
@@ -328,7 +328,7 @@ def plot_run(result: Any, out_dir: str | Path, *, movie: bool = True, fmt: str =
             _causal_pictures(data, result, w, scale, shown, attending)
         return w.written
     points = data.points
-    assert points is not None  # a particle run: run_data requires its points (and reads no other kind)
+    assert points is not None  # a particle run: run_data requires its points (and reads no other run type)
     if data.sphere == "S2":
         _sphere_tokens(data, points, w, list(views), center, max_points, shown)
     elif data.sphere == "S1":

@@ -3,7 +3,7 @@
 A checkpoint is one ``checkpoint.npz`` written atomically by rank 0 from arrays in global
 order (so it can be resumed on any rank count): the simulation's state arrays (``state/*``),
 the step controller's arrays (``stepper/*``), and a JSON header (time, the index of the next
-output to write, the output times, step statistics, the simulation's kind).  Writing one
+output to write, the output times, step statistics, the run type).  Writing one
 first renames the last one to ``checkpoint.previous.npz``, so an intact earlier state stays
 on disk whatever happens to the newest (:mod:`.recovery` resumes from it).
 """
@@ -32,7 +32,7 @@ class Checkpoint:
 
     Attributes
     ----------
-    kind
+    run_type
         ``"pde"`` or ``"particles"``.
     t
         Model time of the state.
@@ -46,7 +46,7 @@ class Checkpoint:
         JSON-able facts: step statistics, the step controller's scalars, wall time so far.
     """
 
-    kind: str
+    run_type: str
     t: float
     next_output: int
     output_times: np.ndarray
@@ -56,7 +56,7 @@ class Checkpoint:
     def save(self, run_dir: Path) -> Path:
         """Write ``run_dir/checkpoint.npz`` atomically, the one before kept as checkpoint.previous.npz;
         returns its path."""
-        header = {"kind": self.kind, "t": self.t, "next_output": self.next_output, "info": self.info}
+        header = {"kind": self.run_type, "t": self.t, "next_output": self.next_output, "info": self.info}
         arrays = {f"state/{k}": np.asarray(v) for k, v in self.state.items()}
         path = Path(run_dir) / layout.CHECKPOINT
         if path.is_file():

@@ -144,7 +144,7 @@ def effective_status(run_dir: Path, metadata: dict[str, Any]) -> str:
 
 
 def check_target(run_dir: Path | str, *, overwrite: bool = False, locked_here: bool = False) -> str:
-    """Refuse a target directory that a new run may not use (module rules); returns its class.
+    """Refuse a target directory that a new run may not use (module rules); returns what it found there.
 
     ``locked_here``: this process already holds the directory's lock (skip the lock test).
 
@@ -156,13 +156,13 @@ def check_target(run_dir: Path | str, *, overwrite: bool = False, locked_here: b
     if str(run_dir).strip() == "":
         raise RunDirectoryError("--out: an empty path is not a run directory")
     run_dir = Path(run_dir)
-    kind = classify(run_dir)
-    if kind == "file":
+    found = classify(run_dir)
+    if found == "file":
         raise RunDirectoryError(f"--out {run_dir}: is a file, not a directory")
-    if kind == "foreign":
+    if found == "foreign":
         raise RunDirectoryError(f"--out {run_dir}: the directory is not empty and is not a meanfield run; "
                                 "choose another directory (nothing was written)")
-    if kind == "run":
+    if found == "run":
         if not locked_here and lock_state(run_dir) == "held":
             raise RunLockedError(f"--out {run_dir}: a run is in progress there (locked by {_lock_owner(run_dir)})")
         meta = read_metadata(run_dir) or {}
@@ -170,7 +170,7 @@ def check_target(run_dir: Path | str, *, overwrite: bool = False, locked_here: b
         if not overwrite:
             raise RunDirectoryError(f"--out {run_dir}: holds a meanfield run (status {status}); "
                                     f"pass --overwrite to replace it, or `meanfield resume {run_dir}` to continue it")
-    return kind
+    return found
 
 
 def _lock_owner(run_dir: Path) -> str:
@@ -212,8 +212,8 @@ class RunDirectory:
         rundir._lock()
         try:
             rundir._restore_interrupted_overwrite()
-            kind = check_target(run_dir, overwrite=overwrite, locked_here=True)
-            if kind == "run":
+            found = check_target(run_dir, overwrite=overwrite, locked_here=True)
+            if found == "run":
                 rundir._set_aside_previous()
             (run_dir / layout.SNAPSHOTS).mkdir(exist_ok=True)
         except BaseException:
@@ -222,14 +222,14 @@ class RunDirectory:
         return rundir
 
     @classmethod
-    def open_existing(cls, run_dir: Path | str, *, kind: str | None = None) -> RunDirectory:
+    def open_existing(cls, run_dir: Path | str, *, run_type: str | None = None) -> RunDirectory:
         """Open an existing run for resuming it (locked); refuses anything that is not a run.
 
-        ``kind``: a run whose metadata.json is missing (:func:`looks_like_run`) is accepted,
-        and a new metadata.json of a run of this kind is written (status ``killed``).
+        ``run_type``: a run whose metadata.json is missing (:func:`looks_like_run`) is accepted,
+        and a new metadata.json of a run of this type is written (status ``killed``).
         """
         run_dir = Path(run_dir)
-        rebuild = kind is not None and metadata_problem(run_dir) == "missing" and looks_like_run(run_dir)
+        rebuild = run_type is not None and metadata_problem(run_dir) == "missing" and looks_like_run(run_dir)
         if classify(run_dir) != "run" and not rebuild:
             raise RunDirectoryError(not_a_run_message(run_dir))
         rundir = cls(run_dir)
@@ -238,7 +238,7 @@ class RunDirectory:
             rundir._restore_interrupted_overwrite()
             rundir.metadata = read_metadata(run_dir) or {}
             if rebuild:
-                rundir.update_metadata(kind=kind, status="killed", segments=[],
+                rundir.update_metadata(kind=run_type, status="killed", segments=[],
                                        metadata_rebuilt=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
         except BaseException:
             rundir.close()
@@ -365,7 +365,7 @@ def read_study_marker(path: Path | str) -> dict[str, Any] | None:
     return marker if isinstance(marker, dict) and marker.get("format") == "meanfield-study" else None
 
 
-def check_study(path: Path | str, kind: str, *, overwrite: bool = False,
+def check_study(path: Path | str, study: str, *, overwrite: bool = False,
                 definition: dict[str, Any] | None = None) -> bool:
     """Refuse a study directory that :func:`prepare_study` may not use (nothing is written).
 
@@ -380,24 +380,24 @@ def check_study(path: Path | str, kind: str, *, overwrite: bool = False,
     if not path.is_dir() or all(p.name.startswith(f".{STUDY_MARKER}.tmp-") for p in path.iterdir()):
         return False
     marker = read_study_marker(path)
-    if marker is None or marker.get("kind") != kind:
-        raise RunDirectoryError(f"--out {path}: the directory is not empty and is not a meanfield {kind} study; "
+    if marker is None or marker.get("kind") != study:
+        raise RunDirectoryError(f"--out {path}: the directory is not empty and is not a meanfield {study} study; "
                                 "choose another directory (nothing was written)")
     if definition is not None:
         if marker.get("definition") != json.loads(json.dumps(definition)):
-            raise RunDirectoryError(f"--out {path}: holds a {kind} of another config or grid; choose another "
+            raise RunDirectoryError(f"--out {path}: holds a {study} of another config or grid; choose another "
                                     "directory (nothing was written)")
     elif not overwrite:
-        raise RunDirectoryError(f"--out {path}: holds a {kind} study already; pass --overwrite to redo it")
+        raise RunDirectoryError(f"--out {path}: holds a {study} study already; pass --overwrite to redo it")
     return True
 
 
-def prepare_study(path: Path | str, kind: str, *, overwrite: bool = False,
+def prepare_study(path: Path | str, study: str, *, overwrite: bool = False,
                   definition: dict[str, Any] | None = None) -> Path:
-    """Make or reuse a study directory (rank 0): refuse anything that is not this kind of study.
+    """Make or reuse a study directory (rank 0): refuse anything that is not this study.
 
     A study directory holds the runs of a study and its tables and plots; ``study.json``
-    marks it.  A missing or empty directory is made; one holding the same kind of study is
+    marks it.  A missing or empty directory is made; one holding the same study is
     reused only with ``overwrite`` (its runs are then replaced one by one, each kept until its
     replacement has a checkpoint); anything else is refused and left untouched.
 
@@ -407,10 +407,10 @@ def prepare_study(path: Path | str, kind: str, *, overwrite: bool = False,
     is refused.
     """
     path = Path(path)
-    if check_study(path, kind, overwrite=overwrite, definition=definition) and definition is not None:
+    if check_study(path, study, overwrite=overwrite, definition=definition) and definition is not None:
         return path
     path.mkdir(parents=True, exist_ok=True)
-    marker: dict[str, Any] = {"format": "meanfield-study", "kind": kind,
+    marker: dict[str, Any] = {"format": "meanfield-study", "kind": study,
                               "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
     if definition is not None:
         marker["definition"] = definition

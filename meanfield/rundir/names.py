@@ -1,9 +1,9 @@
 """Default output folders of the subcommands, all named after the config's run directory.
 
 ``meanfield run`` writes ``runs/<name>`` (or ``output.dir``); every other command that makes a
-folder of its own puts it beside that one, named ``<name>-<kind>`` with the details that tell
+folder of its own puts it beside that one, named ``<name>-<suffix>`` with the details that tell
 two of them apart (``runs/case-particles-n1000-s0``, ``runs/case-convergence``).  A name that
-already ends with ``-<kind>`` is not suffixed twice: the validation study of
+already ends with ``-<suffix>`` is not suffixed twice: the validation study of
 ``s1-validation.toml`` is ``runs/s1-validation``.
 """
 
@@ -12,21 +12,21 @@ from __future__ import annotations
 from pathlib import Path
 
 
-def derived_directory(run_dir: Path | str, kind: str, *details: str) -> Path:
-    """``runs/<name>-<kind>[-<detail>...]`` beside the run directory ``run_dir`` (module docstring).
+def derived_directory(run_dir: Path | str, suffix: str, *details: str) -> Path:
+    """``runs/<name>-<suffix>[-<detail>...]`` beside the run directory ``run_dir`` (module docstring).
 
     Parameters
     ----------
     run_dir
         The config's run directory (``output.dir``, else ``runs/<name>``; a problem's
         ``output.directory``): it gives the folder and the name.
-    kind
+    suffix
         What the folder holds: ``"particles"``, ``"validation"``, ``"convergence"``, ...
     details
         More parts of the name, joined with ``-`` (``"n1000"``, ``"s0"``).
     """
     base = Path(run_dir)
-    name = base.name if base.name == kind or base.name.endswith(f"-{kind}") else f"{base.name}-{kind}"
+    name = base.name if base.name == suffix or base.name.endswith(f"-{suffix}") else f"{base.name}-{suffix}"
     return base.with_name("-".join([name, *details]))
 
 

@@ -368,11 +368,11 @@ def particle_dataset(times: np.ndarray, outputs: Mapping[str, np.ndarray], obser
     return xr.Dataset(data, coords=coords, attrs=dict(attrs))
 
 
-def run_attributes(kind: str, config: Mapping[str, Any]) -> dict[str, str]:
+def run_attributes(run_type: str, config: Mapping[str, Any]) -> dict[str, str]:
     """Global attributes of a run's file, from its config (nested mapping)."""
-    attrs = {"Conventions": CONVENTIONS, "source": f"meanfield {__version__}", "kind": kind,
+    attrs = {"Conventions": CONVENTIONS, "source": f"meanfield {__version__}", "kind": run_type,
              "name": str(config.get("name", ""))}
-    if kind == "pde":
+    if run_type == "pde":
         attrs.update(title=f"meanfield PDE run {attrs['name']}", sphere=str(config["mesh"]["sphere"]),
                      scheme=str(config["scheme"]["kind"]), mask=str(config.get("model", {}).get("mask", "none")))
     else:

@@ -133,17 +133,17 @@ class XdmfFiles:
             [(f"density_s{s:.4f}", (j,)) for j, s in enumerate(self.positions)]
         blocks = () if self.positions is None else (len(self.positions),)
         for k, t in enumerate(times):
-            grid = ET.SubElement(series, "Grid", Name=f"t{k}", GridType="Uniform")
-            ET.SubElement(grid, "Time", Value=repr(t))
-            topology = ET.SubElement(grid, "Topology", TopologyType="Triangle" if nv == 3 else "Polyline",
+            frame = ET.SubElement(series, "Grid", Name=f"t{k}", GridType="Uniform")
+            ET.SubElement(frame, "Time", Value=repr(t))
+            topology = ET.SubElement(frame, "Topology", TopologyType="Triangle" if nv == 3 else "Polyline",
                                      NumberOfElements=str(c), NodesPerElement=str(nv))
             ET.SubElement(topology, "DataItem", Dimensions=f"{c} {nv}", NumberType="Int", Precision="4",
                           Format="HDF").text = f"{name}:/{cells}"
-            geometry = ET.SubElement(grid, "Geometry", GeometryType="XYZ")
+            geometry = ET.SubElement(frame, "Geometry", GeometryType="XYZ")
             ET.SubElement(geometry, "DataItem", Dimensions=f"{num_vertices} 3", NumberType="Float", Precision="8",
                           Format="HDF").text = f"{name}:/{vertices}"
             for array, block in arrays:
-                attribute = ET.SubElement(grid, "Attribute", Name=array, AttributeType="Scalar", Center=center)
+                attribute = ET.SubElement(frame, "Attribute", Name=array, AttributeType="Scalar", Center=center)
                 ET.SubElement(attribute, "DataItem", Dimensions=" ".join(["1"] * (1 + len(block))) + f" {shape}",
                               NumberType="Float", Precision="8", Format="HDF").text = \
                     f"{name}:/{field}|{hdf_row((k, *block), (len(times), *blocks), row)}"
@@ -187,9 +187,9 @@ def atom_points_vtu(masses: np.ndarray, positions: np.ndarray, ids: np.ndarray) 
     ET.SubElement(points, "DataArray", type="Float64", NumberOfComponents="3", format="ascii").text = \
         _numbers(_padded(np.asarray(positions, float)))
     cells = ET.SubElement(piece, "Cells")
-    for name, kind, values in (("connectivity", "Int64", np.arange(k)), ("offsets", "Int64", np.arange(1, k + 1)),
+    for name, dtype, values in (("connectivity", "Int64", np.arange(k)), ("offsets", "Int64", np.arange(1, k + 1)),
                                ("types", "UInt8", np.ones(k, np.int64))):  # VTK_VERTEX = 1
-        ET.SubElement(cells, "DataArray", type=kind, Name=name, format="ascii").text = _numbers(values)
+        ET.SubElement(cells, "DataArray", type=dtype, Name=name, format="ascii").text = _numbers(values)
     return _xml_text(root)
 
 

@@ -58,13 +58,13 @@ class ResumePoint:
                 f"(outputs from {c.next_output} on are written again)")
 
 
-def snapshot_state(kind: str, snapshot: dict[str, np.ndarray], mesh: dict[str, np.ndarray] | None) \
+def snapshot_state(run_type: str, snapshot: dict[str, np.ndarray], mesh: dict[str, np.ndarray] | None) \
         -> dict[str, np.ndarray] | None:
     """The checkpoint state held by one snapshot's arrays, or ``None`` when they are not a full state."""
     arrays = {k: v for k, v in snapshot.items() if k != "t"}
-    if kind == "particles" and set(arrays) == {"points"}:
+    if run_type == "particles" and set(arrays) == {"points"}:
         return {"points": arrays["points"]}
-    if kind != "pde" or mesh is None:
+    if run_type != "pde" or mesh is None:
         return None
     if set(arrays) == {"density"}:  # finite volumes: the state is the cell averages
         return {"state": arrays["density"].reshape(-1, 1)}
@@ -73,7 +73,7 @@ def snapshot_state(kind: str, snapshot: dict[str, np.ndarray], mesh: dict[str, n
     return None  # a hybrid run: its atoms' id counter is only in the checkpoint
 
 
-def _from_snapshots(run_dir: Path, kind: str, output_times: np.ndarray) -> tuple[Checkpoint, str] | None:
+def _from_snapshots(run_dir: Path, run_type: str, output_times: np.ndarray) -> tuple[Checkpoint, str] | None:
     """The newest intact snapshot that is a full state, as a checkpoint written after its output."""
     try:
         mesh = load_npz(run_dir / layout.MESH) if (run_dir / layout.MESH).is_file() else None
@@ -86,21 +86,21 @@ def _from_snapshots(run_dir: Path, kind: str, output_times: np.ndarray) -> tuple
             snapshot = load_npz(leading[index])
         except (OSError, ValueError):
             continue
-        state = snapshot_state(kind, snapshot, mesh)
+        state = snapshot_state(run_type, snapshot, mesh)
         if state is None or index >= len(output_times):
             return None  # the newest intact snapshot is not a full state: older ones are not either
-        checkpoint = Checkpoint(kind, float(snapshot["t"]), index + 1, np.asarray(output_times, float), state, {})
+        checkpoint = Checkpoint(run_type, float(snapshot["t"]), index + 1, np.asarray(output_times, float), state, {})
         return checkpoint, str(leading[index].relative_to(run_dir))
     return None
 
 
-def resume_point(run_dir: Path | str, kind: str, output_times: np.ndarray) -> ResumePoint:
+def resume_point(run_dir: Path | str, run_type: str, output_times: np.ndarray) -> ResumePoint:
     """The state to resume the run in ``run_dir`` from (module docstring).
 
     Parameters
     ----------
-    kind
-        ``"pde"`` or ``"particles"`` (metadata.json's, else the config's run kind).
+    run_type
+        ``"pde"`` or ``"particles"`` (metadata.json's, else the config's run type).
     output_times
         The run's output times (its config's), used for a state rebuilt from a snapshot.
 
@@ -118,7 +118,7 @@ def resume_point(run_dir: Path | str, kind: str, output_times: np.ndarray) -> Re
         return ResumePoint(Checkpoint.load(run_dir, layout.CHECKPOINT_PREVIOUS), layout.CHECKPOINT_PREVIOUS, problem)
     except CheckpointError:
         pass
-    found = _from_snapshots(run_dir, kind, output_times)
+    found = _from_snapshots(run_dir, run_type, output_times)
     if found is not None:
         return ResumePoint(found[0], found[1], problem)
     outputs = len(layout.snapshot_files(run_dir))
@@ -144,11 +144,11 @@ def set_aside_damaged(run_dir: Path | str) -> str:
     return f"; the damaged file is kept as {target.name}"
 
 
-def kind_from_files(run_dir: Path | str) -> str:
-    """The kind of a run whose metadata.json is gone: its checkpoint's, else ``pde`` when it has a mesh.npz."""
+def run_type_from_files(run_dir: Path | str) -> str:
+    """The type of a run whose metadata.json is gone: its checkpoint's, else ``pde`` when it has a mesh.npz."""
     for name in (layout.CHECKPOINT, layout.CHECKPOINT_PREVIOUS):
         try:
-            return Checkpoint.load(Path(run_dir), name).kind
+            return Checkpoint.load(Path(run_dir), name).run_type
         except CheckpointError:
             pass
     return "pde" if (Path(run_dir) / layout.MESH).is_file() else "particles"

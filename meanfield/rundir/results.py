@@ -335,18 +335,18 @@ def load_run(path: str | Path) -> RunResult | ParticleRunResult:
 
 def load_particle_run(path: str | Path) -> ParticleRunResult:
     """:func:`load_run` for a directory that must hold a particle run."""
-    run = load_run(path)
-    if not isinstance(run, ParticleRunResult):
-        raise RunReadError(f"{path} is not a particle run (metadata kind {run.metadata.get('kind')!r})")
-    return run
+    result = load_run(path)
+    if not isinstance(result, ParticleRunResult):
+        raise RunReadError(f"{path} is not a particle run (metadata kind {result.metadata.get('kind')!r})")
+    return result
 
 
 def load_pde_run(path: str | Path) -> RunResult:
     """:func:`load_run` for a directory that must hold a PDE run."""
-    run = load_run(path)
-    if not isinstance(run, RunResult):
-        raise RunReadError(f"{path} is not a PDE run (metadata kind {run.metadata.get('kind')!r})")
-    return run
+    result = load_run(path)
+    if not isinstance(result, RunResult):
+        raise RunReadError(f"{path} is not a PDE run (metadata kind {result.metadata.get('kind')!r})")
+    return result
 
 
 def read_observables(run_dir: str | Path) -> tuple[dict, dict, dict[str, np.ndarray]]:

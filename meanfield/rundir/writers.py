@@ -82,23 +82,23 @@ class RunFileOutput(OutputWriter):
     build
         Builds the run's Dataset (:func:`~meanfield.rundir.netcdf.pde_dataset` or
         :func:`~meanfield.rundir.netcdf.particle_dataset` with the run's static arrays).
-    xdmf
+    paraview
         density.xdmf (and density-dg1.xdmf) for ParaView, or ``None``.
     atoms
         The atoms' point files for ParaView (hybrid runs), or ``None``.
     """
 
-    def __init__(self, run_dir: Path, build: DatasetBuilder, xdmf: XdmfFiles | None = None,
+    def __init__(self, run_dir: Path, build: DatasetBuilder, paraview: XdmfFiles | None = None,
                  atoms: AtomPoints | None = None) -> None:
         self.file = RunFile(run_dir, build)
-        self.xdmf, self.atoms = xdmf, atoms
+        self.paraview, self.atoms = paraview, atoms
         self.times: list[float] = []
 
     def start(self, keep: int) -> None:
         self.file.start(keep)
         self.times = self.file.times()
-        if self.xdmf is not None and keep:
-            self.xdmf.update(self.times)
+        if self.paraview is not None and keep:
+            self.paraview.update(self.times)
         if self.atoms is not None:
             self.atoms.start(keep, self.times)
 
@@ -106,8 +106,8 @@ class RunFileOutput(OutputWriter):
         assert snapshot is not None
         self.file.write(t, row, snapshot)
         self.times.append(float(t))
-        if self.xdmf is not None:
-            self.xdmf.update(self.times)
+        if self.paraview is not None:
+            self.paraview.update(self.times)
         if self.atoms is not None and self.atoms.write(index, snapshot):
             self.atoms.update(self.times)
 

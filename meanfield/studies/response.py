@@ -149,12 +149,12 @@ class AdjointStudy:
 
 
 def open_adjoint_study(config: Config | Mapping | str | Path | None, overrides: list[str] | None, comm: Any,
-                       times: Sequence[float], kind: str, out: str | Path | None, overwrite: bool,
+                       times: Sequence[float], study_name: str, out: str | Path | None, overwrite: bool,
                        check: Callable[[Config, Any], Any] | None = None) -> AdjointStudy:
     """Check a study's input and set it up: the config and its problem (built once), ``check``
     (called with the config and the problem; it raises :class:`ConfigError` on bad input and
     returns the study's own inputs), the times, the adjoint's support of the run; then, with
-    nothing refused, the directory (``out``, default ``runs/<name>-<kind>``), the process and
+    nothing refused, the directory (``out``, default ``runs/<name>-<study_name>``), the process and
     the simulation."""
     from ..adjoint import AdjointSolver, check_supported
     from ..collective import on_root
@@ -173,8 +173,8 @@ def open_adjoint_study(config: Config | Mapping | str | Path | None, overrides: 
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     check_size(problem, comm)
-    path = Path(out) if out is not None else derived_directory(problem.output.directory, kind)
-    on_root(comm, lambda: prepare_study(path, kind, overwrite=overwrite))
+    path = Path(out) if out is not None else derived_directory(problem.output.directory, study_name)
+    on_root(comm, lambda: prepare_study(path, study_name, overwrite=overwrite))
     environment = run_environment(comm)
     threads = configure_process(problem.field.threads)
     started = time.perf_counter()

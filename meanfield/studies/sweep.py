@@ -175,18 +175,18 @@ def _point_config(source: Any, overrides: list[str], point: SweepPoint, particle
 def point_status(path: Path) -> str:
     """``pending`` (no run yet), ``foreign`` (something else is there) or the run's status
     (``killed`` for a run whose process is gone)."""
-    kind = classify(path)
-    if kind in ("missing", "empty"):
+    found = classify(path)
+    if found in ("missing", "empty"):
         return "pending"
-    if kind != "run":
+    if found != "run":
         return "foreign"
     return effective_status(path, read_metadata(path) or {})
 
 
 def _resumable(path: Path) -> bool:
     try:
-        kind = (read_metadata(path) or {}).get("kind", "pde")
-        resume_point(path, kind, output_times(load_config(path / "config.toml").data["time"]))
+        run_type = (read_metadata(path) or {}).get("kind", "pde")
+        resume_point(path, run_type, output_times(load_config(path / "config.toml").data["time"]))
     except (CheckpointError, ValueError, OSError):
         return False
     return True

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ...merging import MERGE_DISTANCE
-from ...mesh import RawMesh, circle, icosphere, raw_mesh
+from ...mesh import RawMesh, raw_mesh
 from ...references.spectral_circle import CircleSolution
 from ...rundir.directory import check_output_folder
 from ...rundir.results import load_run
@@ -48,7 +48,7 @@ PROMINENCE = 0.01
 def _config_mesh(config: dict, resolution: int | None = None) -> RawMesh:
     mesh = config["mesh"]
     if resolution is not None:
-        return circle(resolution) if mesh["sphere"] == "S1" else icosphere(resolution)
+        return raw_mesh(mesh["sphere"], resolution)
     return raw_mesh(mesh["sphere"], mesh.get("resolution"), mesh.get("file"))
 
 
@@ -164,7 +164,7 @@ def analyse_run(run: Any, *, threshold: float | None = None, prominence: float |
             prominence = default_prominence(mesh, token_field, threshold)
     history = analyse_fields(fields, mesh.sphere, threshold=threshold, prominence=prominence, factors=factors,
                              source=str(getattr(result, "path", "")))
-    history.info.update(data=fields[0][1].kind if fields else "none", cells=mesh.num_cells,
+    history.info.update(data=fields[0][1].source if fields else "none", cells=mesh.num_cells,
                         scheme=getattr(result, "metadata", {}).get("scheme"))
     if isinstance(token_field, TokenField):
         history.info["bandwidth"] = token_field.bandwidth
@@ -213,7 +213,7 @@ def analyse_spectral(solution: CircleSolution, *, threshold: float | None = None
     fields = [(float(t), FourierField(mesh, solution, i)) for i, t in enumerate(solution.times)]
     history = analyse_fields(fields, "S1", threshold=threshold, prominence=prominence, factors=factors,
                              source="spectral reference")
-    history.info.update(data=FourierField.kind, cells=mesh.num_cells)
+    history.info.update(data=FourierField.source, cells=mesh.num_cells)
     return history
 
 

@@ -71,7 +71,7 @@ class WithAtoms(Field):
     def __init__(self, density: CellAverages, atoms: Atoms) -> None:
         self.density, self.atoms = density, atoms
         self.mesh = density.mesh
-        self.kind = f"{density.kind} + atoms"
+        self.source = f"{density.source} + atoms"
         n = self.mesh.num_cells
         self.cells = (self.mesh.locator.locate(atoms.positions) if atoms.count else np.zeros(0, np.int64))
         self.values = density.values + np.bincount(self.cells, atoms.masses, n) / density.areas

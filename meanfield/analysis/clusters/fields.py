@@ -75,7 +75,7 @@ class Field(ABC):
     """A density on an analysis mesh (see the module docstring)."""
 
     #: What the field is made of (reported by the analysis).
-    kind: str = ""
+    source: str = ""
     mesh: AnalysisMesh
     values: np.ndarray
 
@@ -112,7 +112,7 @@ class CellAverages(Field):
         default: the flat cell measures.
     """
 
-    kind = "averages"
+    source = "averages"
 
     def __init__(self, mesh: AnalysisMesh, averages: np.ndarray, areas: np.ndarray | None = None) -> None:
         self.mesh = mesh
@@ -182,7 +182,7 @@ class DG1Data(CellAverages):
         unknown is ``m = rho J`` there, linear in the reference coordinates.
     """
 
-    kind = "dg1 state"
+    source = "dg1 state"
 
     def __init__(self, mesh: AnalysisMesh, vertex_densities: np.ndarray) -> None:
         rule = mesh.curved_rule

@@ -63,7 +63,7 @@ class TokenField(Field):
         h in radians (default: ``mesh.cell_size``).
     """
 
-    kind = "tokens"
+    source = "tokens"
 
     def __init__(self, mesh: AnalysisMesh, points: np.ndarray, weights: np.ndarray | None = None,
                  bandwidth: float | None = None) -> None:

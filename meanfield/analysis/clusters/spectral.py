@@ -29,7 +29,7 @@ def grid_mesh(n: int) -> AnalysisMesh:
 class FourierField(Field):
     """Output i of a :class:`CircleSolution` (module docstring); ``mesh`` from :func:`grid_mesh`."""
 
-    kind = "spectral"
+    source = "spectral"
 
     def __init__(self, mesh: AnalysisMesh, solution: CircleSolution, i: int) -> None:
         if mesh.num_cells != solution.modes:

@@ -69,11 +69,11 @@ def density_norms(error: np.ndarray, areas: np.ndarray) -> dict[str, np.ndarray]
     return {"L1": np.abs(error) @ areas, "L2": np.sqrt(error**2 @ areas), "max": np.abs(error).max(axis=1)}
 
 
-def observable_errors(run: RunResult, ref: RunResult) -> dict[str, np.ndarray]:
+def observable_errors(result: RunResult, ref: RunResult) -> dict[str, np.ndarray]:
     """Errors of the energy and of the moments (largest entry) per output time."""
-    keys = [k for k in run.observables if k.startswith(("mean_", "m2_"))]
-    moments = np.max([np.abs(run.observables[k] - ref.observables[k]) for k in keys], axis=0)
-    return {"energy": np.abs(run.observables["energy"] - ref.observables["energy"]), "moments": moments}
+    keys = [k for k in result.observables if k.startswith(("mean_", "m2_"))]
+    moments = np.max([np.abs(result.observables[k] - ref.observables[k]) for k in keys], axis=0)
+    return {"energy": np.abs(result.observables["energy"] - ref.observables["energy"]), "moments": moments}
 
 
 def observed_orders(errors: list[np.ndarray], widths: list[float]) -> list[np.ndarray]:
@@ -109,11 +109,11 @@ def check_reference(problem: Problem, reference: str | Path, axis: str = "mesh")
 def error_rows(ladder: Ladder, reference: str | Path = "finest") -> list[Row]:
     """The rows of convergence.csv for a finished ladder (serial; any rank)."""
     check_reference(ladder.problem, reference, ladder.axis)
-    times = ladder.runs[0].times
-    for run in ladder.runs:
-        if run.times.shape != times.shape or not np.allclose(run.times, times):
-            raise ConvergenceError(f"{run.path}: output times differ from the other levels'")
-    n = len(ladder.runs)
+    times = ladder.results[0].times
+    for result in ladder.results:
+        if result.times.shape != times.shape or not np.allclose(result.times, times):
+            raise ConvergenceError(f"{result.path}: output times differ from the other levels'")
+    n = len(ladder.results)
     widths = [ladder.width(i) for i in range(n)]
     rows: list[Row] = []
 
@@ -137,26 +137,26 @@ def error_rows(ladder: Ladder, reference: str | Path = "finest") -> list[Row]:
             emit(i, diff(i, n - 1), orders)
 
     def density_diff(i: int, ref: RunResult) -> dict[str, np.ndarray]:
-        run = ladder.runs[i]
-        return density_norms(run.densities - ladder.transfer(ref, i), run.areas)
+        result = ladder.results[i]
+        return density_norms(result.densities - ladder.transfer(ref, i), result.areas)
 
     if reference == "exact":
         exact = exact_solution(ladder.problem)
         assert exact is not None  # check_reference
         errors = []
-        for i, run in enumerate(ladder.runs):
+        for i, result in enumerate(ladder.results):
             ref = exact_cell_averages(exact, ladder.sphere, ladder.cells(i), times)
-            ref /= ref[0] @ run.areas  # the runs normalise the discrete mass to 1
-            errors.append(density_norms(run.densities - ref, run.areas))
+            ref /= ref[0] @ result.areas  # the runs normalise the discrete mass to 1
+            errors.append(density_norms(result.densities - ref, result.areas))
         against_reference(errors)
     elif reference == "finest":
-        self_convergence(lambda i, j: density_diff(i, ladder.runs[j]))
+        self_convergence(lambda i, j: density_diff(i, ladder.results[j]))
     else:
-        reference_run = whole_measure(load_pde_run(reference))
-        against_reference([density_diff(i, reference_run) for i in range(n)])
+        reference_result = whole_measure(load_pde_run(reference))
+        against_reference([density_diff(i, reference_result) for i in range(n)])
 
     if reference in ("exact", "finest"):  # observables: no exact values, self-convergence
-        self_convergence(lambda i, j: observable_errors(ladder.runs[i], ladder.runs[j]))
+        self_convergence(lambda i, j: observable_errors(ladder.results[i], ladder.results[j]))
     else:
-        against_reference([observable_errors(run, reference_run) for run in ladder.runs])
+        against_reference([observable_errors(result, reference_result) for result in ladder.results])
     return rows

@@ -112,7 +112,7 @@ class Ladder:
 
     problem: Problem
     levels: list[int]
-    runs: list[RunResult]
+    results: list[RunResult]
     axis: str = "mesh"
 
     @property
@@ -120,12 +120,12 @@ class Ladder:
         return self.problem.sphere
 
     def cells(self, i: int) -> int:
-        return len(self.runs[i].areas)
+        return len(self.results[i].areas)
 
     def step(self, i: int) -> float:
-        run = self.runs[i]
-        fixed = run.config.get("time", {}).get("dt")
-        return float(fixed) if fixed else float(run.times[-1] / max(run.metadata["steps"]["steps"], 1))
+        result = self.results[i]
+        fixed = result.config.get("time", {}).get("dt")
+        return float(fixed) if fixed else float(result.times[-1] / max(result.metadata["steps"]["steps"], 1))
 
     def width(self, i: int) -> float:
         if self.axis == "slices":
@@ -186,7 +186,7 @@ def run_ladder(problem: Problem, levels: list[int], out: Path, axis: str = "mesh
     and read the runs back; ``problems``: the levels' problems (:func:`ladder_problems`) when built."""
     from ...drivers.pde import run
 
-    runs = [whole_measure(run(level_problem, out=Path(out) / level_name(level, axis), comm=comm, quiet=quiet,
+    results = [whole_measure(run(level_problem, out=Path(out) / level_name(level, axis), comm=comm, quiet=quiet,
                               overwrite=overwrite))
             for level, level_problem in zip(levels, problems or ladder_problems(problem, levels, axis), strict=True)]
-    return Ladder(problem, levels, runs, axis)
+    return Ladder(problem, levels, results, axis)

@@ -176,9 +176,9 @@ def format_comparison(comparison: HistoryComparison) -> str:
     merges = ", ".join(f"{b:.6g} (reference {a:.6g}, {(b - a) / a:+.2%})" if np.isfinite(a) and np.isfinite(b)
                        else f"{b:.6g} (not in the reference)" if np.isfinite(b) else f"none (reference {a:.6g})"
                        for a, b in comparison.merges)
-    ref, run = comparison.counts
-    state = f"{run} clusters at t = {comparison.time:g} (reference {ref})"
-    if ref == run and ref:
+    ref, hybrid = comparison.counts
+    state = f"{hybrid} clusters at t = {comparison.time:g} (reference {ref})"
+    if ref == hybrid and ref:
         state += (f", centres within {comparison.position_error:.2g} rad and masses within "
                   f"{comparison.mass_error:.2g} of the reference")
     return f"hybrid run: merges at {merges or 'none (reference: none)'}; {state}"
@@ -199,7 +199,7 @@ def beta_table(config: Problem | Config | str | Path | dict, betas: Sequence[flo
 
 
 def check_study_inputs(problem: Problem, out: str | Path, betas: Sequence[float] | None, n: int, t_final: float | None,
-                       run: str | Path | None, delta: float, overwrite: bool = False) -> Path:
+                       run_dir: str | Path | None, delta: float, overwrite: bool = False) -> Path:
     """Everything :func:`long_time_study` would refuse, before it computes or writes anything.
 
     Returns the output folder (not created); raises ValueError naming the option.  A folder
@@ -215,10 +215,10 @@ def check_study_inputs(problem: Problem, out: str | Path, betas: Sequence[float]
             raise ValueError(f"{option}: must be a number > 0, got {value!r}")
     if betas is not None and not all(np.isfinite(b) and b > 0 for b in betas):
         raise ValueError(f"--betas: must be numbers > 0, got {list(betas)}")
-    if run is not None:
-        config, meta = read_header(Path(run))
+    if run_dir is not None:
+        config, meta = read_header(Path(run_dir))
         if meta.get("kind") != "pde" or config.get("mesh", {}).get("sphere") != "S1":
-            raise ValueError(f"--run {run}: needs a PDE run on S1, got a {meta.get('kind')} run on "
+            raise ValueError(f"--run {run_dir}: needs a PDE run on S1, got a {meta.get('kind')} run on "
                              f"{config.get('mesh', {}).get('sphere')}")
     return check_output_folder(out, owns, "long-time study files", overwrite=overwrite)
 

@@ -75,12 +75,12 @@ class PDEReference:
         self.d = raw.points.shape[1]
         self.locator = CellLocator(raw)
 
-    def measure(self, t: float, run: RunResult | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def measure(self, t: float, result: RunResult | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Cell centroids and cell masses of a PDE run (default: the coarse one) at time t (a
         causal run's: of the whole measure, the mean of its slices)."""
-        run = run or self.coarse
-        density = run.densities[_time_index(run.times, t)]
-        return run.centroids, (density.mean(axis=0) if run.causal else density) * run.areas
+        result = result or self.coarse
+        density = result.densities[_time_index(result.times, t)]
+        return result.centroids, (density.mean(axis=0) if result.causal else density) * result.areas
 
     def _extrapolated(self, coarse: dict, fine: dict | None) -> dict:
         if fine is None:
@@ -94,7 +94,7 @@ class PDEReference:
         fine = None if self.fine is None else _row(self.fine.observables, _time_index(self.fine.observables["t"], t))
         return self._extrapolated(coarse, fine)
 
-    def slice_means(self, t: float, run: RunResult | None = None) -> np.ndarray:
+    def slice_means(self, t: float, result: RunResult | None = None) -> np.ndarray:
         """(M, d) the first moment of each position slice of a causal run at t (default: the
         reference, extrapolated like :meth:`observables`)."""
 
@@ -102,8 +102,8 @@ class PDEReference:
             i = _time_index(r.times, t)
             return np.column_stack([r.observables_by_position[f"mean_{k}"][i] for k in range(self.d)])
 
-        if run is not None:
-            return means(run)
+        if result is not None:
+            return means(result)
         rows = {"m": means(self.coarse)}
         fine = None if self.fine is None else {"m": means(self.fine)}
         return self._extrapolated(rows, fine)["m"]

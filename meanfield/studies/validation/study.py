@@ -61,9 +61,9 @@ class ValidationResult:
 def refined_overrides(problem: Problem) -> list[str] | None:
     """Overrides that halve the mesh size (S1: twice the cells, S2: one more level); None for mesh files."""
     mesh = problem.mesh
-    if mesh.file is not None or mesh.resolution is None:
+    if mesh.cells is None:
         return None
-    return [f"mesh.resolution={2 * mesh.resolution if mesh.sphere == 'S1' else mesh.resolution + 1}"]
+    return [f"mesh.resolution={2 * mesh.cells if mesh.level is None else mesh.level + 1}"]
 
 
 def fit_slope(ns: Sequence[int], values: Sequence[float]) -> float:
@@ -276,17 +276,17 @@ def validate(
     for n in ns:
         for k in range(seeds):
             seed = base + k
-            run = run_particles(config, n=n, seed=seed, out=path / "particles" / f"n{n}-s{seed}", comm=comm,
+            result = run_particles(config, n=n, seed=seed, out=path / "particles" / f"n{n}-s{seed}", comm=comm,
                                 quiet=True, overwrite=overwrite)
 
-            def compare(run=run, n=n, seed=seed) -> None:
-                for i, t in enumerate(run.times):
-                    row = {name: float(v[i]) for name, v in run.observables.items()}
-                    for metric, value in reference.compare(run.points[i], row, float(t), run.positions).items():
+            def compare(result=result, n=n, seed=seed) -> None:
+                for i, t in enumerate(result.times):
+                    row = {name: float(v[i]) for name, v in result.observables.items()}
+                    for metric, value in reference.compare(result.points[i], row, float(t), result.positions).items():
                         rows.append({"metric": metric, "time": float(t), "n": int(n), "seed": seed, "value": value})
-                for metric, t, value in clusters.rows(run):  # cluster-level agreement
+                for metric, t, value in clusters.rows(result):  # cluster-level agreement
                     rows.append({"metric": metric, "time": t, "n": int(n), "seed": seed, "value": value})
-                finals[(n, seed)] = run.points[-1]
+                finals[(n, seed)] = result.points[-1]
                 if not quiet:
                     print(f"n = {n:>7d}  seed = {seed}: done", flush=True)
 
