@@ -118,10 +118,10 @@ class PDESimulation(Simulation):
         coupling = (AtomCoupling(self.field.groups, plain, comm, problem.d, self.field.direct_groups)
                     if problem.atoms.enabled else None)
         self.velocity = TimedVelocity(plain if coupling is None else coupling)
-        kind = problem.scheme.kind
+        name = problem.scheme.kind
 
         def scheme(velocity: VelocityField) -> SpatialScheme:
-            return scheme_class(kind)(msh, velocity, **scheme_options(kind, problem.scheme))
+            return scheme_class(name)(msh, velocity, **scheme_options(name, problem.scheme))
 
         self.positions: PositionsComponent = (
             NoPositions(self.velocity, scheme) if problem.slices is None
@@ -341,8 +341,8 @@ class PDESimulation(Simulation):
 def pde_handlers(problem: Problem) -> list[Handler]:
     """The handlers of a PDE run's output files (observables, snapshots, run.nc with ParaView files if asked)."""
 
-    def run_file(path: Path, static: Mapping[str, np.ndarray] | None) -> OutputWriter | None:
-        return None if static is None else pde_run_file(path, static, problem.config.data, problem.output.paraview)
+    def run_file(run_dir: Path, static: Mapping[str, np.ndarray] | None) -> OutputWriter | None:
+        return None if static is None else pde_run_file(run_dir, static, problem.config.data, problem.output.paraview)
 
     return [*user_observables(problem.output.trackers), *file_outputs(run_file)]
 
@@ -405,11 +405,11 @@ def run(
 
     comm = comm or MPI.COMM_WORLD
     problem = resolve_problem(config, overrides, comm)
-    path = Path(out) if out is not None else problem.output.directory
-    check_new_target(path, overwrite, comm)
+    run_dir = Path(out) if out is not None else problem.output.directory
+    check_new_target(run_dir, overwrite, comm)
     check_size(problem, comm)
     threads = configure_process(problem.field.threads)
     sim = PDESimulation(problem, comm)
-    start_run(sim, problem, path, pde_handlers(problem), overwrite=overwrite, quiet=quiet, facts={"threads": threads},
-              callbacks=callbacks)
-    return everywhere(comm, lambda: load_pde_run(path))
+    start_run(sim, problem, run_dir, pde_handlers(problem), overwrite=overwrite, quiet=quiet,
+              facts={"threads": threads}, callbacks=callbacks)
+    return everywhere(comm, lambda: load_pde_run(run_dir))
