@@ -203,11 +203,16 @@ VOLATILE_JSON_KEYS = re.compile(
     r"elapsed_s|costs|load_average|memory_available)(\.|$)")
 VOLATILE_CSV_COLUMNS = {"wall", "wall_s", "wall_time"}
 VOLATILE_NC = re.compile(r"^(history|date_created|date_modified|wall.*)$")
-# text: timestamps, and numbers with a unit of time or memory (measured on the machine)
+# text: timestamps, clock times, durations (4m05s), and numbers with a unit of time or memory
 VOLATILE_TEXT = [
     (re.compile(r"\b\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:?\d\d)?"), "<timestamp>"),
+    (re.compile(r"\b\d\d:\d\d:\d\d\b"), "<clock>"),
+    (re.compile(r"\b(\d+h)?\d+m\d\ds\b"), "<duration>"),
     (re.compile(r"\d+(\.\d+)?(e[+-]?\d+)? ?(ms|us|µs|s|min|h|MB|GB|kB|MiB|GiB)\b"), "<measured>"),
+    (re.compile(r"load average [\d.]+"), "load average <measured>"),
 ]
+# text lines written or not according to measured times (the warning that writing outputs dominates)
+VOLATILE_LINES = re.compile(r"writing dominates this run's cost")
 SKIP = {".lock"}
 Clean = Callable[[str], str]
 
@@ -226,6 +231,7 @@ def side_cleaner(root: Path) -> Clean:
     subs = [(str(root.resolve()), "<out>"), (str(record.get("out", root.resolve())), "<out>")]
     if "tree" in record:
         subs.append((record["tree"], "<tree>"))
+    subs.sort(key=lambda sub: -len(sub[0]))  # the tree's path may begin with the output root's
 
     def clean(text: str) -> str:
         for old, new in subs:
@@ -239,98 +245,15 @@ def _max_abs(a: np.ndarray, b: np.ndarray) -> float:
         return math.inf
     kind = np.complex128 if "c" in a.dtype.kind + b.dtype.kind else np.float64
     x, y = a.astype(kind), b.astype(kind)
-    both_nan = np.isnan(x) & np.isnan(y)
-    d = np.where(both_nan, 0.0, np.abs(x - y))
+    d = np.where(np.isnan(x) & np.isnan(y), 0.0, np.abs(x - y))
     return float(np.max(np.where(np.isnan(d), np.inf, d)))
 
 
-def _arrays_equal(a: np.ndarray, b: np.ndarray) -> bool:
-    if a.shape != b.shape or a.dtype != b.dtype:
+def _equal(a: object, b: object) -> bool:
+    x, y = np.asarray(a), np.asarray(b)
+    if x.shape != y.shape or x.dtype != y.dtype:
         return False
-    return bool(np.array_equal(a, b, equal_nan=a.dtype.kind in "fc"))
-
-
-def _compare_arrays(pairs: dict[str, tuple[np.ndarray | None, np.ndarray | None]]) -> tuple[list[str], float]:
-    notes, worst = [], 0.0
-    for key, (a, b) in pairs.items():
-        if a is None or b is None:
-            notes.append(f"{key}: only in {'b' if a is None else 'a'}")
-            worst = math.inf
-        elif not _arrays_equal(a, b):
-            d = _max_abs(a, b)
-            worst = max(worst, d)
-            notes.append(f"{key}: {a.dtype}{a.shape} vs {b.dtype}{b.shape}, max |diff| {d:.3g}")
-    return notes, worst
-
-
-def compare_npz(a: Path, b: Path, ca: Clean, cb: Clean) -> tuple[list[str], float]:
-    with np.load(a, allow_pickle=False) as fa, np.load(b, allow_pickle=False) as fb:
-        keys = sorted(set(fa.files) | set(fb.files))
-        return _compare_arrays({k: (fa[k] if k in fa.files else None, fb[k] if k in fb.files else None)
-                                for k in keys})
-
-
-def _attr(value: object, clean: Clean) -> object:
-    if isinstance(value, bytes):
-        value = value.decode(errors="replace")
-    return clean(value) if isinstance(value, str) else value
-
-
-def _attrs_notes(where: str, a: dict, b: dict, ca: Clean, cb: Clean) -> list[str]:
-    notes = []
-    for k in sorted(set(a) | set(b)):
-        if VOLATILE_NC.match(k) or k in ("DIMENSION_LIST", "REFERENCE_LIST"):
-            continue
-        if k not in a or k not in b:
-            notes.append(f"{where}attr {k}: only in {'a' if k in a else 'b'}")
-            continue
-        va, vb = _attr(a[k], ca), _attr(b[k], cb)
-        if not np.array_equal(np.asarray(va), np.asarray(vb)):
-            notes.append(f"{where}attr {k}: {str(va)[:80]!r} vs {str(vb)[:80]!r}")
-    return notes
-
-
-def compare_hdf5(a: Path, b: Path, ca: Clean, cb: Clean) -> tuple[list[str], float]:
-    """run.nc and other HDF5 files: every group's and dataset's attributes, every dataset's values."""
-    import h5py
-
-    notes: list[str] = []
-    pairs: dict[str, tuple[np.ndarray | None, np.ndarray | None]] = {}
-    with h5py.File(a, "r") as fa, h5py.File(b, "r") as fb:
-        notes += _attrs_notes("", dict(fa.attrs), dict(fb.attrs), ca, cb)
-        items_a: dict = {}
-        items_b: dict = {}
-        fa.visititems(lambda n, o: items_a.__setitem__(n, o))
-        fb.visititems(lambda n, o: items_b.__setitem__(n, o))
-        for name in sorted(set(items_a) | set(items_b)):
-            oa, ob = items_a.get(name), items_b.get(name)
-            if oa is None or ob is None:
-                notes.append(f"{name}: only in {'a' if ob is None else 'b'}")
-                continue
-            notes += _attrs_notes(f"{name}: ", dict(oa.attrs), dict(ob.attrs), ca, cb)
-            if isinstance(oa, h5py.Dataset) and isinstance(ob, h5py.Dataset) and not VOLATILE_NC.match(name):
-                pairs[name] = (oa[()], ob[()])
-    more, worst = _compare_arrays(pairs)
-    return notes + more, math.inf if notes else worst
-
-
-def compare_csv(a: Path, b: Path, ca: Clean, cb: Clean) -> tuple[list[str], float]:
-    import pandas as pd
-
-    da, db = pd.read_csv(a), pd.read_csv(b)
-    notes = [f"column {c}: only in {'a' if c in da else 'b'}" for c in sorted(set(da.columns) ^ set(db.columns))]
-    if len(da) != len(db):
-        return notes + [f"rows {len(da)} vs {len(db)}"], math.inf
-    pairs: dict[str, tuple[np.ndarray | None, np.ndarray | None]] = {}
-    for c in da.columns:
-        if c in db.columns and c not in VOLATILE_CSV_COLUMNS:
-            xa, xb = da[c].to_numpy(), db[c].to_numpy()
-            if xa.dtype.kind == "O" or xb.dtype.kind == "O":
-                xa = np.array([ca(str(v)) for v in xa])
-                xb = np.array([cb(str(v)) for v in xb])
-            pairs[f"column {c}"] = (xa, xb)
-    more, worst = _compare_arrays(pairs)
-    return notes + more, math.inf if notes else worst
+    return bool(np.array_equal(x, y, equal_nan=x.dtype.kind in "fc"))
 
 
 def _flatten(obj: object, prefix: str = "") -> dict[str, object]:
@@ -347,65 +270,186 @@ def _flatten(obj: object, prefix: str = "") -> dict[str, object]:
     return {prefix.rstrip("."): obj}
 
 
-def compare_json(a: Path, b: Path, ca: Clean, cb: Clean) -> tuple[list[str], float]:
-    """metadata.json and the like: every key (nested keys joined by dots) but the volatile ones."""
-    fa = _flatten(json.loads(ca(a.read_text())))
-    fb = _flatten(json.loads(cb(b.read_text())))
-    notes = []
-    for k in sorted(set(fa) | set(fb)):
-        if VOLATILE_JSON_KEYS.search(k):
-            continue
-        if k not in fa or k not in fb:
-            notes.append(f"key {k}: only in {'a' if k in fa else 'b'}")
-        elif fa[k] != fb[k]:
-            notes.append(f"key {k}: {str(fa[k])[:60]!r} vs {str(fb[k])[:60]!r}")
-    return notes, math.inf if notes else 0.0
-
-
-def compare_png(a: Path, b: Path, ca: Clean, cb: Clean) -> tuple[list[str], float]:
-    """Pictures by their pixels (matplotlib writes its version and software into the file)."""
-    from PIL import Image
-
-    pa, pb = np.asarray(Image.open(a).convert("RGBA")), np.asarray(Image.open(b).convert("RGBA"))
-    if pa.shape != pb.shape:
-        return [f"size {pa.shape} vs {pb.shape}"], math.inf
-    n = int(np.count_nonzero(np.any(pa != pb, axis=-1)))
-    return ([f"{n} of {pa.shape[0] * pa.shape[1]} pixels differ"] if n else []), (math.inf if n else 0.0)
-
-
-def mask_text(text: str) -> str:
+def mask_text(text: str) -> list[str]:
+    """The lines of a text with measured times masked and lines written by measured times left out."""
     for pattern, repl in VOLATILE_TEXT:
         text = pattern.sub(repl, text)
-    return text
+    return [line for line in text.splitlines() if not VOLATILE_LINES.search(line)]
 
 
-def compare_text(a: Path, b: Path, ca: Clean, cb: Clean) -> tuple[list[str], float]:
-    la = mask_text(ca(a.read_text(errors="replace"))).splitlines()
-    lb = mask_text(cb(b.read_text(errors="replace"))).splitlines()
-    if la == lb:
-        return [], 0.0
-    diff = [d for d in difflib.unified_diff(la, lb, lineterm="", n=0) if d[:1] in "+-" and d[:3] not in ("+++", "---")]
-    return [f"{len(diff)} lines differ after masking measured times", *(d[:160] for d in diff[:6])], math.inf
+class Pair:
+    """Two files of one name under the two roots: their differences (``notes``, the largest
+    numerical one ``worst``) and what differed but was left out as volatile (``ignored``)."""
+
+    def __init__(self, a: Path, b: Path, ca: Clean, cb: Clean):
+        self.a, self.b, self.ca, self.cb = a, b, ca, cb
+        self.notes: list[str] = []
+        self.ignored: set[str] = set()
+        self.worst = 0.0
+
+    def differ(self, note: str, diff: float = math.inf) -> None:
+        self.notes.append(note)
+        self.worst = max(self.worst, diff)
+
+    def arrays(self, key: str, a: np.ndarray | None, b: np.ndarray | None) -> None:
+        if a is None or b is None:
+            self.differ(f"{key}: only in {'b' if a is None else 'a'}")
+        elif not _equal(a, b):
+            d = _max_abs(a, b)
+            self.differ(f"{key}: {a.dtype}{a.shape} vs {b.dtype}{b.shape}, max |diff| {d:.3g}", d)
+
+    def documents(self, a: object, b: object, where: str = "") -> None:
+        """Two JSON documents key by key (nested keys joined by dots)."""
+        fa, fb = _flatten(a), _flatten(b)
+        for k in sorted(set(fa) | set(fb)):
+            if k not in fa or k not in fb:
+                self.differ(f"{where}key {k}: only in {'a' if k in fa else 'b'}")
+            elif fa[k] != fb[k]:
+                if VOLATILE_JSON_KEYS.search(k):
+                    self.ignored.add(where + re.sub(r"^cases\.[^.]+\.", "cases.*.", re.sub(r"\.\d+\.", ".N.", k)))
+                else:
+                    self.differ(f"{where}key {k}: {str(fa[k])[:60]!r} vs {str(fb[k])[:60]!r}")
+
+    def attributes(self, where: str, a: dict, b: dict) -> None:
+        for k in sorted(set(a) | set(b)):
+            if k in ("DIMENSION_LIST", "REFERENCE_LIST"):  # HDF5 object references, not values
+                continue
+            if k not in a or k not in b:
+                self.differ(f"{where}attr {k}: only in {'a' if k in a else 'b'}")
+                continue
+            va, vb = self._attr(a[k], self.ca), self._attr(b[k], self.cb)
+            if not _equal(va, vb):
+                if VOLATILE_NC.match(k):
+                    self.ignored.add(f"{where}attr {k}")
+                else:
+                    self.differ(f"{where}attr {k}: {str(va)[:80]!r} vs {str(vb)[:80]!r}")
+
+    @staticmethod
+    def _attr(value: object, clean: Clean) -> object:
+        if isinstance(value, bytes):
+            value = value.decode(errors="replace")
+        return clean(value) if isinstance(value, str) else value
+
+    def npz(self) -> None:
+        """Every array; a JSON string (a checkpoint's header) key by key, as metadata.json."""
+        with np.load(self.a, allow_pickle=False) as fa, np.load(self.b, allow_pickle=False) as fb:
+            for k in sorted(set(fa.files) | set(fb.files)):
+                xa, xb = (fa[k] if k in fa.files else None), (fb[k] if k in fb.files else None)
+                ja = self._json_string(xa, self.ca)
+                jb = self._json_string(xb, self.cb)
+                if ja is not None and jb is not None:
+                    self.documents(ja, jb, f"{k}: ")
+                else:
+                    self.arrays(k, xa, xb)
+
+    @staticmethod
+    def _json_string(x: np.ndarray | None, clean: Clean) -> object | None:
+        """The document a 0-d string array holds as JSON (a checkpoint's header), else None."""
+        if x is None or x.ndim != 0 or x.dtype.kind != "U":
+            return None
+        try:
+            return json.loads(clean(str(x)))
+        except ValueError:
+            return None
+
+    def hdf5(self) -> None:
+        """run.nc and other HDF5 files: every group's and dataset's attributes, every dataset's values."""
+        import h5py
+
+        with h5py.File(self.a, "r") as fa, h5py.File(self.b, "r") as fb:
+            self.attributes("", dict(fa.attrs), dict(fb.attrs))
+            items_a: dict = {}
+            items_b: dict = {}
+            fa.visititems(lambda n, o: items_a.__setitem__(n, o))
+            fb.visititems(lambda n, o: items_b.__setitem__(n, o))
+            for name in sorted(set(items_a) | set(items_b)):
+                oa, ob = items_a.get(name), items_b.get(name)
+                if oa is None or ob is None:
+                    self.differ(f"{name}: only in {'a' if ob is None else 'b'}")
+                    continue
+                self.attributes(f"{name}: ", dict(oa.attrs), dict(ob.attrs))
+                if isinstance(oa, h5py.Dataset) and isinstance(ob, h5py.Dataset):
+                    xa, xb = oa[()], ob[()]
+                    if VOLATILE_NC.match(name) and not _equal(xa, xb):
+                        self.ignored.add(name)
+                    else:
+                        self.arrays(name, xa, xb)
+
+    def csv(self) -> None:
+        """Every column: numbers exactly (else the largest difference), text after the paths' masking."""
+        import pandas as pd
+
+        da, db = pd.read_csv(self.a), pd.read_csv(self.b)
+        for c in sorted(set(da.columns) ^ set(db.columns)):
+            self.differ(f"column {c}: only in {'a' if c in da else 'b'}")
+        if len(da) != len(db):
+            self.differ(f"rows {len(da)} vs {len(db)}")
+            return
+        for c in da.columns:
+            if c not in db.columns:
+                continue
+            xa, xb = da[c].to_numpy(), db[c].to_numpy()
+            if xa.dtype.kind == "O" or xb.dtype.kind == "O":
+                xa = np.array([self.ca(str(v)) for v in xa])
+                xb = np.array([self.cb(str(v)) for v in xb])
+            if c in VOLATILE_CSV_COLUMNS and not _equal(xa, xb):
+                self.ignored.add(f"column {c}")
+            else:
+                self.arrays(f"column {c}", xa, xb)
+
+    def json(self) -> None:
+        """metadata.json, study.json, cases.json: every key but the volatile ones."""
+        self.documents(json.loads(self.ca(self.a.read_text())), json.loads(self.cb(self.b.read_text())))
+
+    def png(self) -> None:
+        """Pictures by their pixels (matplotlib writes its version into the file)."""
+        from PIL import Image
+
+        pa = np.asarray(Image.open(self.a).convert("RGBA"))
+        pb = np.asarray(Image.open(self.b).convert("RGBA"))
+        if pa.shape != pb.shape:
+            self.differ(f"size {pa.shape} vs {pb.shape}")
+            return
+        n = int(np.count_nonzero(np.any(pa != pb, axis=-1)))
+        if n:
+            self.differ(f"{n} of {pa.shape[0] * pa.shape[1]} pixels differ")
+        else:
+            self.ignored.add("PNG metadata")
+
+    def text(self) -> None:
+        """Line by line, paths, times and measured costs masked."""
+        ra, rb = self.ca(self.a.read_text(errors="replace")), self.cb(self.b.read_text(errors="replace"))
+        if ra == rb:
+            self.ignored.add("paths")
+            return
+        la, lb = mask_text(ra), mask_text(rb)
+        if la == lb:
+            self.ignored.add("measured times in text")
+            return
+        diff = [d for d in difflib.unified_diff(la, lb, lineterm="", n=0)
+                if d[:1] in "+-" and d[:3] not in ("+++", "---")]
+        self.differ(f"{len(diff)} lines differ after masking measured times")
+        self.notes += [d[:160] for d in diff[:6]]
+
+    def bytes(self) -> None:
+        self.differ("bytes differ")
 
 
-COMPARERS: dict[str, Callable[[Path, Path, Clean, Clean], tuple[list[str], float]]] = {
-    ".npz": compare_npz, ".nc": compare_hdf5, ".h5": compare_hdf5, ".csv": compare_csv,
-    ".json": compare_json, ".png": compare_png}
-BINARY = {".gif", ".mp4", ".pdf", ".msh"}
+READERS = {".npz": Pair.npz, ".nc": Pair.hdf5, ".h5": Pair.hdf5, ".csv": Pair.csv, ".json": Pair.json,
+           ".png": Pair.png, ".gif": Pair.bytes, ".mp4": Pair.bytes, ".pdf": Pair.bytes, ".msh": Pair.bytes}
 
 
 def compare_file(rel: str, a: Path, b: Path, ca: Clean, cb: Clean) -> Result:
     if a.read_bytes() == b.read_bytes():
         return Result(rel, "identical")
-    if a.suffix in BINARY:
-        return Result(rel, "differ", "bytes differ", math.inf)
+    pair = Pair(a, b, ca, cb)
     try:
-        notes, worst = COMPARERS.get(a.suffix, compare_text)(a, b, ca, cb)
+        READERS.get(a.suffix, Pair.text)(pair)
     except Exception as exc:  # a file one side cannot read is a difference, not a crash
         return Result(rel, "differ", f"unreadable: {type(exc).__name__}: {exc}", math.inf)
-    if not notes:
-        return Result(rel, "equal", "equal but for volatile fields or paths")
-    return Result(rel, "differ", "; ".join(notes), worst)
+    if not pair.notes:
+        return Result(rel, "equal", "left out: " + ", ".join(sorted(pair.ignored)))
+    return Result(rel, "differ", "; ".join(pair.notes), pair.worst)
 
 
 def files_under(root: Path) -> set[str]:
@@ -428,8 +472,14 @@ def compare_roots(a: Path, b: Path, show_all: bool) -> int:
     print(f"a = {a}\nb = {b}")
     print(f"files compared: {len(results)}; byte-identical {counts['identical']}, equal but for volatile fields "
           f"{counts['equal']}, differing {counts['differ']}, only in a {counts['only-a']}, "
-          f"only in b {counts['only-b']}\n")
-    shown = [r for r in results if show_all or r.status != "identical"]
+          f"only in b {counts['only-b']}")
+    left_out: dict[str, int] = {}
+    for r in results:
+        if r.status == "equal":
+            for item in r.detail.removeprefix("left out: ").split(", "):
+                left_out[item] = left_out.get(item, 0) + 1
+    print("left out as volatile (files): " + "; ".join(f"{k} ({n})" for k, n in sorted(left_out.items())) + "\n")
+    shown = [r for r in results if show_all or r.status not in ("identical", "equal")]
     if shown:
         width = max(len(r.path) for r in shown)
         print(f"{'file':{width}s}  {'status':9s}  {'max|diff|':>9s}  detail")
