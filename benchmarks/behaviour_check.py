@@ -270,6 +270,16 @@ def _flatten(obj: object, prefix: str = "") -> dict[str, object]:
     return {prefix.rstrip("."): obj}
 
 
+def _contrast(a: object, b: object, width: int = 70) -> str:
+    """Two values side by side; long strings from a little before their first difference."""
+    sa, sb = str(a.decode(errors="replace") if isinstance(a, bytes) else a), \
+        str(b.decode(errors="replace") if isinstance(b, bytes) else b)
+    start = next((i for i, (x, y) in enumerate(zip(sa, sb)) if x != y), min(len(sa), len(sb)))
+    start = max(0, start - 20) if max(len(sa), len(sb)) > width else 0
+    dots = "..." if start else ""
+    return f"{dots}{sa[start:start + width]!r} vs {dots}{sb[start:start + width]!r}"
+
+
 def mask_text(text: str) -> list[str]:
     """The lines of a text with measured times masked and lines written by measured times left out."""
     for pattern, repl in VOLATILE_TEXT:
@@ -308,7 +318,7 @@ class Pair:
                 if VOLATILE_JSON_KEYS.search(k):
                     self.ignored.add(where + re.sub(r"^cases\.[^.]+\.", "cases.*.", re.sub(r"\.\d+\.", ".N.", k)))
                 else:
-                    self.differ(f"{where}key {k}: {str(fa[k])[:60]!r} vs {str(fb[k])[:60]!r}")
+                    self.differ(f"{where}key {k}: {_contrast(fa[k], fb[k])}")
 
     def attributes(self, where: str, a: dict, b: dict) -> None:
         for k in sorted(set(a) | set(b)):
@@ -322,7 +332,7 @@ class Pair:
                 if VOLATILE_NC.match(k):
                     self.ignored.add(f"{where}attr {k}")
                 else:
-                    self.differ(f"{where}attr {k}: {str(va)[:80]!r} vs {str(vb)[:80]!r}")
+                    self.differ(f"{where}attr {k}: {_contrast(va, vb)}")
 
     @staticmethod
     def _attr(value: object, clean: Clean) -> object:
