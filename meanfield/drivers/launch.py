@@ -137,7 +137,7 @@ def start_run(sim: Simulation, problem: Problem, run_dir: Path, outputs: Sequenc
                 save_npz(run_dir / layout.MESH, **static)
             for handler in handlers:
                 handler.start(run_dir, static, 0)
-            rundir.update_metadata(kind=sim.kind, name=run_name(run_dir), status="running", error=None,
+            rundir.update_metadata(kind=sim.run_type, name=run_name(run_dir), status="running", error=None,
                                    config_source=config.source, **environment, **facts,
                                    segments=[_segment("run", 0.0, environment)])
         except BaseException:
@@ -179,9 +179,9 @@ def continue_run(sim: Simulation, problem: Problem, run_dir: Path, checkpoint_he
     environment = run_environment(comm)
 
     def reopen() -> tuple[RunDirectory, Checkpoint, str | None]:
-        rundir = RunDirectory.open_existing(run_dir, run_type=sim.kind if rebuild_metadata else None)
+        rundir = RunDirectory.open_existing(run_dir, run_type=sim.run_type if rebuild_metadata else None)
         try:
-            point = resume_point(run_dir, sim.kind, problem.time.output_times)
+            point = resume_point(run_dir, sim.run_type, problem.time.output_times)
             checkpoint = point.checkpoint
             if (checkpoint.t, checkpoint.next_output) != (checkpoint_header["t"], checkpoint_header["next_output"]):
                 raise CheckpointError(f"{run_dir}: its checkpoint changed since the resume was planned; resume again")

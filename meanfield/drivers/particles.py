@@ -109,7 +109,7 @@ class ParticleSimulation(Simulation):
         MPI communicator; tokens are split in contiguous blocks (:func:`token_block`).
     """
 
-    kind = "particles"
+    run_type = "particles"
 
     def __init__(self, problem: Problem, comm) -> None:
         self.problem, self.comm, self.t = problem, comm, 0.0

@@ -91,7 +91,7 @@ class PDESimulation(Simulation):
         less than 1e-12 (masses summing to 1 up to round-off) it is zero and the run is all atoms.
     """
 
-    kind = "pde"
+    run_type = "pde"
 
     def __init__(self, problem: Problem, comm) -> None:
         from ..collective import on_root

@@ -388,7 +388,7 @@ class Checkpoints(Handler):
 
         def save() -> None:
             assert state.rundir is not None
-            Checkpoint(sim.kind, t, next_output, state.times, arrays or {}, info).save(state.run_dir)
+            Checkpoint(sim.run_type, t, next_output, state.times, arrays or {}, info).save(state.run_dir)
             if not state.committed:
                 state.rundir.commit()
 

@@ -18,15 +18,15 @@ class Simulation(ABC):
 
     Attributes
     ----------
-    kind
-        ``"pde"`` or ``"particles"`` (recorded in metadata.json and checkpoints).
+    run_type
+        ``"pde"`` or ``"particles"`` (recorded as ``kind`` in metadata.json and checkpoints).
     comm
         The MPI communicator.
     t
         Current model time.
     """
 
-    kind: str = ""
+    run_type: str = ""
     comm: Any
     t: float
 
@@ -47,7 +47,8 @@ class Simulation(ABC):
     def distribution(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """This rank's part of the state as a weighted point set, for the observables of one's own
         (:mod:`meanfield.trackers`): density values (n,), points (n, d) and weights (n,)."""
-        raise NotImplementedError(f"a {self.kind or type(self).__name__} simulation has no observables of one's own")
+        name = self.run_type or type(self).__name__
+        raise NotImplementedError(f"a {name} simulation has no observables of one's own")
 
     @abstractmethod
     def snapshot(self) -> dict[str, np.ndarray] | None:
@@ -71,7 +72,7 @@ class Simulation(ABC):
 
     def describe(self) -> str:
         """One line for the log: what is being run."""
-        return self.kind
+        return self.run_type
 
     def facts(self) -> dict[str, Any]:
         """Solver facts for metadata.json (collective)."""

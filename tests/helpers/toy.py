@@ -16,7 +16,7 @@ from meanfield.problem import Problem
 class Decay(Simulation):
     """x' = -x with forward Euler at dt = min(0.01, t_end - t): a deterministic toy."""
 
-    kind = "particles"  # read back like a particle run: snapshots hold "points"
+    run_type = "particles"  # read back like a particle run: snapshots hold "points"
 
     def __init__(self, dt: float = 0.01, on_step=None) -> None:
         self.comm, self.t, self.x, self.dt, self.steps = MPI.COMM_SELF, 0.0, np.array([1.0, 2.0]), dt, 0
