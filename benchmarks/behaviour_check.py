@@ -19,7 +19,7 @@ appear or disappear), PNG pictures by their pixels, GIF and MP4 by their bytes, 
 file (config.toml, XDMF, logs, the terminal output) as text.  Left out is only what differs from
 one run to the next of the same code (``VOLATILE_*`` below, found by running one tree twice):
 wall times and timings, timestamps, the paths of the output root and the code tree, measured
-costs in ``check``'s text, and the warning that writing outputs dominated (printed or not by
+costs in ``check``'s text, and the warnings that writing outputs dominates (printed or not by
 measured times); the summary lists what was left out, file by file with ``--all``.
 
     python benchmarks/behaviour_check.py run TREE OUT [--only CASE ...]
@@ -218,8 +218,9 @@ VOLATILE_TEXT = [
     (re.compile(r"\d+(\.\d+)?(e[+-]?\d+)? ?(ms|us|µs|s|min|h|MB|GB|kB|MiB|GiB)\b"), "<measured>"),
     (re.compile(r"load average [\d.]+"), "load average <measured>"),
 ]
-# text lines written or not according to measured times (the warning that writing outputs dominates)
-VOLATILE_LINES = re.compile(r"writing dominates this run's cost")
+# text lines written or not according to measured times: the run's warning that writing outputs
+# dominated, and check's that they would (from the costs of its short measuring run)
+VOLATILE_LINES = re.compile(r"writing dominates this run's cost|checkpoints would take .*more than the time stepping")
 SKIP = {".lock"}
 Clean = Callable[[str], str]
 
