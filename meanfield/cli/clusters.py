@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from .options import Options, Subparsers, add_overwrite, add_quiet
+from .options import Options, Subparsers, add_overwrite, add_quiet, given_settings
 from .values import number_list
 
 
@@ -36,7 +36,6 @@ def main(args: argparse.Namespace, options: Options) -> None:
     from ..collective import on_root
 
     comm = options.comm  # MPI starts here, before any work
-    given = {k: getattr(args, k) for k in ("threshold", "prominence", "factors", "bandwidth", "resolution")}
-    settings = {k: v for k, v in given.items() if v is not None}  # the API's defaults otherwise
+    settings = given_settings(args, ("threshold", "prominence", "factors", "bandwidth", "resolution"))
     on_root(comm, lambda: cluster_study(args.run_dir, out=options.out, plots=not args.no_plots, quiet=options.quiet,
                                         overwrite=options.overwrite, **settings), broadcast=False)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from .options import Options, Subparsers, add_overwrite, add_quiet
+from .options import Options, Subparsers, add_overwrite, add_quiet, given_settings
 from .terminal import echo
 from .values import number_list
 
@@ -35,8 +35,7 @@ def main(args: argparse.Namespace, options: Options) -> None:
     from ..studies.longtime.study import format_comparison
 
     comm = options.comm  # MPI starts here, before any work
-    given = {k: getattr(args, k) for k in ("betas", "n", "t_final", "run", "delta")}
-    settings = {k: v for k, v in given.items() if v is not None}  # the API's defaults otherwise
+    settings = given_settings(args, ("betas", "n", "t_final", "run", "delta"))
 
     def work() -> None:
         problem = Problem(load_config(args.config))

@@ -54,6 +54,12 @@ class Options(NamedTuple):
         return {"out": self.out, "overrides": self.overrides, "quiet": self.quiet, "overwrite": self.overwrite}
 
 
+def given_settings(args: argparse.Namespace, names: tuple[str, ...]) -> dict[str, Any]:
+    """The options among ``names`` the command line gave, as keyword arguments; those left out
+    take the API's defaults."""
+    return {name: getattr(args, name) for name in names if getattr(args, name) is not None}
+
+
 def add_common(p: argparse.ArgumentParser, out_help: str = "output directory (default: under runs/)") -> None:
     """``--out``, ``--overwrite``, ``--set``, ``--quiet`` and ``--no-memory-check`` of a command that runs."""
     p.add_argument("--out", help=out_help)
