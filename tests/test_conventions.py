@@ -2,8 +2,9 @@
 fresh process):
 
 * default output folders named after the config (``runs/<name>``, ``runs/<name>-particles-n<n>-s<seed>``,
-  ``runs/<name>-<study>`` with no doubled suffix, ``runs/<name>-convergence`` and
-  ``runs/<name>-longtime``), and the run named after its folder in run.log and metadata.json;
+  ``runs/<name>-<study>`` even when the name ends with the study's word, so that a study never takes
+  its config's run folder, ``runs/<name>-convergence`` and ``runs/<name>-longtime``), and the run
+  named after its folder in run.log and metadata.json;
 * ``--quiet`` and ``--overwrite`` on every subcommand that writes; ``longtime``, ``plot`` and
   ``clusters`` refuse to replace their earlier results without ``--overwrite``;
 * the top-level ``--help`` with examples and where the documentation is.
@@ -39,14 +40,21 @@ def test_default_folders_are_named_after_the_config(tmp_path):
     done = cli(["validate", _case(tmp_path, "s1-validation"), "--n", "10,20", "--seeds", "1", "--no-refine",
                 "--quiet"], tmp_path)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "results: runs/s1-validation"
+    assert done.stdout.strip() == "results: runs/s1-validation-validation"
+    done = cli(["run", "s1-validation.toml", "--quiet"], tmp_path)  # the study left the run's folder free
+    assert done.returncode == 0 and done.stdout.strip() == "results: runs/s1-validation", done.stderr
+    done = cli(["response", _case(tmp_path, "p-response"), "--observable", "x", "--at", "0.1", "--quiet"], tmp_path)
+    assert done.returncode == 0 and done.stdout.startswith("results: runs/p-response-response/"), done.stderr
+    done = cli(["run", "p-response.toml", "--quiet"], tmp_path)
+    assert done.returncode == 0 and done.stdout.strip() == "results: runs/p-response", done.stderr
     for name in ("one", "two"):  # two convergence studies no longer share runs/convergence
         done = cli(["convergence", _case(tmp_path, name), "--levels", "4:5", "--reference", "finest", "--quiet"],
                    tmp_path)
         assert done.returncode == 0, done.stderr
         assert (tmp_path / "runs" / f"{name}-convergence" / "convergence.csv").is_file()
     assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == \
-        ["case-particles-n20-s3", "one-convergence", "s1-validation", "two-convergence"]
+        ["case-particles-n20-s3", "one-convergence", "p-response", "p-response-response", "s1-validation",
+         "s1-validation-validation", "two-convergence"]
 
 
 def test_out_names_the_run_in_the_log_and_the_metadata(tmp_path):

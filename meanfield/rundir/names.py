@@ -2,9 +2,10 @@
 
 ``meanfield run`` writes ``runs/<name>`` (or ``output.dir``); every other command that makes a
 folder of its own puts it beside that one, named ``<name>-<suffix>`` with the details that tell
-two of them apart (``runs/case-particles-n1000-s0``, ``runs/case-convergence``).  A name that
-already ends with ``-<suffix>`` is not suffixed twice: the validation study of
-``s1-validation.toml`` is ``runs/s1-validation``.
+two of them apart (``runs/case-particles-n1000-s0``, ``runs/case-convergence``).  The suffix is
+always added, so that a study never takes its config's run folder: the validation study of
+``s1-validation.toml`` is ``runs/s1-validation-validation``, and ``meanfield run
+s1-validation.toml`` still writes ``runs/s1-validation`` after it.
 """
 
 from __future__ import annotations
@@ -26,8 +27,7 @@ def derived_directory(run_dir: Path | str, suffix: str, *details: str) -> Path:
         More parts of the name, joined with ``-`` (``"n1000"``, ``"s0"``).
     """
     base = Path(run_dir)
-    name = base.name if base.name == suffix or base.name.endswith(f"-{suffix}") else f"{base.name}-{suffix}"
-    return base.with_name("-".join([name, *details]))
+    return base.with_name("-".join([base.name, suffix, *details]))
 
 
 def run_name(run_dir: Path | str) -> str:
