@@ -33,6 +33,7 @@ def _files(path: Path) -> dict[str, tuple[int, int]]:
     return {str(p.relative_to(path)): (p.stat().st_size, p.stat().st_mtime_ns) for p in sorted(path.rglob("*"))}
 
 
+@pytest.mark.slow
 def test_default_folders_are_named_after_the_config(tmp_path):
     done = cli(["particles", _case(tmp_path, "case"), "--n", "20", "--seed", "3", "--quiet"], tmp_path)
     assert done.returncode == 0, done.stderr

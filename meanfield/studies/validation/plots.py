@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .compare import PDEReference
+from .prediction import BAND_OUTSIDE
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -25,7 +26,9 @@ def half_rate_guide(ns: np.ndarray, values: np.ndarray) -> np.ndarray:
 def plot_errors(path: Path, rows: list[dict], summary: list[dict], t: float) -> Figure:
     """Each metric at time t against n on log-log axes: seeds, RMS over seeds, the n^-1/2 guide
     (:func:`half_rate_guide`), PDE floor, and where the summary has it the predicted RMS
-    sqrt(n_var / n) (a line, no fit); every n a labelled tick.  Returns the figure it saved."""
+    sqrt(n_var / n) (a line, no fit) with the band where the seeds' RMS falls when the particles
+    agree with the mean-field limit, and where the rows have ``<metric>_noise`` (hist_l1) that
+    noise level; every n a labelled tick.  Returns the figure it saved."""
     from matplotlib.figure import Figure
     from matplotlib.ticker import NullFormatter
 
@@ -44,6 +47,12 @@ def plot_errors(path: Path, rows: list[dict], summary: list[dict], t: float) -> 
         predicted = np.array([s.get(f"predicted_n{int(n)}", np.nan) for n in ns])
         if np.all(np.isfinite(predicted)):
             ax.loglog(ns, predicted, "g-", lw=1.2, label="predicted sqrt(n_var/n)")
+            low, high = (np.array([s[f"ratio_{end}_n{int(n)}"] for n in ns]) for end in ("low", "high"))
+            ax.fill_between(ns, predicted * low, predicted * high, color="g", alpha=0.15, lw=0,
+                            label=f"seeds' {100 * (1 - BAND_OUTSIDE):g}% band")
+        noise = sorted((r["n"], r["value"]) for r in rows if r["metric"] == f"{s['metric']}_noise" and r["time"] == t)
+        if noise:
+            ax.loglog(*zip(*dict(noise).items()), "m-.", lw=1.0, label="iid sampling noise")
         if np.isfinite(s["pde_floor"]) and s["pde_floor"] > 0:
             ax.axhline(s["pde_floor"], color="r", ls=":", label="PDE floor")
         ax.set(title=s["metric"], xlabel="n")

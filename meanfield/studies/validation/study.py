@@ -9,10 +9,13 @@ at every output time.  Files written (rank 0) under the study directory::
     particles/n<N>-s<S>/     the particle runs
     validation.csv           metric, time, n, seed, value (with the cluster-level metrics of
                              meanfield.analysis.clusters.compare.ClusterValidation)
-    summary.csv              per error metric at the final time: fitted log-log slopes vs n,
-                             RMS over seeds at each n, the PDE floor, and for the moment
-                             errors the predicted RMS sqrt(n_var / n) and the ratio measured /
-                             predicted at each n (:mod:`.prediction`)
+    summary.csv              per error metric at the final time (not hist_l1_noise, the iid
+                             noise level of hist_l1): fitted log-log slopes vs n, RMS over
+                             seeds at each n, the PDE floor, and for the moment errors the
+                             predicted RMS sqrt(n_var / n), the ratio measured / predicted,
+                             its scatter over the seeds and its band at each n, then the
+                             verdict and, for a metric without prediction, why (note)
+                             (:mod:`.prediction`)
     response/                the influence functions behind the prediction (meanfield response)
     clusters.csv             cluster agreement at the final time (metric, n, mean and worst
                              over seeds; ClusterValidation: mass and position on the PDE's
@@ -43,7 +46,8 @@ from ...rundir.directory import is_run, prepare_study
 from ...rundir.results import RunResult, load_pde_run
 from ...times import MATCH_TOL, time_tol
 from .compare import PDEReference
-from .prediction import add_predictions, predicted_variances
+from .prediction import BAND_OUTSIDE, add_predictions, predicted_variances
+from .report import format_report, format_table
 
 log = logging.getLogger("meanfield")
 
@@ -75,11 +79,15 @@ def fit_slope(ns: Sequence[int], values: Sequence[float]) -> float:
     return float(np.polyfit(np.log(x[ok]), np.log(y[ok]), 1)[0])
 
 
+#: Rows of validation.csv that are no measured error: the iid noise level of ``hist_l1``, drawn on its panel.
+NOISE_LEVEL = "hist_l1_noise"
+
+
 def summarise(rows: list[dict], t: float, floor: dict[str, float]) -> list[dict]:
-    """Per error metric at time t (not the cluster agreement): per-seed slopes (mean, std),
-    slope of the RMS over seeds, RMS at each n."""
+    """Per error metric at time t (not the cluster agreement, not :data:`NOISE_LEVEL`): per-seed
+    slopes (mean, std), slope of the RMS over seeds, RMS at each n."""
     out = []
-    metrics = sorted({r["metric"] for r in rows if r["time"] == t} - set(ClusterValidation.METRICS))
+    metrics = sorted({r["metric"] for r in rows if r["time"] == t} - set(ClusterValidation.METRICS) - {NOISE_LEVEL})
     for metric in metrics:
         sel = [r for r in rows if r["metric"] == metric and r["time"] == t]
         ns = sorted({r["n"] for r in sel})
@@ -105,17 +113,6 @@ def summarise_clusters(rows: list[dict], t: float) -> list[dict]:
                         "mean": float(finite.mean()) if len(finite) else np.nan,
                         "worst": float(finite.max()) if len(finite) else np.nan})
     return out
-
-
-def format_summary(summary: list[dict]) -> str:
-    """The summary as a fixed-width text table."""
-    if not summary:
-        return "(no metrics)"
-    keys = [k for k in summary[0] if k not in ("time",)]
-    lines = ["  ".join(f"{k:>19s}" for k in keys)]
-    for s in summary:
-        lines.append("  ".join(f"{s[k]:>19s}" if isinstance(s[k], str) else f"{s[k]:>19.4g}" for k in keys))
-    return "\n".join(lines)
 
 
 def _write_csv(path: Path, rows: list[dict]) -> None:
@@ -183,18 +180,24 @@ def check_pde_run(config: Problem | Config, run_dir: str | Path, option: str) ->
 def _pde_runs(problem: Problem, fine_problem: Problem | None, out: Path, pde, pde_fine, comm, quiet: bool,
               overwrite: bool) -> PDEReference:
     """The PDE runs of the study: given (``pde``, ``pde_fine``), or run from ``problem`` and, when
-    refining, ``fine_problem`` (the problem at half the mesh size)."""
+    refining, ``fine_problem`` (the problem at half the mesh size).  A run made here logs to its
+    run.log, not the terminal, which gets one line when it starts and one when it ends."""
     from ...drivers.pde import run
 
-    if pde is not None:
-        coarse: RunResult = everywhere(comm, lambda: load_pde_run(pde))
-    else:
-        coarse = run(problem, out=out / "pde", comm=comm, quiet=quiet, overwrite=overwrite)
+    def run_quietly(problem: Problem, folder: Path) -> RunResult:
+        if not quiet and comm.rank == 0:
+            print(f"PDE run {folder}: progress in {folder / 'run.log'}", flush=True)
+        result = run(problem, out=folder, comm=comm, quiet=True, overwrite=overwrite)
+        if not quiet and comm.rank == 0:
+            print(f"PDE run {folder}: {result.status} at t = {result.times[-1]:g}", flush=True)
+        return result
+
+    coarse = everywhere(comm, lambda: load_pde_run(pde)) if pde is not None else run_quietly(problem, out / "pde")
     fine = None
     if pde_fine is not None:
         fine = everywhere(comm, lambda: load_pde_run(pde_fine))
     elif fine_problem is not None:
-        fine = run(fine_problem, out=out / "pde-fine", comm=comm, quiet=quiet, overwrite=overwrite)
+        fine = run_quietly(fine_problem, out / "pde-fine")
     return PDEReference(coarse, fine)
 
 
@@ -287,13 +290,13 @@ def validate(
                 for metric, t, value in clusters.rows(result):  # cluster-level agreement
                     rows.append({"metric": metric, "time": t, "n": int(n), "seed": seed, "value": value})
                 finals[(n, seed)] = result.points[-1]
-                if not quiet:
-                    print(f"n = {n:>7d}  seed = {seed}: done", flush=True)
+                if not quiet and seed == base + seeds - 1:
+                    print(f"particles n = {n}: {seeds} seeds done", flush=True)
 
             on_root(comm, compare)
 
     def report() -> tuple[list[dict], list[dict]]:
-        summary = add_predictions(summarise(rows, t_final, reference.floor(t_final)), variances)
+        summary = add_predictions(summarise(rows, t_final, reference.floor(t_final)), variances, seeds)
         cluster_table = summarise_clusters(rows, t_final)
         _write_csv(path / "validation.csv", rows)
         _write_csv(path / "summary.csv", summary)
@@ -303,14 +306,11 @@ def validate(
         plot_errors(path / "errors.png", rows, summary, t_final)
         plot_density(path / "density.png", reference, finals[(max(ns), base)], t_final)
         if not quiet:
-            print(f"mean-field validation at t = {t_final:g} (slopes of log error vs log n; "
-                  f"pde_floor: metric between the PDE at h and h/2; predicted: sqrt(n_var / n) from the "
-                  f"influence functions, ratio: measured RMS / predicted, about 1 within the seeds' "
-                  f"scatter)\n{format_summary(summary)}\n"
+            print(f"{format_report(summary, t_final, seeds, BAND_OUTSIDE)}\n"
                   f"cluster agreement at t = {t_final:g}, mean and worst over seeds (mass and position: the tokens "
                   "against the PDE in the regions of the PDE's clusters; count: at the tokens' resolution, the "
                   "PDE smoothed by their kernel, pde_clusters_resolved of them)\n"
-                  f"{format_summary(cluster_table)}", flush=True)
+                  f"{format_table(cluster_table)}", flush=True)
         return summary, cluster_table
 
     summary, cluster_table = on_root(comm, report)
