@@ -149,13 +149,18 @@ def test_fast_and_direct_runs_agree():
 
 
 def test_fixed_dt_beyond_cfl_stops_with_location():
+    """A fixed step above the bound of the initial density is refused when the simulation is
+    built (bad input, the bound known up front); the stepper itself stops at a step beyond it."""
+    from meanfield.config import ConfigError
     from meanfield.discretisation.base import StabilityError
 
-    sim = simulation(
-        mesh={"sphere": "S1", "resolution": 64},
-        model={"velocity": "rotation", "rotation_rate": 1.0},
-        initial={"kind": "uniform"},
-        time={"t_final": 1.0, "dt": 0.5},
-    )
+    sections = {"mesh": {"sphere": "S1", "resolution": 64}, "model": {"velocity": "rotation", "rotation_rate": 1.0},
+                "initial": {"kind": "uniform"}}
+    with pytest.raises(ConfigError, match=r"time.dt: 0.5 is above the stability bound of the first step") as refused:
+        simulation(**sections, time={"t_final": 1.0, "dt": 0.5})
+    bound = float(str(refused.value).split("dt <= ")[1].split()[0])
+    assert bound == pytest.approx(2 * np.sin(np.pi / 64), rel=1e-3)  # a cell's chord crossed at speed 1
+    sim = simulation(**sections, time={"t_final": 1.0, "dt": 0.05})
+    sim.stepper.fixed_dt = 0.5
     with pytest.raises(StabilityError, match=r"time.dt = 0.5 violates the CFL bound at t = 0"):
         sim.stepper.advance(sim.state, 0.0, 1.0)

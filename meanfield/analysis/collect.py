@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..config import ConfigError
-from ..rundir.directory import effective_status, is_run
+from ..rundir.directory import check_creatable, effective_status, is_run
 from ..rundir.files import write_text
 from ..rundir.netcdf import observable_attributes
 from ..rundir.results import observables_frame, read_observables
@@ -200,6 +200,8 @@ def check_table_output(out: str | Path, *, overwrite: bool = False) -> Path:
         raise ConfigError(f"-o {out}: the file exists; pass --overwrite to replace it")
     if not out.parent.is_dir():
         raise ConfigError(f"-o {out}: the folder {out.parent} does not exist")
+    if not out.exists():
+        check_creatable(out, "-o")
     return out
 
 

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..config import ConfigError
+from ..rundir.directory import check_creatable
 from ..rundir.files import write_text
 
 if TYPE_CHECKING:
@@ -145,6 +146,8 @@ def check_plot_output(path: str | Path, *, overwrite: bool = False) -> Path:
         raise ConfigError(f"--plot {path}: the file exists; pass --overwrite to replace it")
     if not path.parent.is_dir():
         raise ConfigError(f"--plot {path}: the folder {path.parent} does not exist")
+    if not path.exists():
+        check_creatable(path, "--plot")
     return path
 
 

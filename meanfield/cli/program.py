@@ -50,12 +50,22 @@ examples:
 docs/_build/html/index.html from the docs/ folder of the source tree (README.md to start)."""
 
 
+class Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are bad input as everywhere in ``meanfield``: one line on
+    standard error naming the command and the argument, with where its options are listed, exit 2."""
+
+    def error(self, message: str):  # type: ignore[override]
+        error(f"error: {self.prog}: {message} (`{self.prog} --help` lists the arguments)")
+        self.exit(2)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The parser of ``meanfield`` and its subcommands; a parsed command's ``handler`` is its action."""
-    parser = argparse.ArgumentParser(prog="meanfield", description=DESCRIPTION, epilog=EPILOG,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = Parser(prog="meanfield", description=DESCRIPTION, epilog=EPILOG,
+                    formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"meanfield {__version__}")
-    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", title="commands")
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", title="commands",
+                                       parser_class=Parser)
     for command in COMMANDS:
         command.add_parser(subparsers)
     return parser
@@ -101,12 +111,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _reader_gone()
 
 
+def _parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    """The parsed arguments; arguments no parser knows are refused by their command's parser,
+    which names the command (``meanfield run: unrecognized arguments: --bogus``)."""
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        commands.choices[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
+    return args
+
+
 def _command(argv: Sequence[str] | None) -> int:
     """Parse ``argv``, run the command and turn its exceptions into exit codes."""
     from ..collective import INPUT_ERRORS, is_collective
     from ..engine.controller import RunInterrupted
 
-    args = build_parser().parse_args(argv)
+    args = _parse(build_parser(), argv)
     options = Options.from_args(args)
     if not options.memory_check:
         from ..memory import disable_guard

@@ -180,10 +180,17 @@ class PDESimulation(Simulation):
 
     def _check_initial_rate(self) -> None:
         """Refuse a model whose velocity on the initial density is not finite or would need more
-        than :data:`~meanfield.config.MAX_STEPS` steps, for every layer (bad input: nothing has
-        been written yet).  This costs one velocity evaluation per layer."""
+        than :data:`~meanfield.config.MAX_STEPS` steps, for every layer, and a fixed ``time.dt``
+        above the stability bound of the first step (bad input: nothing has been written yet).
+        This costs one velocity evaluation per layer."""
         t = self.problem.time
-        for k, rate in enumerate(self.initial_rates()):
+        rates = self.initial_rates()
+        first = min(t.dt, t.dt_max or np.inf, t.t_final) if t.dt is not None else 0.0
+        if first * rates[0] > 1.0 + 1e-12:
+            raise ConfigError(f"time.dt: {t.dt:g} is above the stability bound of the first step, dt <= "
+                              f"{1.0 / rates[0]:.3g} (dt * max outflow rate = {first * rates[0]:.3g} > 1 on the "
+                              "initial density); lower time.dt or leave it out for the adaptive step")
+        for k, rate in enumerate(rates):
             where = self.schedule.origins[k]
             if not np.isfinite(rate):
                 raise ConfigError(f"{where}: the initial velocity is not finite (outflow rate {rate!r});"

@@ -23,6 +23,7 @@ import json
 import os
 import platform
 import shutil
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -143,6 +144,29 @@ def effective_status(run_dir: Path, metadata: dict[str, Any]) -> str:
     return status
 
 
+def check_creatable(path: Path | str, option: str = "--out") -> None:
+    """Refuse a missing output ``path`` (a folder, or a file) that cannot be made: a file among
+    its parents, or a parent where nothing can be made (read-only, ``/proc``).  The nearest
+    existing parent is tried with a directory made and removed at once, the only test that
+    holds for root and for special file systems alike.
+
+    Raises
+    ------
+    RunDirectoryError
+        Naming ``option`` (``--out``, ``-o``), the parent and why.
+    """
+    path = Path(path)
+    parent = path.absolute().parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise RunDirectoryError(f"{option} {path}: {parent} is a file, not a directory")
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".meanfield-probe-", dir=parent))
+    except OSError as exc:
+        raise RunDirectoryError(f"{option} {path}: nothing can be made in {parent} ({exc.strerror})") from None
+
+
 def check_target(run_dir: Path | str, *, overwrite: bool = False, locked_here: bool = False) -> str:
     """Refuse a target directory that a new run may not use (module rules); returns what it found there.
 
@@ -157,6 +181,8 @@ def check_target(run_dir: Path | str, *, overwrite: bool = False, locked_here: b
         raise RunDirectoryError("--out: an empty path is not a run directory")
     run_dir = Path(run_dir)
     found = classify(run_dir)
+    if not run_dir.exists():
+        check_creatable(run_dir)
     if found == "file":
         raise RunDirectoryError(f"--out {run_dir}: is a file, not a directory")
     if found == "foreign":
@@ -376,6 +402,8 @@ def check_study(path: Path | str, study: str, *, overwrite: bool = False,
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise RunDirectoryError(f"--out {path}: is a file, not a directory")
+    if not path.exists():
+        check_creatable(path)
     # a process making the same study at this moment may have left only its marker's temporary file
     if not path.is_dir() or all(p.name.startswith(f".{STUDY_MARKER}.tmp-") for p in path.iterdir()):
         return False
@@ -441,6 +469,8 @@ def check_output_folder(folder: Path | str, owns: Callable[[str], bool], what: s
     folder = Path(folder)
     if folder.exists() and not folder.is_dir():
         raise RunDirectoryError(f"--out {folder}: is a file, not a folder")
+    if not folder.exists():
+        check_creatable(folder)
     if folder.is_dir():
         foreign = sorted(p.name for p in folder.iterdir() if not owns(p.name))
         if foreign:

@@ -35,11 +35,14 @@ import numpy as np
 
 from ..config import Config, ConfigError, load_config
 from ..expression import VARIABLES, Function, compile_function
+from ..model import did_you_mean
 from ..times import MATCH_TOL, same_time
 from ..trackers import TRACKER_NAME
 
 #: A parameter path: ``model.beta``, ``model.Q[0][1]``, ``model.heads[1].weight``, ``model.layers[0].V[2][0]``.
 _PART = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)((?:\[\d+\])*)")
+#: The matrices of a model table (``model.Q[0][1]``; unset: the identity).
+MATRICES = ("Q", "K", "V")
 #: Relative step of the central differences of the field in a parameter.
 PARAMETER_STEP = 1e-5
 
@@ -95,12 +98,14 @@ def moved_config(config: Config, keys: Sequence[str | int], text: str, step: flo
     parent: Any = data
     for i, key in enumerate(keys[:-1]):
         child = parent[key] if _has(parent, key) else None
-        if child is None and key in ("Q", "K", "V"):
+        if child is None and key in MATRICES:
             child = parent[key] = np.eye(d).tolist()  # unset: the identity
         if child is None:
             raise ConfigError(f"--wrt {text}: {'.'.join(map(str, keys[: i + 1]))} is not set in the config")
         parent = child
     last = keys[-1]
+    if isinstance(last, str) and isinstance(parent, Mapping) and last not in parent and last != "weight":
+        raise ConfigError(f"--wrt {text}: {_unknown_key(keys[:-1], last, parent)}")
     value = parent[last] if _has(parent, last) else None
     if value is None and last == "weight":
         value = 1.0
@@ -109,6 +114,16 @@ def moved_config(config: Config, keys: Sequence[str | int], text: str, step: flo
     h = step * max(1.0, abs(float(value)))
     parent[last] = float(value) + h
     return load_config(data), h
+
+
+def _unknown_key(keys: Sequence[str | int], key: str, table: Mapping[str, Any]) -> str:
+    """What to say of a ``key`` that ``table`` (at ``keys``) lacks: the closest of its keys, or its parameters."""
+    where = ".".join(map(str, keys))
+    parameters = [k for k, v in table.items()
+                  if k in MATRICES or isinstance(v, (int, float)) and not isinstance(v, bool)]
+    hint = did_you_mean(key, parameters) or "; its parameters are " + ", ".join(
+        f"{where}.{k}[i][j]" if k in MATRICES else f"{where}.{k}" for k in parameters)
+    return f"{where} has no parameter {key!r}{hint}"
 
 
 def _has(container: Any, key: str | int) -> bool:
