@@ -8,6 +8,7 @@ import os
 import select
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from .. import __version__
 from . import (
@@ -54,7 +55,7 @@ class Parser(argparse.ArgumentParser):
     """An argument parser whose errors are bad input as everywhere in ``meanfield``: one line on
     standard error naming the command and the argument, with where its options are listed, exit 2."""
 
-    def error(self, message: str):  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         error(f"error: {self.prog}: {message} (`{self.prog} --help` lists the arguments)")
         self.exit(2)
 
