@@ -139,8 +139,8 @@ def test_interrupted_or_killed_point_is_resumed(tmp_path, comm, monkeypatch, how
 def test_particle_sweep_with_seeds(tmp_path, comm):
     result = sweep(BASE, ["model.beta=1,4"], seeds=2, particles=True, overrides=["particles.n=20"],
                    out=tmp_path / "p", comm=comm, quiet=True)
-    assert [p.directory for p in result.points] == ["0-beta=1,seed=0", "1-beta=1,seed=1", "2-beta=4,seed=0",
-                                                    "3-beta=4,seed=1"]
+    assert [p.directory for p in result.points] == ["0-beta=1,particles.seed=0", "1-beta=1,particles.seed=1",
+                                                    "2-beta=4,particles.seed=0", "3-beta=4,particles.seed=1"]
     assert result.status == ["completed"] * 4
     runs = [meanfield.load_run(tmp_path / "p" / p.directory) for p in result.points]
     assert all(isinstance(r, meanfield.ParticleRunResult) and r.points.shape == (3, 20, 2) for r in runs)

@@ -156,6 +156,8 @@ def collect(paths: Sequence[str | Path], *, final: bool = False, clusters: bool 
 def to_dataset(table: pandas.DataFrame, *, final: bool = False) -> xarray.Dataset:
     """A :func:`collect` table as a Dataset: dims ``(run, time)`` (``final``: ``(run,)``), the
     parameters, kinds and statuses as coordinates along ``run``."""
+    import pandas as pd
+
     observables = [c for c in table.columns if c not in (*_described(table), "t")]
     described = table.groupby("run", sort=False)[list(_described(table))[1:]].first()
     if final:
@@ -166,6 +168,9 @@ def to_dataset(table: pandas.DataFrame, *, final: bool = False) -> xarray.Datase
         ds["time"].attrs.update(long_name="model time t", units="1")
     for name in observables:
         ds[name].attrs.update(observable_attributes(name, None) or ATTRIBUTES.get(name, {}))
+        if pd.api.types.is_integer_dtype(table[name].dtype):  # counts: integers in the file, -1 where missing
+            ds[name] = ds[name].astype(float)
+            ds[name].encoding.update(dtype="int32", _FillValue=-1)
     for name, column in described.items():
         values = column.to_numpy()
         values = values.astype(str) if values.dtype == object else values

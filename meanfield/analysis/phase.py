@@ -53,7 +53,7 @@ def run_clusters(run_dir: str | Path) -> tuple[np.ndarray, np.ndarray, float]:
 
 def with_clusters(table: pandas.DataFrame) -> pandas.DataFrame:
     """A :func:`~.collect.collect` table with ``formation_time`` (a run column, before ``t``)
-    and ``clusters`` (at each row's time; nan where the run has no output at that time)."""
+    and ``clusters`` (integers at each row's time; missing where the run has no output at that time)."""
     import pandas as pd
 
     columns = list(table.columns)
@@ -62,7 +62,7 @@ def with_clusters(table: pandas.DataFrame) -> pandas.DataFrame:
         times, count, formation[run_dir] = run_clusters(str(run_dir))
         at = {round(float(t), 9): float(c) for t, c in zip(times, count)}
         counts.append(rows["t"].map(lambda t, at=at: at.get(round(float(t), 9), np.nan)))
-    out = table.assign(formation_time=table["run"].map(formation), clusters=pd.concat(counts))
+    out = table.assign(formation_time=table["run"].map(formation), clusters=pd.concat(counts).astype("Int64"))
     at_t = columns.index("t")
     return out[[*columns[:at_t], "formation_time", *columns[at_t:], "clusters"]]
 

@@ -33,7 +33,9 @@ The handlers due at a stop (a checkpoint and its record) take the time the wall 
 them (:mod:`.controller`); the outputs and checkpoints together are the writing cost
 :class:`RunLog` warns about, once, when (after a tenth of the model time and
 :data:`WRITING_CHECKED_AFTER` outputs) it has exceeded :data:`WRITING_DOMINATES` times the steps'
-cost: fewer outputs would shorten the run. (The margin allows for the steps of a clustering run
+cost, both counted from the first output of the run (or of its resumed segment), so that what
+is paid once (the files made, the libraries that write them loaded) is not taken for the cost
+of outputs: fewer outputs would shorten the run. (The margin allows for the steps of a clustering run
 shrinking later.)
 """
 
@@ -316,6 +318,7 @@ class RunLog(Handler):
 
     def __init__(self) -> None:
         self._writing_checked = False
+        self._costs_at_first_output: tuple[float, float] | None = None
 
     def handle(self, state: RunState, moment: Moment) -> None:
         sim, progress = state.sim, state.progress
@@ -329,13 +332,19 @@ class RunLog(Handler):
         self._check_writing(state, moment.output.index)
 
     def _check_writing(self, state: RunState, k: int) -> None:
-        """Warn once (rank 0) when writing has dominated the run's cost (module docstring)."""
+        """Warn once (rank 0) when writing has dominated the run's cost since the run's first
+        output after its start (module docstring): the costs paid once (the files made, their
+        libraries loaded, the first steps' set-up) say nothing of what more outputs cost."""
         progress = state.progress
+        writing, stepping = state.timings["output"] + state.timings["checkpoint"], state.timings["time_stepping"]
+        if self._costs_at_first_output is None:
+            self._costs_at_first_output = (writing, stepping)
+            return
         if self._writing_checked or k + 1 < WRITING_CHECKED_AFTER or \
                 state.sim.t - progress.t0 < (progress.t_end - progress.t0) / 10:
             return
         self._writing_checked = True
-        writing, stepping = state.timings["output"] + state.timings["checkpoint"], state.timings["time_stepping"]
+        writing, stepping = writing - self._costs_at_first_output[0], stepping - self._costs_at_first_output[1]
         if state.comm.rank == 0 and writing > WRITING_DOMINATES * stepping:
             log.warning("warning: the outputs and their checkpoints took %.3g s so far, the steps %.3g s: writing "
                         "dominates this run's cost; fewer outputs (time.outputs_every, time.outputs) would shorten "

@@ -2,7 +2,8 @@
 
 A grid maps config keys to values; its points are the Cartesian product (the first key
 slowest).  Point k's run directory is named by its index and ``key=value`` for each grid key
-(the last part of the key unless that is ambiguous), e.g. ``003-beta=4,seed=1``.  A sweep
+(the last part of the key unless that is ambiguous; a seed with what it seeds), e.g.
+``003-beta=4,particles.seed=1``.  A sweep
 directory's study.json holds the definition (its grids); :func:`sweep_points` finds the points
 again from it.  Parsing ``--grid`` and planning a sweep is the study's
 (:mod:`meanfield.studies.grid`, :mod:`meanfield.studies.sweep`).
@@ -74,10 +75,16 @@ def _label(value: Any) -> str:
     return re.sub(r"[^A-Za-z0-9._+-]+", "_", text).strip("_")[:LABEL_LENGTH] or "_"
 
 
+#: Last parts of keys that say too little alone: a seed is named with what it seeds (``particles.seed``,
+#: ``random.seed``).
+QUALIFIED = ("seed",)
+
+
 def _short_keys(keys: Sequence[str]) -> dict[str, str]:
-    """Each key's last part, or the whole key where two keys share their last part."""
-    last = [k.split(".")[-1] for k in keys]
-    return {k: (s if last.count(s) == 1 else k) for k, s in zip(keys, last)}
+    """Each key's last part (with the part before it for :data:`QUALIFIED` ones), or the whole key
+    where two keys share their short name."""
+    short = [".".join(k.split(".")[-2:]) if k.split(".")[-1] in QUALIFIED else k.split(".")[-1] for k in keys]
+    return {k: (s if short.count(s) == 1 else k) for k, s in zip(keys, short)}
 
 
 def plan_points(grid: Mapping[str, Sequence[Any]]) -> list[SweepPoint]:

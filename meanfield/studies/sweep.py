@@ -9,8 +9,9 @@ ensemble of weight draws, PDE or particles, for ``meanfield collect --ensemble``
                                     job-array task must bring the same one
     sweep.csv                       index, the grid's keys, directory, status (one row per point)
     .sweep.lock                     taken while sweep.csv is rewritten
-    003-beta=4,seed=1/              point 3's run directory (its index, then key=value for each
-                                    grid key: the last part of the key unless that is ambiguous)
+    003-beta=4,particles.seed=1/    point 3's run directory (its index, then key=value for each
+                                    grid key: the last part of the key unless that is ambiguous,
+                                    a seed with what it seeds)
 
 A sweep is extended by running it again with more values of its grid keys (the same keys,
 every earlier value still there): its points keep their numbers and directories, completed
