@@ -264,7 +264,7 @@ def test_sweep_over_draws_and_collect_the_ensemble(tmp_path):
     assert done.returncode == 0, done.stderr
     done = cli(["collect", "sw", "-o", "ens.csv", "--ensemble", "model.random.seed"], tmp_path)
     assert done.returncode == 0, done.stderr
-    runs = [meanfield.load_run(p) for p in sorted((tmp_path / "sw").glob("*-seed=*"))]
+    runs = [meanfield.load_run(p) for p in sorted((tmp_path / "sw").glob("*-random.seed=*"))]
     assert [r.config["model"]["random"]["seed"] for r in runs] == [3, 4, 5]
     rows = read_rows(tmp_path / "ens.csv")
     assert [float(r["t"]) for r in rows] == list(runs[0].times) and all(r["members"] == "3" for r in rows)
@@ -277,6 +277,7 @@ def test_sweep_over_draws_and_collect_the_ensemble(tmp_path):
 
     with xarray.open_dataset(tmp_path / "ens.nc") as ds:
         mean = ds["density_mean"].values[0]
+        assert ds["group"].attrs["long_name"].startswith("ensemble group: the members that share kind")
     np.testing.assert_allclose(mean, np.mean([r.densities for r in runs], axis=0), rtol=1e-12)
     assert (tmp_path / "ens.png").stat().st_size > 0
 

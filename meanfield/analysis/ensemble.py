@@ -134,6 +134,8 @@ def to_dataset(reduced: pandas.DataFrame) -> xarray.Dataset:
         data = column.to_numpy()
         ds = ds.assign_coords({str(name): ("group", data.astype(str) if data.dtype == object else data)})
     ds["time"].attrs.update(long_name="model time t (depth)", units="1")
+    ds["group"].attrs.update(long_name=f"ensemble group: the members that share {', '.join(keys)} (its values: "
+                                       "the coordinates along group), numbered from 0 in the order first met")
     return ds
 
 

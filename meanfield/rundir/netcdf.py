@@ -368,16 +368,37 @@ def particle_dataset(times: np.ndarray, outputs: Mapping[str, np.ndarray], obser
     return xr.Dataset(data, coords=coords, attrs=dict(attrs))
 
 
-def run_attributes(run_type: str, config: Mapping[str, Any]) -> dict[str, str]:
-    """Global attributes of a run's file, from its config (nested mapping)."""
-    attrs = {"Conventions": CONVENTIONS, "source": f"meanfield {__version__}", "kind": run_type,
-             "name": str(config.get("name", ""))}
+#: What a model key the config leaves unset stands for, as run.nc's attributes say it (others unset are left out).
+UNSET_MODEL_KEYS = {"Q": "identity", "K": "identity", "V": "identity"}
+
+
+def model_attributes(model: Mapping[str, Any]) -> dict[str, Any]:
+    """``model_<key>`` for each key of the config's ``[model]`` table: numbers as numbers, text as
+    text, matrices and tables as JSON text, unset Q, K, V as ``identity`` (:data:`UNSET_MODEL_KEYS`)."""
+    import json
+
+    attrs: dict[str, Any] = {}
+    for key, value in model.items():
+        if value is None:
+            value = UNSET_MODEL_KEYS.get(key)
+        if value is None:
+            continue
+        plain = isinstance(value, (int, float, str)) and not isinstance(value, bool)
+        attrs[f"model_{key}"] = value if plain else json.dumps(value)
+    return attrs
+
+
+def run_attributes(run_type: str, config: Mapping[str, Any]) -> dict[str, Any]:
+    """Global attributes of a run's file, from its config (nested mapping): what made it, and
+    the model's parameters (:func:`model_attributes`)."""
+    attrs: dict[str, Any] = {"Conventions": CONVENTIONS, "source": f"meanfield {__version__}", "kind": run_type,
+                             "name": str(config.get("name", ""))}
     if run_type == "pde":
         attrs.update(title=f"meanfield PDE run {attrs['name']}", sphere=str(config["mesh"]["sphere"]),
                      scheme=str(config["scheme"]["kind"]), mask=str(config.get("model", {}).get("mask", "none")))
     else:
         attrs.update(title=f"meanfield particle run {attrs['name']}")
-    return attrs
+    return {**attrs, **model_attributes(config.get("model") or {})}
 
 
 def _encoding(ds: xarray.Dataset) -> dict[str, dict[str, Any]]:
