@@ -229,7 +229,8 @@ def test_validate_verdict_table_and_picture_through_the_cli(tmp_path):
     last; why a metric has no prediction.  summary.csv: ratio_scatter_n<N> and the band beside
     ratio_n<N>, the verdict, no hist_l1_noise.  errors.png (drawn again from the CSV files with the
     function that drew it): every n a labelled tick, the n^-1/2 guide through the RMS errors'
-    geometric mean, the band around the predicted line, hist_l1's noise level on its panel."""
+    geometric mean, the band around the predicted line, hist_l1's noise level on its panel.
+    ``meanfield info`` of the study: its runs by status and the verdicts."""
     from helpers.cli import cli
 
     from meanfield.studies.validation.plots import plot_errors
@@ -288,6 +289,10 @@ def test_validate_verdict_table_and_picture_through_the_cli(tmp_path):
     noise = next(line for line in panels["hist_l1"].get_lines() if line.get_label() == "iid sampling noise")
     np.testing.assert_allclose(noise.get_ydata(), [next(r["value"] for r in found if r["metric"] == "hist_l1_noise"
                                                         and r["n"] == n and r["time"] == t) for n in ns])
+
+    done = cli(["info", "v"], tmp_path)  # the study's summary: its runs and its verdicts
+    assert done.returncode == 0 and "runs:       7: 7 completed" in done.stdout, done.stderr
+    assert f"  mean_error: {summary['mean_error']['verdict']}\n" in done.stdout
 
     done = cli(["validate", "case.toml", "--n", "50,200,800", "--seeds", "2", "--pde", "other", "--force",
                 "--no-refine", "--out", "biased", "--quiet"], tmp_path)
