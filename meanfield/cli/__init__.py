@@ -24,13 +24,16 @@
     meanfield plot RUN_DIR [--out DIR] [--format png|pdf|svg] [--no-movie] [--log|--linear] [--times T1,T2,...]
                    [--vmin V] [--vmax V] [--centre LON,LAT] [--fps F] [--frames] [--overwrite] [--quiet]
     meanfield mesh S2 --level L -o FILE  |  meanfield mesh S1 --cells N -o FILE  [--overwrite] [--quiet]
-    meanfield info [RUN_DIR] [--json]
+    meanfield info [RUN_DIR | SWEEP_DIR | STUDY_DIR] [--json]
 
 Each subcommand is one module of this package, its parser (``add_parser``) beside its action
 (``main``); the arguments most of them share (``--out``, ``--set``, ``--quiet``, ``--overwrite``,
 ``--no-memory-check``) are read once into :class:`~meanfield.cli.options.Options`, which every
 action receives.  :mod:`~meanfield.cli.program` puts the parser together and turns exceptions into
 exit codes.  An action imports the Python API when it runs, so that ``meanfield --help`` stays fast.
+
+Bad arguments are refused as all bad input: one line on standard error naming the subcommand and
+the argument (``error: meanfield run: unrecognized arguments: --bogus``), exit 2.
 
 Every command that writes takes ``--overwrite`` (replace its own earlier results; without it
 they are refused) and ``--quiet`` (no progress, log or summary on the terminal), except

@@ -25,7 +25,8 @@ h5netcdf, no netCDF C library needed).  A PDE run on S^2 (``ncdump -h``, abridge
         double zbar(time) ;            an [[output.observables]] entry: long_name,
                                        expression = "integral(rho * z)", comment
     // global attributes: Conventions = "CF-1.11 UGRID-1.0", title, source, kind, name,
-    //                    sphere, scheme
+    //                    sphere, scheme, mask, and the model: model_beta = 4.0, model_Q = "identity"
+    //                    (or the matrix as JSON text), model_attention, ... (one per key of [model])
 
 **Atoms** (hybrid runs: point masses beside the density, :mod:`meanfield.atoms`)
 are a CF *contiguous ragged array* (CF-1.11 section 9.3.3) along a second unlimited
