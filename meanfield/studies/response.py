@@ -62,10 +62,20 @@ class Observable:
 
 @dataclass
 class ResponseResult:
-    """What :func:`response` produced: its directory and the rows of response.csv."""
+    """What :func:`response` produced: its directory, the rows of response.csv and the
+    covariances of the influence functions.
+
+    Attributes
+    ----------
+    covariance
+        ``covariance[i, j, p, q] = Cov_rho0(Phi_0[p at time i], Phi_0[q at time j])`` (a causal
+        run: the mean over positions of each position's covariance); its diagonal is ``n_var``,
+        and ``n`` times the covariance of two observables of n iid tokens tends to it.
+    """
 
     path: Path
     rows: list[dict[str, Any]]
+    covariance: np.ndarray
 
 
 def parse_observable(text: str) -> Observable:
@@ -301,6 +311,9 @@ def response(
     second = total[2 * columns: 2 * columns + M * columns].reshape(M, columns)
     first = total[2 * columns + M * columns:].reshape(M, columns)
     n_var = (second - first ** 2).mean(axis=0)
+    cross = comm.allreduce(np.einsum("kc,c,kcp,kcq->kpq", rho0, areas, phi0, phi0), op=MPI.SUM)
+    covariance = (cross - first[:, :, None] * first[:, None, :]).mean(axis=0)
+    covariance = covariance.reshape(len(times), P, len(times), P).transpose(0, 2, 1, 3)
     rows = []
     for i, t in enumerate(times):
         for p, o in enumerate(compiled):
@@ -332,7 +345,7 @@ def response(
             print(format_rows(rows), flush=True)
 
     on_root(comm, write)
-    return ResponseResult(path, everywhere(comm, lambda: rows))
+    return ResponseResult(path, everywhere(comm, lambda: rows), covariance)
 
 
 def _gather_slices(sim, values: np.ndarray) -> np.ndarray | None:

@@ -10,10 +10,9 @@ observables, ``e^2 = sum_k m_k delta_k^2`` (``m_k`` the multiplicities), is pred
 ``second_moment_error``
     the Frobenius norm of the second-moment difference: ``x_k x_l`` (off-diagonal entries twice).
 
-With ``C`` the limit of ``n Cov(delta)`` (``C_jk = Cov_rho0(Phi_j, Phi_k)``: the covariances come
-from the variances of the sums ``phi_j + phi_k``, the influence function being linear in ``phi``)
-and ``D = diag(m_k)``, the mean square error is ``tr(DC) / n``, so the predicted RMS is
-``sqrt(tr(DC) / n)``.  The errors are Gaussian in the limit, so ``n e^2`` is a weighted sum of
+With ``C`` the limit of ``n Cov(delta)`` (``C_jk = Cov_rho0(Phi_j, Phi_k)``, from the same adjoint
+solves as ``n_var``, its diagonal) and ``D = diag(m_k)``, the mean square error is ``tr(DC) / n``,
+so the predicted RMS is ``sqrt(tr(DC) / n)``.  The errors are Gaussian in the limit, so ``n e^2`` is a weighted sum of
 chi-squares, and the mean over S seeds of ``e^2`` divided by its expectation has variance
 ``2 tr((DC)^2) / (S tr(DC)^2)``: close to a chi-square of ``k = S tr(DC)^2 / tr((DC)^2)``
 degrees of freedom over k (Satterthwaite; exact when one direction carries all the variance,
@@ -106,34 +105,21 @@ def observables(d: int) -> dict[str, list[tuple[str, float]]]:
     return {"mean_error": [(f"mean_{k}={names[k]}", 1.0) for k in range(d)], "second_moment_error": second}
 
 
-def _pair(a: str, b: str) -> str:
-    """The observable ``phi_a + phi_b`` of two ``NAME=EXPR`` texts, whose ``n_var`` gives their covariance."""
-    (name_a, expr_a), (name_b, expr_b) = a.split("=", 1), b.split("=", 1)
-    return f"{name_a}_plus_{name_b}=({expr_a})+({expr_b})"
-
-
 def predicted_variances(config: Config, d: int, t: float, out: Path, comm, overwrite: bool) -> dict[str, Prediction]:
     """Metric -> its :class:`Prediction` at time t, from ``meanfield response`` of the metric's
-    observables and their pairwise sums, written under ``out`` (collective)."""
+    observables (their covariances), written under ``out`` (collective)."""
     from ..response import response
 
     wanted = observables(d)
     texts = [text for terms in wanted.values() for text, _ in terms]
-    pairs = [_pair(a, b) for terms in wanted.values() for i, (a, _) in enumerate(terms) for b, _ in terms[i + 1:]]
-    rows = response(config, texts + pairs, [t], out=out, comm=comm, quiet=True, overwrite=overwrite).rows
-    n_var = {row["observable"]: row["n_var"] for row in rows}
-    out_predictions = {}
+    covariance = response(config, texts, [t], out=out, comm=comm, quiet=True, overwrite=overwrite).covariance[0, 0]
+    predictions, start = {}, 0
     for metric, terms in wanted.items():
-        names = [text.split("=")[0] for text, _ in terms]
-        weights = np.array([m for _, m in terms])
-        cov = np.diag([n_var[name] for name in names])
-        for i in range(len(names)):
-            for j in range(i + 1, len(names)):
-                total = n_var[_pair(terms[i][0], terms[j][0]).split("=")[0]]
-                cov[i, j] = cov[j, i] = (total - cov[i, i] - cov[j, j]) / 2
-        weighted = weights[:, None] * cov
-        out_predictions[metric] = Prediction(float(np.trace(weighted)), float(np.trace(weighted @ weighted)))
-    return out_predictions
+        block = slice(start, start + len(terms))
+        weighted = np.array([m for _, m in terms])[:, None] * covariance[block, block]
+        predictions[metric] = Prediction(float(np.trace(weighted)), float(np.trace(weighted @ weighted)))
+        start += len(terms)
+    return predictions
 
 
 def verdict(ratios: list[float], bands: list[tuple[float, float]], floor: float, predicted_last: float) -> str:
