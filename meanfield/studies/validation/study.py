@@ -307,9 +307,9 @@ def validate(
         plot_density(path / "density.png", reference, finals[(max(ns), base)], t_final)
         if not quiet:
             print(f"{format_report(summary, t_final, seeds, BAND_OUTSIDE)}\n"
-                  f"cluster agreement at t = {t_final:g}, mean and worst over seeds (mass and position: the tokens "
-                  "against the PDE in the regions of the PDE's clusters; count: at the tokens' resolution, the "
-                  "PDE smoothed by their kernel, pde_clusters_resolved of them)\n"
+                  f"cluster agreement at t = {t_final:g}, mean and worst over seeds (mass and position: the tokens\n"
+                  "against the PDE in the regions of the PDE's clusters; count: at the tokens' resolution, the PDE\n"
+                  "smoothed by their kernel, pde_clusters_resolved of them)\n"
                   f"{format_table(cluster_table)}", flush=True)
         return summary, cluster_table
 
