@@ -203,6 +203,25 @@ def test_ratio_scatter_and_band_against_sampled_seeds(rng):
     assert ratio_scatter(3.0) == pytest.approx(0.389, abs=1e-3)  # one observable, 3 seeds: below sqrt(1/6) = 0.408
 
 
+@pytest.mark.slow
+def test_influence_covariances_keep_the_circles_identity(tmp_path):
+    """On S^1 ``x^2 + y^2 = 1`` for every measure, so the influence functions of ``x^2`` and
+    ``y^2`` add up to a constant: their covariance is minus the variance of either, and both
+    covary oppositely with any third one; the covariances' diagonal is response.csv's n_var."""
+    from mpi4py import MPI
+
+    from meanfield.studies.response import response
+
+    config = {"name": "c", "mesh": {"sphere": "S1", "resolution": 64}, "model": {"beta": 2.0},
+              "initial": {"kind": "vmf", "centers": [[1, 0]], "kappas": [2.0]}, "time": {"t_final": 0.5, "outputs": 1},
+              "output": {"xdmf": False}}
+    result = response(config, ["xx=x*x", "yy=y*y", "x"], [0.5], out=tmp_path / "r", comm=MPI.COMM_SELF, quiet=True)
+    cov = result.covariance[0, 0]
+    np.testing.assert_allclose(np.diag(cov), [r["n_var"] for r in result.rows], rtol=1e-10)
+    assert cov[0, 0] > 1e-3
+    np.testing.assert_allclose([cov[0, 1], cov[1, 1], cov[1, 2]], [-cov[0, 0], cov[0, 0], -cov[0, 2]], rtol=1e-6)
+
+
 def test_verdicts_of_ratios():
     from meanfield.studies.validation.prediction import BIAS, CONSISTENT, verdict
 
