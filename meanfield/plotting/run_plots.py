@@ -195,7 +195,7 @@ def _circle_density(data: RunData, vertices: np.ndarray, cells: np.ndarray, fram
                             log=scale.log, title=data.name, atoms=None if atoms is None else [atoms[i] for i in shown],
                             vmin=vmin, vmax=scale.vmax), "density")
     w.figure(circle_spacetime(vertices, cells, data.times, averages, log=scale.log, title=data.name, atoms=atoms,
-                              vmin=scale.vmin, vmax=scale.vmax), "spacetime")
+                              vmin=scale.vmin, vmax=scale.vmax, dpi=w.dpi), "spacetime")
     lines = CircleLines(circle_segments(vertices, cells), cells, scale.norm(frames))
 
     def update(i: int) -> None:
