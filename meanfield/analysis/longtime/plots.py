@@ -44,7 +44,7 @@ def point_set_history_figure(histories: Mapping[str, PointSetHistory]) -> Figure
             labels, centres, _ = h.state_at(e.time + 1e-9)
             if np.any(labels == e.kept):
                 ax.plot(e.time, centres[labels == e.kept][0], "kx", ms=8)
-        ax.set(xscale="log", xlabel="t", ylabel="centre (rad)", ylim=(0, 2 * np.pi), title=f"{name}: clusters")
+        ax.set(xscale="log", xlabel="t", ylabel="centre theta (rad)", ylim=(-np.pi, np.pi), title=f"{name}: clusters")
     axes[0].set(xscale="log", xlabel="t", ylabel="clusters", title="number of clusters")
     axes[0].yaxis.set_major_locator(MaxNLocator(integer=True))
     axes[0].legend()
