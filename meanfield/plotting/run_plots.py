@@ -133,7 +133,7 @@ class _Writer:
 
 
 def _title(data: RunData, i: int) -> str:
-    return f"{data.name}   t = {data.times[i]:.4g}"
+    return f"{data.heading}   t = {data.times[i]:.4g}"
 
 
 def _stills(data: RunData, prefix: str, shown: list[int] | None) -> list[tuple[str, int]]:
@@ -192,9 +192,10 @@ def _circle_density(data: RunData, vertices: np.ndarray, cells: np.ndarray, fram
     # a hybrid run's log axis reaches down to the residual floor: not fitted to the one time whose density is left
     vmin = scale.vmin if scale.vmin is not None or atoms is None or not scale.log else residual_floor(2)
     w.figure(circle_density(vertices, cells, frames[shown], times=[float(data.times[i]) for i in shown],
-                            log=scale.log, title=data.name, atoms=None if atoms is None else [atoms[i] for i in shown],
-                            vmin=vmin, vmax=scale.vmax), "density")
-    w.figure(circle_spacetime(vertices, cells, data.times, averages, log=scale.log, title=data.name, atoms=atoms,
+                            log=scale.log, title=data.heading,
+                            atoms=None if atoms is None else [atoms[i] for i in shown], vmin=vmin, vmax=scale.vmax),
+             "density")
+    w.figure(circle_spacetime(vertices, cells, data.times, averages, log=scale.log, title=data.heading, atoms=atoms,
                               vmin=scale.vmin, vmax=scale.vmax, dpi=w.dpi), "spacetime")
     lines = CircleLines(circle_segments(vertices, cells), cells, scale.norm(frames))
 
@@ -232,16 +233,16 @@ def _causal_pictures(data: RunData, result: Any, w: _Writer, scale: Scale, shown
     log = scale.log
     if data.sphere == "S1":
         w.figure(position_images(data.vertices, data.cells, positions, data.times[picked], slices[picked], log=log,
-                                 vmin=scale.vmin, vmax=scale.vmax, title=data.name), "positions")
+                                 vmin=scale.vmin, vmax=scale.vmax, title=data.title), "positions")
     else:
         values = data.slice_vertex_densities if data.slice_vertex_densities is not None else slices
         picks = sorted({round(k) for k in np.linspace(0, M - 1, min(M, 4))})
         for name, i in (("initial", 0), ("final", T - 1)):
             w.figure(slice_maps(data.vertices, data.cells, positions, values[i], picks, log=log, vmin=scale.vmin,
-                                vmax=scale.vmax, title=f"{data.name}   t = {data.times[i]:g}"), f"slices_{name}")
+                                vmax=scale.vmax, title=f"{data.title}   t = {data.times[i]:g}"), f"slices_{name}")
     counts = np.array([history.counts for history in analyse_positions(result)]).T  # (T, M)
     w.figure(position_clusters(data.times, positions, counts, data.by_position.get("rho_max"),
-                               1.0 / sphere_area(data.vertices.shape[1]), title=data.name), "position_clusters")
+                               1.0 / sphere_area(data.vertices.shape[1]), title=data.title), "position_clusters")
     times = data.times[sorted({round(i) for i in np.linspace(0, T - 1, min(T, 3))})]
     w.figure(attention_figure([(float(t), attention_map(result, float(t))) for t in times], positions,
                               title=f"{data.name}: what each position draws from the positions before it"),
@@ -314,7 +315,7 @@ def plot_run(result: Any, out_dir: str | Path, *, movie: bool = True, fmt: str =
     out.mkdir(parents=True, exist_ok=True)
     w = _Writer(out, fmt, dpi, movie, max_frames, fps, frames)
     if "t" in data.observables:
-        w.figure(time_series(data.observables, title=data.name, layer_ends=data.layer_ends, trackers=data.trackers),
+        w.figure(time_series(data.observables, title=data.title, layer_ends=data.layer_ends, trackers=data.trackers),
                  "observables")
     if data.run_type == "pde":
         vertices, cells, densities = data.vertices, data.cells, data.densities

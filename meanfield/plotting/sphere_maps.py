@@ -19,6 +19,7 @@ from matplotlib.collections import Collection, PathCollection
 from matplotlib.colorbar import Colorbar
 from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
+from matplotlib.patheffects import withStroke
 from matplotlib.tri import Triangulation
 
 from ..sphere import subsample
@@ -73,6 +74,10 @@ class MapPanel:
             ax.plot(xy[:, 0], xy[:, 1], color="0.5", lw=0.3, alpha=0.6, zorder=2)
         outline = projection.outline()
         ax.plot(outline[:, 0], outline[:, 1], color="k", lw=0.8, zorder=2)
+        for x, y, text, side in getattr(projection, "labels", list)():  # a map with a graticule's labels
+            ax.annotate(text, (x, y), xytext=(0, -6) if side == "center" else (-3, 0), textcoords="offset points",
+                        ha=side, va="top" if side == "center" else "center", fontsize=7, color="0.15", zorder=4,
+                        annotation_clip=False, path_effects=[withStroke(linewidth=2, foreground="white")])
         ax.set_aspect("equal")
         ax.set_axis_off()
         ax.set_title(projection.title, fontsize=9)

@@ -1,0 +1,85 @@
+"""What the S^2 pictures say: ``meanfield plot``'s maps carry longitude/latitude labels and the
+model's parameters in their titles; ``meanfield response``'s influence functions are named as
+the docs say and drawn on a diverging colour scale centred on 0 (commands run as users run
+them, then the figures' data and labels checked)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import xarray as xr
+from helpers.cli import cli
+from helpers.pictures import figures_of
+from matplotlib.collections import PolyCollection
+from matplotlib.figure import Figure
+
+import meanfield
+from meanfield.plotting.projections import mollweide
+
+S2_CASE = """name = "s2"
+[mesh]
+sphere = "S2"
+resolution = 1
+[model]
+beta = 4.0
+[initial]
+kind = "vmf"
+centers = [[0, 0, 1]]
+kappas = [4.0]
+[time]
+t_final = 0.2
+outputs = 1
+[output]
+xdmf = false
+"""
+DEGREE = "\N{DEGREE SIGN}"
+
+
+@pytest.fixture(scope="module")
+def s2_run(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("s2")
+    (folder / "case.toml").write_text(S2_CASE)
+    for args in (["run", "case.toml", "--out", "run", "--quiet"], ["plot", "run", "--no-movie", "--quiet"]):
+        done = cli(args, folder)
+        assert done.returncode == 0, done.stderr
+    return folder
+
+
+def test_sphere_maps_have_a_labelled_graticule_and_the_model_in_the_title(s2_run, monkeypatch):
+    figures = figures_of(monkeypatch, s2_run / "run")
+    figure = figures["density_final"]
+    assert figure.get_suptitle() == "run: softmax attention, \N{GREEK SMALL LETTER BETA} = 4   t = 0.2"
+    assert figures["observables"].get_suptitle().startswith("run: softmax attention, \N{GREEK SMALL LETTER BETA} = 4")
+    mollweide_panel = next(ax for ax in figure.axes if ax.get_title().startswith("Mollweide"))
+    labels = {text.get_text(): text.xy for text in mollweide_panel.texts}
+    expected = {**{f"{abs(lon)}{DEGREE}{'E' if lon > 0 else 'W' if lon < 0 else ''}": (lon, 0) for lon in
+                   (-120, -60, 0, 60, 120)},
+                **{f"{abs(lat)}{DEGREE}{'N' if lat > 0 else 'S'}": (-180, lat) for lat in (-60, -30, 30, 60)}}
+    assert set(expected) <= set(labels)
+    for text, (lon, lat) in expected.items():  # each label where its meridian or parallel is drawn
+        np.testing.assert_allclose(labels[text], mollweide(np.radians(lon), np.radians(lat)), atol=1e-12)
+
+
+@pytest.mark.slow
+def test_influence_functions_are_named_and_centred_on_zero(tmp_path, monkeypatch):
+    (tmp_path / "case.toml").write_text(S2_CASE)
+    observables = ["z", "q=x**2 - y**2", "x*y"]
+    args = [a for o in observables for a in ("--observable", o)]
+    done = cli(["response", "case.toml", *args, "--at", "0.2", "--out", "resp", "--quiet"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    names = {p.name for p in (tmp_path / "resp").glob("influence-*.png")}
+    assert names == {"influence-z-t0.2.png", "influence-q-t0.2.png", "influence-2-t0.2.png"}  # x*y: its number
+    drawn: dict[str, Figure] = {}
+    monkeypatch.setattr(Figure, "savefig", lambda self, path, **kw: drawn.setdefault(path.name, self))
+    meanfield.response(tmp_path / "case.toml", observables, [0.2], out=tmp_path / "again", quiet=True)
+    with xr.open_dataset(tmp_path / "resp" / "influence.nc") as ds:
+        for k, name in enumerate(("z", "q", "2")):
+            figure = drawn[f"influence-{name}-t0.2.png"]
+            reach = float(np.abs(ds[f"influence_{k}"].values).max())
+            maps = [c for ax in figure.axes for c in ax.collections if isinstance(c, PolyCollection)]
+            assert maps and all(c.get_cmap().name == "RdBu_r" for c in maps)  # a diverging map
+            for c in maps:
+                assert (c.norm.vmin, c.norm.vmax) == pytest.approx((-reach, reach), rel=1e-12)  # centred on 0
+            assert figure.axes[-1].get_ylabel() == "influence function Phi_0"
+    z = ds["influence_0"].values
+    assert z.min() < 0 < z.max()  # signed: both ends of the scale are used
