@@ -83,3 +83,35 @@ def test_influence_functions_are_named_and_centred_on_zero(tmp_path, monkeypatch
             assert figure.axes[-1].get_ylabel() == "influence function Phi_0"
     z = ds["influence_0"].values
     assert z.min() < 0 < z.max()  # signed: both ends of the scale are used
+
+
+def test_ensemble_band_on_a_log_axis_stays_whole(tmp_path, monkeypatch):
+    """Energies of three draws spanning three decades (mean - std < 0): on the log axis the band is
+    the geometric mean times/divided by the geometric std, positive at every t."""
+    import pandas
+
+    from meanfield.analysis.ensemble import plot_ensemble
+
+    t = np.array([0.0, 1.0, 2.0])
+    energies = {3: [1.0, 2.0, 4.0], 4: [10.0, 20.0, 40.0], 5: [1000.0, 2000.0, 4000.0]}
+    table = pandas.DataFrame([{"run": f"r{seed}", "kind": "pde", "status": "done", "model.random.seed": seed,
+                               "t": time, "order": 0.1 * seed, "energy": e}
+                              for seed, values in energies.items() for time, e in zip(t, values)])
+    values = np.array(list(energies.values()))
+    assert np.all(values.mean(axis=0) - values.std(axis=0, ddof=1) < 0)  # the old band left the log axis
+    drawn: dict[str, Figure] = {}
+    monkeypatch.setattr(Figure, "savefig", lambda self, path, **kw: drawn.setdefault("ensemble", self))
+    plot_ensemble(table, "model.random.seed", tmp_path / "ens.png")
+    energy = next(ax for ax in drawn["ensemble"].axes if ax.get_title().startswith("energy"))
+    assert energy.get_yscale() == "log" and "geometric mean" in energy.get_title()
+    (band,) = [c for c in energy.collections if isinstance(c, PolyCollection)]
+    edge = band.get_paths()[0].vertices[:, 1]
+    logs = np.log(values)
+    low = np.exp(logs.mean(axis=0) - logs.std(axis=0, ddof=1))
+    high = np.exp(logs.mean(axis=0) + logs.std(axis=0, ddof=1))
+    assert np.all(edge > 0)
+    np.testing.assert_allclose(sorted(set(np.round(edge, 9))), sorted(set(np.round(np.r_[low, high], 9))))
+    (mean,) = [line for line in energy.get_lines() if line.get_linewidth() == 2]
+    np.testing.assert_allclose(mean.get_ydata(), np.exp(logs.mean(axis=0)), rtol=1e-12)
+    order = next(ax for ax in drawn["ensemble"].axes if ax.get_title().startswith("order"))
+    assert order.get_yscale() == "linear" and "mean \N{PLUS-MINUS SIGN} std" in order.get_title()
