@@ -115,3 +115,50 @@ def test_ensemble_band_on_a_log_axis_stays_whole(tmp_path, monkeypatch):
     np.testing.assert_allclose(mean.get_ydata(), np.exp(logs.mean(axis=0)), rtol=1e-12)
     order = next(ax for ax in drawn["ensemble"].axes if ax.get_title().startswith("order"))
     assert order.get_yscale() == "linear" and "mean \N{PLUS-MINUS SIGN} std" in order.get_title()
+
+
+@pytest.mark.slow
+def test_retrieval_profiles_are_named_covariances_beside_the_closed_form(tmp_path, monkeypatch):
+    """``meanfield response --retrieval`` in DGR's setting (32 cells, 8 slices): the terminal and
+    retrieval.csv name the score "score (8 codewords)" (never "mode 0"), the y axis says R is a
+    covariance, the closed form is dashed beside each profile, the minimum is written in the
+    title (no annotation beside the markers); outside DGR's setting no closed form is drawn."""
+    from helpers.cli import REPO
+    from test_retrieval import DGR, rows_of
+
+    from meanfield.config import load_config
+    from meanfield.problem import Problem
+    from meanfield.references.retrieval import codeword_weights, retrieval_mode, score_modes
+    from meanfield.studies.retrieval import SCORE_WEIGHT_CUTOFF, dgr_setting, retrieval
+
+    (tmp_path / "dgr.toml").write_text(DGR.format(sphere="S1", resolution=32, slices=8))
+    done = cli(["response", "dgr.toml", "--retrieval", "--at", "1", "--modes", "1", "--codewords", "8",
+                "--out", "out"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    table = done.stdout.splitlines()
+    assert table[0].split()[:2] == ["t", "profile"]
+    assert table[1].split()[1:3] == ["mode", "1"] and table[2].split()[1:4] == ["score", "(8", "codewords)"]
+    assert "mode 0" not in done.stdout
+    assert {(r["mode"], r["profile"]) for r in rows_of(tmp_path / "out")} == {(1.0, "mode 1"),
+                                                                             (0.0, "score (8 codewords)")}
+    drawn: dict[str, Figure] = {}
+    monkeypatch.setattr(Figure, "savefig", lambda self, path, **kw: drawn.setdefault(path.name, self))
+    retrieval(tmp_path / "dgr.toml", [1.0], modes=[1], codewords=8, out=tmp_path / "again", quiet=True)
+    (ax,) = drawn["retrieval.png"].axes
+    assert "Cov(" in ax.get_ylabel() and not ax.texts  # a covariance; no annotation beside the markers
+    assert ax.get_title().startswith("t = 1: score (8 codewords) min ")
+    legend = [text.get_text() for text in ax.get_legend().get_texts()]
+    assert legend[:2] == ["score (8 codewords)", "mode 1"] and "closed form (DGR)" in legend
+    assert not any("mode 0" in text for text in legend)
+    last = 1.0 - 1.0 / 16
+    weights = codeword_weights(8, score_modes(8, SCORE_WEIGHT_CUTOFF))
+    dashed = [line for line in ax.get_lines() if line.get_linestyle() == "--"]
+    assert len(dashed) == 2
+    for line, mode in zip(dashed, (0, 1)):
+        s0 = line.get_xdata()
+        expected = retrieval_mode(1.0, s0, 1, 1.0, 1.0, s=last) if mode else \
+            sum(w * retrieval_mode(1.0, s0, n, 1.0, 1.0, s=last) for n, w in enumerate(weights, 1))
+        np.testing.assert_allclose(line.get_ydata(), expected, rtol=1e-12)
+    clustered = Problem(load_config(REPO / "runs" / "examples" / "s1-clustered-prompt-retrieval.toml"))
+    lost = Problem(load_config(REPO / "runs" / "examples" / "s1-lost-in-the-middle.toml"))
+    assert not dgr_setting(clustered) and dgr_setting(lost)
