@@ -162,3 +162,73 @@ def test_retrieval_profiles_are_named_covariances_beside_the_closed_form(tmp_pat
     clustered = Problem(load_config(REPO / "runs" / "examples" / "s1-clustered-prompt-retrieval.toml"))
     lost = Problem(load_config(REPO / "runs" / "examples" / "s1-lost-in-the-middle.toml"))
     assert not dgr_setting(clustered) and dgr_setting(lost)
+
+
+TOKENS_CASE = """name = "tokens"
+[mesh]
+sphere = "S2"
+resolution = 2
+[model]
+beta = 4.0
+[initial]
+kind = "vmf"
+centers = [[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]]
+kappas = [2.0, 2.0]
+[time]
+t_final = 3.0
+outputs = 1
+"""
+
+
+@pytest.mark.slow
+def test_tokens_are_coloured_by_their_density_and_observables_have_no_empty_panel(tmp_path, monkeypatch):
+    """``meanfield particles`` (3000 tokens on S^2) then ``meanfield plot``: each drawn token is
+    coloured by the tokens' density around it (against a count by dot products), on a log scale
+    with its colour bar; observables.png has no mass-drift panel (a particle run's mass is exact)
+    and no empty panel."""
+    from matplotlib.collections import PathCollection
+
+    from meanfield.plotting.sphere_maps import token_radius
+
+    (tmp_path / "case.toml").write_text(TOKENS_CASE)
+    for args in (["particles", "case.toml", "--n", "3000", "--out", "run", "--quiet"],
+                 ["plot", "run", "--no-movie", "--quiet"]):
+        done = cli(args, tmp_path)
+        assert done.returncode == 0, done.stderr
+    run = meanfield.load_run(tmp_path / "run")
+    figures = figures_of(monkeypatch, tmp_path / "run")
+    final = figures["tokens_final"]
+    assert final.axes[-1].get_ylabel().startswith("token density [1/sr]")
+    mollweide_panel = next(ax for ax in final.axes if ax.get_title().startswith("Mollweide"))
+    (dots,) = [c for c in mollweide_panel.collections if isinstance(c, PathCollection)]
+    assert dots.norm.__class__.__name__ == "LogNorm" and dots.get_cmap().name == "viridis"
+    tokens = run.points[-1]
+    r = token_radius(len(tokens))
+    np.testing.assert_allclose(dots.get_offsets(), mollweide(*_lonlat(tokens)), atol=1e-12)  # all, in order
+    counts = (tokens @ tokens.T > np.cos(r)).sum(axis=0)  # each token's neighbours, by dot products
+    values = counts / (len(tokens) * 2 * np.pi * (1 - np.cos(r)))
+    np.testing.assert_allclose(dots.get_array(), np.clip(values, dots.norm.vmin, dots.norm.vmax), rtol=1e-12)
+    assert np.ptp(np.log10(values)) > 1  # clustered: densities over more than a decade, not one black blot
+    panels = figures["observables"].axes
+    titles = [ax.get_title() for ax in panels]
+    assert "mass drift m(t) - m(0)" not in titles and all(ax.get_visible() and ax.get_lines() for ax in panels)
+
+
+def _lonlat(points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    return np.arctan2(points[:, 1], points[:, 0]), np.arcsin(np.clip(points[:, 2], -1, 1))
+
+
+def test_observable_panels_fill_their_rows():
+    """Five panels: three in the first row, the last two widened to fill the second; no hidden panel."""
+    from meanfield.plotting.series import time_series
+
+    t = np.linspace(0.0, 2.0, 9)
+    obs = {"t": t, "order": t / 2, "energy": 1 + t, "rho_max": np.exp(t), "clusters": np.ones(9),
+           "mass": 1 + 1e-13 * t}
+    fig = time_series(obs)
+    axes = fig.axes
+    assert len(axes) == 5 and all(ax.get_visible() for ax in axes)
+    spans = [ax.get_subplotspec().colspan for ax in axes]
+    assert [len(s) for s in spans] == [2, 2, 2, 3, 3] and spans[3].start == 0 and spans[4].stop == 6
+    assert time_series({"t": t, "order": t / 2, "mass": np.ones(9)}).axes[0].get_title() == "order parameter |mean|"
+    assert len(time_series({"t": t, "order": t / 2, "mass": np.ones(9)}).axes) == 1  # an exact mass: no panel

@@ -63,6 +63,7 @@ from .sphere_maps import (
     densest_point,
     make_projections,
     sphere_map,
+    token_density,
     token_map,
 )
 from .style import color_norm
@@ -211,9 +212,15 @@ def _sphere_tokens(data: RunData, points: np.ndarray, w: _Writer, views: list[Vi
     for name, i in _stills(data, "tokens", shown):
         w.figure(token_map(points[i], views=views, center=center, max_points=max_points, title=_title(data, i)), name)
     center = densest_point(subsample(points[-1], max_points)) if center is None else center
-    maps = SphereMaps(make_projections(views, center), markers="tokens")
-    w.animation(maps.figure, lambda i: maps.update(points=subsample(points[i], max_points), title=_title(data, i)),
-                len(data.times), "tokens")
+    ends = [token_density(points[i], subsample(points[i], max_points)) for i in (0, -1)]
+    maps = SphereMaps(make_projections(views, center), markers="tokens",
+                      norm=color_norm(np.concatenate(ends), log=True))
+
+    def update(i: int) -> None:
+        drawn = subsample(points[i], max_points)
+        maps.update(points=drawn, title=_title(data, i), densities=token_density(points[i], drawn))
+
+    w.animation(maps.figure, update, len(data.times), "tokens")
 
 
 def _causal_pictures(data: RunData, result: Any, w: _Writer, scale: Scale, shown: list[int] | None,
