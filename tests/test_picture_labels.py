@@ -232,3 +232,23 @@ def test_observable_panels_fill_their_rows():
     assert [len(s) for s in spans] == [2, 2, 2, 3, 3] and spans[3].start == 0 and spans[4].stop == 6
     assert time_series({"t": t, "order": t / 2, "mass": np.ones(9)}).axes[0].get_title() == "order parameter |mean|"
     assert len(time_series({"t": t, "order": t / 2, "mass": np.ones(9)}).axes) == 1  # an exact mass: no panel
+
+
+def test_merge_table_of_one_beta_shows_its_states_not_a_lone_dot():
+    """merge-table.png of ``meanfield longtime`` with one beta: each metastable state a bar from
+    its start to its end (hatched when it lasts past the last output), each merge a labelled line;
+    with several betas the times against beta."""
+    from meanfield.analysis.longtime.plots import table_figure
+
+    states = [(4, 7.2, 29.44, False), (3, 36.64, 23.36, True)]
+    (ax,) = table_figure([9.0], [[36.64]], [states]).axes
+    bars = sorted(ax.patches, key=lambda p: -p.get_y())
+    assert [round(b.get_y() + b.get_height() / 2) for b in bars] == [4, 3]
+    for bar, (_, start, duration, lower) in zip(bars, states):
+        assert bar.get_x() == pytest.approx(start) and bar.get_x() + bar.get_width() == pytest.approx(start + duration)
+        assert bool(bar.get_hatch()) == lower
+    (merge,) = [line for line in ax.get_lines() if line.get_linestyle() == ":"]
+    assert merge.get_xdata()[0] == 36.64 and "merge at t = 36.64" in [t.get_text() for t in ax.texts]
+    assert ax.get_xscale() == "log" and ax.get_title().startswith("beta = 9")
+    several = table_figure([4.0, 9.0], [[80.0], [36.64]], [[(3, 9.0, 71.0, False)], states]).axes
+    assert [a.get_xlabel() for a in several] == ["beta", "beta"]
