@@ -230,6 +230,8 @@ def test_observable_panels_fill_their_rows():
     assert len(axes) == 5 and all(ax.get_visible() for ax in axes)
     spans = [ax.get_subplotspec().colspan for ax in axes]
     assert [len(s) for s in spans] == [2, 2, 2, 3, 3] and spans[3].start == 0 and spans[4].stop == 6
+    low, high = axes[3].get_ylim()  # a constant count: whole-number ticks only
+    assert [tick for tick in axes[3].get_yticks() if low <= tick <= high] == [1.0]
     assert time_series({"t": t, "order": t / 2, "mass": np.ones(9)}).axes[0].get_title() == "order parameter |mean|"
     assert len(time_series({"t": t, "order": t / 2, "mass": np.ones(9)}).axes) == 1  # an exact mass: no panel
 

@@ -146,7 +146,8 @@ def time_series(observables: Mapping[str, np.ndarray], *, title: str | None = No
         y = np.asarray(observables[key], float)
         if key in COUNTS:
             ax.step(t[shown], y[shown], where="post")
-            ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+            ax.yaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))  # whole numbers only
+            ax.set_ylim(np.nanmin(y) - 0.5, np.nanmax(y) + 0.5)
         elif key == "rho_max":
             _densities(ax, t, observables)
         elif key == "atom_mass":
