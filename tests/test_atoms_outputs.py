@@ -179,7 +179,10 @@ def test_clusters_of_a_hybrid_run_count_atoms_and_report_their_merge(tmp_path):
     assert len(atom_rows) == sum(a.count for _, _, a in outputs if a is not None)
     assert all(r["height"] == "inf" for r in atom_rows)
     with open(tmp_path / "c" / "events.csv") as fh:
-        assert list(csv.reader(fh))[1:] == [["merge", repr(history.events[0].time), f"{survivor} {absorbed}"]]
+        (row,) = list(csv.DictReader(fh))
+    merge = history.events[0]
+    assert row == {"kind": "merge", "time": repr(merge.time), "kept": str(survivor), "absorbed": str(absorbed),
+                   "kept_mass": repr(merge.masses[0]), "absorbed_mass": repr(merge.masses[1])}
     assert (tmp_path / "c" / "clusters.png").stat().st_size > 0
 
 
@@ -192,8 +195,10 @@ def test_clusters_of_a_hybrid_run_on_the_sphere(tmp_path):
     heavier = int(history.ids[1][np.flatnonzero(history.frames[1].atom_ids == 0)[0]])
     lighter = int(history.ids[1][np.flatnonzero(history.frames[1].atom_ids == 1)[0]])
     # pi/2 apart at t = 1, one at t = 2: 0.01 rad reached at 1 + (pi/2 - 0.01) / (pi/2)
-    assert history.events == [Event("merge", pytest.approx(1.0 + (np.pi / 2 - 0.01) / (np.pi / 2), rel=1e-12),
-                                    (heavier, lighter))]
+    (merge,) = history.events
+    assert merge == Event("merge", pytest.approx(1.0 + (np.pi / 2 - 0.01) / (np.pi / 2), rel=1e-12),
+                          (heavier, lighter), merge.masses)
+    assert merge.masses[0] > merge.masses[1] > 0  # the two clusters just before, the heavier first
     last = history.frames[-1]
     np.testing.assert_allclose(last.positions[0], outputs[-1][2].positions[0], rtol=0, atol=1e-15)
     assert abs(last.masses.sum() - (outputs[-1][1] @ mesh.areas + 0.52)) < 1e-12

@@ -104,16 +104,22 @@ def test_first_reaching_interpolates_between_outputs():
     assert np.isnan(first_reaching(times, values, 3.0)[2])
 
 
-def test_a_causal_run_is_plotted_and_mapped(tmp_path):
-    """As users run it: ``meanfield plot RUN`` writes the whole measure's pictures and the
-    positions' (the (theta, s) images, who clusters first, the attention map); the map of the
-    run agrees with its definition on the run's own cells."""
+def test_a_causal_run_is_plotted_and_mapped(tmp_path, monkeypatch):
+    """As users run it: ``meanfield plot RUN`` writes the whole measure's pictures, saying they
+    show the mean over the positions, and the positions' (the (theta, s) images, who clusters
+    first, the attention map); the map of the run agrees with its definition on the run's own cells."""
+    from helpers.pictures import figures_of
+
     run = meanfield.run(CASE, out=tmp_path / "run", quiet=True)
     done = cli(["plot", "run", "--no-movie"], tmp_path)
     assert done.returncode == 0, done.stderr
     written = {p.name for p in (tmp_path / "run" / "plots").iterdir()}
     assert {"positions.png", "position_clusters.png", "attention.png", "density.png", "spacetime.png",
             "observables.png"} <= written
+    figures = figures_of(monkeypatch, tmp_path / "run")
+    mean = "the mean over the 6 token positions"
+    assert mean in figures["density"].get_suptitle() and mean in figures["spacetime"].axes[0].get_title()
+    assert mean not in figures["positions"].get_suptitle()  # each position's own density
     a = attention_map(run, 2.0)
     model = AttentionModel.build(d=2, beta=9.0)
     np.testing.assert_allclose(a, _brute_force(model, run.centroids, run.areas, run.density(2.0)), rtol=1e-9)

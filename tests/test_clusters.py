@@ -214,6 +214,39 @@ def test_tracking_keeps_ids_through_drift_and_records_a_scripted_merge():
                                2.5 + 0.1 * track["t"], atol=1e-3)
     assert history.track(heavier)["masses"][-1] == pytest.approx(0.55, abs=1e-3)
     assert lighter not in history.ids[-1]
+    assert merge.masses == pytest.approx((0.3, 0.25), abs=5e-3)  # each just before (its basin), as longtime's
+    # the picture: one linear t axis, the merge marked on every panel at its time
+    count, paths, heights = basin_history_figure(history).axes
+    assert {ax.get_xscale() for ax in (count, paths, heights)} == {"linear"}
+    for ax in (count, paths, heights):
+        marks = [line for line in ax.get_lines() if line.get_linestyle() == ":"]
+        assert len(marks) == 1 and marks[0].get_xdata()[0] == merge.time
+    assert [t.get_text() for t in count.get_legend().get_texts()] == [f"merge at t = {merge.time:.4g}"]
+    (cross,) = [line for line in paths.get_lines() if line.get_marker() == "x"]
+    assert cross.get_ydata()[0] == pytest.approx(0.0, abs=0.02)  # at the survivor's peak
+
+
+def test_events_table_has_the_columns_of_longtime(tmp_path):
+    """events.csv of ``meanfield clusters`` and <name>-events.csv of ``meanfield longtime``: one
+    writer, the same columns; a merge row carries both ids and both masses."""
+    from meanfield.analysis.events import EVENT_COLUMNS, Event, write_events
+    from meanfield.analysis.longtime.events import point_set_history
+    from meanfield.analysis.longtime.files import write_point_set_history
+
+    history = _s1_frames([(0.0, [(0.2, 60.0, 0.3), (-0.2, 60.0, 0.25)]), (1.0, [(0.0, 60.0, 0.55)])])
+    write_basin_history(tmp_path, history)
+    with open(tmp_path / "events.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    assert tuple(rows[0]) == EVENT_COLUMNS == ("kind", "time", "kept", "absorbed", "kept_mass", "absorbed_mass")
+    (merge,) = history.events
+    assert rows == [{"kind": "merge", "time": repr(merge.time), "kept": str(merge.kept),
+                     "absorbed": str(merge.absorbed), "kept_mass": repr(merge.masses[0]),
+                     "absorbed_mass": repr(merge.masses[1])}]
+    points = point_set_history([(0.0, np.array([1.0, 1.5]), np.array([0.5, 0.5]), np.arange(2))])
+    (path, *_) = [p for p in write_point_set_history(points, tmp_path, "x") if p.name == "x-events.csv"]
+    assert path.read_text().splitlines()[0] == ",".join(EVENT_COLUMNS)
+    write_events(tmp_path / "birth.csv", [Event("birth", 2.0, (4,), (0.0, 0.0))])
+    assert (tmp_path / "birth.csv").read_text().splitlines()[1] == "birth,2.0,4,,,"
 
 
 def test_a_bump_that_sinks_below_the_threshold_vanishes_not_merges():
@@ -223,7 +256,7 @@ def test_a_bump_that_sinks_below_the_threshold_vanishes_not_merges():
     assert history.counts.tolist() == [2, 1]
     assert [(e.kind, e.ids, e.time) for e in history.events] == [("death", (1,), 1.0)]
     assert "vanished at t = 1: cluster 1 (its peak sank below the threshold)" in format_summary(history)
-    assert "merge" not in format_summary(history)
+    assert "merge    at" not in format_summary(history) and "  no merge\n" in format_summary(history)
 
 
 def test_tracking_death_when_no_cluster_is_left():
@@ -370,11 +403,12 @@ def test_files_plot_and_summary(tmp_path):
         assert (c["time"] != "") == (c["status"] == "crossed") and c["status"] in ("crossed", "already", "never")
     assert _png_size(tmp_path / "clusters.png") == (1500, 420)  # figsize (15, 4.2) at dpi 100
     count, paths_ax, heights = basin_history_figure(history).axes
-    assert count.get_xscale() == "log" and heights.get_yscale() == "log" and paths_ax.get_ylim() == (-np.pi, np.pi)
+    assert count.get_xscale() == "linear" and heights.get_yscale() == "log" and paths_ax.get_ylim() == (-np.pi, np.pi)
     assert [ax.get_ylabel() for ax in (count, paths_ax, heights)] == ["clusters", "theta (rad)", "height / uniform"]
     assert len(paths_ax.get_lines()) == 2 and len(heights.get_lines()) == 3  # two tracks; and the global max
     assert matplotlib.get_backend() == backend and ("matplotlib.pyplot" in sys.modules) == pyplot_loaded
-    assert "t        clusters" in format_summary(history)
+    summary = format_summary(history).splitlines()
+    assert summary[1] == "  no merge" and "  clusters: 2 at t = 0 (each output's clusters: clusters.csv)" in summary
 
 
 def test_analyse_fv_run_directory(tmp_path):
@@ -498,8 +532,8 @@ def test_clusters_command_writes_tables_and_refuses_a_foreign_folder(tmp_path, c
 def test_summary_agrees_with_its_table_through_the_cli(tmp_path):
     """``meanfield clusters`` of the s1-validation example: the global maximum is above 2x
     uniform at t = 0 and below 5x throughout, and the summary says so (it used to say "reaches
-    no factor; not 2x, 5x ..."); crossings.csv says why a time is missing."""
-    import re
+    no factor; not 2x, 5x ..."); crossings.csv says why a time is missing.  The summary is a few
+    lines, the merges first: the per-output table is clusters.csv, not the terminal."""
 
     from helpers.cli import REPO, cli
 
@@ -508,14 +542,15 @@ def test_summary_agrees_with_its_table_through_the_cli(tmp_path):
     assert done.returncode == 0, done.stderr
     done = cli(["clusters", "run"], tmp_path)
     assert done.returncode == 0, done.stderr
-    table = [(float(t), int(k), float(m)) for t, k, m in
-             re.findall(r"^  ([0-9.]+) +(\d+) +([0-9.e+-]+)$", done.stdout, flags=re.MULTILINE)]
-    assert [t for t, _, _ in table] == [0.0, 0.5, 1.0, 1.5, 2.0] and all(k == 2 for _, k, _ in table)
-    maxima = [m for _, _, m in table]
-    assert maxima[0] >= 2 and max(maxima) < 5  # measured 2.007 ... 4.9
+    lines = done.stdout.splitlines()
+    assert lines[1] == "  no merge"  # the merge line first: no per-output table before it
+    assert "  clusters: 2 at t = 0 (each output's clusters: clusters.csv)" in lines and len(lines) <= 5
+    with open(tmp_path / "run" / "clusters" / "clusters.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    assert sorted({float(r["t"]) for r in rows}) == [0.0, 0.5, 1.0, 1.5, 2.0] and len(rows) == 2 * 5
     assert "global max: already above 2x at t = 0 (the first output); never reaches 5x, 10x, 20x, 50x by t = 2" \
         in done.stdout
-    assert "merge" not in done.stdout and "vanished" not in done.stdout
+    assert "merge    at" not in done.stdout and "vanished" not in done.stdout
     with open(tmp_path / "run" / "clusters" / "crossings.csv") as fh:
         rows = {r["factor"]: r for r in csv.DictReader(fh) if r["id"] == "max"}
     assert {f: (r["status"], r["time"]) for f, r in rows.items()} == {

@@ -102,7 +102,8 @@ def test_cli_writes_the_table_the_functions_and_pictures(tmp_path):
         assert ds.attrs["Conventions"].startswith("CF") and ds["influence_0"].dims == ("time", "cell")
         assert ds["influence_0"].attrs["observable"] == "z2"
         np.testing.assert_allclose(ds["influence_0"].values[0], ds["x"].values ** 2)  # Phi(t=0) = phi
-    assert (out / "influence-0.png").is_file() and (out / "metadata.json").is_file()
+    assert (out / "influence-z2.png").is_file() and (out / "influence-y.png").is_file()  # named as the docs say
+    assert (out / "metadata.json").is_file()
 
 
 @pytest.mark.parametrize(("extra", "field"), [

@@ -44,8 +44,8 @@ xdmf = false
 def rows_of(path):
     with open(path / "retrieval.csv") as fh:
         reader = csv.DictReader(fh)
-        assert tuple(reader.fieldnames) == ("t", "source_position", "mode", "value")
-        return [{k: float(v) for k, v in r.items()} for r in reader]
+        assert tuple(reader.fieldnames) == ("t", "source_position", "mode", "value", "profile")
+        return [{k: v if k == "profile" else float(v) for k, v in r.items()} for r in reader]
 
 
 def profile(rows, t, mode):

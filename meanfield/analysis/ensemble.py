@@ -171,17 +171,27 @@ def write_ensemble(table: pandas.DataFrame, over: str, out: str | Path, *, overw
     return reduced
 
 
+def log_scaled(values: np.ndarray) -> bool:
+    """Whether an ensemble panel is drawn on a log axis: positive values spanning more than two decades."""
+    return bool(np.nanmin(values) > 0 and np.nanmax(values) > 100 * np.nanmin(values))
+
+
 def plot_ensemble(table: pandas.DataFrame, over: str, path: str | Path,
                   observables: tuple[str, ...] = ("order", "energy")) -> Path:
     """The members (thin lines), their mean and mean +- one standard deviation (band) of each
-    observable against t, one panel per observable and one colour per group (an energy that
-    spans more than two decades on a log scale); written to ``path``."""
+    observable against t, one panel per observable and one colour per group; written to ``path``.
+
+    An energy that spans more than two decades is drawn on a log scale (:func:`log_scaled`), and
+    there the statistics are those of its logarithm -- the geometric mean, times and divided by
+    the geometric standard deviation -- so the band stays positive and whole where the
+    arithmetic mean - std would fall below 0."""
     from matplotlib.figure import Figure
 
     keys = group_columns(table, over)
     present = [name for name in observables if name in table and np.isfinite(table[name].to_numpy(float)).any()]
     if not present:
         raise ConfigError(f"--plot: the runs have none of the observables {list(observables)}")
+    logs = {name: name == "energy" and log_scaled(table[name].to_numpy(float)) for name in present}
     fig = Figure(figsize=(4.2 * len(present) + 0.4, 3.4), layout="constrained")
     axes = fig.subplots(1, len(present), squeeze=False)[0]
     for colour, (group, members) in enumerate(table.groupby(keys, sort=False, dropna=False)):
@@ -190,17 +200,21 @@ def plot_ensemble(table: pandas.DataFrame, over: str, path: str | Path,
         for ax, name in zip(axes, present):
             for _, member in members.groupby("run", sort=False):
                 ax.plot(member["t"], member[name], color=f"C{colour}", lw=0.4, alpha=0.35)
-            stats = members.groupby("t")[name].agg(["mean", "std"])
+            values = np.log(members[name]) if logs[name] else members[name]
+            stats = values.groupby(members["t"]).agg(["mean", "std"])
             t = stats.index.to_numpy(float)
-            ax.plot(t, stats["mean"], color=f"C{colour}", lw=2, label=f"{label} ({count} members)")
-            ax.fill_between(t, stats["mean"] - stats["std"], stats["mean"] + stats["std"], color=f"C{colour}",
-                            alpha=0.2)
+            low, mid, high = (stats["mean"] + k * stats["std"] for k in (-1, 0, 1))
+            if logs[name]:
+                low, mid, high = np.exp(low), np.exp(mid), np.exp(high)
+            ax.plot(t, mid, color=f"C{colour}", lw=2, label=f"{label} ({count} members)")
+            ax.fill_between(t, low, high, color=f"C{colour}", alpha=0.2)
     for ax, name in zip(axes, present):
-        values = table[name].to_numpy(float)
-        if name == "energy" and np.nanmin(values) > 0 and np.nanmax(values) > 100 * np.nanmin(values):
+        if logs[name]:
             ax.set_yscale("log")  # the energy of each layer's own kernel: e^{beta <Qx, Ky>} spans decades
         ax.set_xlabel("t (depth)")
-        ax.set_title(f"{name}: members, mean \N{PLUS-MINUS SIGN} std over {over}", fontsize=9)
+        statistics = "geometric mean \N{MULTIPLICATION SIGN}/\N{DIVISION SIGN} std" if logs[name] else \
+            "mean \N{PLUS-MINUS SIGN} std"
+        ax.set_title(f"{name}: members, {statistics}\nover {over}", fontsize=9)
     axes[0].legend(fontsize=7)
     path = Path(path)
     fig.savefig(path, dpi=110)

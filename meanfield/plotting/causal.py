@@ -54,7 +54,7 @@ def _edges(centres: np.ndarray, low: float | None = None, high: float | None = N
 
 def position_images(vertices: np.ndarray, cells: np.ndarray, positions: np.ndarray, times: Sequence[float] | np.ndarray,
                     densities: np.ndarray, *, log: bool = False, vmin: float | None = None,
-                    vmax: float | None = None, title: str | None = None) -> Figure:
+                    vmax: float | None = None, title: str | None = None, cmap: str = "viridis") -> Figure:
     """S^1: the density over (theta, s) at each of ``times`` (one panel each, one colour scale).
 
     On a log scale a panel whose densities lie within a factor :data:`OWN_SCALE_SPAN` (a nearly
@@ -84,7 +84,7 @@ def position_images(vertices: np.ndarray, cells: np.ndarray, positions: np.ndarr
     for ax, t, rho, alone in zip(axes, times, densities, own):
         panel = Normalize(rho.min(), rho.max()) if alone else norm
         image = ax.pcolormesh(seg.edges(), s_edges, clip_to(panel, rho[:, seg.index]), norm=panel, shading="flat",
-                              rasterized=True)
+                              rasterized=True, cmap=cmap)
         theta_axis(ax)
         ax.set_title(f"t = {t:g}" + (" (own linear scale)" if alone else ""), fontsize=10)
         if alone:

@@ -26,6 +26,11 @@ from .style import ATOM_STYLE, clip_to, color_norm, density_label, marker_sizes
 
 MIN_LENGTH = 1e-12  # pieces of a cell shorter than this (radians) are dropped
 SPACETIME_ATOM_SCALE = 60.0  # marker area (points^2) of an atom of mass 1 on the space-time image
+SPACETIME_SIZE = (7.0, 4.5)  # inches
+#: The space-time image has at most one column per this many pixels of the figure's width (at
+#: the dpi it is saved at): the theta axis spans about 3/4 of the width, so a column is at least
+#: 1.5 pixels wide and none falls between pixel centres (a cell narrower than a pixel would).
+PIXELS_PER_COLUMN = 2.0
 
 
 @dataclass(frozen=True)
@@ -77,6 +82,25 @@ def circle_segments(vertices: np.ndarray, cells: np.ndarray) -> CircleSegments:
     keep = theta[:, 1] - theta[:, 0] > MIN_LENGTH
     order = np.argsort(theta[keep, 0], kind="stable")
     return CircleSegments(theta[keep][order], bary[keep][order], index[keep][order])
+
+
+def pooled_columns(segments: CircleSegments, averages: np.ndarray, columns: int) -> tuple[np.ndarray, np.ndarray]:
+    """Cell averages (T, C) max-pooled into ``columns`` equal columns of [-pi, pi].
+
+    Each column takes the largest value of the cells it overlaps, so a cluster one cell wide
+    keeps its peak however many cells share a column.
+
+    Returns
+    -------
+    edges, pooled
+        (columns + 1,) column edges, (T, columns) values.
+    """
+    edges = np.linspace(-np.pi, np.pi, columns + 1)
+    first = np.searchsorted(segments.theta[:, 1], edges[:-1], side="right")  # first segment ending past the left edge
+    stop = np.searchsorted(segments.theta[:, 0], edges[1:], side="left")  # segments starting before the right edge
+    values = np.asarray(averages, float)[:, segments.index]
+    pooled = np.stack([values[:, a:max(b, a + 1)].max(axis=1) for a, b in zip(first, stop)], axis=1)
+    return edges, pooled
 
 
 def token_histogram(points: np.ndarray, bins: int) -> np.ndarray:
@@ -234,8 +258,13 @@ def circle_density(vertices: np.ndarray, cells: np.ndarray, values: np.ndarray |
 def circle_spacetime(vertices: np.ndarray, cells: np.ndarray, times: np.ndarray, densities: np.ndarray, *,
                      log: bool = False, cmap: str = "viridis",
                      atoms: Sequence[tuple[np.ndarray, np.ndarray]] | None = None, title: str | None = None,
-                     vmin: float | None = None, vmax: float | None = None) -> Figure:
+                     vmin: float | None = None, vmax: float | None = None, dpi: float = 100.0) -> Figure:
     """The density of a whole run on S^1 as an image: theta across, time up.
+
+    With more cells than the image has room for at ``dpi`` (one column per
+    :data:`PIXELS_PER_COLUMN` pixels), the cells are max-pooled into columns
+    (:func:`pooled_columns`, said on the colour bar): a cluster one cell wide stays visible
+    instead of falling between pixels.
 
     Parameters
     ----------
@@ -252,6 +281,8 @@ def circle_spacetime(vertices: np.ndarray, cells: np.ndarray, times: np.ndarray,
     atoms
         The point masses (positions (m, 2), masses (m,)) of each output, drawn at (theta, t) as
         circles of area ``SPACETIME_ATOM_SCALE`` x mass (their tracks).
+    dpi
+        The resolution the figure will be saved at (sets the number of columns).
     """
     seg = circle_segments(vertices, cells)
     times = np.asarray(times, float)
@@ -261,11 +292,18 @@ def circle_spacetime(vertices: np.ndarray, cells: np.ndarray, times: np.ndarray,
     else:
         t_edges = times[0] + np.array([-0.5, 0.5])
     norm = color_norm(densities, log=log, vmin=vmin, vmax=vmax)
-    fig = Figure(figsize=(7.0, 4.5), layout="constrained")
+    columns = int(SPACETIME_SIZE[0] * dpi / PIXELS_PER_COLUMN)
+    label = density_label("S1")
+    if len(seg.index) > columns:
+        theta_edges, values = pooled_columns(seg, densities, columns)
+        label += f"\n(each column the max of its {len(cells) / columns:.2g} cells)"
+    else:
+        theta_edges, values = seg.edges(), np.asarray(densities, float)[:, seg.index]
+    fig = Figure(figsize=SPACETIME_SIZE, dpi=dpi, layout="constrained")
     ax = fig.subplots()
-    image = ax.pcolormesh(seg.edges(), t_edges, clip_to(norm, np.asarray(densities)[:, seg.index]), norm=norm,
-                          cmap=cmap, shading="flat", rasterized=True)
-    fig.colorbar(image, ax=ax, label=density_label("S1"))
+    image = ax.pcolormesh(theta_edges, t_edges, clip_to(norm, values), norm=norm, cmap=cmap, shading="flat",
+                          rasterized=True)
+    fig.colorbar(image, ax=ax, label=label)
     if atoms is not None:
         points = np.concatenate([np.reshape(p, (-1, 2)) for p, _ in atoms])
         masses = np.concatenate([np.ravel(m) for _, m in atoms])

@@ -49,6 +49,8 @@ class RunData:
         Times before the last output where a layer of ``[[model.layers]]`` ends and the next begins.
     trackers
         The run's own observables (``[[output.observables]]``): column name -> expression.
+    model
+        The model's parameters in words, for titles (:func:`model_label`).
     positions
         Causal runs: (M,) the slices' token positions; ``densities`` and ``vertex_densities``
         are then the whole token distribution's (the mean over the slices), and
@@ -73,6 +75,20 @@ class RunData:
     slice_densities: np.ndarray | None = None
     slice_vertex_densities: np.ndarray | None = None
     by_position: dict[str, np.ndarray] = field(default_factory=dict)
+    model: str = ""
+
+    @property
+    def title(self) -> str:
+        """The run's name and its model, for titles."""
+        return f"{self.name}: {self.model}" if self.model else self.name
+
+    @property
+    def heading(self) -> str:
+        """The title of the density pictures: :attr:`title`, and for a causal run what they show
+        (the whole token distribution: the mean over the positions)."""
+        if self.positions is None:
+            return self.title
+        return f"{self.title}\nthe mean over the {len(self.positions)} token positions"
 
     def point_masses(self) -> list[tuple[np.ndarray, np.ndarray]] | None:
         """Positions (k, d) and masses (k,) of the atoms of every output; None for a run without atoms."""
@@ -128,6 +144,26 @@ def _layer_ends(result: Any, times: np.ndarray) -> tuple[float, ...]:
     return tuple(float(layer["t_end"]) for layer in layers if float(layer["t_end"]) < last)
 
 
+def model_label(config: dict) -> str:
+    """The model of a run config in words: ``softmax attention, β = 9``, with the velocity when
+    it is not attention, the mask, layers and heads where the config has them."""
+    model = config.get("model") or {}
+    if not model:
+        return ""
+    velocity = model.get("velocity", "attention")
+    if velocity != "attention":
+        return f"{velocity} velocity"
+    beta = f"\N{GREEK SMALL LETTER BETA} = {model.get('beta', 1.0):g}"
+    parts = [f"{model.get('attention', 'softmax')} attention", beta]
+    if model.get("mask", "none") != "none":
+        parts.append(f"{model['mask']} mask")
+    if model.get("heads"):
+        parts.append(f"{len(model['heads'])} heads")
+    if model.get("layers"):
+        parts.append(f"{len(model['layers'])} layers")
+    return ", ".join(parts)
+
+
 def _trackers(result: Any) -> dict[str, str]:
     """The run's own observables (its config's ``[[output.observables]]``): name -> expression."""
     config = getattr(result, "config", None) or {}
@@ -149,7 +185,8 @@ def run_data(result: Any) -> RunData:
     if run_type == "particles":
         points = np.asarray(result.points, float)
         return RunData("particles", SPHERE_OF_DIMENSION.get(points.shape[-1]), name, times, _observables(result),
-                       points=points, layer_ends=_layer_ends(result, times), trackers=_trackers(result))
+                       points=points, layer_ends=_layer_ends(result, times), trackers=_trackers(result),
+                       model=model_label(getattr(result, "config", None) or {}))
     from ..analysis.causal import whole_measure
 
     whole = whole_measure(result)  # a causal run: the whole token distribution; any other run as it is
@@ -159,7 +196,7 @@ def run_data(result: Any) -> RunData:
                    densities=_floats(whole.densities),
                    vertex_densities=_floats(getattr(whole, "vertex_densities", None)),
                    atoms=None if atoms is None else list(atoms), layer_ends=_layer_ends(result, times),
-                   trackers=_trackers(result))
+                   trackers=_trackers(result), model=model_label(getattr(result, "config", None) or {}))
     if whole is result:
         return data
     by_position = getattr(result, "observables_by_position", None) or {}

@@ -129,6 +129,22 @@ class Mollweide:
         t = np.linspace(0, 2 * np.pi, 361)
         return np.stack([2 * SQRT2 * np.cos(t), SQRT2 * np.sin(t)], axis=1)
 
+    def labels(self, step_lon: float = 60.0, step_lat: float = 30.0) -> list[tuple[float, float, str, str]]:
+        """The graticule's labels ``(x, y, text, side)``: longitudes under the equator where the
+        meridians of :func:`graticule` cross it, the other parallels' latitudes left of the map's edge (side: the
+        text's alignment, "center" or "right")."""
+        out = []
+        for lon in np.arange(-180.0 + step_lon, 180.0, step_lon):
+            shown = (lon - self.central_longitude + 180.0) % 360.0 - 180.0  # where it is on this map
+            x, y = mollweide(np.radians(shown), np.zeros(()))
+            out.append((float(x), float(y), degrees(lon, "E", "W"), "center"))
+        for lat in np.arange(-90.0 + step_lat, 90.0, step_lat):
+            if lat == 0:  # the equator carries the longitudes
+                continue
+            x, y = mollweide(np.radians(-180.0), np.radians(lat))
+            out.append((float(x), float(y), degrees(lat, "N", "S"), "right"))
+        return out
+
 
 class Orthographic:
     """The hemisphere around the unit vector ``center`` seen from outside, the north pole up."""
@@ -164,6 +180,12 @@ class Orthographic:
     def outline(self) -> np.ndarray:
         t = np.linspace(0, 2 * np.pi, 361)
         return np.stack([np.cos(t), np.sin(t)], axis=1)
+
+
+def degrees(angle: float, positive: str, negative: str) -> str:
+    """An angle in whole degrees with its hemisphere: ``60°E``, ``30°S``, ``0°``."""
+    value = round(float(angle))
+    return f"{abs(value)}\N{DEGREE SIGN}{positive if value > 0 else negative if value < 0 else ''}"
 
 
 def graticule(step_lon: float = 60.0, step_lat: float = 30.0, samples: int = 181) -> list[np.ndarray]:

@@ -63,6 +63,7 @@ from .sphere_maps import (
     densest_point,
     make_projections,
     sphere_map,
+    token_density,
     token_map,
 )
 from .style import color_norm
@@ -133,7 +134,7 @@ class _Writer:
 
 
 def _title(data: RunData, i: int) -> str:
-    return f"{data.name}   t = {data.times[i]:.4g}"
+    return f"{data.heading}   t = {data.times[i]:.4g}"
 
 
 def _stills(data: RunData, prefix: str, shown: list[int] | None) -> list[tuple[str, int]]:
@@ -192,10 +193,11 @@ def _circle_density(data: RunData, vertices: np.ndarray, cells: np.ndarray, fram
     # a hybrid run's log axis reaches down to the residual floor: not fitted to the one time whose density is left
     vmin = scale.vmin if scale.vmin is not None or atoms is None or not scale.log else residual_floor(2)
     w.figure(circle_density(vertices, cells, frames[shown], times=[float(data.times[i]) for i in shown],
-                            log=scale.log, title=data.name, atoms=None if atoms is None else [atoms[i] for i in shown],
-                            vmin=vmin, vmax=scale.vmax), "density")
-    w.figure(circle_spacetime(vertices, cells, data.times, averages, log=scale.log, title=data.name, atoms=atoms,
-                              vmin=scale.vmin, vmax=scale.vmax), "spacetime")
+                            log=scale.log, title=data.heading,
+                            atoms=None if atoms is None else [atoms[i] for i in shown], vmin=vmin, vmax=scale.vmax),
+             "density")
+    w.figure(circle_spacetime(vertices, cells, data.times, averages, log=scale.log, title=data.heading, atoms=atoms,
+                              vmin=scale.vmin, vmax=scale.vmax, dpi=w.dpi), "spacetime")
     lines = CircleLines(circle_segments(vertices, cells), cells, scale.norm(frames))
 
     def update(i: int) -> None:
@@ -210,9 +212,15 @@ def _sphere_tokens(data: RunData, points: np.ndarray, w: _Writer, views: list[Vi
     for name, i in _stills(data, "tokens", shown):
         w.figure(token_map(points[i], views=views, center=center, max_points=max_points, title=_title(data, i)), name)
     center = densest_point(subsample(points[-1], max_points)) if center is None else center
-    maps = SphereMaps(make_projections(views, center), markers="tokens")
-    w.animation(maps.figure, lambda i: maps.update(points=subsample(points[i], max_points), title=_title(data, i)),
-                len(data.times), "tokens")
+    ends = [token_density(points[i], subsample(points[i], max_points)) for i in (0, -1)]
+    maps = SphereMaps(make_projections(views, center), markers="tokens",
+                      norm=color_norm(np.concatenate(ends), log=True))
+
+    def update(i: int) -> None:
+        drawn = subsample(points[i], max_points)
+        maps.update(points=drawn, title=_title(data, i), densities=token_density(points[i], drawn))
+
+    w.animation(maps.figure, update, len(data.times), "tokens")
 
 
 def _causal_pictures(data: RunData, result: Any, w: _Writer, scale: Scale, shown: list[int] | None,
@@ -232,16 +240,16 @@ def _causal_pictures(data: RunData, result: Any, w: _Writer, scale: Scale, shown
     log = scale.log
     if data.sphere == "S1":
         w.figure(position_images(data.vertices, data.cells, positions, data.times[picked], slices[picked], log=log,
-                                 vmin=scale.vmin, vmax=scale.vmax, title=data.name), "positions")
+                                 vmin=scale.vmin, vmax=scale.vmax, title=data.title), "positions")
     else:
         values = data.slice_vertex_densities if data.slice_vertex_densities is not None else slices
         picks = sorted({round(k) for k in np.linspace(0, M - 1, min(M, 4))})
         for name, i in (("initial", 0), ("final", T - 1)):
             w.figure(slice_maps(data.vertices, data.cells, positions, values[i], picks, log=log, vmin=scale.vmin,
-                                vmax=scale.vmax, title=f"{data.name}   t = {data.times[i]:g}"), f"slices_{name}")
+                                vmax=scale.vmax, title=f"{data.title}   t = {data.times[i]:g}"), f"slices_{name}")
     counts = np.array([history.counts for history in analyse_positions(result)]).T  # (T, M)
     w.figure(position_clusters(data.times, positions, counts, data.by_position.get("rho_max"),
-                               1.0 / sphere_area(data.vertices.shape[1]), title=data.name), "position_clusters")
+                               1.0 / sphere_area(data.vertices.shape[1]), title=data.title), "position_clusters")
     times = data.times[sorted({round(i) for i in np.linspace(0, T - 1, min(T, 3))})]
     w.figure(attention_figure([(float(t), attention_map(result, float(t))) for t in times], positions,
                               title=f"{data.name}: what each position draws from the positions before it"),
@@ -314,7 +322,7 @@ def plot_run(result: Any, out_dir: str | Path, *, movie: bool = True, fmt: str =
     out.mkdir(parents=True, exist_ok=True)
     w = _Writer(out, fmt, dpi, movie, max_frames, fps, frames)
     if "t" in data.observables:
-        w.figure(time_series(data.observables, title=data.name, layer_ends=data.layer_ends, trackers=data.trackers),
+        w.figure(time_series(data.observables, title=data.title, layer_ends=data.layer_ends, trackers=data.trackers),
                  "observables")
     if data.run_type == "pde":
         vertices, cells, densities = data.vertices, data.cells, data.densities

@@ -59,6 +59,33 @@ def _finite(observables: Mapping[str, np.ndarray], key: str) -> bool:
     return key in observables and bool(np.isfinite(np.asarray(observables[key], float)).any())
 
 
+def _shown(observables: Mapping[str, np.ndarray], key: str) -> bool:
+    """Whether a panel says something: its column has a finite value, and a mass drifts (a
+    particle run's mass is exactly conserved, and a panel of zeros is empty)."""
+    if not _finite(observables, key):
+        return False
+    if key == "mass":
+        mass = np.asarray(observables[key], float)
+        return bool(np.any(mass != mass[0]))
+    return True
+
+
+def panel_grid(fig: Figure, count: int, columns: int = COLUMNS) -> list[Axes]:
+    """``count`` panels in rows of ``columns``, sharing the time axis, the last row's panels
+    widened to fill it (no empty panel)."""
+    columns = min(columns, count)
+    rows = -(-count // columns)
+    last = count - (rows - 1) * columns
+    width = int(np.lcm(columns, last))
+    grid = fig.add_gridspec(rows, width)
+    axes: list[Axes] = []
+    for k in range(count):
+        row, place = divmod(k, columns)
+        span = width // (last if row == rows - 1 else columns)
+        axes.append(fig.add_subplot(grid[row, place * span:(place + 1) * span], sharex=axes[0] if axes else None))
+    return axes
+
+
 def _densities(ax: Axes, t: np.ndarray, observables: Mapping[str, np.ndarray]) -> None:
     """rho max and, where positive, rho min on a log axis reaching at most
     :data:`DENSITY_DECADES` below the peak (rho min below it is left off, and the legend says so)."""
@@ -91,7 +118,8 @@ def time_series(observables: Mapping[str, np.ndarray], *, title: str | None = No
         Column name -> (rows,) array; needs "t", uses "order", "energy", "rho_max" (with
         "rho_min" where positive, log scale, at most :data:`DENSITY_DECADES` below the peak),
         "clusters", "atom_count" and "atom_mass" (hybrid runs; the atom mass on [0, total
-        mass]), "mass" (its drift from the first output), and the columns of ``trackers``.
+        mass]), "mass" (its drift from the first output, where it drifts at all), and the
+        columns of ``trackers``.  The last row's panels are widened to fill it (:func:`panel_grid`).
     title
         Figure title.
     layer_ends
@@ -104,7 +132,7 @@ def time_series(observables: Mapping[str, np.ndarray], *, title: str | None = No
     if "t" not in observables:
         raise ValueError("observables have no column 't'")
     own = {name: text for name, text in (trackers or {}).items() if _finite(observables, name)}
-    keys = [k for k in PANELS if _finite(observables, k)] + list(own)
+    keys = [k for k in PANELS if _shown(observables, k)] + list(own)
     if not keys:
         raise ValueError(f"observables have none of the columns {sorted(PANELS)}")
     t = np.asarray(observables["t"], float)
@@ -113,14 +141,13 @@ def time_series(observables: Mapping[str, np.ndarray], *, title: str | None = No
     columns = min(COLUMNS, len(keys))
     rows = -(-len(keys) // columns)
     fig = Figure(figsize=(4.0 * columns + 0.4, 3.0 * rows + 0.5), layout="constrained")
-    grid = fig.subplots(rows, columns, squeeze=False, sharex=True)
-    for ax in grid.flat[len(keys):]:
-        ax.set_visible(False)
-    for ax, key in zip(grid.flat, keys):
+    axes = panel_grid(fig, len(keys))
+    for ax, key in zip(axes, keys):
         y = np.asarray(observables[key], float)
         if key in COUNTS:
             ax.step(t[shown], y[shown], where="post")
-            ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+            ax.yaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))  # whole numbers only
+            ax.set_ylim(np.nanmin(y) - 0.5, np.nanmax(y) + 0.5)
         elif key == "rho_max":
             _densities(ax, t, observables)
         elif key == "atom_mass":
@@ -144,11 +171,10 @@ def time_series(observables: Mapping[str, np.ndarray], *, title: str | None = No
         elif key in LABELS:
             ax.set_ylabel(LABELS[key])
         ax.grid(alpha=0.3)
-    for ax in grid.flat[: len(keys)]:  # every panel labels its time axis (some columns end a row early)
-        ax.xaxis.set_tick_params(labelbottom=True)
+    for ax in axes:  # every panel labels its time axis
         ax.set_xlabel("t (log scale)" if log else "t")
     if log:
-        _log_time(grid.flat[0], t[shown])  # shared: every panel gets the same axis
+        _log_time(axes[0], t[shown])  # shared: every panel gets the same axis
     if title:
         fig.suptitle(title)
     return fig

@@ -19,15 +19,29 @@ from matplotlib.collections import Collection, PathCollection
 from matplotlib.colorbar import Colorbar
 from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
+from matplotlib.patheffects import withStroke
 from matplotlib.tri import Triangulation
 
 from ..sphere import subsample
 from .data import corner_values
 from .projections import MapTriangles, Mollweide, Orthographic, Projection, graticule
-from .style import ATOM_STYLE, TOKEN_SIZE, TOKEN_STYLE, MarkerStyle, clip_to, color_norm, density_label, marker_sizes
+from .style import (
+    ATOM_STYLE,
+    COLOURED_TOKEN_STYLE,
+    TOKEN_DENSITY_LABEL,
+    TOKEN_SIZE,
+    TOKEN_STYLE,
+    MarkerStyle,
+    clip_to,
+    color_norm,
+    density_label,
+    marker_sizes,
+)
 
 View = str | Projection
 VIEWS = ("mollweide", "orthographic")
+#: :func:`token_density` counts tokens in caps that hold about this many of n uniform tokens.
+TOKENS_PER_CAP = 20
 
 
 def densest_direction(vertices: np.ndarray, cells: np.ndarray, values: np.ndarray) -> np.ndarray:
@@ -73,6 +87,10 @@ class MapPanel:
             ax.plot(xy[:, 0], xy[:, 1], color="0.5", lw=0.3, alpha=0.6, zorder=2)
         outline = projection.outline()
         ax.plot(outline[:, 0], outline[:, 1], color="k", lw=0.8, zorder=2)
+        for x, y, text, side in getattr(projection, "labels", list)():  # a map with a graticule's labels
+            ax.annotate(text, (x, y), xytext=(0, -6) if side == "center" else (-3, 0), textcoords="offset points",
+                        ha=side, va="top" if side == "center" else "center", fontsize=7, color="0.15", zorder=4,
+                        annotation_clip=False, path_effects=[withStroke(linewidth=2, foreground="white")])
         ax.set_aspect("equal")
         ax.set_axis_off()
         ax.set_title(projection.title, fontsize=9)
@@ -93,13 +111,22 @@ class MapPanel:
             self.density.set_array(values.ravel() if gouraud else values.mean(axis=1))
         return self.density
 
-    def draw_markers(self, points: np.ndarray, sizes: np.ndarray, style: MarkerStyle) -> None:
+    def draw_markers(self, points: np.ndarray, sizes: np.ndarray, style: MarkerStyle,
+                     values: np.ndarray | None = None, norm: Normalize | None = None, cmap: str = "viridis") -> None:
+        """Draw (or move) markers at ``points``; with ``values``, coloured by them on ``norm``."""
         xy, visible = self.projection.points(points)
         if self.markers is None:
-            self.markers = self.ax.scatter(xy[visible, 0], xy[visible, 1], s=sizes[visible], zorder=3, **style)
+            if values is None:
+                self.markers = self.ax.scatter(xy[visible, 0], xy[visible, 1], s=sizes[visible], zorder=3, **style)
+            else:
+                shown = clip_to(norm, values[visible]) if norm else values[visible]
+                self.markers = self.ax.scatter(xy[visible, 0], xy[visible, 1], s=sizes[visible], c=shown, norm=norm,
+                                               cmap=cmap, zorder=3, **style)
         else:
             self.markers.set_offsets(xy[visible])
             self.markers.set_sizes(sizes[visible])
+            if values is not None:
+                self.markers.set_array(clip_to(norm, values[visible]) if norm else values[visible])
 
 
 class SphereMaps:
@@ -119,7 +146,8 @@ class SphereMaps:
     shading
         "flat" or "gouraud"; default: flat for cell averages, Gouraud for vertex data.
     markers
-        "atoms" (open circles, area ``ATOM_SCALE * mass``) or "tokens" (small dots).
+        "atoms" (open circles, area ``ATOM_SCALE * mass``) or "tokens" (small dots, coloured by
+        the tokens' density around them when :meth:`update` is given it, on ``norm``).
 
     Examples
     --------
@@ -144,8 +172,10 @@ class SphereMaps:
         self._title = self.figure.suptitle("")
 
     def update(self, values: np.ndarray | None = None, points: np.ndarray | None = None,
-               masses: np.ndarray | None = None, title: str | None = None) -> None:
-        """Draw a density (per cell or per cell vertex), points (m, 3) with optional masses, a title."""
+               masses: np.ndarray | None = None, title: str | None = None,
+               densities: np.ndarray | None = None) -> None:
+        """Draw a density (per cell or per cell vertex), points (m, 3) with optional masses, a title;
+        tokens coloured by their ``densities`` (m,) (:func:`token_density`)."""
         if values is not None:
             if self.mesh is None:
                 raise ValueError("a density needs the mesh: SphereMaps(..., mesh=(vertices, cells))")
@@ -160,8 +190,17 @@ class SphereMaps:
         if points is not None:
             atoms = self.markers == "atoms"
             sizes = marker_sizes(len(points), masses) if atoms else np.full(len(points), TOKEN_SIZE)
+            colours = None if atoms else densities
+            if colours is not None and self.norm is None:
+                self.norm = color_norm(colours, log=True)
+            style = ATOM_STYLE if atoms else TOKEN_STYLE if colours is None else COLOURED_TOKEN_STYLE
             for p in self.panels:
-                p.draw_markers(np.asarray(points, float), sizes, ATOM_STYLE if atoms else TOKEN_STYLE)
+                p.draw_markers(np.asarray(points, float), sizes, style, colours,
+                               None if colours is None else self.norm, self.cmap)
+            drawn = self.panels[0].markers
+            if colours is not None and self.colorbar is None and drawn is not None:
+                self.colorbar = self.figure.colorbar(drawn, ax=[p.ax for p in self.panels], shrink=0.8,
+                                                     label=TOKEN_DENSITY_LABEL)
         if title is not None:
             self._title.set_text(title)
 
@@ -205,15 +244,38 @@ def sphere_map(vertices: np.ndarray, cells: np.ndarray, values: np.ndarray, *, v
     return maps.figure
 
 
+def token_radius(n: int) -> float:
+    """The cap radius (radians) over which :func:`token_density` counts: about
+    :data:`TOKENS_PER_CAP` of n uniform tokens in it, between 0.02 and 0.3 rad."""
+    return float(np.clip(np.arccos(1.0 - 2.0 * TOKENS_PER_CAP / n), 0.02, 0.3))
+
+
+def token_density(points: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """The density of n tokens (n, 3) around the points ``at`` (m, 3), fraction per steradian:
+    the fraction of the tokens in the cap of radius :func:`token_radius` about each, over the
+    cap's area ``2 pi (1 - cos r)``."""
+    from scipy.spatial import cKDTree
+
+    points = np.asarray(points, float)
+    r = token_radius(len(points))
+    counts = cKDTree(points).query_ball_point(np.asarray(at, float), 2.0 * np.sin(r / 2.0), return_length=True)
+    return np.asarray(counts, float) / (len(points) * 2.0 * np.pi * (1.0 - np.cos(r)))
+
+
 def token_map(points: np.ndarray, *, views: Sequence[View] = VIEWS, center: np.ndarray | None = None,
-              central_longitude: float = 0.0, max_points: int = 4000, title: str | None = None) -> Figure:
-    """Tokens (n, 3) on S^2 as dots on a Mollweide map and an orthographic view.
+              central_longitude: float = 0.0, max_points: int = 4000, title: str | None = None,
+              norm: Normalize | None = None) -> Figure:
+    """Tokens (n, 3) on S^2 as dots on a Mollweide map and an orthographic view, coloured by the
+    tokens' density around each (:func:`token_density`, of all n; log colour scale ``norm``,
+    default the drawn tokens' range), so that a cluster of thousands of tokens shows its
+    concentration instead of one black blot.
 
     At most ``max_points`` tokens are drawn (a fixed uniform subsample); the orthographic view
     looks at the densest token by default.
     """
-    shown = subsample(np.asarray(points, float), max_points)
+    points = np.asarray(points, float)
+    shown = subsample(points, max_points)
     center = densest_point(shown) if center is None else center
-    maps = SphereMaps(make_projections(views, center, central_longitude), markers="tokens")
-    maps.update(points=shown, title=title)
+    maps = SphereMaps(make_projections(views, center, central_longitude), markers="tokens", norm=norm)
+    maps.update(points=shown, title=title, densities=token_density(points, shown))
     return maps.figure

@@ -24,6 +24,8 @@ ATOM_SCALE = 600.0  # marker area (points^2) of a point of mass 1: area proporti
 ATOM_STYLE: MarkerStyle = {"facecolors": "none", "edgecolors": "red", "linewidths": 1.2}
 TOKEN_SIZE = 3.0  # marker area of a token
 TOKEN_STYLE: MarkerStyle = {"color": "k", "alpha": 0.5, "linewidths": 0}
+COLOURED_TOKEN_STYLE: MarkerStyle = {"alpha": 0.8, "linewidths": 0}  # coloured by the tokens' density
+TOKEN_DENSITY_LABEL = "token density [1/sr]\n(fraction of tokens in a cap around each)"
 
 
 def density_label(sphere: str) -> str:

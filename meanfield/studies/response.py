@@ -6,8 +6,9 @@ forward to the times and the adjoint back (:mod:`meanfield.adjoint`), and writes
     response.csv      observable, t, value, n_var [, d_value_d_<parameter> ...]
     influence.nc      the influence functions Phi_0 per observable and time (CF/UGRID, the
                       mesh of run.nc), with the density at each time
-    influence-<k>.png            their pictures, observable k (S^2: influence-<k>-t<i>.png
-                                 at the i-th time)
+    influence-<NAME>.png         their pictures, NAME the observable's label (NAME=EXPR, or EXPR
+                                 as given when it is a file name, e.g. ``z``; else its number
+                                 k = 0, 1, ...); S^2: influence-<NAME>-t<T>.png at time T
     config.toml, metadata.json, study.json
 
 ``value = <phi, rho(T)>``; ``n_var = Var_rho0(Phi_0)``, the limit of n times the variance of
@@ -390,10 +391,20 @@ def _write_influence(path: Path, config: Config, mesh: Mapping[str, np.ndarray] 
     write_dataset(ds, path / "influence.nc")
 
 
+#: The colour map of signed influence functions, centred on 0 (blue negative, red positive).
+DIVERGING = "RdBu_r"
+
+
+def influence_name(observable: Observable, k: int) -> str:
+    """The NAME of an observable's influence pictures: its label when that is a file name, else its number k."""
+    return observable.label if re.fullmatch(r"[A-Za-z0-9_.+-]+", observable.label) else str(k)
+
+
 def _plot_influence(path: Path, mesh: Mapping[str, np.ndarray] | None, times: list[float],
                     observables: Sequence[Observable], influence: np.ndarray | None) -> None:
-    """influence-<k>.png per observable: Phi_0 at every time (S^1: lines, a causal run's over (theta, s);
-    S^2: one map per time, influence-<k>-t<i>.png, a causal run's the mean over positions)."""
+    """influence-<NAME>.png per observable (:func:`influence_name`): Phi_0 at every time (S^1: lines,
+    a causal run's over (theta, s); S^2: one map per time, influence-<NAME>-t<T>.png, a causal run's
+    the mean over positions); maps on a diverging colour scale centred on 0, lines about 0."""
     from ..plotting.causal import position_images
     from ..plotting.circle import circle_density
     from ..plotting.sphere_maps import sphere_map
@@ -403,19 +414,26 @@ def _plot_influence(path: Path, mesh: Mapping[str, np.ndarray] | None, times: li
     P = len(observables)
     for p, o in enumerate(observables):
         per_time = [influence[:, :, i * P + p] for i in range(len(times))]  # (M, C) each
+        reach = float(max(np.abs(v).max() for v in per_time)) or 1.0
+        # one scale for every time, 0 in its middle: vmin = -reach, vmax = reach
         title = f"influence function Phi_0 of {o.label}"
+        name = influence_name(o, p)
         if vertices.shape[1] == 2:
             if "positions" in mesh:
-                fig = position_images(vertices, cells, mesh["positions"], times, np.array(per_time), title=title)
+                fig = position_images(vertices, cells, mesh["positions"], times, np.array(per_time), title=title,
+                                      cmap=DIVERGING, vmin=-reach, vmax=reach)
             else:
-                fig = circle_density(vertices, cells, [v[0] for v in per_time], times=times, title=title)
+                fig = circle_density(vertices, cells, [v[0] for v in per_time], times=times, title=title,
+                                     vmin=-reach, vmax=reach)
+                fig.axes[0].axhline(0.0, color="k", lw=0.6)
             _relabel(fig)
-            fig.savefig(path / f"influence-{p}.png", dpi=120)
+            fig.savefig(path / f"influence-{name}.png", dpi=120)
             continue
         for i, t in enumerate(times):
-            fig = sphere_map(vertices, cells, per_time[i].mean(axis=0), title=f"{title} at t = {t:g}")
+            fig = sphere_map(vertices, cells, per_time[i].mean(axis=0), title=f"{title} at t = {t:g}", cmap=DIVERGING,
+                             vmin=-reach, vmax=reach)
             _relabel(fig)
-            fig.savefig(path / f"influence-{p}-t{i}.png", dpi=120)
+            fig.savefig(path / f"influence-{name}-t{t:g}.png", dpi=120)
 
 
 def _relabel(fig) -> None:

@@ -17,9 +17,12 @@ columns per mode); DGR's retrieval score for M codewords sums the modes with wei
 ``e^{-pi^2 n^2 / (2 M^2)}`` while they exceed :data:`SCORE_WEIGHT_CUTOFF`.  On either sphere,
 given pairs ``(psi, phi)`` of expressions in x, y, z.
 
-Writes ``retrieval.csv`` (``t, source_position, mode, value``: mode n >= 1 a Fourier mode or the
-n-th given pair, mode 0 the score), ``retrieval.png`` (the profile against source position per
-time, primacy, recency and the interior minimum marked), config.toml, metadata.json, study.json.
+Writes ``retrieval.csv`` (``t, source_position, mode, value, profile``: mode n >= 1 a Fourier
+mode or the n-th given pair, mode 0 DGR's score; ``profile`` says which in words: ``mode n``,
+``pair n: PSI / PHI``, ``score (M codewords)``), ``retrieval.png`` (the profile against source
+position per time, primacy, recency and the interior minimum marked; in DGR's setting,
+:func:`dgr_setting`, the closed form of :mod:`meanfield.references.retrieval` dashed beside
+each profile), config.toml, metadata.json, study.json.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from ..config import Config, ConfigError
-from ..references.retrieval import codeword_weights, score_modes
+from ..references.retrieval import codeword_weights, retrieval_mode, score_modes
 from .response import open_adjoint_study, parse_observable
 
 #: The score sums the modes whose codeword weight e^{-pi^2 n^2 / (2 M^2)} is above this (the
@@ -43,7 +46,7 @@ from .response import open_adjoint_study, parse_observable
 SCORE_WEIGHT_CUTOFF = 1e-6
 
 #: retrieval.csv's columns.
-COLUMNS = ("t", "source_position", "mode", "value")
+COLUMNS = ("t", "source_position", "mode", "value", "profile")
 
 
 @dataclass
@@ -64,6 +67,8 @@ class Profiles:
     psis: Sequence[Callable[[np.ndarray], np.ndarray]]
     phis: Sequence[Callable[[np.ndarray], np.ndarray]]
     profiles: list[tuple[int, list[tuple[float, int, int]]]]
+    names: dict[int, str]
+    codewords: int | None = None
 
 
 def _fourier(points: np.ndarray, n: int) -> np.ndarray:
@@ -91,7 +96,8 @@ def profiles_of(problem: Any, modes: Sequence[int], codewords: int | None, obser
     if observables:
         psis = [parse_observable(text) for text in observables]
         phis = [parse_observable(text) for text in sources]
-        return Profiles(list(psis), list(phis), [(i + 1, [(1.0, i, i)]) for i in range(len(psis))])
+        names = {i + 1: f"pair {i + 1}: {psi} / {phi}" for i, (psi, phi) in enumerate(zip(observables, sources))}
+        return Profiles(list(psis), list(phis), [(i + 1, [(1.0, i, i)]) for i in range(len(psis))], names)
     if problem.sphere != "S1":
         raise ConfigError("--modes: Fourier modes need S^1; on S^2 give pairs --observable PSI --source PHI")
     modes = list(modes) if modes or codewords is not None else [1]
@@ -106,7 +112,36 @@ def profiles_of(problem: Any, modes: Sequence[int], codewords: int | None, obser
     if weights is not None:
         profiles.append((0, [(float(w), keys.index(sign * m), keys.index(sign * m))
                              for m, w in enumerate(weights, start=1) for sign in (1, -1)]))
-    return Profiles(functions, functions, profiles)
+    names = {m: f"mode {m}" for m in modes} | ({0: f"score ({codewords} codewords)"} if codewords is not None else {})
+    return Profiles(functions, functions, profiles, names, codewords)
+
+
+def dgr_setting(problem: Any) -> bool:
+    """Whether a causal run is the setting of DGR's closed form (:mod:`meanfield.references.retrieval`):
+    iid uniform tokens on S^1, unnormalised attention with Q = K = V = I in one layer, positional
+    weights normalised over positions."""
+    data = problem.config.data
+    return (problem.sphere == "S1" and problem.causal and problem.normalise
+            and data["model"].get("attention") == "unnormalized" and data["initial"].get("kind") == "uniform"
+            and len(problem.schedule().layers) == 1 and problem.model().is_identity)
+
+
+def closed_form(problem: Any, asked: Profiles, last: float) -> Callable[[float, int, np.ndarray], np.ndarray] | None:
+    """DGR's closed form of each Fourier profile (mode n: R_n; mode 0: the score, summed over the
+    same modes as the study) with the last slice ``last`` as the target, or None outside
+    :func:`dgr_setting` or for pairs of expressions."""
+    if not dgr_setting(problem) or any(name.startswith("pair") for name in asked.names.values()):
+        return None
+    beta, decay = problem.model().beta, problem.decay
+    weights = codeword_weights(asked.codewords, score_modes(asked.codewords, SCORE_WEIGHT_CUTOFF)) \
+        if asked.codewords is not None else np.zeros(0)
+
+    def profile(t: float, mode: int, s0: np.ndarray) -> np.ndarray:
+        if mode:
+            return retrieval_mode(t, s0, mode, beta, decay, s=last)
+        return sum(w * retrieval_mode(t, s0, n, beta, decay, s=last) for n, w in enumerate(weights, start=1))
+
+    return profile
 
 
 def retrieval(
@@ -195,7 +230,7 @@ def retrieval(
             profile = sum(w * covariance[:, i * P + p, q] for w, p, q in terms)
             for k in range(M - 1):
                 rows.append({"t": t, "source_position": float(positions[k]), "mode": mode,
-                             "value": float(profile[k])})
+                             "value": float(profile[k]), "profile": asked.names[mode]})
     seconds = time.perf_counter() - started
 
     def write() -> None:
@@ -212,7 +247,8 @@ def retrieval(
         from ..plotting.retrieval import retrieval_figure
 
         fig = retrieval_figure(rows, title=f"retrieval profile of {config.data['name']} (last position "
-                                           f"s = {positions[-1]:.4g})")
+                                           f"s = {positions[-1]:.4g})",
+                               closed_form=closed_form(sim.problem, asked, float(positions[-1])))
         fig.savefig(path / "retrieval.png", dpi=120)
         if not quiet:
             print(format_profile(rows), flush=True)
@@ -226,10 +262,12 @@ def format_profile(rows: Sequence[dict[str, Any]]) -> str:
     recency (last source), for the terminal."""
     from ..plotting.retrieval import interior_minimum, split_profiles
 
-    lines = [f"{'t':>8s}  {'mode':>4s}  {'primacy':>12s}  {'minimum':>12s}  {'at s0':>8s}  {'recency':>12s}"]
+    names = {int(r["mode"]): str(r["profile"]) for r in rows}
+    width = max([7, *map(len, names.values())])
+    lines = [f"{'t':>8s}  {'profile':<{width}s}  {'primacy':>12s}  {'minimum':>12s}  {'at s0':>8s}  {'recency':>12s}"]
     for (t, mode), (s, v) in split_profiles(rows).items():
         i = interior_minimum(v)
         low = f"{v[i]:12.5g}  {s[i]:8.4f}" if i is not None else f"{'-':>12s}  {'-':>8s}"
-        lines.append(f"{t:8.4g}  {mode:4d}  {v[0]:12.5g}  {low}  {v[-1]:12.5g}")
+        lines.append(f"{t:8.4g}  {names[mode]:<{width}s}  {v[0]:12.5g}  {low}  {v[-1]:12.5g}")
     return "\n".join(lines)
 

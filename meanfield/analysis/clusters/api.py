@@ -218,27 +218,40 @@ def analyse_spectral(solution: CircleSolution, *, threshold: float | None = None
 
 
 def format_summary(history: BasinHistory) -> str:
-    """A short text report: clusters over time, events and the global maximum's crossing times."""
+    """A short text report: the merges first (their times), then the other events, the cluster
+    count where it changes and the global maximum's crossing times.  The per-output table is
+    clusters.csv (one row per cluster and output), never printed."""
     scheme = history.info.get("scheme")
     head = (f"{history.source or 'run'}: {history.sphere}{f', {scheme}' if scheme else ''}, "
             f"{history.info.get('data', '?')} data, {history.info.get('cells', '?')} cells, "
             f"threshold {history.threshold:.4g} ({history.threshold / history.uniform:.3g} x uniform), "
             f"prominence {history.prominence:g}")
-    lines = [head]
-    atoms = history.has_atoms
-    lines.append("  t        clusters  max/uniform" + ("  atoms  atom mass" if atoms else ""))
-    for f in history.frames:
-        line = f"  {f.t:<8.4g} {f.count:>8d}  {f.maximum / history.uniform:>11.4g}"
-        if f.atom_masses is not None:
-            count = f.atoms.count if f.atoms is not None else int(np.count_nonzero(f.atom_masses > 0))
-            line += f"  {count:>5d}  {f.atom_masses.sum():>9.4g}"
-        lines.append(line)
-    for e in history.events:
-        lines.append(f"  {_event_text(e)}")
+    merges = [e for e in history.events if e.kind == "merge"]
+    lines = [head, *(f"  {_event_text(e)}" for e in merges)]
+    if not merges:
+        lines.append("  no merge")
+    lines += [f"  {_event_text(e)}" for e in history.events if e.kind != "merge"]
+    lines.append(f"  clusters: {_count_changes(history)} (each output's clusters: {FILES[0]})")
+    if history.has_atoms and history.frames and history.frames[-1].atom_masses is not None:
+        last = history.frames[-1]
+        assert last.atom_masses is not None
+        count = last.atoms.count if last.atoms is not None else int(np.count_nonzero(last.atom_masses > 0))
+        lines.append(f"  atoms at t = {last.t:.4g}: {count}, holding mass {last.atom_masses.sum():.4g}")
     lines.append("  global max: " + _crossings_text([c for c in history.crossings if c.id is None],
                                                       history.frames[0].t if history.frames else float("nan"),
                                                       history.frames[-1].t if history.frames else float("nan")))
     return "\n".join(lines)
+
+
+def _count_changes(history: BasinHistory) -> str:
+    """The number of clusters at the first output and at each output where it changes."""
+    parts: list[str] = []
+    previous = None
+    for f in history.frames:
+        if f.count != previous:
+            parts.append(f"{f.count} {'at' if previous is None else 'from'} t = {f.t:.4g}")
+            previous = f.count
+    return ", ".join(parts) or "no outputs"
 
 
 def _event_text(event: Event) -> str:

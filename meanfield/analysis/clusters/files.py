@@ -7,9 +7,11 @@
     ``atom_id`` (the cluster's heaviest atom, -1: none), and ``height`` is ``inf`` for a
     cluster whose top is an atom (:mod:`.atoms`).
 ``events.csv``
-    ``kind, time, ids``: births (new id, then its parent if any), merges (survivor, then the
-    absorbed cluster; the merge time of :mod:`meanfield.merging`) and deaths (a cluster that
-    vanished); ids separated by spaces (:mod:`.tracking`).
+    ``kind, time, kept, absorbed, kept_mass, absorbed_mass``
+    (:func:`~meanfield.analysis.events.write_events`, as ``meanfield longtime``'s tables):
+    births (``kept`` the new id, ``absorbed`` its parent if any), merges (the survivor, the
+    absorbed cluster and their masses at the output before; the merge time of
+    :mod:`meanfield.merging`) and deaths (a cluster that vanished) (:mod:`.tracking`).
 ``crossings.csv``
     ``id, factor, time, status``: the first time each cluster's peak (``id = max``: the global
     maximum of the density) reaches ``factor`` x uniform; ``status`` says ``crossed`` (the time
@@ -28,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..events import write_events
 from .coords import angle_columns
 from .history import BasinHistory
 
@@ -94,11 +97,7 @@ def write_basin_history(directory: str | Path, history: BasinHistory) -> list[Pa
         writer.writerow(columns)
         for row in cluster_rows(history):
             writer.writerow(_cells(row, columns))
-    with open(paths[1], "w", newline="") as fh:
-        writer = csv.writer(fh)
-        writer.writerow(["kind", "time", "ids"])
-        for e in history.events:
-            writer.writerow([e.kind, _number(e.time), " ".join(map(str, e.ids))])
+    write_events(paths[1], history.events)
     with open(paths[2], "w", newline="") as fh:
         writer = csv.writer(fh)
         writer.writerow(["id", "factor", "time", "status"])

@@ -1,4 +1,4 @@
-"""The plot of a cluster analysis: count against log t, peak trajectories, heights.
+"""The plot of a cluster analysis: count, peak trajectories and heights against t, merges marked.
 
 Figures are built with :class:`matplotlib.figure.Figure` and saved directly (no pyplot, no
 backend change), so a notebook's backend is left alone.
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 from matplotlib.figure import Figure
-from matplotlib.ticker import MaxNLocator, NullFormatter
+from matplotlib.ticker import MaxNLocator
 
 from .coords import angle_columns
 from .history import BasinHistory
@@ -30,19 +30,19 @@ def _finite(values: np.ndarray) -> np.ndarray:
 
 
 def basin_history_figure(history: BasinHistory) -> Figure:
-    """Three panels: cluster count against t (log axis), peak trajectories, peak heights.
+    """Three panels on one linear t axis: cluster count, peak trajectories, peak heights.
 
+    Every merge is a dotted vertical line at its merge time on each panel (S^1: and a cross at
+    the survivor's position on the trajectories), labelled with its time on the count panel.
     Hybrid runs: where a cluster holds atoms its trajectory carries dots of area proportional
     to the atoms' mass; its height (infinite) is not drawn.
     """
     fig = Figure(figsize=(15, 4.2), layout="constrained")
     count, paths, heights = fig.subplots(1, 3)
     t = history.times
-    positive = t > 0
-    count.step(t[positive], history.counts[positive], where="post")
-    count.set(xscale="log", xlabel="t", ylabel="clusters", title="number of clusters")
+    count.step(t, history.counts, where="post")
+    count.set(xlabel="t", ylabel="clusters", title="number of clusters")
     count.yaxis.set_major_locator(MaxNLocator(integer=True))
-    count.xaxis.set_minor_formatter(NullFormatter())
     u = history.uniform
     colours = {c: f"C{k % 10}" for k, c in enumerate(history.all_ids())}
     for cluster in history.all_ids():
@@ -61,9 +61,7 @@ def basin_history_figure(history: BasinHistory) -> Figure:
             paths.scatter(x[atom], y[atom], s=ATOM_DOT * tr["atom_masses"][atom], color=colours[cluster], zorder=3)
         heights.semilogy(tr["t"], _finite(tr["heights"]) / u, **style)
     heights.semilogy(t, _finite(history.maxima) / u, "k--", lw=0.8, label="global max")
-    for e in history.events:
-        if e.kind == "merge":
-            heights.axvline(e.time, color="0.7", lw=0.6)
+    _mark_merges(history, count, paths, heights)
     dots = " (dots: atoms, area ~ mass)" if history.has_atoms else ""
     if history.sphere == "S1":
         paths.set(xlabel="t", ylabel="theta (rad)", ylim=(-np.pi, np.pi), title="peak positions" + dots)
@@ -71,9 +69,27 @@ def basin_history_figure(history: BasinHistory) -> Figure:
         paths.set(xlabel="longitude (deg)", ylabel="latitude (deg)", xlim=(-180, 180), ylim=(-90, 90),
                   title="peak trajectories (dot: last position)" + dots)
     heights.set(xlabel="t", ylabel="height / uniform",
-                title="peak heights (grey: merges)" + ("; atoms: infinite" if history.has_atoms else ""))
+                title="peak heights" + ("; atoms: infinite" if history.has_atoms else ""))
     heights.legend(fontsize=7)
+    if any(e.kind == "merge" for e in history.events):
+        count.legend(fontsize=7)
     return fig
+
+
+def _mark_merges(history: BasinHistory, count, paths, heights) -> None:
+    """Each merge: a dotted line at its time on the t panels, its time written on the count
+    panel, a cross at the survivor's peak on the S^1 trajectories."""
+    merges = [e for e in history.events if e.kind == "merge"]
+    for k, e in enumerate(merges):
+        axes = (count, heights, paths) if history.sphere == "S1" else (count, heights)
+        for ax in axes:
+            ax.axvline(e.time, color="k", ls=":", lw=0.9, label=f"merge at t = {e.time:.4g}" if ax is count else None)
+        if history.sphere == "S1":
+            track = history.track(e.kept)
+            after = np.flatnonzero(track["t"] >= e.time)
+            if after.size:
+                theta = angle_columns(track["positions"][after[:1]])["theta"]
+                paths.plot([e.time], theta, "kx", ms=8, label="merge" if k == 0 else None)
 
 
 def plot_history(path: str | Path, history: BasinHistory) -> Path:

@@ -74,8 +74,9 @@ def track(frames: list[Frame]) -> tuple[list[np.ndarray], list[Event]]:
             if len(preds) > 1:
                 preds = preds[np.lexsort((old[preds], -a.masses[preds], vanished[preds]))]
                 new[j] = old[preds[0]]
-                events.extend(Event("death" if vanished[i] else "merge", b.t,
-                                    (int(old[i]),) if vanished[i] else (int(old[preds[0]]), int(old[i])))
+                events.extend(Event("death", b.t, (int(old[i]),)) if vanished[i] else
+                              Event("merge", b.t, (int(old[preds[0]]), int(old[i])),
+                                    (float(a.masses[preds[0]]), float(a.masses[i])))
                               for i in preds[1:])
                 continue
             new[j], next_id = next_id, next_id + 1
@@ -102,7 +103,7 @@ def _timed(event: Event, frames: list[Frame], ids: list[np.ndarray]) -> Event:
         times, distances = _atom_distances(frames, pair)
     time = merge_time(np.array([*times, event.time]), np.array([*distances, 0.0]))
     assert time is not None  # the distance is 0 at the event
-    return Event("merge", time, event.ids)
+    return Event("merge", time, event.ids, event.masses)
 
 
 def _atom_distances(frames: list[Frame], pair: tuple[int, int]) -> tuple[list[float], list[float]]:

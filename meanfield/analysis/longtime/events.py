@@ -19,7 +19,7 @@ Grouping (one frame)
     own).  Defaults: ``gap = delta = 0.01`` rad,
     ``link_density = 10 / (2 pi)`` (ten times the uniform density of a unit mass),
     ``min_mass = 0.01``.  A cluster's centre is its mass-weighted circular mean
-    ``arg sum_j m_j e^{i theta_j}``; its mass the sum of its members'.
+    ``arg sum_j m_j e^{i theta_j}`` in (-pi, pi]; its mass the sum of its members'.
 
     The rule is scale-aware in both regimes: collapsed clusters (width ``<< delta``, the
     metastable phase; atoms) are separate iff their centres are more than ``delta`` apart, so
@@ -81,8 +81,8 @@ def circular_distance(a: np.ndarray | float, b: np.ndarray | float) -> np.ndarra
 
 
 def circular_mean(angles: np.ndarray, masses: np.ndarray) -> float:
-    """The mass-weighted circular mean ``arg sum m e^{i theta}`` in [0, 2 pi)."""
-    return float(np.mod(np.angle(np.sum(masses * np.exp(1j * angles))), TWO_PI))
+    """The mass-weighted circular mean ``arg sum m e^{i theta}`` in (-pi, pi]."""
+    return float(np.angle(np.sum(masses * np.exp(1j * angles))))
 
 
 def group_points(angles: np.ndarray, delta: float, masses: np.ndarray | None = None,
@@ -153,7 +153,8 @@ class PointSetHistory:
     times
         (T,) frame times.
     labels, centres, masses
-        Per frame: (k,) cluster labels, centres in [0, 2 pi) and masses, in counter-clockwise order.
+        Per frame: (k,) cluster labels, centres in (-pi, pi] and masses, in counter-clockwise
+        order from theta = 0.
     stray
         (T,) mass in no cluster.
     total

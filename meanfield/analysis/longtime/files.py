@@ -1,9 +1,10 @@
 """The files of a long-time study (CSV; one writer per table).
 
 ``<name>-clusters.csv``
-    One row per cluster and output: ``t, label, theta, mass`` (centre in [0, 2 pi) rad).
+    One row per cluster and output: ``t, label, theta, mass`` (centre in (-pi, pi] rad).
 ``<name>-events.csv``
-    ``kind, time, kept, absorbed, kept_mass, absorbed_mass`` (:class:`~meanfield.analysis.events.Event`).
+    ``kind, time, kept, absorbed, kept_mass, absorbed_mass``
+    (:func:`~meanfield.analysis.events.write_events`, as ``meanfield clusters``' events.csv).
 ``<name>-states.csv``
     ``clusters, start, end, duration, lower_bound``: the metastable states (:class:`~.events.State`).
 ``merge-table.csv``
@@ -19,6 +20,7 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
+from ..events import write_events
 from .events import PointSetHistory
 
 #: Names of the files a study writes (tables here, pictures in :mod:`.plots`).
@@ -46,13 +48,11 @@ def write_point_set_history(history: PointSetHistory, out: Path, name: str) -> l
                 for t, labels, centres, masses in zip(history.times, history.labels, history.centres,
                                                       history.masses, strict=True)
                 for lab, c, m in zip(labels, centres, masses, strict=True)]
-    events = [(e.kind, e.time, e.kept, e.absorbed, *e.masses) for e in history.events]
     states = [(s.count, s.start, "" if s.end is None else s.end, s.duration, int(s.lower_bound))
               for s in history.states()]
     return [
         _write(out / f"{name}-clusters.csv", ("t", "label", "theta", "mass"), clusters),
-        _write(out / f"{name}-events.csv", ("kind", "time", "kept", "absorbed", "kept_mass", "absorbed_mass"),
-               events),
+        write_events(out / f"{name}-events.csv", history.events),
         _write(out / f"{name}-states.csv", ("clusters", "start", "end", "duration", "lower_bound"), states),
     ]
 

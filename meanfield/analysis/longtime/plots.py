@@ -1,4 +1,5 @@
-"""Pictures of long-time cluster histories: count against log t, trajectories, merge times against beta.
+"""Pictures of long-time cluster histories: count against log t, trajectories, merge times against
+beta (one beta: its metastable states against t).
 
 Figures are :class:`matplotlib.figure.Figure` objects saved directly (no pyplot).
 """
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 from matplotlib.figure import Figure
-from matplotlib.ticker import MaxNLocator
+from matplotlib.ticker import FormatStrFormatter, MaxNLocator
 
 from .events import PointSetHistory
 
@@ -44,7 +45,7 @@ def point_set_history_figure(histories: Mapping[str, PointSetHistory]) -> Figure
             labels, centres, _ = h.state_at(e.time + 1e-9)
             if np.any(labels == e.kept):
                 ax.plot(e.time, centres[labels == e.kept][0], "kx", ms=8)
-        ax.set(xscale="log", xlabel="t", ylabel="centre (rad)", ylim=(0, 2 * np.pi), title=f"{name}: clusters")
+        ax.set(xscale="log", xlabel="t", ylabel="centre theta (rad)", ylim=(-np.pi, np.pi), title=f"{name}: clusters")
     axes[0].set(xscale="log", xlabel="t", ylabel="clusters", title="number of clusters")
     axes[0].yaxis.set_major_locator(MaxNLocator(integer=True))
     axes[0].legend()
@@ -52,19 +53,50 @@ def point_set_history_figure(histories: Mapping[str, PointSetHistory]) -> Figure
 
 
 def table_figure(betas: Sequence[float], merges: Sequence[Sequence[float]],
-                 durations: Sequence[Sequence[tuple[int, float, bool]]]) -> Figure:
-    """Merge times (left) and metastable times by cluster count (right) against beta, log t axes."""
+                 states: Sequence[Sequence[tuple[int, float, float, bool]]]) -> Figure:
+    """Merge times and metastable times of the reference, from ``states`` ``(k, start, duration,
+    lower bound)`` per beta.
+
+    Several betas: merge times (left) and metastable times by cluster count (right) against
+    beta, log t axes.  One beta (nothing to plot against): its metastable states as bars on a
+    log t axis, one row per cluster count k from the state's start to its end (hatched: still
+    there at the last output, a lower bound), each merge a dotted line labelled with its time.
+    """
+    if len(betas) == 1:
+        return _states_figure(betas[0], merges[0], states[0])
     fig = Figure(figsize=(10, 4.2), layout="constrained")
     left, right = fig.subplots(1, 2)
     for b, times in zip(betas, merges, strict=True):
         left.plot([b] * len(times), times, "o", color="C0")
-    for b, states in zip(betas, durations, strict=True):
-        for k, d, lower in states:
+    for b, rows in zip(betas, states, strict=True):
+        for k, _, d, lower in rows:
             right.plot(b, d, "^" if lower else "o", color=f"C{k % 10}")
             right.annotate(str(k), (b, d), textcoords="offset points", xytext=(4, 2), fontsize=8)
     left.set(yscale="log", xlabel="beta", ylabel="merge time", title="merge times")
     right.set(yscale="log", xlabel="beta", ylabel="time at k clusters",
               title="metastable times (label: k; triangle: lower bound)")
+    return fig
+
+
+def _states_figure(beta: float, merges: Sequence[float], states: Sequence[tuple[int, float, float, bool]]) -> Figure:
+    """The metastable states of one beta as bars against log t, merges as labelled lines."""
+    fig = Figure(figsize=(8, 3.6), layout="constrained")
+    ax = fig.subplots()
+    for k, start, duration, lower in states:
+        left = max(start, 1e-3)  # a state from t = 0 starts at the axis' left end
+        ax.barh(k, start + duration - left, left=left, height=0.6, color=f"C{k % 10}", alpha=0.7,
+                hatch="//" if lower else None, edgecolor="k", lw=0.5)
+        ax.annotate(f"{duration:.4g}{' (at least)' if lower else ''}", (np.sqrt(left * (start + duration)), k),
+                    ha="center", va="center", fontsize=8)
+    for t in merges:
+        ax.axvline(t, color="k", ls=":", lw=1.0)
+        ax.annotate(f"merge at t = {t:.4g}", (t, 1.0), xycoords=("data", "axes fraction"), rotation=90,
+                    xytext=(-3, -4), textcoords="offset points", ha="right", va="top", fontsize=8)
+    ax.set(xscale="log", xlabel="t", ylabel="clusters k",
+           title=f"beta = {beta:g}: metastable states (bar: time at k clusters, hatched: a lower bound)")
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.xaxis.set_major_formatter(FormatStrFormatter("%g"))
+    ax.xaxis.set_minor_formatter(FormatStrFormatter("%g"))
     return fig
 
 

@@ -265,6 +265,6 @@ def long_time_study(
     if plots:
         study.files.append(save(point_set_history_figure(shown), out / "clusters.png"))
         study.files.append(save(table_figure([r.beta for r in study.rows], [r.merges for r in study.rows],
-                                             [[(k, d, lower) for k, _, d, lower in r.states] for r in study.rows]),
+                                             [r.states for r in study.rows]),
                                 out / "merge-table.png"))
     return study
