@@ -52,9 +52,10 @@ from .arrays import ArrayBackend
 from .integrator import EqualSteps, rk4_step
 from .system import default_dt
 
-#: Bytes a chunk of prompts may hold, per array library (numpy: a chunk of the benchmark's
-#: size, n = 32, d = 128, stays within a few MB of cache per product; JAX: one large batch).
-DEFAULT_MEMORY: dict[str, int] = {"numpy": 64 << 20, "jax": 2 << 30}
+#: Bytes a chunk of prompts may hold, per array library.  numpy: the arrays of a chunk stay in the
+#: processor's cache (at n = 32, d = 128: 20 prompts, 1.5 times faster than chunks of 150 or more,
+#: benchmarks/bench_tokens_batched.py); JAX: large batches for a GPU.
+DEFAULT_MEMORY: dict[str, int] = {"numpy": 8 << 20, "jax": 2 << 30}
 #: The integrators of a batch: ``particles.integrator`` values it takes.
 BATCH_INTEGRATORS: tuple[str, ...] = ("rk4", "residual")
 
@@ -185,16 +186,18 @@ def velocity(xp: Any, structure: Structure, p: dict[str, Any], x: Any) -> Any:
         E = xp.exp(logits - top)
         values = xa @ xp.swapaxes(p["V"], -1, -2) if structure.value else xa  # rows (V x_j)^T
         N = E @ values
-        heads = N / xp.sum(E, axis=-1, keepdims=True) if structure.attention == "softmax" \
-            else N * (xp.exp(top) * p["scale"])
-        total = heads[:, 0] * p["w"][0] if structure.heads == 1 else xp.einsum("h,bhnd->bnd", p["w"], heads)
+        # the heads' weights and the softmax's division (or USA's factor) go on the (B, H, n, 1) factors
+        w = p["w"][:, None, None]
+        factor = w / xp.sum(E, axis=-1, keepdims=True) if structure.attention == "softmax" \
+            else w * xp.exp(top) * p["scale"]
+        total = (N * factor)[:, 0] if structure.heads == 1 else xp.sum(N * factor, axis=1)
     if structure.activation is not None:
         block = _activation(xp, structure.activation)(x @ xp.swapaxes(p["Af"], -1, -2) + p["b"]) \
             @ xp.swapaxes(p["W"], -1, -2)
         total = block if total is None else total + block
     if total is None:
         return xp.zeros_like(x)
-    return total - xp.sum(x * total, axis=-1, keepdims=True) * x
+    return total - xp.vecdot(x, total)[..., None] * x
 
 
 def _steps(xp: Any, repeat: Callable[..., Any], structure: Structure, integrator: str, p: dict[str, Any], x: Any,
@@ -205,7 +208,7 @@ def _steps(xp: Any, repeat: Callable[..., Any], structure: Structure, integrator
     def body(carry: tuple[Any, Any]) -> tuple[Any, Any]:
         y, worst = carry
         y = y + h * field_(y) if integrator == "residual" else rk4_step(field_, y, h)
-        norms = xp.linalg.norm(y, axis=-1, keepdims=True)
+        norms = xp.sqrt(xp.vecdot(y, y))[..., None]
         return y / norms, xp.maximum(worst, xp.max(xp.abs(1.0 - norms)))
 
     return repeat(count, body, (x, drift))
