@@ -42,3 +42,17 @@ def test_devices_refused() -> None:
             ArrayBackend.for_device("gpu")
     else:
         assert ArrayBackend.for_device("gpu").device == "gpu"
+
+
+def test_jax_is_imported_only_for_a_jax_engine() -> None:
+    """``import meanfield``, the engine and the phase study leave JAX out until a JAX backend is made."""
+    import subprocess
+    import sys
+
+    from helpers.cli import REPO, cli_environment
+
+    code = ("import sys, meanfield, meanfield.particles.batch, meanfield.studies.phase, meanfield.cli.program; "
+            "print('jax' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=cli_environment(), capture_output=True,
+                          text=True, timeout=120, check=True)
+    assert done.stdout.strip() == "False"

@@ -87,3 +87,11 @@ def test_phase_device_missing(tmp_path, capsys, monkeypatch) -> None:
     if any(d.platform == "gpu" for d in jax.devices()):
         monkeypatch.setitem(__import__("sys").modules, "jax", None)
     refused(tmp_path, capsys, CASE, "--device", "--betas", "1", "--at", "1", "--device", "gpu", command="phase")
+
+
+def test_phase_takes_quiet_and_overwrite() -> None:
+    from meanfield.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    options = {o for action in sub.choices["phase"]._actions for o in action.option_strings}
+    assert {"--quiet", "--overwrite", "--set", "--out", "--device", "--per-prompt"} <= options

@@ -10,8 +10,8 @@ from .values import number_list
 
 
 def number_range(text: str) -> list[float]:
-    """``--betas``: comma-separated numbers, or ``START:STOP:COUNT`` (COUNT values from START to STOP,
-    both included)."""
+    """``--betas``, ``--at``: comma-separated numbers, or ``START:STOP:COUNT`` (COUNT values from START
+    to STOP, both included)."""
     import numpy as np
 
     if ":" not in text:
@@ -34,8 +34,8 @@ def add_parser(subparsers: Subparsers) -> None:
                    "diagram), particles.seed, sampler and dt")
     p.add_argument("--betas", type=number_range, required=True, metavar="LIST_OR_RANGE",
                    help="inverse temperatures: comma-separated, or START:STOP:COUNT (e.g. 0.1:9:90)")
-    p.add_argument("--at", type=number_list(float, "time"), required=True, metavar="T1,T2,...",
-                   help="times at which the prompts' statistics are taken")
+    p.add_argument("--at", type=number_range, required=True, metavar="T1,T2,...",
+                   help="times at which the prompts' statistics are taken: comma-separated, or START:STOP:COUNT")
     p.add_argument("--d", type=number_list(int, "integer"), default=None, dest="ds", metavar="LIST",
                    help="dimensions d (tokens on S^{d-1}; default particles.d, else the mesh's)")
     p.add_argument("--n", type=int, default=None, help="tokens per prompt (default particles.n, else 32)")
