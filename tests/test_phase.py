@@ -95,3 +95,15 @@ def test_phase_takes_quiet_and_overwrite() -> None:
     sub = next(a for a in build_parser()._actions if a.dest == "command")
     options = {o for action in sub.choices["phase"]._actions for o in action.option_strings}
     assert {"--quiet", "--overwrite", "--set", "--out", "--device", "--per-prompt"} <= options
+
+
+def test_betas_and_times_as_ranges() -> None:
+    import argparse
+
+    from meanfield.cli.phase import number_range
+
+    assert number_range("0.5:8:16") == pytest.approx(list(0.5 + 0.5 * k for k in range(16)))
+    assert number_range("1,4") == [1.0, 4.0] and number_range("3:3:1") == [3.0]
+    for bad in ("1:2", "1:2:0", "a:2:3", "1:2:3:4"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            number_range(bad)

@@ -38,7 +38,6 @@ Memory
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -378,8 +377,3 @@ def shared_layers(schedule: LayerSchedule, mask: Mask, n: int) -> LayerSource:
 def default_dts(schedules: Sequence[LayerSchedule]) -> list[float]:
     """Each layer's default RK4 step, the smallest over the schedules (the prompts' own)."""
     return [min(default_dt(s.layers[k]) for s in schedules) for k in range(len(schedules[0].layers))]
-
-
-def replace_seed(law: Any, seed: int) -> Any:
-    """A ``[model.random]`` law with another seed."""
-    return dataclasses.replace(law, seed=seed)

@@ -16,6 +16,7 @@ to the integrator's error rather than round-off; the residual update takes one s
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -25,13 +26,13 @@ from ..config import ConfigError
 from ..layers import LayerSchedule
 from ..problem import Problem
 from ..random_weights import RandomLayers
-from .batch import LayerArrays, LayerSource, Mask, PromptBatch, default_dts, replace_seed, shared_layers
+from .batch import LayerArrays, LayerSource, Mask, PromptBatch, default_dts, shared_layers
 from .sampling import resolve_sampler, sample_initial, sample_tokens
 
 
 def prompt_schedule(problem: Problem, law: RandomLayers, prompt: int) -> LayerSchedule:
     """The layers prompt ``prompt`` draws for itself (``model.random.seed + prompt``)."""
-    own = replace_seed(law, law.seed + prompt)
+    own = dataclasses.replace(law, seed=law.seed + prompt)
     model = problem.config.data["model"]
     return own.draw(problem.particles.d).schedule(own, float(model["beta"]), model["attention"])
 
