@@ -310,7 +310,7 @@ class _Compiled:
 
 
 def run_batch(batch: PromptBatch, times: Sequence[float], observe: Observer, backend: ArrayBackend | None = None,
-              memory: int | None = None, progress: Callable[[int], None] | None = None) -> BatchReport:
+              memory: int | None = None) -> BatchReport:
     """Move every prompt from t = 0 through ``times`` (increasing, >= 0), calling ``observe`` at each.
 
     Parameters
@@ -325,8 +325,6 @@ def run_batch(batch: PromptBatch, times: Sequence[float], observe: Observer, bac
         Array library, device and precision (default numpy float64).
     memory
         Bytes a chunk may hold (default :data:`DEFAULT_MEMORY`).
-    progress
-        Called with the number of prompts done after each chunk.
     """
     import time
 
@@ -362,8 +360,6 @@ def run_batch(batch: PromptBatch, times: Sequence[float], observe: Observer, bac
                 if b in at:
                     observe(prompts, at[b], x)
             drift = max(drift, float(worst))
-            if progress is not None:
-                progress(prompts.stop)
     return BatchReport(sum(p.count for p in plans), -(-batch.prompts // chunk), chunk, drift, backend.describe(),
                        {"total": time.perf_counter() - started})
 

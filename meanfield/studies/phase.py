@@ -46,8 +46,6 @@ COLUMNS = ("beta", "d", "n", "t", "prompts", "mean_inner_product", "clustered_fr
 PROMPTS = 64
 #: Tokens per prompt when neither the config nor the options give them (2312.10794: 32).
 TOKENS = 32
-#: The files of a phase study (besides study.json).
-FILES = ("phase.csv", "phase.png", "config.toml", "metadata.json")
 
 
 @dataclass
