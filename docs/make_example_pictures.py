@@ -6,7 +6,8 @@ Each example runs shortened (a coarser mesh or an earlier ``t_final``, listed in
 :data:`PICTURES`, so that the whole set takes minutes on a laptop), ``meanfield plot`` draws it,
 and one of its pictures is shrunk into ``docs/_static/examples/<example>.png``.  The retrieval
 examples (:data:`RETRIEVALS`) run in full as the study their header states (``meanfield
-response --retrieval``), and their ``retrieval.png`` is shrunk the same way.  The pictures
+response --retrieval``), and their ``retrieval.png`` is shrunk the same way; so do the studies of
+:data:`STUDIES` (``meanfield phase``: ``phase.png``).  The pictures
 show what each example does, not its full-length result.  The features' pictures
 (:data:`FEATURES`: a hybrid run's observables, the plots' focus, particle clusters, a causal
 run's attention, a validation study's errors, ParaView)
@@ -59,6 +60,12 @@ RETRIEVALS: dict[str, list[str]] = {
     "s1-clustered-prompt-retrieval": ["--at", "0.5,1,2", "--modes", "1,2,3"],
 }
 
+#: example -> (the study that draws its picture, without --out; the picture in the study directory)
+STUDIES: dict[str, tuple[list[str], str]] = {
+    "phase-diagram": (["phase", "runs/examples/phase-diagram.toml", "--betas", "0.5:8:16", "--at", "0:20:21",
+                       "--d", "8,32,128", "--prompts", "32"], "phase.png"),
+}
+
 
 #: feature -> (the meanfield command that makes its run, without --out; its picture in the run directory)
 FEATURES: dict[str, tuple[list[str], str]] = {
@@ -106,17 +113,22 @@ def main() -> None:
                         help="where the short runs go")
     parser.add_argument("--only", nargs="*", help="examples and features to draw (default: all)")
     args = parser.parse_args()
-    missing = sorted({p.stem for p in EXAMPLES.glob("*.toml")} - set(PICTURES) - set(RETRIEVALS))
+    missing = sorted({p.stem for p in EXAMPLES.glob("*.toml")} - set(PICTURES) - set(RETRIEVALS) - set(STUDIES))
     if missing:
-        parser.error(f"no picture recipe for {missing}: add them to PICTURES or RETRIEVALS")
+        parser.error(f"no picture recipe for {missing}: add them to PICTURES, RETRIEVALS or STUDIES")
     OUT.mkdir(parents=True, exist_ok=True)
     FEATURES_OUT.mkdir(parents=True, exist_ok=True)
-    wanted = args.only or [*sorted(PICTURES), *sorted(RETRIEVALS), *FEATURES]
+    wanted = args.only or [*sorted(PICTURES), *sorted(RETRIEVALS), *sorted(STUDIES), *FEATURES]
     for name in (n for n in wanted if n in RETRIEVALS):
         run_dir = args.runs / name
         meanfield("response", str(EXAMPLES / f"{name}.toml"), "--retrieval", *RETRIEVALS[name], "--out", str(run_dir),
                   "--overwrite", "--quiet")
         shrink(run_dir / "retrieval.png", OUT / f"{name}.png")
+        print(f"wrote {OUT / name}.png", flush=True)
+    for name in (n for n in wanted if n in STUDIES):
+        command, picture = STUDIES[name]
+        meanfield(*command, "--out", str(args.runs / name), "--overwrite", "--quiet")
+        shrink(args.runs / name / picture, OUT / f"{name}.png")
         print(f"wrote {OUT / name}.png", flush=True)
     for name in (n for n in wanted if n in FEATURES):
         command, picture = FEATURES[name]
@@ -128,7 +140,7 @@ def main() -> None:
         print(f"wrote {FEATURES_OUT / name}.png", flush=True)
         if name == PARAVIEW_RUN:
             paraview(run_dir)
-    for name in (n for n in wanted if n not in FEATURES and n not in RETRIEVALS):
+    for name in (n for n in wanted if n not in FEATURES and n not in RETRIEVALS and n not in STUDIES):
         overrides, picture = PICTURES[name]
         run_dir = args.runs / name
         sets = [x for o in overrides for x in ("--set", o)]

@@ -12,6 +12,7 @@ The Python API mirrors the CLI::
     table = meanfield.collect(["runs/beta"])        # observables of many runs, a pandas DataFrame
     meanfield.response(cfg, ["z"], [1.0, 2.0])       # values, influence functions, n_var (the adjoint)
     meanfield.retrieval(causal_cfg, [1.0], codewords=8)  # a causal run's retrieval profile R(t; s0)
+    meanfield.phase(cfg, betas=[1, 4], times=[1, 5], ds=[128])  # clustering phase diagram of prompt batches
 
 Importing this package is cheap: dolfinx and MPI are imported when a run starts.
 """
@@ -27,8 +28,8 @@ from .version import __version__ as __version__
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 __all__ = ["load_config", "run", "resume", "load_run", "run_particles", "sweep", "collect", "response",
-           "retrieval", "AttentionModel", "Config", "Problem", "RunResult", "ParticleRunResult", "RunInterrupted",
-           "StopRun", "OutputState"]
+           "retrieval", "phase", "AttentionModel", "Config", "Problem", "RunResult", "ParticleRunResult",
+           "RunInterrupted", "StopRun", "OutputState"]
 
 _LAZY = {
     "load_config": ("config", "load_config"),
@@ -42,6 +43,7 @@ _LAZY = {
     "collect": ("analysis.collect", "collect"),
     "response": ("studies.response", "response"),
     "retrieval": ("studies.retrieval", "retrieval"),
+    "phase": ("studies.phase", "phase"),
     "RunResult": ("rundir.results", "RunResult"),
     "ParticleRunResult": ("rundir.results", "ParticleRunResult"),
     "RunInterrupted": ("engine.controller", "RunInterrupted"),
@@ -61,6 +63,7 @@ if TYPE_CHECKING:
     from .model import AttentionModel
     from .problem import Problem
     from .rundir.results import ParticleRunResult, RunResult, load_run
+    from .studies.phase import phase
     from .studies.response import response
     from .studies.retrieval import retrieval
     from .studies.sweep import sweep

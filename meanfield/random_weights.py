@@ -37,7 +37,7 @@ from .model import AttentionKind, AttentionModel, Head, ModelError, did_you_mean
 
 #: Keys of a ``[model.random]`` table.
 RANDOM_KEYS: tuple[str, ...] = ("layers", "eta", "heads", "qk_std", "v_std", "seed", "ffn_width", "ffn_activation",
-                                "weights")
+                                "weights", "per_prompt")
 #: Arrays of a weights file: always ``Q``, ``K``, ``V``; ``W``, ``A``, ``b`` with a feed-forward block.
 ATTENTION_ARRAYS: tuple[str, ...] = ("Q", "K", "V")
 FFN_ARRAYS: tuple[str, ...] = ("W", "A", "b")
@@ -71,6 +71,9 @@ class RandomLayers:
         The block's activation (:data:`meanfield.layers.ACTIVATIONS`).
     weights
         A weights file to read instead of drawing (``None``: draw), as given in the config.
+    per_prompt
+        In a batch of prompts (:mod:`meanfield.particles.batch`), prompt b draws its own weights
+        with ``seed + b`` (False: the prompts share the weights of ``seed``); a single run is prompt 0.
     """
 
     layers: int
@@ -82,6 +85,7 @@ class RandomLayers:
     ffn_width: int = 0
     ffn_activation: str = "relu"
     weights: str | None = None
+    per_prompt: bool = False
 
     @classmethod
     def build(cls, spec: object, prefix: str = "model.random") -> RandomLayers:
@@ -104,12 +108,18 @@ class RandomLayers:
         weights = spec.get("weights")
         if weights is not None and (not isinstance(weights, str) or not weights):
             raise ModelError(f"{prefix}.weights: must be the path of a weights file (.npz), got {weights!r}")
+        per_prompt = spec.get("per_prompt", False)
+        if not isinstance(per_prompt, bool):
+            raise ModelError(f"{prefix}.per_prompt: must be true or false, got {per_prompt!r}")
+        if per_prompt and weights is not None:
+            raise ModelError(f"{prefix}.per_prompt: each prompt draws its own weights, so they cannot be read from "
+                             f"{prefix}.weights; leave one of them out")
         return cls(layers=_integer(spec["layers"], f"{prefix}.layers", 1),
                    eta=positive_number(spec["eta"], f"{prefix}.eta"),
                    heads=_integer(spec.get("heads", 1), f"{prefix}.heads", 1),
                    seed=_integer(spec.get("seed", 0), f"{prefix}.seed", 0),
                    ffn_width=_integer(spec.get("ffn_width", 0), f"{prefix}.ffn_width", 0),
-                   ffn_activation=activation, weights=weights, **stds)
+                   ffn_activation=activation, weights=weights, per_prompt=per_prompt, **stds)
 
     @property
     def depth(self) -> float:

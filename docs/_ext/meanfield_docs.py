@@ -268,12 +268,15 @@ class ExamplesIndex(SphinxDirective):
             text += [f"``{name}``", "-" * (len(name) + 4), ""]
             text += [f"**Settings**: {_settings(tomllib.loads(path.read_text()))}.", ""]
             text += [".. code-block:: text", ""] + ["   " + line for line in _header(path).splitlines()] + [""]
-            text += [".. code-block:: sh", "", f"   .venv/bin/meanfield run runs/examples/{name}.toml", ""]
+            study = script.STUDIES.get(name)
+            command = " ".join(study[0]) if study else f"run runs/examples/{name}.toml"
+            text += [".. code-block:: sh", "", f"   .venv/bin/meanfield {command}", ""]
             if (pictures / f"{name}.png").is_file():
                 overrides, picture = recipes.get(name) or ([], "?")
                 short = "with " + " ".join(f"``--set {o}``" for o in overrides) if overrides else "as configured"
-                text += [f".. figure:: _static/examples/{name}.png", f"   :alt: {name}", "",
-                         f"   ``{picture}`` of ``meanfield plot``, from a run {short}.", ""]
+                caption = f"``{study[1]}`` of ``meanfield {study[0][0]}``, from the command above" if study else \
+                    f"``{picture}`` of ``meanfield plot``, from a run {short}"
+                text += [f".. figure:: _static/examples/{name}.png", f"   :alt: {name}", "", f"   {caption}.", ""]
             else:
                 logger.warning(f"examples-index: no picture docs/_static/examples/{name}.png "
                                "(python docs/make_example_pictures.py draws them)", location=self.get_location())

@@ -21,6 +21,7 @@ from . import (
     longtime,
     mesh,
     particles,
+    phase,
     plot,
     response,
     resume,
@@ -32,8 +33,8 @@ from .options import Options
 from .terminal import error
 
 #: The subcommands, in the order ``meanfield --help`` lists them; each module has ``add_parser`` and ``main``.
-COMMANDS = [run, resume, particles, validate, response, convergence, clusters, longtime, sweep, collect, compare,
-            check, plot, mesh, info]
+COMMANDS = [run, resume, particles, validate, response, convergence, clusters, longtime, phase, sweep, collect,
+            compare, check, plot, mesh, info]
 
 #: The top-level ``meanfield --help``: what the tool is for, three commands to start from, the docs.
 DESCRIPTION = """\
