@@ -124,6 +124,8 @@ def _expand(data: dict, keys: list[str | int], done: list[str | int], text: str)
                                                                         [], text)]
         if isinstance(node, dict) and node.get(key) is None:
             _materialise(data, done + keys[: i + 1], text)
+        if isinstance(node, list) and not _has(node, key):
+            raise ConfigError(f"--param {text}: {_name(done + keys[:i])} has {len(node)} entries (indices from 0)")
         if not _has(node, key):
             where = _name(done + keys[: i + 1])
             known = [k for k in node if node[k] is not None] if isinstance(node, dict) else []
