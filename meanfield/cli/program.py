@@ -16,6 +16,7 @@ from . import (
     collect,
     compare,
     convergence,
+    fit,
     info,
     longtime,
     mesh,
@@ -31,7 +32,7 @@ from .options import Options
 from .terminal import error
 
 #: The subcommands, in the order ``meanfield --help`` lists them; each module has ``add_parser`` and ``main``.
-COMMANDS = [run, resume, particles, validate, response, convergence, clusters, longtime, sweep, collect, compare,
+COMMANDS = [run, resume, particles, validate, response, fit, convergence, clusters, longtime, sweep, collect, compare,
             check, plot, mesh, info]
 
 #: The top-level ``meanfield --help``: what the tool is for, three commands to start from, the docs.
