@@ -30,6 +30,8 @@ from typing import Any
 import numpy as np
 
 from ..config import Config, ConfigError
+from ..engine.controller import RunInterrupted
+from ..engine.signals import SignalWatch, signal_name
 from .objective import Evaluation, Objective, make_loss, make_pairs
 
 #: Defaults of the [fit] table's settings (``None`` in the schema: these apply).
@@ -177,11 +179,10 @@ def fit(config: Config | Mapping | str | Path | None, params: Sequence[str] = ()
     theta = np.array([history[-1][n] for n in objective.names]) if history else objective.start.copy()
     started = time.perf_counter()
     fitter = _Fitter(objective, l1_weight, path, history, quiet, comm, started)
-    status = "completed"
-    try:
+    with SignalWatch() as watch:
+        fitter.watch = watch
         fitter.run(theta, max(0, s["max_iter"] - (len(history) - 1 if history else 0)), float(s["gtol"]))
-    except KeyboardInterrupt:
-        status = "interrupted"
+    status = "interrupted" if fitter.stopped else "completed"
     best = fitter.best
     particles = _check_particles(objective, best, check_particles, comm) if check_particles else []
     seconds = time.perf_counter() - started
@@ -206,9 +207,18 @@ def fit(config: Config | Mapping | str | Path | None, params: Sequence[str] = ()
         _pictures(path, fitter.history, best, objective)
 
     on_root(comm, write)
-    if status == "interrupted":
-        raise KeyboardInterrupt
+    if fitter.stopped:
+        raise FitInterrupted(signal_name(fitter.stopped), fitter.stopped, len(fitter.history) - 1, path)
     return FitResult(path, objective.names, best.theta, best.value, fitter.history, particles)
+
+
+class FitInterrupted(RunInterrupted):
+    """A fit stopped by a signal between iterations, its rows and pictures written (resumable)."""
+
+    def __init__(self, reason: str, signum: int, iteration: int, path: Path) -> None:
+        super().__init__(reason, signum, float(iteration), path)
+        self.args = (f"fit interrupted by {reason} after iteration {iteration}; the same command again "
+                     f"continues from it ({path}/fit.csv)",)
 
 
 def _read_history(path: Path, names: list[str]) -> list[dict[str, float]]:
@@ -236,6 +246,9 @@ class _Fitter:
         self.split = _Split(objective.parameters.bounds(), l1 > 0)
         self.cache: dict[bytes, tuple[float, np.ndarray, Evaluation]] = {}
         self.best: Evaluation
+        self.watch: SignalWatch | None = None
+        #: The signal that stopped the fit (0: none).
+        self.stopped = 0
 
     def value(self, z: np.ndarray) -> tuple[float, np.ndarray, Evaluation]:
         key = z.tobytes()
@@ -275,21 +288,34 @@ class _Fitter:
                       f"  {time.perf_counter() - self.started:7.1f} s", flush=True)
 
         on_root(self.comm, write)
+        received = self.watch.received if self.watch is not None else 0
+        self.stopped = int(self.comm.allreduce(received, op=_max()))
+        if self.stopped:
+            raise StopIteration
 
     def run(self, theta: np.ndarray, iterations: int, gtol: float) -> None:
         from scipy.optimize import minimize
 
         z0 = self.split.variables(theta)
         self.best = None  # type: ignore[assignment]
-        if not self.history:
-            self._row(z0)
-        else:
-            self.best = self.value(z0)[2]
+        try:
+            if not self.history:
+                self._row(z0)
+            else:
+                self.best = self.value(z0)[2]
+        except StopIteration:
+            return
         if iterations == 0:
             return
         minimize(lambda z: self.value(z)[:2], z0, jac=True, method="L-BFGS-B", bounds=self.split.variable_bounds(),
                  callback=lambda z: self._row(np.asarray(z, dtype=float)),
                  options={"maxiter": iterations, "gtol": gtol, "ftol": 1e-15, "maxcor": 20})
+
+
+def _max():
+    from mpi4py import MPI
+
+    return MPI.MAX
 
 
 def _check_particles(objective: Objective, found: Evaluation, n: int, comm) -> list[dict[str, Any]]:
