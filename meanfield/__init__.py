@@ -28,8 +28,8 @@ from .version import __version__ as __version__
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 __all__ = ["load_config", "run", "resume", "load_run", "run_particles", "sweep", "collect", "response",
-           "retrieval", "fit", "AttentionModel", "Config", "Problem", "RunResult", "ParticleRunResult", "RunInterrupted",
-           "StopRun", "OutputState"]
+           "retrieval", "fit", "AttentionModel", "Config", "Problem", "RunResult", "ParticleRunResult",
+           "RunInterrupted", "StopRun", "OutputState"]
 
 _LAZY = {
     "load_config": ("config", "load_config"),

@@ -320,33 +320,40 @@ def _max():
 
 def _check_particles(objective: Objective, found: Evaluation, n: int, comm) -> list[dict[str, Any]]:
     """N tokens sampled from each input moved with the fitted weights: their loss against the target."""
-    from ..particles.integrator import advance
     from ..particles.sampling import sample_initial
-    from ..problem import Problem
-    from ..velocity import LayerVelocity
     from .losses import Measure
 
     rows = []
     data = objective.parameters.apply(found.theta)
     for i, (pair, target) in enumerate(zip(objective.pairs, objective.targets)):
-        problem: Problem = objective._problem(data, pair)
+        problem = objective._problem(data, pair)
         rng = np.random.default_rng(problem.particles.seed + i)
-        x = sample_initial(problem.initial(), n, rng, problem.particles.sampler)
-        schedule = problem.schedule()
-        velocity_field = LayerVelocity(schedule, None, "direct", problem.field.tol)
-        weights = np.full(n, 1.0 / n)
-        ends = [*schedule.starts[1:], np.inf]
-        for k, (start, end) in enumerate(zip(schedule.starts, ends)):
-            t0, t1 = max(start, 0.0), min(end, objective.T)
-            if t1 <= t0:
-                continue
-            velocity_field.enter(k)
-            layer = schedule.layers[k]
-            dt = min(problem.particles.dt or 0.25 / max(layer.lipschitz_bound(), 1e-12), 0.05)
-            x, _ = advance(lambda y: velocity_field(y, y, weights), x, t0, t1, dt)
-        token_loss = objective.loss.of_measure(Measure(x, weights), target)
+        tokens = _move_tokens(problem, sample_initial(problem.initial(), n, rng, problem.particles.sampler),
+                              objective.T)
+        token_loss = objective.loss.of_measure(Measure(tokens, np.full(n, 1.0 / n)), target)
         rows.append({"pair": i + 1, "tokens": n, "density_loss": found.losses[i], "token_loss": token_loss})
     return rows
+
+
+def _move_tokens(problem, x: np.ndarray, T: float) -> np.ndarray:
+    """Tokens moved to T by the problem's layers (RK4, each layer's default step; every rank alike)."""
+    from ..particles.integrator import advance
+    from ..particles.system import default_dt
+    from ..velocity import LayerVelocity
+
+    schedule = problem.schedule()
+    field = LayerVelocity(schedule, None, "direct", problem.field.tol)
+    weights = np.full(len(x), 1.0 / len(x))
+
+    def velocity(y: np.ndarray) -> np.ndarray:
+        return field(y, y, weights)
+
+    for k, (start, end) in enumerate(zip(schedule.starts, [*schedule.starts[1:], np.inf])):
+        t0, t1 = max(start, 0.0), min(end, T)
+        if t1 > t0:
+            field.enter(k)
+            x, _ = advance(velocity, x, t0, t1, problem.particles.dt or default_dt(schedule.layers[k]))
+    return x
 
 
 def _pictures(path: Path, history: list[dict[str, float]], best: Evaluation, objective: Objective) -> None:
