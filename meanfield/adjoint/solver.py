@@ -73,6 +73,11 @@ class Sensitivity:
     plus: LayerVelocity
     minus: LayerVelocity
 
+    def moves(self, t: float) -> bool:
+        """Whether the two moved schedules differ in the layer in force from ``t`` on."""
+        a, b = (v.schedule.layers[v.schedule.index_from(t)] for v in (self.plus, self.minus))
+        return a is not b and a.to_dict() != b.to_dict()
+
 
 class AdjointSolver:
     """Forward recording and backward adjoint sweep of a PDE simulation (module docstring).
@@ -198,6 +203,8 @@ class AdjointSolver:
         p1 = 0.25 * (p2 + dt * op.apply(lin1, p2))
         lin0 = op.linearise(self.sim.positions.split(stages[0]))
         for s, sens in enumerate(sensitivities):
+            if not sens.moves(step.t):
+                continue  # the parameter does not change this layer: no contribution
             for lin, weight, p in ((lin2, 2.0 / 3.0, phi), (lin1, 0.25, p2), (lin0, 1.0, p1)):
                 derivatives[s] += weight * dt * op.pairing(lin, p, self._velocity_change(sens, step, lin))
         return phi / 3.0 + 0.75 * p2 + p1 + dt * op.apply(lin0, p1)
