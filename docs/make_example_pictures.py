@@ -6,7 +6,8 @@ Each example runs shortened (a coarser mesh or an earlier ``t_final``, listed in
 :data:`PICTURES`, so that the whole set takes minutes on a laptop), ``meanfield plot`` draws it,
 and one of its pictures is shrunk into ``docs/_static/examples/<example>.png``.  The retrieval
 examples (:data:`RETRIEVALS`) run in full as the study their header states (``meanfield
-response --retrieval``), and their ``retrieval.png`` is shrunk the same way.  The pictures
+response --retrieval``), and their ``retrieval.png`` is shrunk the same way; the fit examples
+(:data:`FITS`) run ``meanfield fit`` in full and keep a pair's picture.  The pictures
 show what each example does, not its full-length result.  The features' pictures
 (:data:`FEATURES`: a hybrid run's observables, the plots' focus, particle clusters, a causal
 run's attention, a validation study's errors, ParaView)
@@ -76,6 +77,12 @@ FEATURES: dict[str, tuple[list[str], str]] = {
 PARAVIEW_RUN = "focus"
 
 
+#: example -> the picture of ``meanfield fit EXAMPLE`` (its [fit] table) to keep.
+FITS: dict[str, str] = {
+    "s1-fit-transport": "pair-1.png",
+}
+
+
 def meanfield(*args: str) -> None:
     subprocess.run([sys.executable, "-m", "meanfield.cli", *args], check=True, cwd=ROOT)
 
@@ -106,12 +113,17 @@ def main() -> None:
                         help="where the short runs go")
     parser.add_argument("--only", nargs="*", help="examples and features to draw (default: all)")
     args = parser.parse_args()
-    missing = sorted({p.stem for p in EXAMPLES.glob("*.toml")} - set(PICTURES) - set(RETRIEVALS))
+    missing = sorted({p.stem for p in EXAMPLES.glob("*.toml")} - set(PICTURES) - set(RETRIEVALS) - set(FITS))
     if missing:
-        parser.error(f"no picture recipe for {missing}: add them to PICTURES or RETRIEVALS")
+        parser.error(f"no picture recipe for {missing}: add them to PICTURES, RETRIEVALS or FITS")
     OUT.mkdir(parents=True, exist_ok=True)
     FEATURES_OUT.mkdir(parents=True, exist_ok=True)
-    wanted = args.only or [*sorted(PICTURES), *sorted(RETRIEVALS), *FEATURES]
+    wanted = args.only or [*sorted(PICTURES), *sorted(RETRIEVALS), *sorted(FITS), *FEATURES]
+    for name in (n for n in wanted if n in FITS):
+        run_dir = args.runs / name
+        meanfield("fit", str(EXAMPLES / f"{name}.toml"), "--out", str(run_dir), "--overwrite", "--quiet")
+        shrink(run_dir / FITS[name], OUT / f"{name}.png")
+        print(f"wrote {OUT / name}.png", flush=True)
     for name in (n for n in wanted if n in RETRIEVALS):
         run_dir = args.runs / name
         meanfield("response", str(EXAMPLES / f"{name}.toml"), "--retrieval", *RETRIEVALS[name], "--out", str(run_dir),
@@ -128,7 +140,7 @@ def main() -> None:
         print(f"wrote {FEATURES_OUT / name}.png", flush=True)
         if name == PARAVIEW_RUN:
             paraview(run_dir)
-    for name in (n for n in wanted if n not in FEATURES and n not in RETRIEVALS):
+    for name in (n for n in wanted if n not in FEATURES and n not in RETRIEVALS and n not in FITS):
         overrides, picture = PICTURES[name]
         run_dir = args.runs / name
         sets = [x for o in overrides for x in ("--set", o)]

@@ -14,7 +14,8 @@ import numpy as np
 from matplotlib.figure import Figure
 
 #: Most bins of the pictures: S^1 angle bins; S^2 longitude bins (half as many in z).  A picture
-#: has no more bins than its input has cells, so that every bin holds a cell.
+#: has no more bins than its input has cells, so that every bin holds a cell (on S^1 the same
+#: number of equal cells).
 BINS_S1 = 96
 BINS_S2 = 72
 
@@ -57,7 +58,7 @@ def pair_picture(input_points: np.ndarray, input_weights: np.ndarray, output_poi
         fig = Figure(figsize=(7.0, 4.0), layout="constrained")
         ax = fig.add_subplot()
         for (label, points, weights), style in zip(measures, ("-", "-", "--")):
-            theta, density = _circle(points, weights, min(BINS_S1, len(input_points)))
+            theta, density = _circle(points, weights, len(input_points) // -(-len(input_points) // BINS_S1))
             ax.plot(theta, density, style, drawstyle="steps-mid", label=label)
         ax.set_xlabel("theta")
         ax.set_ylabel("density (binned)")

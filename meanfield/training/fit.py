@@ -21,6 +21,8 @@ curvature pairs are rebuilt), up to ``max_iter`` iterations in all.
 from __future__ import annotations
 
 import csv
+import hashlib
+import json
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -170,9 +172,16 @@ def fit(config: Config | Mapping | str | Path | None, params: Sequence[str] = ()
     if not l1_weight >= 0:
         raise ConfigError(f"fit.l1: must be a number >= 0, got {l1_weight!r}")
     path = Path(out) if out is not None else derived_directory(problem.output.directory, "fit")
-    definition = {"params": objective.names, "pairs": [[p.input_label, str(p.target)] for p in pairs],
+    definition = {"config": hashlib.sha1(json.dumps(config.data, sort_keys=True, default=str).encode()).hexdigest(),
+                  "params": objective.names, "pairs": [[p.input_label, str(p.target)] for p in pairs],
                   "loss": s["loss"], "running": bool(s["running"]), "l2": float(s["l2"]), "l1": l1_weight}
-    on_root(comm, lambda: prepare_study(path, "fit", overwrite=overwrite, definition=definition))
+
+    def prepare() -> None:
+        prepare_study(path, "fit", overwrite=overwrite, definition=definition)
+        if overwrite and (path / "fit.csv").is_file():
+            (path / "fit.csv").unlink()  # this study's own table: the fit starts over
+
+    on_root(comm, prepare)
     environment = run_environment(comm)
     threads = configure_process(problem.field.threads)
     history = everywhere(comm, lambda: _read_history(path / "fit.csv", objective.names))
