@@ -80,6 +80,7 @@ PARAVIEW_RUN = "focus"
 #: example -> the picture of ``meanfield fit EXAMPLE`` (its [fit] table) to keep.
 FITS: dict[str, str] = {
     "s1-fit-transport": "pair-1.png",
+    "s1-fit-two-pairs": "pair-2.png",
 }
 
 
