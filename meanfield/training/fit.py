@@ -195,6 +195,7 @@ def fit(config: Config | Mapping | str | Path | None, params: Sequence[str] = ()
     best = fitter.best
     particles = _check_particles(objective, best, check_particles, comm) if check_particles else []
     seconds = time.perf_counter() - started
+    measures = [(i.gathered(), f.gathered()) for i, f in zip(best.initials, best.finals)]  # collective
 
     def write() -> None:
         from ..rundir.files import write_json, write_text
@@ -213,7 +214,7 @@ def fit(config: Config | Mapping | str | Path | None, params: Sequence[str] = ()
             "fitted_loss": best.value, "threads": threads, "timings": {"total": seconds}, **environment})
         if particles:
             _write_rows(path / "particles.csv", particles)
-        _pictures(path, fitter.history, best, objective)
+        _pictures(path, fitter.history, best, objective, measures)
 
     on_root(comm, write)
     if fitter.stopped:
@@ -365,14 +366,15 @@ def _move_tokens(problem, x: np.ndarray, T: float) -> np.ndarray:
     return x
 
 
-def _pictures(path: Path, history: list[dict[str, float]], best: Evaluation, objective: Objective) -> None:
+def _pictures(path: Path, history: list[dict[str, float]], best: Evaluation, objective: Objective,
+              measures: list[tuple[Any, Any]]) -> None:
+    """loss.png and pair-<i>.png (rank 0; ``measures``: each pair's input and fitted output, gathered)."""
     from ..plotting.training import loss_history, pair_picture
 
     fig = loss_history([r["iteration"] for r in history], [r["loss"] for r in history],
                        [r["grad_norm"] for r in history])
     fig.savefig(path / "loss.png", dpi=120)
-    for i, (pair, target) in enumerate(zip(objective.pairs, objective.targets)):
-        initial, final = best.initials[i].gathered(), best.finals[i].gathered()
+    for i, (pair, target, (initial, final)) in enumerate(zip(objective.pairs, objective.targets, measures)):
         fig = pair_picture(initial.points, initial.weights, final.points, final.weights,
                            None if target.measure is None else target.measure.points,
                            None if target.measure is None else target.measure.weights,
