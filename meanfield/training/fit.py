@@ -148,6 +148,7 @@ def fit(config: Config | Mapping | str | Path | None, params: Sequence[str] = ()
     from ..drivers.launch import configure_process, resolve_problem
     from ..rundir.directory import prepare_study
     from ..rundir.environment import run_environment
+    from ..rundir.files import write_json, write_text
     from ..rundir.names import derived_directory
 
     comm = comm or MPI.COMM_WORLD
@@ -188,9 +189,17 @@ def fit(config: Config | Mapping | str | Path | None, params: Sequence[str] = ()
     theta = np.array([history[-1][n] for n in objective.names]) if history else objective.start.copy()
     started = time.perf_counter()
     fitter = _Fitter(objective, l1_weight, path, history, quiet, comm, started)
-    with SignalWatch() as watch:
-        fitter.watch = watch
-        fitter.run(theta, max(0, s["max_iter"] - (len(history) - 1 if history else 0)), float(s["gtol"]))
+    try:
+        with SignalWatch() as watch:
+            fitter.watch = watch
+            fitter.run(theta, max(0, s["max_iter"] - (len(history) - 1 if history else 0)), float(s["gtol"]))
+    except Exception as exc:  # a failure at weights the optimiser tried: recorded, the rows kept
+        failure = f"{type(exc).__name__}: {exc}"
+        on_root(comm, lambda: write_json(path / "metadata.json", {
+            "kind": "fit", "status": "failed", "error": failure, "params": objective.names,
+            "iterations": len(fitter.history) - 1, **environment}))
+        raise RuntimeError(f"fit: after iteration {len(fitter.history) - 1} ({path}/fit.csv kept): {failure}") \
+            from exc
     status = "interrupted" if fitter.stopped else "completed"
     best = fitter.best
     particles = _check_particles(objective, best, check_particles, comm) if check_particles else []
@@ -198,8 +207,6 @@ def fit(config: Config | Mapping | str | Path | None, params: Sequence[str] = ()
     measures = [(i.gathered(), f.gathered()) for i, f in zip(best.initials, best.finals)]  # collective
 
     def write() -> None:
-        from ..rundir.files import write_json, write_text
-
         fitted = objective.config_at(best.theta)
         fitted.data["name"] = f"{config.data['name']}-fitted"
         write_text(path / "fitted.toml", f"# fitted by meanfield fit ({path}), loss {best.value:.12g}\n"

@@ -201,6 +201,8 @@ class Objective:
         moved = []
         for i in range(len(theta)):
             h = PARAMETER_STEP * max(1.0, abs(theta[i]))
+            if self.parameters.items[i].positive:
+                h = min(h, 0.5 * theta[i])  # both moved values stay > 0
             step = np.zeros_like(theta)
             step[i] = h
             moved.append((self.names[i], h, *(Problem(load_config(self.parameters.apply(theta + s)))
