@@ -137,6 +137,7 @@ def test_refusals(extra, field, tmp_path, capsys):
     refused(tmp_path, capsys, CASE.format(a=0.3, b=-0.4), field, *extra, command="fit")
 
 
+@pytest.mark.slow
 def test_fit_table_in_the_config(tmp_path):
     """The [fit] table gives what the command line leaves out (zero iterations: the start)."""
     text = CASE.format(a=0.3, b=-0.4) + '[fit]\nparams = ["model.beta"]\ntarget = "exp(x)"\nkappa = 2.0\n'
