@@ -7,7 +7,8 @@ Each example runs shortened (a coarser mesh or an earlier ``t_final``, listed in
 and one of its pictures is shrunk into ``docs/_static/examples/<example>.png``.  The retrieval
 examples (:data:`RETRIEVALS`) run in full as the study their header states (``meanfield
 response --retrieval``), and their ``retrieval.png`` is shrunk the same way; so do the studies of
-:data:`STUDIES` (``meanfield phase``: ``phase.png``).  The pictures
+:data:`STUDIES` (``meanfield phase``: ``phase.png``); the fit examples (:data:`FITS`) run
+``meanfield fit`` in full and keep a pair's picture.  The pictures
 show what each example does, not its full-length result.  The features' pictures
 (:data:`FEATURES`: a hybrid run's observables, the plots' focus, particle clusters, a causal
 run's attention, a validation study's errors, ParaView)
@@ -83,6 +84,13 @@ FEATURES: dict[str, tuple[list[str], str]] = {
 PARAVIEW_RUN = "focus"
 
 
+#: example -> the picture of ``meanfield fit EXAMPLE`` (its [fit] table) to keep.
+FITS: dict[str, str] = {
+    "s1-fit-transport": "pair-1.png",
+    "s1-fit-two-pairs": "pair-2.png",
+}
+
+
 def meanfield(*args: str) -> None:
     subprocess.run([sys.executable, "-m", "meanfield.cli", *args], check=True, cwd=ROOT)
 
@@ -113,12 +121,18 @@ def main() -> None:
                         help="where the short runs go")
     parser.add_argument("--only", nargs="*", help="examples and features to draw (default: all)")
     args = parser.parse_args()
-    missing = sorted({p.stem for p in EXAMPLES.glob("*.toml")} - set(PICTURES) - set(RETRIEVALS) - set(STUDIES))
+    recipes = (set(PICTURES), set(RETRIEVALS), set(STUDIES), set(FITS))
+    missing = sorted({p.stem for p in EXAMPLES.glob("*.toml")}.difference(*recipes))
     if missing:
-        parser.error(f"no picture recipe for {missing}: add them to PICTURES, RETRIEVALS or STUDIES")
+        parser.error(f"no picture recipe for {missing}: add them to PICTURES, RETRIEVALS, STUDIES or FITS")
     OUT.mkdir(parents=True, exist_ok=True)
     FEATURES_OUT.mkdir(parents=True, exist_ok=True)
-    wanted = args.only or [*sorted(PICTURES), *sorted(RETRIEVALS), *sorted(STUDIES), *FEATURES]
+    wanted = args.only or [*sorted(PICTURES), *sorted(RETRIEVALS), *sorted(STUDIES), *sorted(FITS), *FEATURES]
+    for name in (n for n in wanted if n in FITS):
+        run_dir = args.runs / name
+        meanfield("fit", str(EXAMPLES / f"{name}.toml"), "--out", str(run_dir), "--overwrite", "--quiet")
+        shrink(run_dir / FITS[name], OUT / f"{name}.png")
+        print(f"wrote {OUT / name}.png", flush=True)
     for name in (n for n in wanted if n in RETRIEVALS):
         run_dir = args.runs / name
         meanfield("response", str(EXAMPLES / f"{name}.toml"), "--retrieval", *RETRIEVALS[name], "--out", str(run_dir),
@@ -140,7 +154,8 @@ def main() -> None:
         print(f"wrote {FEATURES_OUT / name}.png", flush=True)
         if name == PARAVIEW_RUN:
             paraview(run_dir)
-    for name in (n for n in wanted if n not in FEATURES and n not in RETRIEVALS and n not in STUDIES):
+    for name in (n for n in wanted if n not in FEATURES and n not in RETRIEVALS and n not in STUDIES
+                 and n not in FITS):
         overrides, picture = PICTURES[name]
         run_dir = args.runs / name
         sets = [x for o in overrides for x in ("--set", o)]

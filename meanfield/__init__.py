@@ -11,6 +11,7 @@ The Python API mirrors the CLI::
     meanfield.sweep(cfg, ["model.beta=1,4"], out="runs/beta")   # same as `meanfield sweep ...`
     table = meanfield.collect(["runs/beta"])        # observables of many runs, a pandas DataFrame
     meanfield.response(cfg, ["z"], [1.0, 2.0])       # values, influence functions, n_var (the adjoint)
+    meanfield.fit(cfg, ["model.layers[*].V"], ["exp(3*x)"])  # fit weights so rho(T) meets a target
     meanfield.retrieval(causal_cfg, [1.0], codewords=8)  # a causal run's retrieval profile R(t; s0)
     meanfield.phase(cfg, betas=[1, 4], times=[1, 5], ds=[128])  # clustering phase diagram of prompt batches
 
@@ -28,7 +29,7 @@ from .version import __version__ as __version__
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 __all__ = ["load_config", "run", "resume", "load_run", "run_particles", "sweep", "collect", "response",
-           "retrieval", "phase", "AttentionModel", "Config", "Problem", "RunResult", "ParticleRunResult",
+           "retrieval", "fit", "phase", "AttentionModel", "Config", "Problem", "RunResult", "ParticleRunResult",
            "RunInterrupted", "StopRun", "OutputState"]
 
 _LAZY = {
@@ -43,6 +44,7 @@ _LAZY = {
     "collect": ("analysis.collect", "collect"),
     "response": ("studies.response", "response"),
     "retrieval": ("studies.retrieval", "retrieval"),
+    "fit": ("training.fit", "fit"),
     "phase": ("studies.phase", "phase"),
     "RunResult": ("rundir.results", "RunResult"),
     "ParticleRunResult": ("rundir.results", "ParticleRunResult"),
@@ -67,6 +69,7 @@ if TYPE_CHECKING:
     from .studies.response import response
     from .studies.retrieval import retrieval
     from .studies.sweep import sweep
+    from .training.fit import fit
 
 
 def __getattr__(name: str) -> Any:

@@ -24,7 +24,7 @@ per step, three linearisations (one field evaluation each per slice) and three a
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -72,6 +72,11 @@ class Sensitivity:
     h: float
     plus: LayerVelocity
     minus: LayerVelocity
+
+    def moves(self, t: float) -> bool:
+        """Whether the two moved schedules differ in the layer in force from ``t`` on."""
+        a, b = (v.schedule.layers[v.schedule.index_from(t)] for v in (self.plus, self.minus))
+        return a is not b and a.to_dict() != b.to_dict()
 
 
 class AdjointSolver:
@@ -128,7 +133,9 @@ class AdjointSolver:
         return [state, u1, u2], new
 
     def backward(self, finals: Mapping[float, np.ndarray],
-                 sensitivities: Sequence[Sensitivity] = ()) -> tuple[np.ndarray, np.ndarray]:
+                 sensitivities: Sequence[Sensitivity] = (),
+                 sources: Callable[[int, np.ndarray], np.ndarray | None] | None = None
+                 ) -> tuple[np.ndarray, np.ndarray]:
         """Run the adjoint back to t = 0 (collective).
 
         Parameters
@@ -139,6 +146,10 @@ class AdjointSolver:
             zero there: a column belongs to one time).
         sensitivities
             Parameters whose derivatives to accumulate.
+        sources
+            ``sources(n, state)``, called with each step's index n and the state at its end, returns
+            what to add to the adjoint there ((M, num_owned, P), or ``None``): the derivative of a
+            running cost ``sum_n w_n D(state_n)`` with respect to the state at the end of step n.
 
         Returns
         -------
@@ -160,7 +171,7 @@ class AdjointSolver:
         kept = sorted(self.trajectory.kept)
         bounds = [*kept[1:], len(steps)]
         for start, stop in reversed(list(zip(kept, bounds))):
-            if not np.any(phi) and all(T <= steps[start].t for T in pending):
+            if sources is None and not np.any(phi) and all(T <= steps[start].t for T in pending):
                 continue  # nothing to carry back through this segment
             state = self.trajectory.kept[start]
             stages = []
@@ -171,6 +182,10 @@ class AdjointSolver:
             for n in reversed(range(start, stop)):
                 step = steps[n]
                 activate(step.end)
+                if sources is not None:
+                    added = sources(n, stages[n + 1 - start][0] if n + 1 < stop else state)
+                    if added is not None:
+                        phi += added
                 if np.any(phi):
                     phi[...] = self._reverse_step(step, stages[n - start], phi, sensitivities, derivatives)
         activate(0.0)
@@ -188,6 +203,8 @@ class AdjointSolver:
         p1 = 0.25 * (p2 + dt * op.apply(lin1, p2))
         lin0 = op.linearise(self.sim.positions.split(stages[0]))
         for s, sens in enumerate(sensitivities):
+            if not sens.moves(step.t):
+                continue  # the parameter does not change this layer: no contribution
             for lin, weight, p in ((lin2, 2.0 / 3.0, phi), (lin1, 0.25, p2), (lin0, 1.0, p1)):
                 derivatives[s] += weight * dt * op.pairing(lin, p, self._velocity_change(sens, step, lin))
         return phi / 3.0 + 0.75 * p2 + p1 + dt * op.apply(lin0, p1)

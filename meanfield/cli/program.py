@@ -17,6 +17,7 @@ from . import (
     collect,
     compare,
     convergence,
+    fit,
     info,
     longtime,
     mesh,
@@ -33,8 +34,8 @@ from .options import Options
 from .terminal import error
 
 #: The subcommands, in the order ``meanfield --help`` lists them; each module has ``add_parser`` and ``main``.
-COMMANDS = [run, resume, particles, validate, response, convergence, clusters, longtime, phase, sweep, collect,
-            compare, check, plot, mesh, info]
+COMMANDS = [run, resume, particles, validate, response, fit, convergence, clusters, longtime, phase, sweep,
+            collect, compare, check, plot, mesh, info]
 
 #: The top-level ``meanfield --help``: what the tool is for, three commands to start from, the docs.
 DESCRIPTION = """\

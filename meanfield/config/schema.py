@@ -221,6 +221,26 @@ SCHEMA: dict[str, dict[str, tuple[Any, Callable[[Any], bool], str]]] = {
                         "observables of one's own, e.g. expression = 'integral(rho * z)', written as columns of "
                         "observables.csv and variables of run.nc; PDE runs)"),
     },
+    "fit": {
+        "params": (None, _optional(lambda v: isinstance(v, list) and len(v) > 0 and all(isinstance(x, str) for x in v)),
+                   "a non-empty list of parameter paths (model.beta, model.layers[*].V, ...)"),
+        "target": (None, _anything, "a density expression, an [initial] table, a run directory, a .npy file of "
+                                    "tokens, or a list of numbers (observables' values)"),
+        "pairs": (None, _optional(lambda v: isinstance(v, list) and len(v) > 0 and all(isinstance(x, dict)
+                                                                                      for x in v)),
+                  "a non-empty list of tables with input and target ([[fit.pairs]])"),
+        "loss": (None, _optional(_one_of("mmd", "observables", "ot")), "'mmd', 'observables' or 'ot'"),
+        "observables": (None, _optional(lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v)),
+                        "a list of observables, 'EXPR' or 'NAME=EXPR'"),
+        "kappa": (None, _optional(is_positive), "a number > 0 (default 1)"),
+        "epsilon": (None, _optional(is_positive), "a number > 0 (default 0.05)"),
+        "running": (None, _optional(lambda v: isinstance(v, bool)), "true or false (default false)"),
+        "l2": (None, _optional(lambda v: _is_number(v) and v >= 0), "a number >= 0 (default 0)"),
+        "l1": (None, _optional(lambda v: _is_number(v) and v >= 0), "a number >= 0 (default 0)"),
+        "max_iter": (None, _optional(lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0),
+                     "an integer >= 0 (default 100)"),
+        "gtol": (None, _optional(is_positive), "a number > 0 (default 1e-10)"),
+    },
 }
 
 #: Default initial densities, per sphere, when a config has no ``[initial]`` table: three
