@@ -112,6 +112,23 @@ class AdjointOperator:
     def slices(self) -> int:
         return self.kernel.shape[0]
 
+    @property
+    def points(self) -> np.ndarray:
+        """(rows, d) the points of the adjoint's rows (the owned cells' centroids)."""
+        return self.targets
+
+    def rows(self, values: np.ndarray) -> np.ndarray:
+        """(M, num_owned, P) values per owned cell -> the adjoint's rows (the same: one row per cell)."""
+        return values
+
+    def cells(self, phi: np.ndarray) -> np.ndarray:
+        """The adjoint's rows -> (M, num_owned, P) values per owned cell (the same)."""
+        return phi
+
+    def limiter_transpose(self, slices: Sequence[np.ndarray], phi: np.ndarray) -> np.ndarray:
+        """The transposed derivative of the scheme's postprocessing at the slices' states (none: ``phi``)."""
+        return phi
+
     def with_ghosts(self, owned: np.ndarray) -> np.ndarray:
         """(num_owned, P) values per owned cell -> (num_local, P) with the ghosts' values."""
         g = self.geometry
@@ -143,9 +160,19 @@ class AdjointOperator:
         masses = np.array([self.scheme.measure(s)[1] for s in slices])
         weights = self.kernel @ masses
         averages = self.with_ghosts(np.array([self.scheme.cell_averages(s) for s in slices]).T).T
+        model, X, inverse_Z, ratio = self.fields(points, weights)
+        u = np.einsum("kij,ij->ki", X, g.facet_normal)
+        upwind = np.where(u > 0, averages[:, self.left], averages[:, self.right])
+        return Linearisation(points, weights, u, upwind, model, inverse_Z, ratio)
+
+    def fields(self, points: np.ndarray, weights: np.ndarray) -> tuple[
+            AttentionModel | None, np.ndarray, np.ndarray | None, np.ndarray | None]:
+        """The active layer's attention model (``None``: no attention), and per slice k of the
+        measures ``(points, weights[k])`` the velocity (M, F, d) at the facet points, ``1/Z``
+        (M, H, F) and ``N/Z`` (M, H, F, d) (softmax only, else ``None``) (collective)."""
         model = None if self.plain is not None else self.field.layer.attention
         velocities, inverse_Z, ratio = [], [], []
-        for k in range(len(slices)):
+        for k in range(len(weights)):
             if model is None:
                 X = self.velocity(points, weights[k])
             else:
@@ -160,12 +187,10 @@ class AdjointOperator:
                     inverse_Z.append(inv)
                     ratio.append(values.N * np.divide(1.0, values.Z, out=np.zeros_like(values.Z),
                                                       where=values.Z > 0)[..., None])
-            velocities.append(np.einsum("ij,ij->i", X, g.facet_normal))
-        u = np.array(velocities)
-        upwind = np.where(u > 0, averages[:, self.left], averages[:, self.right])
+            velocities.append(X)
         softmax = model is not None and model.softmax
-        return Linearisation(points, weights, u, upwind, model, np.array(inverse_Z) if softmax else None,
-                             np.array(ratio) if softmax else None)
+        return (model, np.array(velocities), np.array(inverse_Z) if softmax else None,
+                np.array(ratio) if softmax else None)
 
     def tangents(self, lin: Linearisation, phi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The facet differences (M, F, P) ``Phi_r - Phi_l`` and the tangent vectors

@@ -32,6 +32,8 @@ import numpy as np
 from ..drivers.pde import PDESimulation
 from ..times import MATCH_TOL, same_time, time_tol
 from ..velocity import LayerVelocity
+from ..discretisation.dg1 import DG1Scheme
+from .dg1 import DG1AdjointOperator
 from .operator import AdjointOperator, Linearisation
 
 
@@ -95,7 +97,8 @@ class AdjointSolver:
         self.field = LayerVelocity(sim.schedule, sim.comm, f.method, f.tol, fixed_points=True,
                                    direct_sums=f.direct_sums)
         plain = None if problem.velocity.is_attention else problem.velocity.rotation(problem.d)
-        self.operator = AdjointOperator(sim.scheme, self.field, kernel, plain, f.method, f.tol, f.direct_sums)
+        kind = DG1AdjointOperator if isinstance(sim.scheme, DG1Scheme) else AdjointOperator
+        self.operator = kind(sim.scheme, self.field, kernel, plain, f.method, f.tol, f.direct_sums)
         self.stepping = sim.atoms_component.stepping
         self.trajectory = Trajectory()
         self.initial = sim.state.copy()
@@ -119,13 +122,16 @@ class AdjointSolver:
 
     # -- backward ----------------------------------------------------------------------------
     def _stages(self, state: np.ndarray, dt: float) -> tuple[list[np.ndarray], np.ndarray]:
-        """The stage states (u, u1, u2) of one SSP-RK3 step of size dt from ``state`` and its
-        result: the operations of :meth:`meanfield.timestepping.SSPRK3.step`."""
+        """The stage states (u, u1, u2) of one SSP-RK3 step of size dt from ``state``, the
+        three stages' results before the postprocessing (limiter), and the step's result: the
+        operations of :meth:`meanfield.timestepping.SSPRK3.step`."""
         rhs, post = self.stepping.rhs_and_bound, self.stepping.postprocess
-        u1 = post(state + dt * rhs(state)[0])
-        u2 = post(0.75 * state + 0.25 * (u1 + dt * rhs(u1)[0]))
-        new = post(state / 3.0 + (2.0 / 3.0) * (u2 + dt * rhs(u2)[0]))
-        return [state, u1, u2], new
+        w0 = state + dt * rhs(state)[0]
+        u1 = post(w0)
+        w1 = 0.75 * state + 0.25 * (u1 + dt * rhs(u1)[0])
+        u2 = post(w1)
+        w2 = state / 3.0 + (2.0 / 3.0) * (u2 + dt * rhs(u2)[0])
+        return [state, u1, u2, w0, w1, w2], post(w2)
 
     def backward(self, finals: Mapping[float, np.ndarray],
                  sensitivities: Sequence[Sensitivity] = ()) -> tuple[np.ndarray, np.ndarray]:
@@ -148,9 +154,9 @@ class AdjointSolver:
         """
         steps = self.trajectory.steps
         first = next(iter(finals.values()))
-        phi = np.zeros_like(first)
+        pending = {T: self.operator.rows(np.asarray(final, dtype=float)) for T, final in finals.items()}
+        phi = np.zeros_like(next(iter(pending.values())))
         derivatives = np.zeros((len(sensitivities), first.shape[-1]))
-        pending = dict(finals)
 
         def activate(t: float) -> None:
             for T in list(pending):
@@ -176,21 +182,24 @@ class AdjointSolver:
         activate(0.0)
         if pending:
             raise ValueError(f"times {sorted(pending)} are not ends of the forward steps")
-        return phi, derivatives
+        return (self.operator.cells(phi) if first.shape[1] == self.sim.scheme.geometry.num_owned else phi), derivatives
 
     def _reverse_step(self, step: Step, stages: list[np.ndarray], phi: np.ndarray,
                       sensitivities: Sequence[Sensitivity], derivatives: np.ndarray) -> np.ndarray:
         self.field.enter(step.layer)
-        op, dt = self.operator, step.dt
-        lin2 = op.linearise(self.sim.positions.split(stages[2]))
-        p2 = (2.0 / 3.0) * (phi + dt * op.apply(lin2, phi))
-        lin1 = op.linearise(self.sim.positions.split(stages[1]))
-        p1 = 0.25 * (p2 + dt * op.apply(lin1, p2))
-        lin0 = op.linearise(self.sim.positions.split(stages[0]))
+        op, dt, split = self.operator, step.dt, self.sim.positions.split
+        q2 = op.limiter_transpose(split(stages[5]), phi)
+        lin2 = op.linearise(split(stages[2]))
+        p2 = (2.0 / 3.0) * (q2 + dt * op.apply(lin2, q2))
+        q1 = op.limiter_transpose(split(stages[4]), p2)
+        lin1 = op.linearise(split(stages[1]))
+        p1 = 0.25 * (q1 + dt * op.apply(lin1, q1))
+        q0 = op.limiter_transpose(split(stages[3]), p1)
+        lin0 = op.linearise(split(stages[0]))
         for s, sens in enumerate(sensitivities):
-            for lin, weight, p in ((lin2, 2.0 / 3.0, phi), (lin1, 0.25, p2), (lin0, 1.0, p1)):
+            for lin, weight, p in ((lin2, 2.0 / 3.0, q2), (lin1, 0.25, q1), (lin0, 1.0, q0)):
                 derivatives[s] += weight * dt * op.pairing(lin, p, self._velocity_change(sens, step, lin))
-        return phi / 3.0 + 0.75 * p2 + p1 + dt * op.apply(lin0, p1)
+        return q2 / 3.0 + 0.75 * q1 + q0 + dt * op.apply(lin0, q0)
 
     def _velocity_change(self, sens: Sensitivity, step: Step, lin: Linearisation) -> np.ndarray:
         """(M, F, d) the derivative of each slice's velocity at the facets with respect to the
