@@ -89,13 +89,13 @@ class DG1AdjointOperator(AdjointOperator):
         return phi.reshape(phi.shape[0], -1, self.nv, phi.shape[-1]).mean(axis=2)
 
     def inner(self, phi: np.ndarray, slices: Sequence[np.ndarray]) -> np.ndarray:
-        """(P,) ``(1/M) sum_k <Phi_k, nu_k>`` of rows ``phi`` (M, num_owned * nv, P) and slice
-        states ``nu_k`` over all ranks (collective)."""
+        """(M, P) ``<Phi_k, nu_k> = sum_c Phi_kc^T M nu_kc`` (``int Phi_k nu_k``) of rows ``phi``
+        (M, num_owned * nv, P) and the slices' states ``nu_k``, over all ranks (collective)."""
         from ..nonlocal_field.parallel import allreduce_sum
 
-        local = sum(np.einsum("cvp,vw,cw->p", p.reshape(-1, self.nv, p.shape[-1]), self.mass, s.reshape(-1, self.nv))
-                    for p, s in zip(phi, slices))
-        return allreduce_sum(self.comm, np.asarray(local, dtype=float) / len(slices))
+        local = np.array([np.einsum("cvp,vw,cw->p", p.reshape(-1, self.nv, p.shape[-1]), self.mass,
+                                    s.reshape(-1, self.nv)) for p, s in zip(phi, slices)])
+        return allreduce_sum(self.comm, local)
 
     def linearise(self, slices: Sequence[np.ndarray]) -> DG1Linearisation:
         """The :class:`DG1Linearisation` at a forward state given as its slices' states (collective)."""

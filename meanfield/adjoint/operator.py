@@ -125,6 +125,15 @@ class AdjointOperator:
         """The adjoint's rows -> (M, num_owned, P) values per owned cell (the same)."""
         return phi
 
+    def inner(self, phi: np.ndarray, slices: Sequence[np.ndarray]) -> np.ndarray:
+        """(M, P) ``<Phi_k, nu_k> = sum_c |c| Phi_k[c] nu_k[c]`` of rows ``phi`` (M, rows, P) and
+        the slices' states ``nu_k``, over all ranks (collective)."""
+        from ..nonlocal_field.parallel import allreduce_sum
+
+        areas = self.geometry.measure[: self.geometry.num_owned]
+        local = np.einsum("kcp,c,kc->kp", phi, areas, np.array([self.scheme.cell_averages(s) for s in slices]))
+        return allreduce_sum(self.comm, local)
+
     def limiter_transpose(self, slices: Sequence[np.ndarray], phi: np.ndarray) -> np.ndarray:
         """The transposed derivative of the scheme's postprocessing at the slices' states (none: ``phi``)."""
         return phi

@@ -111,6 +111,13 @@ def _positivity_points(nv: int) -> tuple[np.ndarray, float]:
     return np.eye(2), 0.5
 
 
+def _scatter(index: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
+    """``out[index[i]] += values[i]`` for rows ``values`` (k, ...) into ``size`` rows."""
+    flat = values.reshape(len(index), -1)
+    out = np.stack([np.bincount(index, flat[:, j], size) for j in range(flat.shape[1])], axis=1)
+    return out.reshape((size,) + values.shape[1:])
+
+
 def zhang_shu_limit(m: np.ndarray, points: np.ndarray) -> np.ndarray:
     """Scale linear cell data towards the cell means so that it is >= 0 at the given points.
 
@@ -409,26 +416,24 @@ class DG1Scheme(SpatialScheme):
         P = phi.shape[1]
         p = self._local_columns(phi)  # (num_local, nv, P)
         left, right = g.facet_cells[:, 0], g.facet_cells[:, 1]
-        jump = (np.einsum("fqv,fvp->fqp", self._bary[1], p[right])
-                - np.einsum("fqv,fvp->fqp", self._bary[0], p[left]))  # Phi_r - Phi_l at the facet points
-        out_l = self._facet_weight * np.maximum(u, 0.0)
-        out_r = self._facet_weight * np.maximum(-u, 0.0)
-        to_left = np.einsum("fqv,fqp->fvp", self._bary[0], (out_l / self._jac_side[0])[..., None] * jump)
-        to_right = np.einsum("fqv,fqp->fvp", self._bary[1], (out_r / self._jac_side[1])[..., None] * jump)
-        local = np.zeros((g.num_local, nv, P))
-        np.add.at(local, left, to_left)
-        np.add.at(local, right, -to_right)
-        local = local[:n]
+        bary_l, bary_r = self._bary
+        jump = bary_r @ p[right] - bary_l @ p[left]  # (F, nq, P): Phi_r - Phi_l at the facet points
+        out_l = self._facet_weight * np.maximum(u, 0.0) / self._jac_side[0]
+        out_r = self._facet_weight * np.maximum(-u, 0.0) / self._jac_side[1]
+        to_left = bary_l.transpose(0, 2, 1) @ (out_l[..., None] * jump)  # (F, nv, P)
+        to_right = bary_r.transpose(0, 2, 1) @ (out_r[..., None] * jump)
+        local = (_scatter(left, to_left, g.num_local) - _scatter(right, to_right, g.num_local))[:n]
         tangents = np.zeros((len(self._targets), g.d, P))
         facet = (share[:, None] * self._facet_weight * upwind)[..., None] * jump  # (F, nq, P)
         tangents[: self._num_facet_targets] = (facet[:, :, None, :]
                                               * self._facet_normal[..., None]).reshape(-1, g.d, P)
         m_q = np.einsum("cqv,cv->cq", self._volume_bary, state.reshape(n, nv))
-        # h[c, q, p] = X_q . sum_i Phi_ci D_qi; the volume term's transposes in m and in X
-        grad_phi = np.einsum("cqdv,cvp->cqdp", self._volume_gradient, p[:n])
-        h = np.einsum("cqd,cqdp->cqp", X[self._volume_target], grad_phi)
-        local += np.einsum("cqv,cqp->cvp", self._volume_bary, h)
-        np.add.at(tangents, self._volume_target.ravel(), (m_q[..., None, None] * grad_phi).reshape(-1, g.d, P))
+        # the volume term's transposes in m and in X, from grad_phi[c, q] = sum_i Phi_ci D_qi (d, P)
+        grad_phi = self._volume_gradient @ p[:n, None]  # (n, q, d, P)
+        h = (X[self._volume_target][:, :, None, :] @ grad_phi)[:, :, 0]  # X_q . grad_phi: (n, q, P)
+        local += self._volume_bary.transpose(0, 2, 1) @ h
+        tangents += _scatter(self._volume_target.ravel(), (m_q[..., None, None] * grad_phi).reshape(-1, g.d, P),
+                             len(self._targets))
         return local.reshape(n * nv, P), tangents
 
     def source_transpose(self, values: np.ndarray) -> np.ndarray:
