@@ -19,7 +19,7 @@ from helpers.cli import cli
 from mpi4py import MPI
 from scipy import linalg
 from scipy.special import iv, spherical_in
-from test_adjoint import GENERAL_S1, Taylor, assert_second_order, case, simulation
+from test_adjoint import Taylor, assert_second_order, case, simulation
 
 from meanfield.adjoint import AdjointSolver
 from meanfield.causal import CausalVelocity
@@ -225,7 +225,8 @@ def test_parameter_derivative_is_the_discrete_one(tmp_path):
     (row,) = meanfield.response(data, ["q=x**2 + 0.3*y"], [1.0], wrt=[parameter], out=tmp_path / "r", quiet=True,
                                 comm=MPI.COMM_SELF).rows
     values = []
-    for config, h in (moved_config(load_config(data), parse_parameter(parameter), parameter, s * 1e-4) for s in (1, -1)):
+    for sign in (1, -1):
+        config, h = moved_config(load_config(data), parse_parameter(parameter), parameter, sign * 1e-4)
         solver = AdjointSolver(simulation(config.data, MPI.COMM_SELF))
         state = solver.forward([1.0])[1.0]
         q = solver.operator.points[:, 0] ** 2 + 0.3 * solver.operator.points[:, 1]

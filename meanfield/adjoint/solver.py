@@ -29,10 +29,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..discretisation.dg1 import DG1Scheme
 from ..drivers.pde import PDESimulation
 from ..times import MATCH_TOL, same_time, time_tol
 from ..velocity import LayerVelocity
-from ..discretisation.dg1 import DG1Scheme
 from .dg1 import DG1AdjointOperator
 from .operator import AdjointOperator, Linearisation
 
@@ -97,8 +97,10 @@ class AdjointSolver:
         self.field = LayerVelocity(sim.schedule, sim.comm, f.method, f.tol, fixed_points=True,
                                    direct_sums=f.direct_sums)
         plain = None if problem.velocity.is_attention else problem.velocity.rotation(problem.d)
-        kind = DG1AdjointOperator if isinstance(sim.scheme, DG1Scheme) else AdjointOperator
-        self.operator = kind(sim.scheme, self.field, kernel, plain, f.method, f.tol, f.direct_sums)
+        settings = (self.field, kernel, plain, f.method, f.tol, f.direct_sums)
+        scheme = sim.scheme
+        self.operator = (DG1AdjointOperator(scheme, *settings) if isinstance(scheme, DG1Scheme)
+                         else AdjointOperator(scheme, *settings))
         self.stepping = sim.atoms_component.stepping
         self.trajectory = Trajectory()
         self.initial = sim.state.copy()
