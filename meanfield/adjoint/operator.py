@@ -16,9 +16,8 @@ The adjoint in the cells' inner product ``<Phi, nu> = sum_c |c| Phi_c nu_c`` is
 the upwind discretisation of ``X . grad Phi`` plus the nonlocal term ``G`` of
 :mod:`.sums` with the tangent vectors ``a_e = |e| rho_up (Phi_r - Phi_l) n_e`` at the facets.
 For the finite-volume scheme this is the exact transpose of its Jacobian (the discrete
-adjoint of the semi-discretisation); for DG1 it is a consistent first-order discretisation
-of the continuous adjoint along the DG1 trajectory (velocity and cell averages of the DG1
-state).
+adjoint of the semi-discretisation); DG1's is :mod:`.dg1`, which reuses the nonlocal term
+here with its own points.
 
 Causal runs: slice k moves with the field of the measure ``sum_j W[k, j] mu_j`` (the slices'
 measures mu_j on the same points, :meth:`meanfield.causal.CausalVelocity.kernel`), so the

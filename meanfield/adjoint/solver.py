@@ -8,18 +8,23 @@ backward sweep (:meth:`AdjointSolver.backward`) takes the segments between kept 
 the last to the first, recomputes each segment's steps from its first state (the same
 operations as the forward steps, so the same states to round-off), keeps their Runge-Kutta
 stage states (at most ``stride`` steps' worth), and runs the adjoint of SSP-RK3 back over them:
-for ``u1 = u + dt L(u)``, ``u2 = 3/4 u + 1/4 (u1 + dt L(u1))``, ``v = 1/3 u + 2/3 (u2 + dt L(u2))``,
+for ``u1 = S(w0)``, ``w0 = u + dt L(u)``, ``u2 = S(w1)``, ``w1 = 3/4 u + 1/4 (u1 + dt L(u1))``,
+``v = S(w2)``, ``w2 = 1/3 u + 2/3 (u2 + dt L(u2))`` (``S`` the scheme's postprocessing: DG1's
+limiter, the identity for FV), with ``S'(w)*`` the adjoint of its derivative,
 
-    P2 = 2/3 (Pv + dt A(u2) Pv),   P1 = 1/4 (P2 + dt A(u1) P2),
-    Pu = 1/3 Pv + 3/4 P2 + P1 + dt A(u0) P1,
+    Q2 = S'(w2)* Pv,   P2 = 2/3 (Q2 + dt A(u2) Q2),   Q1 = S'(w1)* P2,   P1 = 1/4 (Q1 + dt A(u1) Q1),
+    Q0 = S'(w0)* P1,   Pu = 1/3 Q2 + 3/4 Q1 + Q0 + dt A(u0) Q0,
 
-with ``A`` the adjoint operator of :mod:`.operator`.  For the finite-volume scheme (no
-limiter) this is the exact discrete adjoint of the forward map for the forward run's step
-sizes: the Taylor test agrees to second order in the perturbation's size.  For DG1 it is a
-consistent first-order discretisation of the continuous adjoint (the limiter is not
-differentiated).  Memory: about ``2 sqrt(steps)`` states plus ``3 stride`` stage states and
-the linearisation data of one stage; cost: one forward run to recompute the segments plus,
-per step, three linearisations (one field evaluation each per slice) and three adjoint sums.
+with ``A`` the adjoint operator of :mod:`.operator` (FV) or :mod:`.dg1` (DG1).  For both schemes
+this is the exact discrete adjoint of the forward map for the forward run's step sizes: the
+Taylor test agrees to second order in the perturbation's size (where DG1's limiter acts, the map
+is only piecewise smooth, and the perturbation must not carry a cell across its kinks).  Memory:
+about ``2 sqrt(steps)`` states plus ``6 stride`` stage states and the linearisation data of one
+stage; cost: one forward run to recompute the segments plus, per step, three linearisations (one
+field evaluation each per slice) and three adjoint sums.
+
+The adjoint's rows are the operator's (``operator.points``): one per owned cell for FV, one per
+owned cell and vertex for DG1 (a final condition there is the DG1 function of its values).
 """
 
 from __future__ import annotations
@@ -142,17 +147,19 @@ class AdjointSolver:
         Parameters
         ----------
         finals
-            Time T -> (M, num_owned, P) the adjoint's values ``Phi(T)`` per slice, cell and
-            column (every time one of :meth:`forward`'s; the columns of the other times are
-            zero there: a column belongs to one time).
+            Time T -> (M, rows, P) the adjoint's values ``Phi(T)`` per slice, row
+            (``operator.points``) and column (every time one of :meth:`forward`'s; the columns
+            of the other times are zero there: a column belongs to one time); or (M, num_owned,
+            P) per cell (DG1: constant in each cell).
         sensitivities
             Parameters whose derivatives to accumulate.
 
         Returns
         -------
         phi0, derivatives
-            (M, num_owned, P) ``Phi`` at t = 0, and (len(sensitivities), P) the derivatives of
-            the columns' values with respect to each parameter.
+            ``Phi`` at t = 0 in the layout of ``finals`` (per row, or per cell: DG1's cell means),
+            and (len(sensitivities), P) the derivatives of the columns' values with respect to
+            each parameter.
         """
         steps = self.trajectory.steps
         first = next(iter(finals.values()))
