@@ -8,7 +8,7 @@
 ``modes``: the influence functions of the exact modes about the uniform density (USA,
 Q = K = V = I: ``Phi_0 = e^{gamma t} phi``, :func:`meanfield.references.exact.growth_rate`; S^1
 ``cos k theta``, k = 1, 2, 3, beta = 2; S^2 ``z`` and ``3 z^2 - 1``, beta = 1.5), the largest error
-at the adjoint's rows relative to ``e^{gamma t}``.  ``retrieval``: the retrieval profile in DGR's
+at the adjoint's rows relative to ``e^{gamma t} max |phi|``.  ``retrieval``: the retrieval profile in DGR's
 setting (USA, beta = 1, ALiBi 1 normalised, uniform prompt, 8 slices; S^1 modes 1, 2 and the
 8-codeword score, S^2 the pair psi = phi = z) against the 8-slice Volterra law solved exactly
 (``M expm(a_n t W)[-1]``, W the slices' kernel: the spatial error alone), the largest relative
@@ -52,7 +52,7 @@ def mode_errors(sphere: str, resolution: int, scheme: str, t: float, dt: float) 
     tic = time.process_time()
     phi0, _ = solver.backward({t: np.stack([f(points) for f, _ in modes], axis=1)[None]})
     backward = time.process_time() - tic
-    return ([float(np.abs(phi0[0, :, i] - np.exp(g * t) * f(points)).max() / np.exp(g * t))
+    return ([float(np.abs(phi0[0, :, i] - np.exp(g * t) * f(points)).max() / (np.exp(g * t) * np.abs(f(points)).max()))
              for i, (f, g) in enumerate(modes)], forward, backward)
 
 
