@@ -20,8 +20,9 @@ this is the exact discrete adjoint of the forward map for the forward run's step
 Taylor test agrees to second order in the perturbation's size (where DG1's limiter acts, the map
 is only piecewise smooth, and the perturbation must not carry a cell across its kinks).  Memory:
 about ``2 sqrt(steps)`` states plus ``3 stride`` stage states (``6 stride`` with DG1's limiter:
-the states before it too) and the linearisation data of one stage; cost: one forward run to recompute the segments plus, per step, three linearisations (one
-field evaluation each per slice) and three adjoint sums.
+the states before it too) and the linearisation data of one stage; cost: one forward run to
+recompute the segments plus, per step, three linearisations (one field evaluation each per
+slice) and three adjoint sums.
 
 The adjoint's rows are the operator's (``operator.points``): one per owned cell for FV, one per
 owned cell and vertex for DG1 (a final condition there is the DG1 function of its values).
