@@ -29,8 +29,9 @@ GENERAL_S2 = {"Q": [[1, 0.3, 0], [0, 1, 0], [0, 0, 1]], "K": [[1, 0, 0], [0, 1, 
 
 
 def dg1(**sections) -> dict:
-    """The S^1 case of test_adjoint.py (general Q, K, V) on 32 cells with DG1 and a fixed step."""
-    return case(**{"mesh": {"resolution": 32}, "scheme": {"kind": "dg1"}, "time": {"dt": 0.01}, **sections})
+    """The S^1 case of test_adjoint.py (general Q, K, V) on 32 cells with DG1 and a fixed step, to t = 0.5."""
+    return case(**{"mesh": {"resolution": 32}, "scheme": {"kind": "dg1"}, "time": {"t_final": 0.5, "dt": 0.01},
+                   **sections})
 
 
 @pytest.mark.mpi
@@ -40,7 +41,7 @@ def test_taylor_second_order(model, comm):
     """S^1, general Q, K, V (measured 1.6e-6, 3.9e-7, 9.7e-8 for SA; 1.2e-8, 2.9e-9, 7.3e-10 for
     USA at beta = 1.5: at beta = 3 USA gathers the density until the limiter acts, and eps = 1e-3
     already moves cells across its kinks, where central differences are not O(eps^2))."""
-    gaps = Taylor(dg1(model=model), comm).gaps([1e-2, 5e-3, 2.5e-3])
+    gaps = Taylor(dg1(model=model), comm, T=0.5).gaps([1e-2, 5e-3, 2.5e-3])
     assert gaps[0] < 1e-4
     assert_second_order(gaps)
 
@@ -50,12 +51,12 @@ def test_taylor_second_order(model, comm):
     {"heads": [{"Q": [[1, 0.3], [0, 1]], "weight": 0.7}, {"K": [[0.5, 0], [0.4, 1]], "weight": -0.4}],
      "Q": None, "K": None, "V": None},
     {"ffn": {"W": [[0.5], [-0.3]], "A": [[1.0, 0.5]], "b": [0.2], "activation": "tanh"},
-     "layers": [{"t_end": 0.4}, {"t_end": 1.0, "beta": 1.5, "attention": "unnormalized"}]},
+     "layers": [{"t_end": 0.2}, {"t_end": 0.5, "beta": 1.5, "attention": "unnormalized"}]},
 ], ids=["heads", "layers-ffn"])
 def test_taylor_heads_layers(model, comm):
     """Two heads with weights (one negative); a layer schedule with a feed-forward block
     (measured 1.5e-7, 3.8e-8 and 7.2e-7, 1.8e-7)."""
-    gaps = Taylor(dg1(model=model), comm).gaps([1e-2, 5e-3])
+    gaps = Taylor(dg1(model=model), comm, T=0.5).gaps([1e-2, 5e-3])
     assert gaps[0] < 1e-5
     assert_second_order(gaps)
 
@@ -95,7 +96,7 @@ def test_causal_taylor(model, comm):
     1.1e-7 for SA."""
     data = dg1(model={**model, "mask": "causal"}, positions={"slices": 4, "decay": 1.0},
                initial={"expression": "1 + 0.4*s*cos(x + 2*y)"})
-    gaps = Taylor(data, comm).gaps([1e-2, 5e-3, 2.5e-3])
+    gaps = Taylor(data, comm, T=0.5).gaps([1e-2, 5e-3, 2.5e-3])
     assert gaps[0] < 1e-4
     assert_second_order(gaps)
 
@@ -155,9 +156,8 @@ def mode_errors(sphere: str, resolutions, t: float, dt: float) -> np.ndarray:
 
 
 def test_modes_about_uniform_converge_at_second_order_s1():
-    """S^1, 16 and 32 cells: order >= 1.8 (measured 2.9-3.0 on these uniform cells, errors
-    1.5e-4 to 2.3e-3 at 32 cells)."""
-    errors = mode_errors("S1", (16, 32), 1.0, 0.01)
+    """S^1, 16 and 32 cells, t = 0.5: order >= 1.8 (measured 2.9-3.0 on these uniform cells at t = 1)."""
+    errors = mode_errors("S1", (16, 32), 0.5, 0.01)
     orders = np.log2(errors[0] / errors[1])
     assert np.all(orders >= 1.8) and errors[1].max() < 5e-3, (errors, orders)
 
@@ -222,13 +222,13 @@ def test_parameter_derivative_is_the_discrete_one(tmp_path):
     from meanfield.studies.response import moved_config, parse_parameter
 
     data, parameter = dg1(), "model.Q[0][1]"
-    (row,) = meanfield.response(data, ["q=x**2 + 0.3*y"], [1.0], wrt=[parameter], out=tmp_path / "r", quiet=True,
+    (row,) = meanfield.response(data, ["q=x**2 + 0.3*y"], [0.5], wrt=[parameter], out=tmp_path / "r", quiet=True,
                                 comm=MPI.COMM_SELF).rows
     values = []
     for sign in (1, -1):
         config, h = moved_config(load_config(data), parse_parameter(parameter), parameter, sign * 1e-4)
         solver = AdjointSolver(simulation(config.data, MPI.COMM_SELF))
-        state = solver.forward([1.0])[1.0]
+        state = solver.forward([0.5])[0.5]
         q = solver.operator.points[:, 0] ** 2 + 0.3 * solver.operator.points[:, 1]
         values.append((float(solver.operator.inner(q[None, :, None], [state])[0, 0]), h))
     fd = (values[0][0] - values[1][0]) / (values[0][1] - values[1][1])
