@@ -1,7 +1,7 @@
 """Observed orders of the adjoint (meanfield.adjoint) under refinement, against exact answers.
 
     python benchmarks/study_adjoint_orders.py modes --sphere S1 --resolutions 128,256,512,1024
-    python benchmarks/study_adjoint_orders.py modes --sphere S2 --resolutions 2,3,4
+    python benchmarks/study_adjoint_orders.py modes --sphere S2 --resolutions 2,3,4,5
     python benchmarks/study_adjoint_orders.py retrieval --sphere S1 --resolutions 32,64,128,256
     python benchmarks/study_adjoint_orders.py retrieval --sphere S2 --resolutions 2,3
 
