@@ -3,7 +3,7 @@
     python benchmarks/study_adjoint_orders.py modes --sphere S1 --resolutions 128,256,512,1024
     python benchmarks/study_adjoint_orders.py modes --sphere S2 --resolutions 2,3,4,5
     python benchmarks/study_adjoint_orders.py retrieval --sphere S1 --resolutions 32,64,128,256
-    python benchmarks/study_adjoint_orders.py retrieval --sphere S2 --resolutions 2,3
+    python benchmarks/study_adjoint_orders.py retrieval --sphere S2 --resolutions 1,2,3 --dt 0.05
 
 ``modes``: the influence functions of the exact modes about the uniform density (USA,
 Q = K = V = I: ``Phi_0 = e^{gamma t} phi``, :func:`meanfield.references.exact.growth_rate`; S^1
