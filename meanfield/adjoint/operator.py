@@ -16,9 +16,8 @@ The adjoint in the cells' inner product ``<Phi, nu> = sum_c |c| Phi_c nu_c`` is
 the upwind discretisation of ``X . grad Phi`` plus the nonlocal term ``G`` of
 :mod:`.sums` with the tangent vectors ``a_e = |e| rho_up (Phi_r - Phi_l) n_e`` at the facets.
 For the finite-volume scheme this is the exact transpose of its Jacobian (the discrete
-adjoint of the semi-discretisation); for DG1 it is a consistent first-order discretisation
-of the continuous adjoint along the DG1 trajectory (velocity and cell averages of the DG1
-state).
+adjoint of the semi-discretisation); DG1's is :mod:`.dg1`, which reuses the nonlocal term
+here with its own points.
 
 Causal runs: slice k moves with the field of the measure ``sum_j W[k, j] mu_j`` (the slices'
 measures mu_j on the same points, :meth:`meanfield.causal.CausalVelocity.kernel`), so the
@@ -112,6 +111,32 @@ class AdjointOperator:
     def slices(self) -> int:
         return self.kernel.shape[0]
 
+    @property
+    def points(self) -> np.ndarray:
+        """(rows, d) the points of the adjoint's rows (the owned cells' centroids)."""
+        return self.targets
+
+    def rows(self, values: np.ndarray) -> np.ndarray:
+        """(M, num_owned, P) values per owned cell -> the adjoint's rows (the same: one row per cell)."""
+        return values
+
+    def cells(self, phi: np.ndarray) -> np.ndarray:
+        """The adjoint's rows -> (M, num_owned, P) values per owned cell (the same)."""
+        return phi
+
+    def inner(self, phi: np.ndarray, slices: Sequence[np.ndarray]) -> np.ndarray:
+        """(M, P) ``<Phi_k, nu_k> = sum_c |c| Phi_k[c] nu_k[c]`` of rows ``phi`` (M, rows, P) and
+        the slices' states ``nu_k``, over all ranks (collective)."""
+        from ..nonlocal_field.parallel import allreduce_sum
+
+        areas = self.geometry.measure[: self.geometry.num_owned]
+        local = np.einsum("kcp,c,kc->kp", phi, areas, np.array([self.scheme.cell_averages(s) for s in slices]))
+        return allreduce_sum(self.comm, local)
+
+    def limiter_transpose(self, slices: Sequence[np.ndarray], phi: np.ndarray) -> np.ndarray:
+        """The transposed derivative of the scheme's postprocessing at the slices' states (none: ``phi``)."""
+        return phi
+
     def with_ghosts(self, owned: np.ndarray) -> np.ndarray:
         """(num_owned, P) values per owned cell -> (num_local, P) with the ghosts' values."""
         g = self.geometry
@@ -143,9 +168,19 @@ class AdjointOperator:
         masses = np.array([self.scheme.measure(s)[1] for s in slices])
         weights = self.kernel @ masses
         averages = self.with_ghosts(np.array([self.scheme.cell_averages(s) for s in slices]).T).T
+        model, X, inverse_Z, ratio = self.fields(points, weights)
+        u = np.einsum("kij,ij->ki", X, g.facet_normal)
+        upwind = np.where(u > 0, averages[:, self.left], averages[:, self.right])
+        return Linearisation(points, weights, u, upwind, model, inverse_Z, ratio)
+
+    def fields(self, points: np.ndarray, weights: np.ndarray) -> tuple[
+            AttentionModel | None, np.ndarray, np.ndarray | None, np.ndarray | None]:
+        """The active layer's attention model (``None``: no attention), and per slice k of the
+        measures ``(points, weights[k])`` the velocity (M, F, d) at the facet points, ``1/Z``
+        (M, H, F) and ``N/Z`` (M, H, F, d) (softmax only, else ``None``) (collective)."""
         model = None if self.plain is not None else self.field.layer.attention
         velocities, inverse_Z, ratio = [], [], []
-        for k in range(len(slices)):
+        for k in range(len(weights)):
             if model is None:
                 X = self.velocity(points, weights[k])
             else:
@@ -160,12 +195,10 @@ class AdjointOperator:
                     inverse_Z.append(inv)
                     ratio.append(values.N * np.divide(1.0, values.Z, out=np.zeros_like(values.Z),
                                                       where=values.Z > 0)[..., None])
-            velocities.append(np.einsum("ij,ij->i", X, g.facet_normal))
-        u = np.array(velocities)
-        upwind = np.where(u > 0, averages[:, self.left], averages[:, self.right])
+            velocities.append(X)
         softmax = model is not None and model.softmax
-        return Linearisation(points, weights, u, upwind, model, np.array(inverse_Z) if softmax else None,
-                             np.array(ratio) if softmax else None)
+        return (model, np.array(velocities), np.array(inverse_Z) if softmax else None,
+                np.array(ratio) if softmax else None)
 
     def tangents(self, lin: Linearisation, phi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The facet differences (M, F, P) ``Phi_r - Phi_l`` and the tangent vectors

@@ -8,18 +8,24 @@ backward sweep (:meth:`AdjointSolver.backward`) takes the segments between kept 
 the last to the first, recomputes each segment's steps from its first state (the same
 operations as the forward steps, so the same states to round-off), keeps their Runge-Kutta
 stage states (at most ``stride`` steps' worth), and runs the adjoint of SSP-RK3 back over them:
-for ``u1 = u + dt L(u)``, ``u2 = 3/4 u + 1/4 (u1 + dt L(u1))``, ``v = 1/3 u + 2/3 (u2 + dt L(u2))``,
+for ``u1 = S(w0)``, ``w0 = u + dt L(u)``, ``u2 = S(w1)``, ``w1 = 3/4 u + 1/4 (u1 + dt L(u1))``,
+``v = S(w2)``, ``w2 = 1/3 u + 2/3 (u2 + dt L(u2))`` (``S`` the scheme's postprocessing: DG1's
+limiter, the identity for FV), with ``S'(w)*`` the adjoint of its derivative,
 
-    P2 = 2/3 (Pv + dt A(u2) Pv),   P1 = 1/4 (P2 + dt A(u1) P2),
-    Pu = 1/3 Pv + 3/4 P2 + P1 + dt A(u0) P1,
+    Q2 = S'(w2)* Pv,   P2 = 2/3 (Q2 + dt A(u2) Q2),   Q1 = S'(w1)* P2,   P1 = 1/4 (Q1 + dt A(u1) Q1),
+    Q0 = S'(w0)* P1,   Pu = 1/3 Q2 + 3/4 Q1 + Q0 + dt A(u0) Q0,
 
-with ``A`` the adjoint operator of :mod:`.operator`.  For the finite-volume scheme (no
-limiter) this is the exact discrete adjoint of the forward map for the forward run's step
-sizes: the Taylor test agrees to second order in the perturbation's size.  For DG1 it is a
-consistent first-order discretisation of the continuous adjoint (the limiter is not
-differentiated).  Memory: about ``2 sqrt(steps)`` states plus ``3 stride`` stage states and
-the linearisation data of one stage; cost: one forward run to recompute the segments plus,
-per step, three linearisations (one field evaluation each per slice) and three adjoint sums.
+with ``A`` the adjoint operator of :mod:`.operator` (FV) or :mod:`.dg1` (DG1).  For both schemes
+this is the exact discrete adjoint of the forward map for the forward run's step sizes: the
+Taylor test agrees to second order in the perturbation's size (where DG1's limiter acts, the map
+is only piecewise smooth, and the perturbation must not carry a cell across its kinks).  Memory:
+about ``2 sqrt(steps)`` states plus ``3 stride`` stage states (``6 stride`` with DG1's limiter:
+the states before it too) and the linearisation data of one stage; cost: one forward run to
+recompute the segments plus, per step, three linearisations (one field evaluation each per
+slice) and three adjoint sums.
+
+The adjoint's rows are the operator's (``operator.points``): one per owned cell for FV, one per
+owned cell and vertex for DG1 (a final condition there is the DG1 function of its values).
 """
 
 from __future__ import annotations
@@ -29,9 +35,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..discretisation.dg1 import DG1Scheme
 from ..drivers.pde import PDESimulation
 from ..times import MATCH_TOL, same_time, time_tol
 from ..velocity import LayerVelocity
+from .dg1 import DG1AdjointOperator
 from .operator import AdjointOperator, Linearisation
 
 
@@ -100,7 +108,10 @@ class AdjointSolver:
         self.field = LayerVelocity(sim.schedule, sim.comm, f.method, f.tol, fixed_points=True,
                                    direct_sums=f.direct_sums)
         plain = None if problem.velocity.is_attention else problem.velocity.rotation(problem.d)
-        self.operator = AdjointOperator(sim.scheme, self.field, kernel, plain, f.method, f.tol, f.direct_sums)
+        settings = (self.field, kernel, plain, f.method, f.tol, f.direct_sums)
+        scheme = sim.scheme
+        self.operator = (DG1AdjointOperator(scheme, *settings) if isinstance(scheme, DG1Scheme)
+                         else AdjointOperator(scheme, *settings))
         self.stepping = sim.atoms_component.stepping
         self.trajectory = Trajectory()
         self.initial = sim.state.copy()
@@ -124,13 +135,16 @@ class AdjointSolver:
 
     # -- backward ----------------------------------------------------------------------------
     def _stages(self, state: np.ndarray, dt: float) -> tuple[list[np.ndarray], np.ndarray]:
-        """The stage states (u, u1, u2) of one SSP-RK3 step of size dt from ``state`` and its
-        result: the operations of :meth:`meanfield.timestepping.SSPRK3.step`."""
+        """The stage states (u, u1, u2) of one SSP-RK3 step of size dt from ``state``, the
+        three stages' results before the postprocessing (limiter), and the step's result: the
+        operations of :meth:`meanfield.timestepping.SSPRK3.step`."""
         rhs, post = self.stepping.rhs_and_bound, self.stepping.postprocess
-        u1 = post(state + dt * rhs(state)[0])
-        u2 = post(0.75 * state + 0.25 * (u1 + dt * rhs(u1)[0]))
-        new = post(state / 3.0 + (2.0 / 3.0) * (u2 + dt * rhs(u2)[0]))
-        return [state, u1, u2], new
+        w0 = state + dt * rhs(state)[0]
+        u1 = post(w0)
+        w1 = 0.75 * state + 0.25 * (u1 + dt * rhs(u1)[0])
+        u2 = post(w1)
+        w2 = state / 3.0 + (2.0 / 3.0) * (u2 + dt * rhs(u2)[0])
+        return [state, u1, u2, w0, w1, w2], post(w2)
 
     def backward(self, finals: Mapping[float, np.ndarray],
                  sensitivities: Sequence[Sensitivity] = (),
@@ -141,9 +155,10 @@ class AdjointSolver:
         Parameters
         ----------
         finals
-            Time T -> (M, num_owned, P) the adjoint's values ``Phi(T)`` per slice, cell and
-            column (every time one of :meth:`forward`'s; the columns of the other times are
-            zero there: a column belongs to one time).
+            Time T -> (M, rows, P) the adjoint's values ``Phi(T)`` per slice, row
+            (``operator.points``) and column (every time one of :meth:`forward`'s; the columns
+            of the other times are zero there: a column belongs to one time); or (M, num_owned,
+            P) per cell (DG1: constant in each cell).
         sensitivities
             Parameters whose derivatives to accumulate.
         sources
@@ -154,14 +169,15 @@ class AdjointSolver:
         Returns
         -------
         phi0, derivatives
-            (M, num_owned, P) ``Phi`` at t = 0, and (len(sensitivities), P) the derivatives of
-            the columns' values with respect to each parameter.
+            ``Phi`` at t = 0 in the layout of ``finals`` (per row, or per cell: DG1's cell means),
+            and (len(sensitivities), P) the derivatives of the columns' values with respect to
+            each parameter.
         """
         steps = self.trajectory.steps
         first = next(iter(finals.values()))
-        phi = np.zeros_like(first)
+        pending = {T: self.operator.rows(np.asarray(final, dtype=float)) for T, final in finals.items()}
+        phi = np.zeros_like(next(iter(pending.values())))
         derivatives = np.zeros((len(sensitivities), first.shape[-1]))
-        pending = dict(finals)
 
         def activate(t: float) -> None:
             for T in list(pending):
@@ -191,23 +207,26 @@ class AdjointSolver:
         activate(0.0)
         if pending:
             raise ValueError(f"times {sorted(pending)} are not ends of the forward steps")
-        return phi, derivatives
+        return (self.operator.cells(phi) if first.shape[1] == self.sim.scheme.geometry.num_owned else phi), derivatives
 
     def _reverse_step(self, step: Step, stages: list[np.ndarray], phi: np.ndarray,
                       sensitivities: Sequence[Sensitivity], derivatives: np.ndarray) -> np.ndarray:
         self.field.enter(step.layer)
-        op, dt = self.operator, step.dt
-        lin2 = op.linearise(self.sim.positions.split(stages[2]))
-        p2 = (2.0 / 3.0) * (phi + dt * op.apply(lin2, phi))
-        lin1 = op.linearise(self.sim.positions.split(stages[1]))
-        p1 = 0.25 * (p2 + dt * op.apply(lin1, p2))
-        lin0 = op.linearise(self.sim.positions.split(stages[0]))
+        op, dt, split = self.operator, step.dt, self.sim.positions.split
+        q2 = op.limiter_transpose(split(stages[5]), phi)
+        lin2 = op.linearise(split(stages[2]))
+        p2 = (2.0 / 3.0) * (q2 + dt * op.apply(lin2, q2))
+        q1 = op.limiter_transpose(split(stages[4]), p2)
+        lin1 = op.linearise(split(stages[1]))
+        p1 = 0.25 * (q1 + dt * op.apply(lin1, q1))
+        q0 = op.limiter_transpose(split(stages[3]), p1)
+        lin0 = op.linearise(split(stages[0]))
         for s, sens in enumerate(sensitivities):
             if not sens.moves(step.t):
                 continue  # the parameter does not change this layer: no contribution
-            for lin, weight, p in ((lin2, 2.0 / 3.0, phi), (lin1, 0.25, p2), (lin0, 1.0, p1)):
+            for lin, weight, p in ((lin2, 2.0 / 3.0, q2), (lin1, 0.25, q1), (lin0, 1.0, q0)):
                 derivatives[s] += weight * dt * op.pairing(lin, p, self._velocity_change(sens, step, lin))
-        return phi / 3.0 + 0.75 * p2 + p1 + dt * op.apply(lin0, p1)
+        return q2 / 3.0 + 0.75 * q1 + q0 + dt * op.apply(lin0, q0)
 
     def _velocity_change(self, sens: Sensitivity, step: Step, lin: Linearisation) -> np.ndarray:
         """(M, F, d) the derivative of each slice's velocity at the facets with respect to the

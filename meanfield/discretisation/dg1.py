@@ -111,6 +111,13 @@ def _positivity_points(nv: int) -> tuple[np.ndarray, float]:
     return np.eye(2), 0.5
 
 
+def _scatter(index: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
+    """``out[index[i]] += values[i]`` for rows ``values`` (k, ...) into ``size`` rows."""
+    flat = values.reshape(len(index), -1)
+    out = np.stack([np.bincount(index, flat[:, j], size) for j in range(flat.shape[1])], axis=1)
+    return out.reshape((size,) + values.shape[1:])
+
+
 def zhang_shu_limit(m: np.ndarray, points: np.ndarray) -> np.ndarray:
     """Scale linear cell data towards the cell means so that it is >= 0 at the given points.
 
@@ -340,3 +347,139 @@ class DG1Scheme(SpatialScheme):
 
     def vertex_jacobian(self) -> np.ndarray:
         return self._vertex_jacobian
+
+    # -- linearisation (the exact discrete adjoint, :mod:`meanfield.adjoint.dg1`) --------------
+
+    @property
+    def velocity_points(self) -> np.ndarray:
+        """(T, d) the points where a right-hand side needs the velocity: the facet points
+        (facet-major), then the owned cells' centroids."""
+        return self._targets
+
+    def vertex_points(self) -> np.ndarray:
+        """(num_owned * nv, d) the owned cells' vertices on the sphere, in the state's order
+        (a function given by its values there is the DG1 function of those vertex values)."""
+        x, _ = self.cells.map(np.eye(self._nv), slice(0, self.geometry.num_owned))
+        return normalize(x).reshape(-1, self.geometry.d)
+
+    def pairing_matrix(self) -> np.ndarray:
+        """(nv, nv) the reference mass matrix: ``int_K Phi rho dA = Phi_c^T mass m_c`` for a DG1
+        function Phi (vertex values Phi_c) and the state m_c of cell c."""
+        return np.linalg.inv(self._mass_inverse)
+
+    def _local_columns(self, values: np.ndarray) -> np.ndarray:
+        """(num_owned * nv, P) per owned dof -> (num_local, nv, P), the ghost cells' values filled in."""
+        return np.stack([self._local(values[:, p]) for p in range(values.shape[1])], axis=-1)
+
+    def facet_state(self, state: np.ndarray, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(F, nq) the normal velocity ``u`` at the facet points of the velocity X (T, d) at
+        :attr:`velocity_points`, and the upwind density there (:meth:`rhs_and_bound`'s)."""
+        g = self.geometry
+        m = self._local(state)
+        u = self.facet_velocity(X)
+        rho_l = np.einsum("fqv,fv->fq", self._bary[0], m[g.facet_cells[:, 0]]) / self._jac_side[0]
+        rho_r = np.einsum("fqv,fv->fq", self._bary[1], m[g.facet_cells[:, 1]]) / self._jac_side[1]
+        return u, np.where(u > 0, rho_l, rho_r)
+
+    def residual_transpose(self, state: np.ndarray, X: np.ndarray, u: np.ndarray, upwind: np.ndarray,
+                           phi: np.ndarray, share: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The transposed derivative of the right-hand side, applied to ``phi``.
+
+        With ``R(m) = res(m, X) M^{-1}`` (:meth:`rhs_and_bound`, X the velocity at
+        :attr:`velocity_points`), the adjoint of the linearised right-hand side in the pairing
+        ``<Phi, nu> = sum_c Phi_c^T M nu_c`` is ``(d res/dm)^T Phi M^{-1}`` plus the velocity's
+        part; this returns the two transposed partial derivatives.
+
+        Parameters
+        ----------
+        state
+            The owned state m about which to linearise.
+        X
+            (T, d) the velocity at :attr:`velocity_points` of that state.
+        u, upwind
+            (F, nq) :meth:`facet_state` of the state and X.
+        phi
+            (num_owned * nv, P) the adjoint's vertex values.
+        share
+            (F,) the part of each facet this rank counts in the velocity's term (1/2 for a
+            facet seen by two ranks).
+
+        Returns
+        -------
+        at_fixed_velocity
+            (num_owned * nv, P): ``(d res/dm)^T Phi`` at fixed X (not yet times ``M^{-1}``).
+        tangents
+            (T, d, P): ``(d res/dX)^T Phi``, the vectors that the velocity's derivative is paired
+            with (not projected onto the sphere's tangent planes).
+        """
+        g, nv, n = self.geometry, self._nv, self.geometry.num_owned
+        P = phi.shape[1]
+        p = self._local_columns(phi)  # (num_local, nv, P)
+        left, right = g.facet_cells[:, 0], g.facet_cells[:, 1]
+        bary_l, bary_r = self._bary
+        jump = bary_r @ p[right] - bary_l @ p[left]  # (F, nq, P): Phi_r - Phi_l at the facet points
+        out_l = self._facet_weight * np.maximum(u, 0.0) / self._jac_side[0]
+        out_r = self._facet_weight * np.maximum(-u, 0.0) / self._jac_side[1]
+        to_left = bary_l.transpose(0, 2, 1) @ (out_l[..., None] * jump)  # (F, nv, P)
+        to_right = bary_r.transpose(0, 2, 1) @ (out_r[..., None] * jump)
+        local = (_scatter(left, to_left, g.num_local) - _scatter(right, to_right, g.num_local))[:n]
+        tangents = np.zeros((len(self._targets), g.d, P))
+        facet = (share[:, None] * self._facet_weight * upwind)[..., None] * jump  # (F, nq, P)
+        tangents[: self._num_facet_targets] = (facet[:, :, None, :]
+                                              * self._facet_normal[..., None]).reshape(-1, g.d, P)
+        m_q = np.einsum("cqv,cv->cq", self._volume_bary, state.reshape(n, nv))
+        # the volume term's transposes in m and in X, from grad_phi[c, q] = sum_i Phi_ci D_qi (d, P)
+        grad_phi = self._volume_gradient @ p[:n, None]  # (n, q, d, P)
+        h = (X[self._volume_target][:, :, None, :] @ grad_phi)[:, :, 0]  # X_q . grad_phi: (n, q, P)
+        local += self._volume_bary.transpose(0, 2, 1) @ h
+        tangents += _scatter(self._volume_target.ravel(), (m_q[..., None, None] * grad_phi).reshape(-1, g.d, P),
+                             len(self._targets))
+        return local.reshape(n * nv, P), tangents
+
+    def source_transpose(self, values: np.ndarray) -> np.ndarray:
+        """(num_owned * q, P) values at the field's source points -> (num_owned * nv, P): the
+        transpose of the map from the state to the source masses (:meth:`measure`)."""
+        n = self.geometry.num_owned
+        return np.einsum("qv,cqp->cvp", self._source_matrix, values.reshape(n, -1, values.shape[1])).reshape(
+            n * self._nv, -1)
+
+    def mass_inverse_columns(self, values: np.ndarray) -> np.ndarray:
+        """(num_owned * nv, P) -> the same times the inverse reference mass matrix, cell by cell."""
+        n = self.geometry.num_owned
+        return np.einsum("cvp,vw->cwp", values.reshape(n, self._nv, -1), self._mass_inverse).reshape(n * self._nv, -1)
+
+    def limiter_transpose(self, state: np.ndarray, phi: np.ndarray) -> np.ndarray:
+        """The adjoint of the derivative of :meth:`postprocess` at ``state`` (before limiting)
+        in the pairing of :meth:`residual_transpose` (``M^{-1} J^T M`` cell by cell), applied to
+        ``phi`` (num_owned * nv, P).
+
+        Where the limiter leaves a cell alone (its values at the positivity points >= 0) this
+        is the identity; where it scales, ``m -> mean + theta (m - mean)`` with
+        ``theta = (1 - margin) mean / (mean - low)`` (clipped to [0, 1]), ``low`` the smallest
+        value at the points, whose derivative is taken at the minimising point.
+        """
+        if not self.limiter:
+            return phi
+        nv = self._nv
+        m = state.reshape(-1, nv)
+        values = m @ self._zs_points.T
+        low = values.min(axis=1)
+        limited = low < 0.0
+        if not np.any(limited):
+            return phi
+        p = np.einsum("vw,cwp->cvp", self.pairing_matrix(), phi.reshape(m.shape[0], nv, -1))
+        mean = m.mean(axis=1)
+        usable = mean >= np.finfo(float).tiny / ROUNDOFF_MARGIN
+        drop = mean - low
+        raw = np.divide(mean, drop, out=np.zeros_like(mean), where=drop > 0)
+        theta = np.where(usable, np.clip(raw, 0.0, 1.0), 0.0) * (1.0 - ROUNDOFF_MARGIN)
+        inside = usable & (raw > 0.0) & (raw < 1.0) & (drop > 0)
+        point = self._zs_points[values.argmin(axis=1)]  # (cells, nv): d low / d m
+        safe = np.where(drop > 0, drop, 1.0)
+        dtheta = np.where(inside[:, None], (1.0 - ROUNDOFF_MARGIN)
+                          * ((1.0 / nv) / safe[:, None] - (mean / safe ** 2)[:, None] * (1.0 / nv - point)), 0.0)
+        mean_part = np.where(usable, 1.0 - theta, 0.0)[:, None] / nv * p.sum(axis=1)  # (cells, P)
+        spread = np.einsum("cv,cvp->cp", m - mean[:, None], p)
+        scaled = mean_part[:, None, :] + theta[:, None, None] * p + dtheta[:, :, None] * spread[:, None, :]
+        return np.where(limited[:, None, None], np.einsum("vw,cwp->cvp", self._mass_inverse, scaled),
+                        phi.reshape(p.shape)).reshape(phi.shape)

@@ -283,14 +283,13 @@ def response(
                      for text, h, plus, minus in moved]
     states = solver.forward(times)
     forward_seconds = time.perf_counter() - started
-    g = sim.scheme.geometry
-    n, M = g.num_owned, sim.positions.count
-    centroids, areas = g.centroid[:n], g.measure[:n]
-    phis = np.stack([o(centroids) for o in compiled], axis=1)  # (n, observables)
+    M, op = sim.positions.count, solver.operator
+    points = op.points  # the adjoint's rows (cells, or DG1's vertices)
+    phis = np.stack([o(points) for o in compiled], axis=1)  # (rows, observables)
     P = len(compiled)
     finals = {}
     for i, t in enumerate(times):
-        final = np.zeros((M, n, P * len(times)))
+        final = np.zeros((M, len(points), P * len(times)))
         final[:, :, i * P:(i + 1) * P] = phis[None]
         finals[t] = final
     tic = time.perf_counter()
@@ -300,17 +299,11 @@ def response(
     def slices(state: np.ndarray) -> np.ndarray:
         return np.array([sim.scheme.cell_averages(p) for p in sim.positions.split(state)])  # (M, n)
 
-    rho0 = slices(solver.initial)
-    local = np.concatenate([
-        [np.einsum("kc,c,cp->p", slices(states[t]), areas, phis) / M for t in times],
-        [np.einsum("kc,c,kcp->p", rho0, areas, phi0)],
-        [np.einsum("kc,c,kcp->kp", rho0, areas, phi0 ** 2).ravel()],
-        [np.einsum("kc,c,kcp->kp", rho0, areas, phi0).ravel()]], axis=None)
-    total = comm.allreduce(local, op=MPI.SUM)
-    columns = P * len(times)
-    values = total[: columns].reshape(len(times), P)
-    second = total[2 * columns: 2 * columns + M * columns].reshape(M, columns)
-    first = total[2 * columns + M * columns:].reshape(M, columns)
+    rho0 = sim.positions.split(solver.initial)
+    every = np.broadcast_to(phis[None], (M,) + phis.shape)
+    # <phi, rho(t)>, and int rho0 Phi_0^2, int rho0 Phi_0 per slice, in the adjoint's pairing
+    values = np.array([op.inner(every, sim.positions.split(states[t])).mean(axis=0) for t in times])
+    second, first = op.inner(phi0 ** 2, rho0), op.inner(phi0, rho0)
     n_var = (second - first ** 2).mean(axis=0)
     cross = comm.allreduce(np.einsum("kc,c,kcp,kcq->kpq", rho0, areas, phi0, phi0), op=MPI.SUM)
     covariance = (cross - first[:, :, None] * first[:, None, :]).mean(axis=0)
@@ -322,7 +315,7 @@ def response(
             for s, sens in enumerate(sensitivities):
                 row[f"d_value_d_{sens.name}"] = float(derivatives[s, i * P + p])
             rows.append(row)
-    influence = _gather_slices(sim, phi0)
+    influence = _gather_slices(sim, op.cells(phi0))
     densities = {t: _gather_slices(sim, slices(states[t])[..., None]) for t in times}
     mesh = sim.static_arrays()
     seconds = {"forward": forward_seconds, "backward": backward_seconds, "total": time.perf_counter() - started}
@@ -337,8 +330,7 @@ def response(
             "kind": "response", "observables": [{"name": o.label, "expression": o.expression} for o in compiled],
             "times": times, "wrt": [s.name for s in sensitivities], "threads": threads,
             "steps": len(solver.trajectory.steps), "kept_states": len(solver.trajectory.kept),
-            "adjoint": "discrete adjoint of FV + SSP-RK3" if problem.scheme.kind == "fv"
-            else "continuous adjoint, first-order cell discretisation along the DG1 trajectory",
+            "adjoint": f"discrete adjoint of {problem.scheme.kind.upper()} + SSP-RK3",
             "timings": seconds, **environment})
         _write_influence(path, config, mesh, times, compiled, influence, densities)
         _plot_influence(path, mesh, times, compiled, influence)

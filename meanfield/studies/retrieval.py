@@ -201,28 +201,24 @@ def retrieval(
     positions = sim.positions.s
     assert positions is not None  # a causal run: checked by profiles_of
     solver.forward(times)
-    g = sim.scheme.geometry
-    n, M = g.num_owned, sim.positions.count
-    centroids, areas = g.centroid[:n], g.measure[:n]
+    M, op = sim.positions.count, solver.operator
+    points = op.points  # the adjoint's rows (cells, or DG1's vertices)
     P, Q = len(asked.psis), len(asked.phis)
     finals = {}
     for i, t in enumerate(times):
-        final = np.zeros((M, n, P * len(times)))
+        final = np.zeros((M, len(points), P * len(times)))
         for p, psi in enumerate(asked.psis):
-            final[-1, :, i * P + p] = M * psi(centroids)  # the last position's <psi, rho(t)>
+            final[-1, :, i * P + p] = M * psi(points)  # the last position's <psi, rho(t)>
         finals[t] = final
-    phi0, _ = solver.backward(finals)  # (M, n, P T): Phi_0(s_k) per slice
-    rho0 = np.array([sim.scheme.cell_averages(part) for part in sim.positions.split(solver.initial)])  # (M, n)
-    sources_at = np.stack([phi(centroids) for phi in asked.phis], axis=1)  # (n, Q)
-    weighted = rho0 * areas  # (M, n)
-    local = np.concatenate([np.einsum("kc,kcp,cq->kpq", weighted, phi0, sources_at).ravel(),
-                            np.einsum("kc,kcp->kp", weighted, phi0).ravel(),
-                            np.einsum("kc,cq->kq", weighted, sources_at).ravel()])
-    total = comm.allreduce(local, op=MPI.SUM)
+    phi0, _ = solver.backward(finals)  # (M, rows, P T): Phi_0(s_k) per slice
+    rho0 = sim.positions.split(solver.initial)
+    sources_at = np.stack([phi(points) for phi in asked.phis], axis=1)  # (rows, Q)
+    # int rho0(s_k) Phi_0 phi_q, int rho0(s_k) Phi_0 and int rho0(s_k) phi_q, in the adjoint's pairing
     columns = P * len(times)
-    product = total[: M * columns * Q].reshape(M, columns, Q)
-    mean_phi0 = total[M * columns * Q: M * columns * (Q + 1)].reshape(M, columns)
-    mean_source = total[M * columns * (Q + 1):].reshape(M, Q)
+    product = op.inner((phi0[..., None] * sources_at[None, :, None, :]).reshape(M, len(points), -1),
+                       rho0).reshape(M, columns, Q)
+    mean_phi0 = op.inner(phi0, rho0)
+    mean_source = op.inner(np.broadcast_to(sources_at[None], (M,) + sources_at.shape), rho0)
     covariance = product - mean_phi0[:, :, None] * mean_source[:, None, :]  # (M, P T, Q)
     rows = []
     for i, t in enumerate(times):
