@@ -30,6 +30,7 @@ from ..engine.simulation import Simulation
 from ..nonlocal_field import NonlocalEvaluator
 from ..particles.causal import PositionalDecay
 from ..particles.integrator import INTEGRATORS, EqualSteps
+from ..particles.pairs import pair_observables
 from ..particles.positions import CausalTokenPositions, NoTokenPositions, TokenPositions
 from ..particles.sampling import resolve_sampler
 from ..particles.system import ParticleSystem, default_dt, token_block
@@ -186,8 +187,11 @@ class ParticleSimulation(Simulation):
 
     # -- observing -----------------------------------------------------------------------
     def observables(self) -> dict[str, float]:
+        """The measure observables, then the tokens' pair statistics (:mod:`meanfield.particles.pairs`)."""
         self.field.enter(self.schedule.index_until(self.t))
         row = self.field.observables(self.x, self.system.weights)
+        tokens = self._all_tokens()
+        row.update(on_root(self.comm, lambda: pair_observables(tokens)))  # type: ignore[arg-type]
         row.update(rho_min=np.nan, rho_max=np.nan, dt=self.plan.h if self.plan is not None else np.nan)
         return row
 
