@@ -284,6 +284,7 @@ def run_particles(
     quiet: bool = False,
     overwrite: bool = False,
     callbacks: Sequence[Callback] = (),
+    analysis: Sequence[Handler] = (),
 ) -> ParticleRunResult:
     """Run the particle system of a config and return the run read back from its directory.
 
@@ -307,6 +308,10 @@ def run_particles(
     callbacks
         Called on rank 0 at every output (see :func:`meanfield.run`; the state's ``arrays``
         hold the tokens, ``points``).
+    analysis
+        Handlers due once the outputs are written (``Cadence(final=True)``): the run's
+        diagnostics, which :func:`meanfield.run_particles` and ``meanfield particles`` give
+        (:mod:`meanfield.studies.particle_runs`).
     """
     from mpi4py import MPI
 
@@ -319,6 +324,6 @@ def run_particles(
     check_size(problem, comm, problem.particles.n)
     threads = configure_process(problem.field.threads)
     sim = ParticleSimulation(problem, comm)
-    start_run(sim, problem, run_dir, particle_handlers(problem), overwrite=overwrite, quiet=quiet,
+    start_run(sim, problem, run_dir, [*particle_handlers(problem), *analysis], overwrite=overwrite, quiet=quiet,
               facts={"threads": threads}, callbacks=callbacks)
     return everywhere(comm, lambda: load_particle_run(run_dir))
