@@ -102,10 +102,10 @@ def count_clusters(points: np.ndarray, eps: float = 1e-3, min_fraction: float = 
 def inner_product_histogram(points: np.ndarray, bins: int = BINS, max_points: int = MAX_POINTS) -> np.ndarray:
     """Fraction of pairs i < j with ``<x_i, x_j>`` in each of ``bins`` equal bins of [-1, 1]."""
     x = subsample(points, max_points)
-    gram = x @ x.T
-    values = gram[np.triu_indices(len(x), k=1)]
-    counts, _ = np.histogram(np.clip(values, -1.0, 1.0), bins=bins, range=(-1.0, 1.0))
-    return counts / max(len(values), 1)
+    m = len(x)
+    both, _ = np.histogram(np.clip(x @ x.T, -1.0, 1.0), bins=bins, range=(-1.0, 1.0))  # i < j, j < i and i = j
+    diagonal, _ = np.histogram(np.clip(np.einsum("ij,ij->i", x, x), -1.0, 1.0), bins=bins, range=(-1.0, 1.0))
+    return (both - diagonal) / max(m * (m - 1), 1)
 
 
 def share_error(share: float, sample: int, n: int) -> float:
@@ -113,6 +113,7 @@ def share_error(share: float, sample: int, n: int) -> float:
     as an estimate of the share among all n (module docstring)."""
     if sample >= n:
         return 0.0
+    share = min(max(share, 0.0), 1.0)
     return float(Z95 * np.sqrt(share * (1.0 - share) / sample * (n - sample) / (n - 1)))
 
 
