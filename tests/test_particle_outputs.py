@@ -5,7 +5,6 @@ error, ``--no-diagnostics``) and a SIGTERM while the last output or the diagnost
 from __future__ import annotations
 
 import json
-import textwrap
 
 import numpy as np
 import pytest
