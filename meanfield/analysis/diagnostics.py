@@ -76,7 +76,7 @@ from .clusters.noise import token_bandwidth
 from .clusters.particles import TokenField
 
 #: Tokens of an output whose density estimate the ``basins`` rule analyses, at most.
-BASIN_SAMPLE = 4000
+BASIN_SAMPLE = 1000
 MAX_POINTS = PAIR_SAMPLE
 BINS = 50
 RULES = ("auto", "basins", "links")

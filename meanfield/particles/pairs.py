@@ -55,10 +55,7 @@ def _gram(x: np.ndarray, sample: int) -> np.ndarray:
     return y @ y.T
 
 
-def clustered_fraction(x: np.ndarray, delta: float = CLUSTERED_DELTA, sample: int = PAIR_SAMPLE) -> float:
-    """The share of the pairs i < j with ``<x_i, x_j> >= 1 - delta`` (nan for one token); above
-    ``sample`` tokens that of a sample's pairs (module docstring)."""
-    gram = _gram(x, sample)
+def _linked_share(gram: np.ndarray, delta: float) -> float:
     m = len(gram)
     if m < 2:
         return float("nan")
@@ -66,20 +63,30 @@ def clustered_fraction(x: np.ndarray, delta: float = CLUSTERED_DELTA, sample: in
     return float(linked / (m * (m - 1)))
 
 
-def cluster_count(x: np.ndarray, gap: float = CLUSTER_GAP, sample: int = PAIR_SAMPLE) -> int:
-    """The number of connected groups of tokens linked where ``<x_i, x_j> >= 1 - gap``; above
-    ``sample`` tokens those of a sample (module docstring)."""
-    gram = _gram(x, sample)
+def _groups(gram: np.ndarray, gap: float) -> int:
     if len(gram) == 0:
         return 0
     count, _ = connected_components(csr_matrix(gram >= 1.0 - gap), directed=False)
     return int(count)
 
 
+def clustered_fraction(x: np.ndarray, delta: float = CLUSTERED_DELTA, sample: int = PAIR_SAMPLE) -> float:
+    """The share of the pairs i < j with ``<x_i, x_j> >= 1 - delta`` (nan for one token); above
+    ``sample`` tokens that of a sample's pairs (module docstring)."""
+    return _linked_share(_gram(x, sample), delta)
+
+
+def cluster_count(x: np.ndarray, gap: float = CLUSTER_GAP, sample: int = PAIR_SAMPLE) -> int:
+    """The number of connected groups of tokens linked where ``<x_i, x_j> >= 1 - gap``; above
+    ``sample`` tokens those of a sample (module docstring)."""
+    return _groups(_gram(x, sample), gap)
+
+
 def pair_observables(x: np.ndarray) -> dict[str, float]:
     """``mean_inner_product``, ``clustered_fraction`` and ``clusters`` of the tokens ``x`` (n, d)."""
-    return {"mean_inner_product": mean_inner_product(x), "clustered_fraction": clustered_fraction(x),
-            "clusters": float(cluster_count(x))}
+    gram = _gram(x, PAIR_SAMPLE)
+    return {"mean_inner_product": mean_inner_product(x), "clustered_fraction": _linked_share(gram, CLUSTERED_DELTA),
+            "clusters": float(_groups(gram, CLUSTER_GAP))}
 
 
 def over_prompts(values: np.ndarray) -> tuple[float, float]:

@@ -68,8 +68,26 @@ On S^1 the cells are edges of a circle: ``topology_dimension = 1``,
 ``edge_node_connectivity(cell, corner)`` (corner = 2), ``location = "edge"``, a centroid angle
 ``theta(cell)`` in radians instead of lon/lat, and lengths in ``rad`` (density in ``rad-1``).
 A particle run holds ``points(time, token, coordinate)`` (the tokens in global order;
-``coordinate`` labelled x, y, z) and the same observables.  Every array is in global order
-(the cell order of the serial mesh, the sampler's token order), whatever the rank count.
+``coordinate`` labelled x, y, z, or x0, x1, ... above d = 3), its scalar observables along
+``time``, and per ``prompt`` (an independent set of tokens; one for a single run) the moments as
+arrays and each scalar of the prompt, never a variable per vector or matrix entry::
+
+    dimensions:
+        time = UNLIMITED ; token = n ; coordinate = d ; prompt = B ; component = d ; component_2 = d ;
+    variables:
+        double points(time, token, coordinate) ;
+        double mass(time), order(time), energy(time), mean_inner_product(time),
+               clustered_fraction(time), clusters(time), dt(time), wall(time) ;   observables.csv's
+        double mean(time, prompt, component) ;                        each prompt's mean vector
+        double second_moment(time, prompt, component, component_2) ; each prompt's int x x^T dmu
+        double energy_by_prompt(time, prompt), order_by_prompt(...), mean_inner_product_by_prompt(...),
+               clustered_fraction_by_prompt(...), clusters_by_prompt(...) ;   each prompt's scalars
+
+With B prompts the scalars along ``time`` are the means over the prompts and ``<name>_se`` their
+standard errors.  On S^1 and S^2 observables.csv also has the entries ``mean_0, ..., m2_22``
+(the PDE's columns, :mod:`meanfield.observables`); run.nc holds them once, in the arrays.
+Every array is in global order (the cell order of the serial mesh, the sampler's token order),
+whatever the rank count.
 
 **DG1 vertex values can be negative.**  ``vertex_density`` is the discontinuous linear
 density at each cell's vertices, seen from that cell (``cells`` order).  The Zhang-Shu
