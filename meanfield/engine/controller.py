@@ -20,10 +20,11 @@ handlers' wall time has come (``output.checkpoint_every``: a checkpoint):
 * ``time.wall_limit``: stop the same way when the next step and the handlers due at a stop
   might not fit before the limit (the CLI exits with :data:`WALL_LIMIT_EXIT`).
 
-Signals and the wall limit are also looked at after the last output (a signal that came while it
-was written) and by the handlers due once at the end (``Cadence.final``: a particle run's
-analysis), between pieces of their work (:attr:`~.handlers.RunState.check_stop`): the run then
-stops the same way, resumable (a resume runs those handlers again).
+A run with handlers due once at the end (``Cadence.final``: a particle run's analysis, after the
+last output or a callback's stop) also looks at signals and the wall limit after the last output
+(a signal that came while it was written) and lets those handlers look between pieces of their
+work (:attr:`~.handlers.RunState.check_stop`): the run then stops the same way, resumable (a
+resume runs those handlers again).
 
 A callback that asks to stop (:class:`~.handlers.Callbacks`) ends the loop after that output's
 handlers, with status ``completed`` and ``stopped_early`` in metadata.json.  A step whose size
@@ -163,9 +164,10 @@ class Controller:
                         self._between_steps(self._step(self._step_target(target)), signals)
                     self._output(k)
                     k += 1
-                if state.stopped is None:
+                final = [h for h in self.handlers if h.cadence.final]
+                if final:
                     self._check_stop(signals)  # a signal that came while the last output was written
-                    self._call(Moment("final"), [h for h in self.handlers if h.cadence.final])
+                    self._call(Moment("final"), final)
                     self._check_stop(signals)
             end = RunEnd("completed")
         except RunInterrupted as exc:
