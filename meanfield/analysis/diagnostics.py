@@ -35,9 +35,10 @@ every output): at most :data:`BASIN_SAMPLE` tokens for the density estimate of `
 :data:`~meanfield.particles.pairs.PAIR_SAMPLE` for ``links`` and the histogram, so the cost per
 output is bounded whatever n (at n = 1e5 on S^2 a small fraction of the run's steps: see
 :doc:`/outputs`).  The share of the tokens in a cluster, estimated from a sample of m of n
-tokens, is within ``largest_cluster_error`` = 1.96 sqrt(p (1 - p) / m) sqrt((n - m) / (n - 1))
-of the share among all tokens with probability about 0.95 (the normal approximation of the
-hypergeometric law; 0 when all tokens are analysed); the column ``tokens_analysed`` gives m.
+tokens, is within ``largest_cluster_error`` = max(1.96 sqrt(p (1 - p) / m), 3 / m)
+sqrt((n - m) / (n - 1)) of the share among all tokens with probability about 0.95 (the normal
+approximation of the hypergeometric law, and the rule of three where p is near 0 or 1; 0 when
+all tokens are analysed); the column ``tokens_analysed`` gives m.
 Each bin of the histogram of inner products is a share of pairs, within
 :func:`~meanfield.particles.pairs.sampled_error` of that over all pairs (Hoeffding, 95%).
 
@@ -114,7 +115,8 @@ def share_error(share: float, sample: int, n: int) -> float:
     if sample >= n:
         return 0.0
     share = min(max(share, 0.0), 1.0)
-    return float(Z95 * np.sqrt(share * (1.0 - share) / sample * (n - sample) / (n - 1)))
+    spread = max(Z95 * np.sqrt(share * (1.0 - share) / sample), 3.0 / sample)  # the rule of three near 0 and 1
+    return float(spread * np.sqrt((n - sample) / (n - 1)))
 
 
 def resolve_rule(rule: str, d: int) -> str:
