@@ -118,6 +118,7 @@ dt = 0.1
 """
 
 
+@pytest.mark.slow
 def test_no_diagnostics_and_the_api_leaves_what_the_cli_does(tmp_path):
     (tmp_path / "case.toml").write_text(CASE)
     done = cli(["particles", "case.toml", "--out", "cli", "--quiet"], tmp_path)
