@@ -87,11 +87,3 @@ def pair_observables(x: np.ndarray) -> dict[str, float]:
     gram = _gram(x, PAIR_SAMPLE)
     return {"mean_inner_product": mean_inner_product(x), "clustered_fraction": _linked_share(gram, CLUSTERED_DELTA),
             "clusters": float(_groups(gram, CLUSTER_GAP))}
-
-
-def over_prompts(values: np.ndarray) -> tuple[float, float]:
-    """The mean of a statistic over prompts and its standard error (``std / sqrt(B)``, ddof 1;
-    nan for one prompt)."""
-    values = np.asarray(values, float)
-    se = float(np.std(values, ddof=1) / np.sqrt(len(values))) if len(values) > 1 else float("nan")
-    return float(np.mean(values)), se
