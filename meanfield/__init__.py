@@ -37,8 +37,8 @@ _LAZY = {
     "Config": ("config", "Config"),
     "Problem": ("problem", "Problem"),
     "run": ("drivers.pde", "run"),
-    "resume": ("drivers.resume", "resume"),
-    "run_particles": ("drivers.particles", "run_particles"),
+    "resume": ("studies.particle_runs", "resume"),
+    "run_particles": ("studies.particle_runs", "run_particles"),
     "load_run": ("rundir.results", "load_run"),
     "sweep": ("studies.sweep", "sweep"),
     "collect": ("analysis.collect", "collect"),
@@ -57,14 +57,13 @@ _LAZY = {
 if TYPE_CHECKING:
     from .analysis.collect import collect
     from .config import Config, load_config
-    from .drivers.particles import run_particles
     from .drivers.pde import run
-    from .drivers.resume import resume
     from .engine.callbacks import OutputState, StopRun
     from .engine.controller import RunInterrupted
     from .model import AttentionModel
     from .problem import Problem
     from .rundir.results import ParticleRunResult, RunResult, load_run
+    from .studies.particle_runs import resume, run_particles
     from .studies.phase import phase
     from .studies.response import response
     from .studies.retrieval import retrieval

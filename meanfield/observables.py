@@ -11,6 +11,12 @@ solver (tokens with weights 1/n) report the same quantities:
 * ``mean_k`` = sum_i w_i x_i (the mean vector) and ``order`` = its norm;
 * ``m2_kl`` = sum_i w_i x_ik x_il (the second-moment matrix, upper triangle).
 
+The entries ``mean_k`` and ``m2_kl`` are columns on S^1 and S^2 (d <= :data:`ENTRY_COLUMNS_UP_TO`),
+where the PDE lives and the validation compares them; in higher d (tokens) a column per entry
+would be d (d + 3) / 2 columns (and ``m2_kl`` ambiguous from d = 11 on): there the row has
+``mass`` and ``order`` only, and a particle run's run.nc holds the mean vector and the second
+moments as arrays (:mod:`meanfield.rundir.netcdf`).
+
 The PDE adds ``rho_min`` and ``rho_max`` (cell averages); the driver adds ``t``, ``dt`` and
 ``wall``.
 """
@@ -37,9 +43,17 @@ def interaction_energy(
     return evaluator.energy([PointGroup(points, weights, fixed_sources)])
 
 
+#: The largest d whose moment entries are columns of the observables (module docstring).
+ENTRY_COLUMNS_UP_TO = 3
+
+
 def moment_observables(comm, points: np.ndarray, weights: np.ndarray) -> dict[str, float]:
-    """mass, mean vector, its norm and the second-moment matrix (collective)."""
+    """mass, mean vector, its norm and the second-moment matrix (collective; the entries for
+    d <= :data:`ENTRY_COLUMNS_UP_TO` only)."""
     d = points.shape[1]
+    if d > ENTRY_COLUMNS_UP_TO:
+        total = _allreduce(comm, np.concatenate([[weights.sum()], weights @ points]))
+        return {"mass": float(total[0]), "order": float(np.linalg.norm(total[1:]))}
     iu = np.triu_indices(d)
     second = (points.T * weights) @ points
     local = np.concatenate([[weights.sum()], weights @ points, second[iu]])

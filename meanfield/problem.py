@@ -155,6 +155,7 @@ class OutputSpec:
     checkpoint_every: float
     log_every: float | str | None
     trackers: Trackers
+    diagnostics: bool = True
 
 
 @dataclass(frozen=True)
@@ -247,7 +248,7 @@ class Problem:
         except ExpressionError as exc:
             raise ConfigError(str(exc)) from None
         self.output = OutputSpec(Path(o["dir"] or Path("runs") / self.name), bool(o["xdmf"]),
-                                 float(o["checkpoint_every"]), o["log_every"], observables)
+                                 float(o["checkpoint_every"]), o["log_every"], observables, bool(o["diagnostics"]))
         #: The law of a ``[model.random]`` schedule, ``None`` for weights written out in the config.
         self.random: RandomLayers | None = None
         self._drawn: DrawnWeights | None = None

@@ -227,10 +227,11 @@ def test_particle_run_directory(tmp_path):
     run = run_particles(config, n=300, seed=2, out=tmp_path / "p", comm=MPI.COMM_SELF, quiet=True)
     assert run.points.shape == (3, 300, 2) and np.allclose(run.times, [0, 0.2, 0.4])
     assert list(run.observables) == ["t", "mass", "mean_0", "mean_1", "order", "m2_00", "m2_01", "m2_11",
-                                     "energy", "rho_min", "rho_max", "dt", "wall"]
+                                     "energy", "mean_inner_product", "clustered_fraction", "clusters", "rho_min",
+                                     "rho_max", "dt", "wall"]
     assert np.allclose(run.observables["mass"], 1.0)
     assert run.metadata["status"] == "completed" and run.metadata["n"] == 300
-    assert not (tmp_path / "p" / "diagnostics.csv").exists()  # a run writes no analysis; the CLI does
+    assert not (tmp_path / "p" / "diagnostics.csv").exists()  # the driver's run has no analysis; the API's has
     write_diagnostics(run.path)
     assert (tmp_path / "p" / "diagnostics.csv").is_file() and (tmp_path / "p" / "inner_products.png").is_file()
     again = run_particles(config, n=300, seed=2, out=tmp_path / "q", comm=MPI.COMM_SELF, quiet=True)

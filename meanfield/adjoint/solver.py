@@ -163,8 +163,8 @@ class AdjointSolver:
             Parameters whose derivatives to accumulate.
         sources
             ``sources(n, state)``, called with each step's index n and the state at its end, returns
-            what to add to the adjoint there ((M, num_owned, P), or ``None``): the derivative of a
-            running cost ``sum_n w_n D(state_n)`` with respect to the state at the end of step n.
+            what to add to the adjoint there (per cell or per row, as ``finals``; or ``None``): the
+            derivative of a running cost ``sum_n w_n D(state_n)`` with respect to the state at the end of step n.
 
         Returns
         -------
@@ -201,7 +201,7 @@ class AdjointSolver:
                 if sources is not None:
                     added = sources(n, stages[n + 1 - start][0] if n + 1 < stop else state)
                     if added is not None:
-                        phi += added
+                        phi += self.operator.rows(added)
                 if np.any(phi):
                     phi[...] = self._reverse_step(step, stages[n - start], phi, sensitivities, derivatives)
         activate(0.0)

@@ -213,6 +213,9 @@ SCHEMA: dict[str, dict[str, tuple[Any, Callable[[Any], bool], str]]] = {
         "xdmf": (True, lambda v: isinstance(v, bool),
                  "true or false (ParaView files density.xdmf over run.nc)"),
         "checkpoint_every": (600.0, is_positive, "seconds of wall time > 0 between checkpoints (besides every output)"),
+        "diagnostics": (True, lambda v: isinstance(v, bool),
+                        "true or false (particle runs: diagnostics.csv and inner_products.png once the outputs are "
+                        "written)"),
         "log_every": (None, _optional(_log_every),
                       "seconds of wall time > 0 between progress lines in the log, or \"N steps\" (default: at every "
                       "tenth of the model time and every 60 s between)"),

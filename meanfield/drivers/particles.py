@@ -30,6 +30,7 @@ from ..engine.simulation import Simulation
 from ..nonlocal_field import NonlocalEvaluator
 from ..particles.causal import PositionalDecay
 from ..particles.integrator import INTEGRATORS, EqualSteps
+from ..particles.pairs import pair_observables
 from ..particles.positions import CausalTokenPositions, NoTokenPositions, TokenPositions
 from ..particles.sampling import resolve_sampler
 from ..particles.system import ParticleSystem, default_dt, token_block
@@ -186,8 +187,11 @@ class ParticleSimulation(Simulation):
 
     # -- observing -----------------------------------------------------------------------
     def observables(self) -> dict[str, float]:
+        """The measure observables, then the tokens' pair statistics (:mod:`meanfield.particles.pairs`)."""
         self.field.enter(self.schedule.index_until(self.t))
         row = self.field.observables(self.x, self.system.weights)
+        tokens = self._all_tokens()
+        row.update(on_root(self.comm, lambda: pair_observables(tokens)))  # type: ignore[arg-type]
         row.update(rho_min=np.nan, rho_max=np.nan, dt=self.plan.h if self.plan is not None else np.nan)
         return row
 
@@ -280,6 +284,7 @@ def run_particles(
     quiet: bool = False,
     overwrite: bool = False,
     callbacks: Sequence[Callback] = (),
+    analysis: Sequence[Handler] = (),
 ) -> ParticleRunResult:
     """Run the particle system of a config and return the run read back from its directory.
 
@@ -303,6 +308,10 @@ def run_particles(
     callbacks
         Called on rank 0 at every output (see :func:`meanfield.run`; the state's ``arrays``
         hold the tokens, ``points``).
+    analysis
+        Handlers due once the outputs are written (``Cadence(final=True)``): the run's
+        diagnostics, which :func:`meanfield.run_particles` and ``meanfield particles`` give
+        (:mod:`meanfield.studies.particle_runs`).
     """
     from mpi4py import MPI
 
@@ -315,6 +324,6 @@ def run_particles(
     check_size(problem, comm, problem.particles.n)
     threads = configure_process(problem.field.threads)
     sim = ParticleSimulation(problem, comm)
-    start_run(sim, problem, run_dir, particle_handlers(problem), overwrite=overwrite, quiet=quiet,
+    start_run(sim, problem, run_dir, [*particle_handlers(problem), *analysis], overwrite=overwrite, quiet=quiet,
               facts={"threads": threads}, callbacks=callbacks)
     return everywhere(comm, lambda: load_particle_run(run_dir))

@@ -28,6 +28,7 @@ import numpy as np
 from ..collective import everywhere, on_root
 from ..config import Config, ConfigError, load_config, parse_override
 from ..engine.callbacks import Callback
+from ..engine.handlers import Handler
 from ..problem import Problem, output_times
 from ..rundir import layout
 from ..rundir.checkpoint import CheckpointError
@@ -52,7 +53,7 @@ RESUMABLE: dict[str, frozenset[str] | None] = {
     "model": None,
     "nonlocal": None,
     "time": frozenset({"cfl", "dt", "dt_max", "tol", "wall_limit"}),
-    "output": frozenset({"checkpoint_every", "log_every"}),
+    "output": frozenset({"checkpoint_every", "log_every", "diagnostics"}),
     "particles": frozenset({"dt"}),
     # the atom phase's accuracy and cost controls (not ``capture``, not the ``initial`` atoms)
     "atoms": frozenset({"absorb_mass", "lipschitz_step", "merge_distance", "core_level", "core_cells", "min_height",
@@ -156,6 +157,7 @@ def resume(
     comm=None,
     quiet: bool = False,
     callbacks: Sequence[Callback] = (),
+    analysis: Sequence[Handler] = (),
 ) -> RunResult | ParticleRunResult:
     """Continue a run in place from its last checkpoint (collective, any rank count).
 
@@ -173,6 +175,8 @@ def resume(
         No log on the terminal and no progress bar.
     callbacks
         Called on rank 0 at every output (see :func:`meanfield.run`).
+    analysis
+        Handlers due once the outputs are written (see :func:`meanfield.drivers.particles.run_particles`).
 
     Returns
     -------
@@ -192,11 +196,12 @@ def resume(
         from .particles import ParticleSimulation, particle_handlers
 
         continue_run(ParticleSimulation(problem, comm), problem, run_dir, plan["checkpoint"],
-                     particle_handlers(problem), quiet=quiet, note=note, rebuild_metadata=plan["rebuild_metadata"],
-                     callbacks=callbacks)
+                     [*particle_handlers(problem), *analysis], quiet=quiet, note=note,
+                     rebuild_metadata=plan["rebuild_metadata"], callbacks=callbacks)
     else:
         from .pde import PDESimulation, pde_handlers
 
-        continue_run(PDESimulation(problem, comm), problem, run_dir, plan["checkpoint"], pde_handlers(problem),
-                     quiet=quiet, note=note, rebuild_metadata=plan["rebuild_metadata"], callbacks=callbacks)
+        continue_run(PDESimulation(problem, comm), problem, run_dir, plan["checkpoint"],
+                     [*pde_handlers(problem), *analysis], quiet=quiet, note=note,
+                     rebuild_metadata=plan["rebuild_metadata"], callbacks=callbacks)
     return everywhere(comm, lambda: load_run(run_dir))

@@ -20,6 +20,12 @@ handlers' wall time has come (``output.checkpoint_every``: a checkpoint):
 * ``time.wall_limit``: stop the same way when the next step and the handlers due at a stop
   might not fit before the limit (the CLI exits with :data:`WALL_LIMIT_EXIT`).
 
+A run with handlers due once at the end (``Cadence.final``: a particle run's analysis, after the
+last output or a callback's stop) also looks at signals and the wall limit after the last output
+(a signal that came while it was written) and lets those handlers look between pieces of their
+work (:attr:`~.handlers.RunState.check_stop`): the run then stops the same way, resumable (a
+resume runs those handlers again).
+
 A callback that asks to stop (:class:`~.handlers.Callbacks`) ends the loop after that output's
 handlers, with status ``completed`` and ``stopped_early`` in metadata.json.  A step whose size
 has collapsed (more than :data:`~meanfield.config.MAX_STEPS` steps would be needed to finish)
@@ -151,12 +157,18 @@ class Controller:
         end, finish = RunEnd("failed"), True
         try:
             with SignalWatch() as signals:
+                state.check_stop = lambda: self._check_stop(signals)
                 while k < len(self.times) and state.stopped is None:
                     target = float(self.times[k])
                     while target - sim.t > time_tol(target):
                         self._between_steps(self._step(self._step_target(target)), signals)
                     self._output(k)
                     k += 1
+                final = [h for h in self.handlers if h.cadence.final]
+                if final:
+                    self._check_stop(signals)  # a signal that came while the last output was written
+                    self._call(Moment("final"), final)
+                    self._check_stop(signals)
             end = RunEnd("completed")
         except RunInterrupted as exc:
             end = RunEnd("interrupted", interrupted_by=exc.reason)
@@ -218,6 +230,14 @@ class Controller:
         if stop is not None:
             raise RunInterrupted(stop, signals.received if stop != "wall_limit" else 0, sim.t, self.run_dir)
 
+    def _check_stop(self, signals: SignalWatch) -> None:
+        """At a signal or the wall limit (agreed by all ranks, as between steps): the handlers due at
+        a stop, then :class:`RunInterrupted`; nothing otherwise."""
+        stop, _ = self._events(signals)
+        if stop is not None:
+            self._call(Moment("stop"), [h for h in self.handlers if h.cadence.stop])
+            raise RunInterrupted(stop, signals.received if stop != "wall_limit" else 0, self.sim.t, self.run_dir)
+
     def _events(self, signals: SignalWatch) -> tuple[str | None, set[Cadence]]:
         """(stop reason or None, the cadences whose wall time came) agreed by all ranks."""
         from mpi4py import MPI
@@ -265,7 +285,7 @@ class Controller:
             handler.handle(state, moment)
             elapsed = self.clock() - tic
             if handler.timing is not None:
-                state.timings[handler.timing] += elapsed
+                state.timings[handler.timing] = state.timings.get(handler.timing, 0.0) + elapsed
             if handler.cadence.stop:
                 stop_cost = (stop_cost or 0.0) + elapsed
         if stop_cost is not None:

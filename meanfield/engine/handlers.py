@@ -85,12 +85,16 @@ class Cadence:
         Every ``steps`` steps since the handler last ran.
     stop
         When a signal or the wall limit stops the run (after the last step).
+    final
+        Once, after the last output (a completed run's analysis): a signal or the wall limit
+        stops the run then too (:attr:`RunState.check_stop`).
     """
 
     outputs: bool = False
     wall: float | None = None
     steps: int | None = None
     stop: bool = False
+    final: bool = False
 
 
 @dataclass(frozen=True)
@@ -111,8 +115,8 @@ class Moment:
     Attributes
     ----------
     reason
-        ``"output"``, ``"step"``, ``"wall"`` (their wall time came) or ``"stop"`` (a signal or
-        the wall limit).
+        ``"output"``, ``"step"``, ``"wall"`` (their wall time came), ``"stop"`` (a signal or
+        the wall limit) or ``"final"`` (after the last output).
     output
         The output (reason ``"output"``).
     dt
@@ -168,6 +172,10 @@ class RunState:
         The last checkpoint's ``t`` and ``next_output``.
     stopped
         A callback's early stop: ``t`` and ``reason``.
+    check_stop
+        Collective: at a signal or the wall limit, the handlers due at a stop run and
+        :class:`~.controller.RunInterrupted` is raised; a long handler calls it between pieces of
+        its work (the controller sets it as the loop starts).
     """
 
     sim: Simulation
@@ -183,6 +191,7 @@ class RunState:
     committed: bool = False
     checkpoint: dict[str, Any] | None = None
     stopped: dict[str, Any] | None = None
+    check_stop: Callable[[], None] = field(default=lambda: None)
 
     @property
     def comm(self) -> Any:

@@ -69,8 +69,26 @@ On S^1 the cells are edges of a circle: ``topology_dimension = 1``,
 ``edge_node_connectivity(cell, corner)`` (corner = 2), ``location = "edge"``, a centroid angle
 ``theta(cell)`` in radians instead of lon/lat, and lengths in ``rad`` (density in ``rad-1``).
 A particle run holds ``points(time, token, coordinate)`` (the tokens in global order;
-``coordinate`` labelled x, y, z) and the same observables.  Every array is in global order
-(the cell order of the serial mesh, the sampler's token order), whatever the rank count.
+``coordinate`` labelled x, y, z, or x0, x1, ... above d = 3), its scalar observables along
+``time``, and per ``prompt`` (an independent set of tokens; one for a single run) the moments as
+arrays and each scalar of the prompt, never a variable per vector or matrix entry::
+
+    dimensions:
+        time = UNLIMITED ; token = n ; coordinate = d ; prompt = B ; component = d ; component_2 = d ;
+    variables:
+        double points(time, token, coordinate) ;
+        double mass(time), order(time), energy(time), mean_inner_product(time),
+               clustered_fraction(time), clusters(time), dt(time), wall(time) ;   observables.csv's
+        double mean(time, prompt, component) ;                        each prompt's mean vector
+        double second_moment(time, prompt, component, component_2) ; each prompt's int x x^T dmu
+        double energy_by_prompt(time, prompt), order_by_prompt(...), mean_inner_product_by_prompt(...),
+               clustered_fraction_by_prompt(...), clusters_by_prompt(...) ;   each prompt's scalars
+
+With B prompts the scalars along ``time`` are the means over the prompts and ``<name>_se`` their
+standard errors.  On S^1 and S^2 observables.csv also has the entries ``mean_0, ..., m2_22``
+(the PDE's columns, :mod:`meanfield.observables`); run.nc holds them once, in the arrays.
+Every array is in global order (the cell order of the serial mesh, the sampler's token order),
+whatever the rank count.
 
 **DG1 vertex values can be negative.**  ``vertex_density`` is the discontinuous linear
 density at each cell's vertices, seen from that cell (``cells`` order).  The Zhang-Shu
@@ -91,6 +109,7 @@ snapshots when it cannot be read.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -115,6 +134,18 @@ ATOM_DIM = "atom"
 ATOM_CHUNK = 256
 #: The dimension (and coordinate) of the token positions of a causal run.
 POSITION_DIM = "position"
+#: The dimension of a particle run's prompts (independent sets of tokens; one for a single run).
+PROMPT_DIM = "prompt"
+#: The dimensions of the entries of vector and matrix observables (labelled like ``coordinate``).
+COMPONENT_DIMS = ("component", "component_2")
+#: Scalars of each prompt of a particle run: ``<name>_by_prompt`` along (time, prompt) in run.nc;
+#: ``<name>`` (along time; observables.csv's column) is their mean over the prompts and
+#: ``<name>_se`` its standard error (a batch of prompts only).
+PROMPT_SCALARS = ("energy", "order", "mean_inner_product", "clustered_fraction", "clusters")
+#: Suffix of a particle run's per-prompt scalars in run.nc (``energy_by_prompt``).
+BY_PROMPT = "_by_prompt"
+#: observables.csv's columns of single entries of the mean vector and the second moments (S^1, S^2).
+MOMENT_ENTRY = re.compile(r"(mean|m2)_\d+")
 
 #: Builds the run's Dataset from output times (T,), per-output arrays (name -> (T, ...)) and
 #: observables (name -> (T,)).
@@ -127,13 +158,19 @@ _OBSERVABLES: dict[str, tuple[str, str]] = {
     "dt": ("last time step before the output", "1"),
     "atom_mass": ("total mass of the atoms (point masses)", "1"),
     "wall": ("wall-clock time since the run segment started", "s"),
+    "mean_inner_product": ("mean of the tokens' inner products <x_i, x_j> over the pairs i != j", "1"),
+    "clustered_fraction": ("share of the token pairs i != j with <x_i, x_j> >= 1 - delta (delta = 1e-3)", "1"),
+    "clusters": ("clusters: connected groups of the tokens linked where <x_i, x_j> >= 1 - 1e-4", "1"),
 }
 
 
 def observable_attributes(name: str, density_units: str | None) -> dict[str, str]:
     """``long_name`` and ``units`` of an observables.csv column (none for an unknown one)."""
     units: str | None
-    if name in _OBSERVABLES:
+    if name.endswith("_se") and name.removesuffix("_se") in _OBSERVABLES:
+        text, units = _OBSERVABLES[name.removesuffix("_se")]
+        text, units = f"standard error over the prompts of their mean of: {text}", units
+    elif name in _OBSERVABLES:
         text, units = _OBSERVABLES[name]
     elif name.startswith("mean_"):
         text, units = f"component {name[5:]} of the mean vector int x dmu", "1"
@@ -345,23 +382,65 @@ def pde_dataset(mesh: Mapping[str, np.ndarray], times: np.ndarray, outputs: Mapp
     return xr.Dataset(data, coords=coords, attrs=dict(attrs))
 
 
+def token_moments(points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each prompt's mean vector (B, d) and second-moment matrix (B, d, d), tokens weighing 1/n alike:
+    ``points`` (n, d) (one prompt) or (B, n, d)."""
+    x = np.asarray(points, float)
+    x = x.reshape(-1, *x.shape[-2:])
+    return x.mean(axis=1), np.stack([(p.T @ p) / len(p) for p in x])
+
+
+def _prompt_variables(times: np.ndarray, points: np.ndarray, outputs: Mapping[str, np.ndarray],
+                      observables: Mapping[str, np.ndarray]) -> dict[str, Any]:
+    """A particle run's variables along (time, prompt, ...): each prompt's moments (from its tokens,
+    output by output) and scalars (``<name>_by_prompt`` from ``outputs``, else, for one prompt, the
+    observable itself)."""
+    count, d = len(times), points.shape[-1]
+    prompts = points.shape[1] if points.ndim == 4 else 1
+    moments = [token_moments(p) for p in points]
+    means = np.array([m for m, _ in moments]).reshape(count, prompts, d)
+    seconds = np.array([s for _, s in moments]).reshape(count, prompts, d, d)
+    data: dict[str, Any] = {
+        "mean": (("time", PROMPT_DIM, COMPONENT_DIMS[0]), means,
+                 {"long_name": "mean vector int x dmu of each prompt's tokens", "units": "1"}),
+        "second_moment": (("time", PROMPT_DIM, *COMPONENT_DIMS), seconds,
+                          {"long_name": "second-moment matrix int x x^T dmu of each prompt's tokens", "units": "1"})}
+    for name in PROMPT_SCALARS:
+        values = outputs.get(f"{name}{BY_PROMPT}")
+        if values is None and prompts == 1 and name in observables:
+            values = np.asarray(observables[name], float).reshape(count, 1)
+        if values is not None:
+            attrs = observable_attributes(name, "1")
+            attrs["long_name"] = attrs.get("long_name", name) + ", of each prompt"
+            data[f"{name}{BY_PROMPT}"] = (("time", PROMPT_DIM), np.asarray(values, float), attrs)
+    return data
+
+
 def particle_dataset(times: np.ndarray, outputs: Mapping[str, np.ndarray], observables: Mapping[str, np.ndarray],
                      attrs: Mapping[str, Any], positions: np.ndarray | None = None,
                      trackers: Mapping[str, Mapping[str, str]] | None = None) -> xarray.Dataset:
-    """The Dataset of a particle run: ``points`` (T, n, d) and the observables (``trackers``: the
-    attributes of the config's own, :func:`tracker_attributes`); a causal run's token
-    ``positions`` (n,) in [0, 1] as the coordinate ``position`` of the token dimension."""
+    """The Dataset of a particle run (module docstring): ``points`` (T, n, d), the scalar observables
+    along time (``trackers``: the attributes of the config's own, :func:`tracker_attributes`), each
+    prompt's mean vector and second moments and scalars along (time, prompt, ...); a causal run's
+    token ``positions`` (n,) in [0, 1] as the coordinate ``position`` of the token dimension.
+
+    observables.csv's columns of single moment entries (``mean_0``, ``m2_01``, ... on S^1 and S^2)
+    are not repeated: ``mean`` and ``second_moment`` hold them.
+    """
     import xarray as xr
 
     points = np.asarray(outputs["points"], float)
-    d = points.shape[2]
+    d = points.shape[-1]
     labels = list("xyz"[:d]) if d <= 3 else [f"x{i}" for i in range(d)]
+    scalars = {k: v for k, v in observables.items() if not MOMENT_ENTRY.fullmatch(k)}
     data = {"points": (("time", "token", "coordinate"), points,
                        {"long_name": f"token positions on the unit sphere S^{d - 1} (global token order)",
                         "units": "1"}),
-            **_observables(observables, "1", trackers or {})}
+            **_observables(scalars, "1", trackers or {}), **_prompt_variables(times, points, outputs, observables)}
     coords = {"time": _time_coordinate(times),
-              "coordinate": ("coordinate", labels, {"long_name": "ambient coordinate"})}
+              "coordinate": ("coordinate", labels, {"long_name": "ambient coordinate"}),
+              **{dim: (dim, labels, {"long_name": "ambient coordinate (an entry of a vector or matrix)"})
+                 for dim in COMPONENT_DIMS}}
     if positions is not None:
         coords["position"] = ("token", np.asarray(positions, float),
                               {"long_name": "token position s in [0, 1] (causal attention: a token attends to "
@@ -490,33 +569,31 @@ class RunFile:
     def write(self, t: float, row: Mapping[str, float], snapshot: Mapping[str, np.ndarray]) -> None:
         """Append one output (creating the file at the first).
 
-        The appends go through h5py on the variables listed once per process
-        (:meth:`_appendable`): reopening the file with h5netcdf at every output cost about 0.1 s,
-        which dominated long runs with thousands of cheap outputs.
+        The output's variables are those of the run's Dataset built for this output alone (so the
+        file holds what :meth:`rebuild` and ``to_xarray`` build); the appends go through h5py on
+        the variables listed once per process (:meth:`_appendable`): reopening the file with
+        h5netcdf at every output cost about 0.1 s, which dominated long runs with thousands of
+        cheap outputs.
         """
+        ds = self.build(np.array([t]), stack_outputs([snapshot]), {k: np.array([v]) for k, v in row.items()})
         if not self.path.exists():
-            arrays = stack_outputs([snapshot])
-            self._create(self.build(np.array([t]), arrays, {k: np.array([v]) for k, v in row.items()}))
+            self._create(ds)
             return
         import h5py
 
         series, atom_datasets = self._appendable()
-        values: dict[str, Any] = {"time": t, **{k: v for k, v in row.items() if k != "t"}, **snapshot}
         with h5py.File(self.path, "a", locking=False) as f:
             k = f["time"].shape[0]
             if atom_datasets:
-                masses = np.asarray(snapshot[ATOM_KEYS[0]])
-                data, coords = _atom_variables(np.full(len(masses), t), masses, *(snapshot[k] for k in ATOM_KEYS[1:]))
-                atoms = {name: value for name, (_, value, _) in {**data, **coords}.items()}
-                values["atom_count"] = len(masses)
+                count = ds.sizes.get(ATOM_DIM, 0)
                 n = f[ATOM_DIM].shape[0]
                 for name in atom_datasets:
-                    f[name].resize(n + len(masses), axis=0)
-                    if name in atoms and len(masses):
-                        f[name][n:, ...] = atoms[name]
+                    f[name].resize(n + count, axis=0)
+                    if name in ds.variables and count:
+                        f[name][n:, ...] = ds[name].values
             for name in series:
                 f[name].resize(k + 1, axis=0)
-                f[name][k, ...] = values.get(name, np.nan)
+                f[name][k, ...] = ds[name].values[0] if name in ds.variables else np.nan
 
     def _appendable(self) -> tuple[list[str], list[str]]:
         """The datasets along ``time`` and those along ``atom`` (with the dimension's own)."""

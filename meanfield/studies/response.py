@@ -305,7 +305,9 @@ def response(
     values = np.array([op.inner(every, sim.positions.split(states[t])).mean(axis=0) for t in times])
     second, first = op.inner(phi0 ** 2, rho0), op.inner(phi0, rho0)
     n_var = (second - first ** 2).mean(axis=0)
-    cross = comm.allreduce(np.einsum("kc,c,kcp,kcq->kpq", rho0, areas, phi0, phi0), op=MPI.SUM)
+    columns = phi0.shape[-1]
+    products = (phi0[:, :, :, None] * phi0[:, :, None, :]).reshape(M, phi0.shape[1], columns * columns)
+    cross = op.inner(products, rho0).reshape(M, columns, columns)
     covariance = (cross - first[:, :, None] * first[:, None, :]).mean(axis=0)
     covariance = covariance.reshape(len(times), P, len(times), P).transpose(0, 2, 1, 3)
     rows = []
