@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..choices import FIELD_METHODS, FIELD_TOL, SCHEME_DESCRIPTIONS, SPHERES, STEP_TOL
-from ..layers import ATTENTION_SETTINGS
+from ..layers import attention_settings
 from ..memory import cells_of
 from ..model import did_you_mean
 
@@ -111,8 +111,9 @@ SCHEMA: dict[str, dict[str, tuple[Any, Callable[[Any], bool], str]]] = {
     },
     "model": {
         "velocity": ("attention", _one_of("attention", "rotation"), "'attention' or 'rotation'"),
-        "attention": ("softmax", _one_of(*ATTENTION_SETTINGS),
-                      "'softmax', 'unnormalized' or 'none' (the feed-forward block alone)"),
+        "attention": ("softmax", lambda v: v in attention_settings(),
+                      "a registered attention kind ('softmax', 'unnormalized', ...) or 'none' "
+                      "(the feed-forward block alone)"),
         "beta": (4.0, is_positive, "a number > 0"),
         "Q": (None, _anything, "a d x d matrix"),
         "K": (None, _anything, "a d x d matrix"),

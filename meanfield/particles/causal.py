@@ -79,7 +79,8 @@ def _later(m: int) -> np.ndarray:
 
 def masked_block_sums(model: AttentionModel, points: np.ndarray, weights: np.ndarray) -> FieldValues:
     """The scaled sums of token i over the tokens ``j <= i`` of one block (in order), shape as
-    :class:`FieldValues` (``log_scale``: the row's largest exponent, the token itself included)."""
+    :class:`FieldValues`, with the attention kind's kernel (``log_scale``: its shift of the row,
+    the largest exponent for ``exp``, the token itself included)."""
     m, d = points.shape
     H = len(model.heads)
     values = FieldValues(np.empty((H, m, d)), np.empty((H, m)), np.empty((H, m)))
@@ -87,11 +88,9 @@ def masked_block_sums(model: AttentionModel, points: np.ndarray, weights: np.nda
     for h, head in enumerate(model.heads):
         E = (model.beta * (points @ head.Q.T)) @ (points @ head.K.T).T
         E[later] = -np.inf
-        top = E.max(axis=1)
-        E -= top[:, None]
-        np.exp(E, out=E)
+        W, top = model.kind.weights(E)
         rhs = np.column_stack([weights[:, None] * (points @ head.V.T), weights])
-        sums = E @ rhs
+        sums = W @ rhs
         values.N[h], values.Z[h], values.log_scale[h] = sums[:, :d], sums[:, d], top
     return values
 
@@ -375,7 +374,8 @@ class CausalTokenField:
             fast: FastEvaluator | None = None
             if isinstance(evaluator, FastEvaluator):
                 fast = evaluator
-            elif isinstance(evaluator, AutoEvaluator) and evaluator.model.d in SUPPORTED_DIMENSIONS:
+            elif isinstance(evaluator, AutoEvaluator) and evaluator.model.d in SUPPORTED_DIMENSIONS \
+                    and evaluator.model.kind.exponential:
                 candidate = FastEvaluator(evaluator.model, self.comm, evaluator.tol)
                 costs = estimated_costs(candidate, n, n // 2 + 1, False, False)
                 fast = candidate if costs["fast"] < costs["direct"] else None
