@@ -7,8 +7,9 @@ doubles and every other state is dropped, so about ``2 sqrt(steps)`` states are 
 backward sweep (:meth:`AdjointSolver.backward`) takes the segments between kept states from
 the last to the first, recomputes each segment's steps from its first state (the same
 operations as the forward steps, so the same states to round-off), keeps their Runge-Kutta
-stage states (at most ``stride`` steps' worth), and runs the adjoint of SSP-RK3 back over them:
-for ``u1 = u + dt L(u)``, ``u2 = 3/4 u + 1/4 (u1 + dt L(u1))``, ``v = 1/3 u + 2/3 (u2 + dt L(u2))``,
+stage states (at most ``stride`` steps' worth), and runs the adjoint of SSP-RK3 back over them
+(the shared tableau's :meth:`~meanfield.runge_kutta.ShuOsher.transposed_step`): for
+``u1 = u + dt L(u)``, ``u2 = 3/4 u + 1/4 (u1 + dt L(u1))``, ``v = 1/3 u + 2/3 (u2 + dt L(u2))``,
 
     P2 = 2/3 (Pv + dt A(u2) Pv),   P1 = 1/4 (P2 + dt A(u1) P2),
     Pu = 1/3 Pv + 3/4 P2 + P1 + dt A(u0) P1,
@@ -30,6 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..drivers.pde import PDESimulation
+from ..runge_kutta import SSP_RK3
 from ..times import MATCH_TOL, same_time, time_tol
 from ..velocity import LayerVelocity
 from .operator import AdjointOperator, Linearisation
@@ -122,10 +124,11 @@ class AdjointSolver:
         """The stage states (u, u1, u2) of one SSP-RK3 step of size dt from ``state`` and its
         result: the operations of :meth:`meanfield.timestepping.SSPRK3.step`."""
         rhs, post = self.stepping.rhs_and_bound, self.stepping.postprocess
-        u1 = post(state + dt * rhs(state)[0])
-        u2 = post(0.75 * state + 0.25 * (u1 + dt * rhs(u1)[0]))
-        new = post(state / 3.0 + (2.0 / 3.0) * (u2 + dt * rhs(u2)[0]))
-        return [state, u1, u2], new
+        states, rates = [state], []
+        for i in range(1, SSP_RK3.stages + 1):
+            rates.append(rhs(states[-1])[0])
+            states.append(post(SSP_RK3.stage(i, states, rates, dt)))
+        return states[:-1], states[-1]
 
     def backward(self, finals: Mapping[float, np.ndarray],
                  sensitivities: Sequence[Sensitivity] = ()) -> tuple[np.ndarray, np.ndarray]:
@@ -182,15 +185,15 @@ class AdjointSolver:
                       sensitivities: Sequence[Sensitivity], derivatives: np.ndarray) -> np.ndarray:
         self.field.enter(step.layer)
         op, dt = self.operator, step.dt
-        lin2 = op.linearise(self.sim.positions.split(stages[2]))
-        p2 = (2.0 / 3.0) * (phi + dt * op.apply(lin2, phi))
-        lin1 = op.linearise(self.sim.positions.split(stages[1]))
-        p1 = 0.25 * (p2 + dt * op.apply(lin1, p2))
-        lin0 = op.linearise(self.sim.positions.split(stages[0]))
-        for s, sens in enumerate(sensitivities):
-            for lin, weight, p in ((lin2, 2.0 / 3.0, phi), (lin1, 0.25, p2), (lin0, 1.0, p1)):
-                derivatives[s] += weight * dt * op.pairing(lin, p, self._velocity_change(sens, step, lin))
-        return phi / 3.0 + 0.75 * p2 + p1 + dt * op.apply(lin0, p1)
+
+        def apply(j: int, mu: np.ndarray) -> np.ndarray:
+            """``A(u_j) mu`` at stage j, and the parameters' derivatives paired with ``mu``."""
+            lin = op.linearise(self.sim.positions.split(stages[j]))
+            for s, sens in enumerate(sensitivities):
+                derivatives[s] += dt * op.pairing(lin, mu, self._velocity_change(sens, step, lin))
+            return op.apply(lin, mu)
+
+        return SSP_RK3.transposed_step(phi, dt, apply)
 
     def _velocity_change(self, sens: Sensitivity, step: Step, lin: Linearisation) -> np.ndarray:
         """(M, F, d) the derivative of each slice's velocity at the facets with respect to the

@@ -1,7 +1,7 @@
 """Causal (decoder) attention for tokens: token i attends to the tokens j <= i only.
 
 Token i (0-based here; ``i + 1`` in ``MODEL.md``) sits at position ``s_i = (i + 1/2) / n`` (the
-midpoints of n slices, :func:`meanfield.causal.slice_positions`) and
+midpoints of n slices, :func:`meanfield.sequence.slice_positions`) and
 moves with the field of the tokens up to and including itself,
 
     X_i = P_{x_i}( sum_{j<=i} w_j e^{beta <Q x_i, K x_j>} V x_j / sum_{j<=i} w_j e^{beta <Q x_i, K x_j>} )  (SA),
@@ -62,6 +62,7 @@ from ..nonlocal_field.harmonics import SUPPORTED_DIMENSIONS, basis_size
 from ..nonlocal_field.parallel import allgather_rows
 from ..nonlocal_field.spectral import kernel_multipliers, spectrum_for
 from ..nonlocal_field.transforms import PointTransform
+from ..sequence import position, slice_positions
 from ..velocity import LayerVelocity
 
 #: Tokens per block: balances the fast route's fixed cost per block (a transform and the
@@ -126,7 +127,7 @@ class PositionalDecay:
 
     def reference(self, layout: TokenLayout, k: int) -> float:
         """The position ``r_k`` of block k's first token (also past the last block)."""
-        return (k * layout.block + 0.5) / layout.n
+        return float(position(k * layout.block, layout.n))
 
     def relative(self, weights: np.ndarray, positions: np.ndarray, at: float) -> np.ndarray:
         """``weights * e^{-lambda (at - positions)}``."""
@@ -150,7 +151,7 @@ class PositionalDecay:
 
 def token_positions(n: int) -> np.ndarray:
     """The positions ``s_i = (i + 1/2) / n`` of n tokens."""
-    return (np.arange(n) + 0.5) / n
+    return slice_positions(n)
 
 
 @dataclass(frozen=True)

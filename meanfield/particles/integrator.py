@@ -28,6 +28,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from ..runge_kutta import SSP_RK3
+
 #: Velocity of the local tokens, (n_local, d) -> (n_local, d); collective under MPI.
 Velocity = Callable[[np.ndarray], np.ndarray]
 
@@ -54,11 +56,9 @@ def _project(y: np.ndarray) -> tuple[np.ndarray, float]:
 
 
 def projected_ssprk3_step(velocity: Velocity, x: np.ndarray, dt: float) -> tuple[np.ndarray, float]:
-    """One SSP-RK3 step (Shu-Osher form, as :class:`meanfield.timestepping.SSPRK3`), renormalised
-    onto the sphere after the step; returns the tokens and this rank's largest drift."""
-    u1 = x + dt * velocity(x)
-    u2 = 0.75 * x + 0.25 * (u1 + dt * velocity(u1))
-    return _project(x / 3.0 + (2.0 / 3.0) * (u2 + dt * velocity(u2)))
+    """One SSP-RK3 step (:data:`meanfield.runge_kutta.SSP_RK3`, the PDE's), renormalised onto the
+    sphere after the step; returns the tokens and this rank's largest drift."""
+    return _project(SSP_RK3.step(velocity, x, dt))
 
 
 def residual_step(velocity: Velocity, x: np.ndarray, dt: float) -> tuple[np.ndarray, float]:
