@@ -34,7 +34,9 @@ def read_mesh_file(path: str | Path, sphere: str | None = None) -> RawMesh:
         detail = str(exc) if str(exc) not in ("", "1") else said
         raise MeshError(f"mesh.file: meshio cannot read {path} as a mesh" + (f" ({detail})" if detail else "")) \
             from None
-    wanted = [s.cell_type for s in SPHERES.values()] if sphere is None else [sphere_named(sphere).cell_type]
+    # the sphere's own cells first, then the others' (the check below names a mismatch)
+    own = None if sphere is None else sphere_named(sphere).cell_type
+    wanted = sorted((s.cell_type for s in SPHERES.values()), key=lambda c: c != own)
     cell_type = next((c for c in wanted if c in m.cells_dict), None)
     if cell_type is None:
         raise MeshError(f"mesh.file: {path} has no {' or '.join(wanted)} cells")
