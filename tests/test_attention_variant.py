@@ -54,6 +54,9 @@ def test_registered_kind_is_a_config_choice():
     assert "sigmoid" in attention_names()
     config = load_config({"mesh": {"sphere": "S1"}, "model": {"attention": "sigmoid"}})
     assert config.data["model"]["attention"] == "sigmoid"
+    with pytest.raises(ConfigError, match="nonlocal.method: 'fast' expands the kernel exp; 'sigmoid'"):
+        load_config({"model": {"layers": [{"t_end": 1.0}, {"t_end": 2.0, "attention": "sigmoid"}]},
+                     "nonlocal": {"method": "fast"}})
     with pytest.raises(ConfigError, match="did you mean 'sigmoid'"):
         Problem(load_config({"model": {"layers": [{"t_end": 1.0, "attention": "sigmoyd"}]}})).schedule()
 

@@ -21,9 +21,8 @@ import numpy as np
 
 from ..choices import FIELD_METHODS, FIELD_TOL, SCHEME_DESCRIPTIONS, SPHERES, STEP_TOL
 from ..layers import attention_settings
-from ..memory import cells_of
 from ..model import did_you_mean
-from ..sphere import DEFAULT_SPHERE
+from ..sphere import DEFAULT_SPHERE, sphere_named
 from ..sphere import SPHERES as SPHERE_DESCRIPTORS
 
 
@@ -295,4 +294,4 @@ def default_core_cells(sphere: str, resolution: int | None) -> int:
     cells, reference = CORE_CELLS[sphere]
     if resolution is None:
         return cells
-    return max(cells, round(cells * cells_of(sphere, resolution) / reference))
+    return max(cells, round(cells * sphere_named(sphere).cells(resolution) / reference))
