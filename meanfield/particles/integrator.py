@@ -28,8 +28,6 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from ..runge_kutta import SSP_RK3
-
 #: Velocity of the local tokens, (n_local, d) -> (n_local, d); collective under MPI.
 Velocity = Callable[[np.ndarray], np.ndarray]
 
@@ -58,6 +56,8 @@ def _project(y: np.ndarray) -> tuple[np.ndarray, float]:
 def projected_ssprk3_step(velocity: Velocity, x: np.ndarray, dt: float) -> tuple[np.ndarray, float]:
     """One SSP-RK3 step (:data:`meanfield.runge_kutta.SSP_RK3`, the PDE's), renormalised onto the
     sphere after the step; returns the tokens and this rank's largest drift."""
+    from ..runge_kutta import SSP_RK3  # here: the samplers' import (the references') stays light
+
     return _project(SSP_RK3.step(velocity, x, dt))
 
 
