@@ -34,11 +34,11 @@ ENV_VAR = "MEANFIELD_MEMORY_CHECK"
 # Coefficients: measured peaks (one rank unless said) in MB, and what the estimate gives.
 #: Peak resident memory of a small run (imports, MPI, PETSc): measured 223-225 MB.
 BASE = 240e6
-#: Peak resident bytes per cell of a PDE run, by (sphere, scheme), one rank (fitted slopes ~960, ~3900,
-#: ~480, ~1270 B/cell, rounded up).  Measured -> estimated: S2 FV level 7 525 -> 600, level 8 1469 -> 1682;
-#: S2 DG1 level 6 523 -> 568, level 7 1479 -> 1551; S1 FV 2**20 cells 721 -> 817; S1 DG1 2**19 887 -> 974.
-#: The values are the spheres' descriptors' ``bytes_per_cell`` (:mod:`meanfield.sphere`).
-#: Part of PER_CELL that rank 0 holds whole under MPI: the measured peak of the largest of 2 ranks is half
+# Peak resident bytes per cell of a PDE run, by (sphere, scheme), one rank: the spheres' descriptors'
+# ``bytes_per_cell`` (:mod:`meanfield.sphere`; fitted slopes ~960, ~3900, ~480, ~1270 B/cell, rounded up).
+# Measured -> estimated: S2 FV level 7 525 -> 600, level 8 1469 -> 1682; S2 DG1 level 6 523 -> 568, level 7
+# 1479 -> 1551; S1 FV 2**20 cells 721 -> 817; S1 DG1 2**19 887 -> 974.
+#: Part of the bytes per cell that rank 0 holds whole under MPI: the measured peak of the largest of 2 ranks is half
 #: the serial one plus 1-2% (S2 FV level 8: 852 -> 1033 MB, DG1 level 7: 866 -> 961 MB); 0.1 leaves a margin.
 ROOT_SHARE = 0.1
 #: A particle run: a fixed cost (the base and the field evaluator's blocks) and bytes per token per
