@@ -7,9 +7,9 @@ take their names and defaults from here, so the two always agree.
 
 from __future__ import annotations
 
-from .sphere import SPHERES as SPHERE_DESCRIPTORS
+from .spheres import SPHERES as SPHERE_DESCRIPTORS
 
-#: Sphere name -> ambient dimension d (``mesh.sphere``; :mod:`meanfield.sphere` has the descriptors).
+#: Sphere name -> ambient dimension d (``mesh.sphere``; :mod:`meanfield.spheres` has the descriptors).
 SPHERES: dict[str, int] = {name: sphere.d for name, sphere in sorted(SPHERE_DESCRIPTORS.items())}
 #: ``scheme.kind`` -> the scheme's description, the first one the default
 #: (:data:`meanfield.discretisation.registry.SCHEMES` holds the classes).

@@ -26,7 +26,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from .sphere import sphere_named
+from .spheres import sphere_named
 
 #: Environment variable: ``off`` skips the refusal (the estimate is still computed and printed by ``check``).
 ENV_VAR = "MEANFIELD_MEMORY_CHECK"
@@ -35,7 +35,7 @@ ENV_VAR = "MEANFIELD_MEMORY_CHECK"
 #: Peak resident memory of a small run (imports, MPI, PETSc): measured 223-225 MB.
 BASE = 240e6
 # Peak resident bytes per cell of a PDE run, by (sphere, scheme), one rank: the spheres' descriptors'
-# ``bytes_per_cell`` (:mod:`meanfield.sphere`; fitted slopes ~960, ~3900, ~480, ~1270 B/cell, rounded up).
+# ``bytes_per_cell`` (:mod:`meanfield.spheres`; fitted slopes ~960, ~3900, ~480, ~1270 B/cell, rounded up).
 # Measured -> estimated: S2 FV level 7 525 -> 600, level 8 1469 -> 1682; S2 DG1 level 6 523 -> 568, level 7
 # 1479 -> 1551; S1 FV 2**20 cells 721 -> 817; S1 DG1 2**19 887 -> 974.
 #: Part of the bytes per cell that rank 0 holds whole under MPI: the measured peak of the largest of 2 ranks is half

@@ -32,7 +32,7 @@ from .memory import cells_of
 from .mesh import RawMesh, raw_mesh
 from .model import AttentionModel, ModelError, VelocityField, rotation_velocity
 from .random_weights import DrawnWeights, RandomLayers
-from .sphere import sphere_named
+from .spheres import sphere_named
 from .trackers import Trackers
 
 

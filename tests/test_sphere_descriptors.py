@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from meanfield.mesh.raw import GENERATORS
-from meanfield.sphere import SPHERES, sphere_area, sphere_named, sphere_of_dimension
+from meanfield.spheres import SPHERES, sphere_area, sphere_named, sphere_of_dimension
 
 
 @pytest.mark.parametrize("name", sorted(SPHERES))

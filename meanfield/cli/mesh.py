@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..sphere import SPHERES, sphere_named
+from ..spheres import SPHERES, sphere_named
 from .options import Options, Subparsers, add_memory_check, add_overwrite, add_quiet
 from .terminal import echo
 

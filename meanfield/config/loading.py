@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..model import did_you_mean
-from ..sphere import DEFAULT_SPHERE, sphere_named
+from ..spheres import DEFAULT_SPHERE, sphere_named
 from .checks import check_mask, check_model, check_times
 from .schema import (
     DEFAULT_CONFIG,

@@ -22,8 +22,8 @@ import numpy as np
 from ..choices import FIELD_METHODS, FIELD_TOL, SCHEME_DESCRIPTIONS, SPHERES, STEP_TOL
 from ..layers import attention_settings
 from ..model import did_you_mean
-from ..sphere import DEFAULT_SPHERE, sphere_named
-from ..sphere import SPHERES as SPHERE_DESCRIPTORS
+from ..spheres import DEFAULT_SPHERE, sphere_named
+from ..spheres import SPHERES as SPHERE_DESCRIPTORS
 
 
 class ConfigError(ValueError):

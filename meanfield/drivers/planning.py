@@ -35,7 +35,7 @@ from ..memory import Estimate, MemoryEstimateError, format_bytes, problem_estima
 from ..problem import Problem
 from ..rundir import layout
 from ..rundir.directory import RunDirectoryError, check_target
-from ..sphere import sphere_named
+from ..spheres import sphere_named
 from ..wording import counted
 from . import walltime
 

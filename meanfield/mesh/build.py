@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..sphere import sphere_named
+from ..spheres import sphere_named
 from .files import read_mesh_file
 from .raw import GENERATORS, SPHERES, MeshError, RawMesh
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..sphere import SPHERES, sphere_named
+from ..spheres import SPHERES, sphere_named
 from .checks import check_sphere_mesh
 from .raw import MeshError, RawMesh
 
@@ -96,7 +96,7 @@ def make_mesh_file(sphere: str, size: int, path: str | Path, *, overwrite: bool 
     Parameters
     ----------
     sphere
-        ``mesh.sphere`` (``size``: what its descriptor's ``size_word`` says, :mod:`meanfield.sphere`).
+        ``mesh.sphere`` (``size``: what its descriptor's ``size_word`` says, :mod:`meanfield.spheres`).
     path
         Output file (:func:`check_mesh_output`).
 

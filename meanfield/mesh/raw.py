@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..choices import SPHERES as SPHERES  # sphere name -> ambient dimension d
-from ..sphere import sphere_of_dimension
+from ..spheres import SPHERES as SPHERES  # sphere name -> descriptor
+from ..spheres import sphere_of_dimension
 
 
 class MeshError(ValueError):
@@ -86,6 +86,6 @@ def circle(n: int) -> RawMesh:
     return RawMesh(pts, cells)
 
 
-#: The mesh generators by name (a sphere descriptor's ``mesh_generator``, :mod:`meanfield.sphere`):
+#: The mesh generators by name (a sphere descriptor's ``mesh_generator``, :mod:`meanfield.spheres`):
 #: the mesh of ``mesh.resolution``.
 GENERATORS = {"icosphere": icosphere, "circle": circle}

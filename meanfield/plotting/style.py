@@ -7,7 +7,7 @@ from typing import TypedDict
 import numpy as np
 from matplotlib.colors import LogNorm, Normalize
 
-from ..sphere import sphere_named
+from ..spheres import sphere_named
 
 
 class MarkerStyle(TypedDict, total=False):

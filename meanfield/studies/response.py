@@ -35,7 +35,7 @@ import numpy as np
 
 from ..config import Config, ConfigError, load_config
 from ..expression import VARIABLES, Function, compile_function
-from ..sphere import sphere_named
+from ..spheres import sphere_named
 from ..times import MATCH_TOL, same_time
 from ..trackers import TRACKER_NAME
 

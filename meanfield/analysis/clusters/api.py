@@ -26,7 +26,7 @@ from ...mesh import RawMesh, raw_mesh
 from ...references.spectral_circle import CircleSolution
 from ...rundir.directory import check_output_folder
 from ...rundir.results import load_run
-from ...sphere import sphere_area, sphere_named
+from ...spheres import sphere_area, sphere_named
 from ..causal import position_slice, whole_measure
 from ..events import Event
 from .atoms import WithAtoms

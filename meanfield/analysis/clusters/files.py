@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ...sphere import sphere_named
+from ...spheres import sphere_named
 from .coords import angle_columns
 from .history import BasinHistory
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ...sphere import sphere_named
+from ...spheres import sphere_named
 from ..events import Event
 from .crossing import crossing_status, first_crossing
 from .frame import Frame

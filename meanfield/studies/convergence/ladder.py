@@ -19,7 +19,7 @@ from ...analysis.causal import whole_measure
 from ...config import Config, load_config
 from ...problem import Problem
 from ...rundir.results import RunResult
-from ...sphere import sphere_named
+from ...spheres import sphere_named
 
 
 class ConvergenceError(ValueError):
