@@ -43,13 +43,7 @@ import numpy as np
 from .discretisation.base import SpatialScheme
 from .model import VelocityField
 from .nonlocal_field.base import FieldValues
-
-
-def slice_positions(slices: int) -> np.ndarray:
-    """The positions ``s_k = (k + 1/2) / M`` of ``M = slices`` slices (midpoint rule)."""
-    if slices < 1:
-        raise ValueError(f"positions.slices: {slices!r}; it must be an integer >= 1")
-    return (np.arange(slices) + 0.5) / slices
+from .sequence import slice_positions
 
 
 def _at_position(density: Callable[[np.ndarray, float], np.ndarray], s: float, points: np.ndarray) -> np.ndarray:

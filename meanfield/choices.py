@@ -1,4 +1,4 @@
-"""The names and defaults a config chooses between, in a module that imports nothing.
+"""The names and defaults a config chooses between, in a module that imports nothing but the spheres' descriptors.
 
 The configuration schema (:mod:`meanfield.config`) checks values against these names without
 importing the meshes, schemes, evaluators or time stepper that implement them; those modules
@@ -7,8 +7,10 @@ take their names and defaults from here, so the two always agree.
 
 from __future__ import annotations
 
-#: Sphere name -> ambient dimension d (``mesh.sphere``).
-SPHERES: dict[str, int] = {"S1": 2, "S2": 3}
+from .spheres import SPHERES as SPHERE_DESCRIPTORS
+
+#: Sphere name -> ambient dimension d (``mesh.sphere``; :mod:`meanfield.spheres` has the descriptors).
+SPHERES: dict[str, int] = {name: sphere.d for name, sphere in sorted(SPHERE_DESCRIPTORS.items())}
 #: ``scheme.kind`` -> the scheme's description, the first one the default
 #: (:data:`meanfield.discretisation.registry.SCHEMES` holds the classes).
 SCHEME_DESCRIPTIONS: dict[str, str] = {"fv": "first-order finite volumes", "dg1": "second-order DG on P2 cells"}

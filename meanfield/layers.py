@@ -34,13 +34,12 @@ from typing import Any
 import numpy as np
 from scipy import special
 
-from .model import ATTENTION_KINDS, AttentionModel, ModelError, did_you_mean, positive_number, project_tangent
+from .attention import attention_names
+from .model import AttentionModel, ModelError, did_you_mean, positive_number, project_tangent
 from .times import time_tol
 
 #: Activations of the feed-forward block.
 ACTIVATIONS: tuple[str, ...] = ("relu", "tanh", "gelu", "identity")
-#: ``[model] attention`` values: the attention kinds, or ``"none"`` (the feed-forward flow alone).
-ATTENTION_SETTINGS: tuple[str, ...] = (*ATTENTION_KINDS, "none")
 #: Keys of a ``[model.ffn]`` table.
 FFN_KEYS: tuple[str, ...] = ("W", "A", "b", "activation")
 #: Model keys a layer may change.
@@ -222,12 +221,19 @@ class Layer:
                 "ffn": None if self.ffn is None else self.ffn.to_dict()}
 
 
+def attention_settings() -> tuple[str, ...]:
+    """``[model] attention`` values: the registered attention kinds (:mod:`meanfield.attention`),
+    or ``"none"`` (the feed-forward flow alone)."""
+    return (*attention_names(), "none")
+
+
 def _build_layer(d: int, raw: Mapping[str, Any], prefix: str) -> Layer:
     """A layer from resolved raw keys; the attention matrices are checked even when unused."""
     attention = raw.get("attention", "softmax")
-    if attention not in ATTENTION_SETTINGS:
-        raise ModelError(f"{prefix}.attention: must be one of {list(ATTENTION_SETTINGS)}, got {attention!r}"
-                         f"{did_you_mean(attention, ATTENTION_SETTINGS) if isinstance(attention, str) else ''}")
+    settings = attention_settings()
+    if attention not in settings:
+        raise ModelError(f"{prefix}.attention: must be one of {list(settings)}, got {attention!r}"
+                         f"{did_you_mean(attention, settings) if isinstance(attention, str) else ''}")
     heads = raw.get("heads")
     if heads is not None and not (isinstance(heads, Sequence) and not isinstance(heads, str) and heads
                                   and all(isinstance(h, Mapping) for h in heads)):

@@ -26,17 +26,19 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from .spheres import sphere_named
+
 #: Environment variable: ``off`` skips the refusal (the estimate is still computed and printed by ``check``).
 ENV_VAR = "MEANFIELD_MEMORY_CHECK"
 
 # Coefficients: measured peaks (one rank unless said) in MB, and what the estimate gives.
 #: Peak resident memory of a small run (imports, MPI, PETSc): measured 223-225 MB.
 BASE = 240e6
-#: Peak resident bytes per cell of a PDE run, by (sphere, scheme), one rank (fitted slopes ~960, ~3900,
-#: ~480, ~1270 B/cell, rounded up).  Measured -> estimated: S2 FV level 7 525 -> 600, level 8 1469 -> 1682;
-#: S2 DG1 level 6 523 -> 568, level 7 1479 -> 1551; S1 FV 2**20 cells 721 -> 817; S1 DG1 2**19 887 -> 974.
-PER_CELL = {("S2", "fv"): 1100.0, ("S2", "dg1"): 4000.0, ("S1", "fv"): 550.0, ("S1", "dg1"): 1400.0}
-#: Part of PER_CELL that rank 0 holds whole under MPI: the measured peak of the largest of 2 ranks is half
+# Peak resident bytes per cell of a PDE run, by (sphere, scheme), one rank: the spheres' descriptors'
+# ``bytes_per_cell`` (:mod:`meanfield.spheres`; fitted slopes ~960, ~3900, ~480, ~1270 B/cell, rounded up).
+# Measured -> estimated: S2 FV level 7 525 -> 600, level 8 1469 -> 1682; S2 DG1 level 6 523 -> 568, level 7
+# 1479 -> 1551; S1 FV 2**20 cells 721 -> 817; S1 DG1 2**19 887 -> 974.
+#: Part of the bytes per cell that rank 0 holds whole under MPI: the measured peak of the largest of 2 ranks is half
 #: the serial one plus 1-2% (S2 FV level 8: 852 -> 1033 MB, DG1 level 7: 866 -> 961 MB); 0.1 leaves a margin.
 ROOT_SHARE = 0.1
 #: A particle run: a fixed cost (the base and the field evaluator's blocks) and bytes per token per
@@ -97,7 +99,7 @@ def count(n: int) -> str:
 
 def cells_of(sphere: str, resolution: int) -> int:
     """Cells of a generated mesh (S^2: icosphere level, 20 * 4**level; S^1: the resolution), without building it."""
-    return 20 * 4 ** int(resolution) if sphere == "S2" else int(resolution)
+    return sphere_named(sphere).cells(resolution)
 
 
 def pde_estimate(sphere: str, scheme: str, cells: int, what: str, ranks: int = 1,
@@ -105,7 +107,7 @@ def pde_estimate(sphere: str, scheme: str, cells: int, what: str, ranks: int = 1
     """Peak memory of rank 0 of a PDE run of ``cells`` cells on ``ranks`` ranks; a causal run of
     ``slices`` position slices counts every cell ``slices`` times (an upper bound, not measured:
     the states, stages and outputs grow with the slices, the field evaluator does not)."""
-    per_cell = PER_CELL[(sphere, scheme)] * (slices or 1)
+    per_cell = sphere_named(sphere).bytes_per_cell[scheme] * (slices or 1)
     share = ROOT_SHARE + (1.0 - ROOT_SHARE) / max(ranks, 1)
     size = f"{count(cells)} cells" + (f" x {slices} position slices" if slices else "")
     return Estimate(what, size, BASE + per_cell * share * cells, ranks)

@@ -15,13 +15,10 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, get_args
 
 import numpy as np
 
-AttentionKind = Literal["softmax", "unnormalized"]
-#: The attention kinds: softmax (SA) and unnormalised (USA) attention.
-ATTENTION_KINDS: tuple[str, ...] = get_args(AttentionKind)
+from .attention import Attention, attention_kind, attention_names
 
 #: A velocity field of a discrete measure: (targets (n, d), source points (m, d), source
 #: weights (m,)) -> X (n, d).  The attention field, the prescribed rotation, a layer's velocity
@@ -40,17 +37,33 @@ def did_you_mean(word: str, choices: Sequence[str]) -> str:
     return f" (did you mean {lowered[close[0]]!r}?)" if close else ""
 
 
-def is_softmax(attention: str, name: str = "attention") -> bool:
-    """Whether ``attention`` names softmax (SA) rather than unnormalised (USA) attention.
+def checked_attention(attention: str, name: str = "attention") -> Attention:
+    """The registered attention kind (:mod:`meanfield.attention`) called ``attention``.
 
     Raises
     ------
     ModelError
-        ``attention`` is not one of :data:`ATTENTION_KINDS` (the message names ``name``).
+        ``attention`` names no registered kind (the message names ``name``).
     """
-    if attention not in ATTENTION_KINDS:
-        raise ModelError(f"{name}: must be one of {ATTENTION_KINDS}, got {attention!r}")
-    return attention == "softmax"
+    if not isinstance(attention, str) or attention not in attention_names():
+        raise ModelError(f"{name}: must be one of {attention_names()}, got {attention!r}")
+    return attention_kind(attention)
+
+
+def is_normalised_exp(attention: str, name: str = "attention") -> bool:
+    """Whether ``attention`` names a kind with the kernel ``exp`` that normalises (softmax, SA)
+    rather than one that does not (USA): the exact references' closed forms need ``exp``.
+
+    Raises
+    ------
+    ModelError
+        ``attention`` names no registered kind, or one whose kernel is not ``exp``.
+    """
+    kind = checked_attention(attention, name)
+    if not kind.exponential:
+        raise ModelError(f"{name}: {attention!r} attention has a kernel other than exp, which this "
+                         "closed form needs")
+    return kind.normalised
 
 
 def positive_number(value: object, name: str) -> float:
@@ -100,14 +113,15 @@ class AttentionModel:
     beta
         Inverse temperature, > 0.
     attention
-        ``"softmax"`` (SA) or ``"unnormalized"`` (USA).
+        The name of a registered attention kind: ``"softmax"`` (SA), ``"unnormalized"`` (USA)
+        or one of one's own (:mod:`meanfield.attention`).
     heads
         One or more heads; their velocities are summed with the heads' weights.
     """
 
     d: int
     beta: float
-    attention: AttentionKind = "softmax"
+    attention: str = "softmax"
     heads: tuple[Head, ...] = field(default_factory=tuple)
 
     def __post_init__(self) -> None:
@@ -115,7 +129,7 @@ class AttentionModel:
             raise ModelError(f"model.d: must be an integer >= 2, got {self.d!r}")
         if not np.isfinite(self.beta) or self.beta <= 0:
             raise ModelError(f"model.beta: must be a finite number > 0, got {self.beta!r}")
-        is_softmax(self.attention, "model.attention")
+        checked_attention(self.attention, "model.attention")
         if not self.heads:
             eye = np.eye(self.d)
             object.__setattr__(self, "heads", (Head(eye, eye, eye, 1.0),))
@@ -139,7 +153,7 @@ class AttentionModel:
         the fields under ``prefix`` (``model``, or a layer's ``model.layers[i]``).
         """
         positive_number(beta, f"{prefix}.beta")
-        is_softmax(attention, f"{prefix}.attention")
+        checked_attention(attention, f"{prefix}.attention")
         eye = np.eye(d)
 
         def head_from(spec: dict, prefix: str) -> Head:
@@ -163,12 +177,12 @@ class AttentionModel:
             built = tuple(head_from(dict(h), f"{prefix}.heads[{i}]") for i, h in enumerate(heads))
         else:
             built = (head_from({"Q": Q, "K": K, "V": V}, prefix),)
-        return cls(d=int(d), beta=float(beta), attention=attention, heads=built)  # type: ignore[arg-type]
+        return cls(d=int(d), beta=float(beta), attention=attention, heads=built)
 
     @property
-    def softmax(self) -> bool:
-        """True for softmax (SA), False for unnormalised (USA) attention."""
-        return self.attention == "softmax"
+    def kind(self) -> Attention:
+        """The attention kind: kernel, how N and Z combine, their linearisation."""
+        return attention_kind(self.attention)
 
     @property
     def is_identity(self) -> bool:
@@ -182,26 +196,27 @@ class AttentionModel:
         """A crude bound of the attention field's Lipschitz constant on the sphere.
 
         ``sum_h |w_h| ||V_h|| (2 + 2 beta ||Q_h^T K_h||)`` for softmax (the projection contributes
-        ~2 ||V||, the softmax weights' gradient 2 beta ||A|| ||V||), multiplied by
-        ``exp(beta ||A||)`` for unnormalised attention, whose weights are not normalised
-        (spectral norms).
+        ~2 ||V||, the softmax weights' gradient 2 beta ||A|| ||V||), multiplied by the kind's
+        :meth:`~meanfield.attention.Attention.speed_factor` (``exp(beta ||A||)`` for
+        unnormalised attention, whose weights are not normalised; spectral norms).
         """
         total = 0.0
         for h in self.heads:
             a = self.beta * np.linalg.norm(h.interaction, 2)
-            growth = 1.0 if self.softmax else float(np.exp(a))
+            growth = self.kind.speed_factor(float(a))
             total += abs(h.weight) * np.linalg.norm(h.V, 2) * (2.0 + 2.0 * a) * growth
         return total
 
     def speed_bound(self) -> float:
         """A bound of the attention field's speed ``|X[mu](x)|`` over every measure and point.
 
-        ``sum_h |w_h| ||V_h||`` for softmax (``P_x V`` of a convex combination of unit vectors),
-        times ``exp(beta ||Q_h^T K_h||)`` for unnormalised attention (spectral norms).
+        ``sum_h |w_h| ||V_h||`` times the kind's :meth:`~meanfield.attention.Attention.speed_factor`
+        of ``beta ||Q_h^T K_h||``: 1 for softmax (``P_x V`` of a convex combination of unit
+        vectors), ``exp(beta ||Q_h^T K_h||)`` for unnormalised attention (spectral norms).
         """
         total = 0.0
         for h in self.heads:
-            growth = 1.0 if self.softmax else float(np.exp(self.beta * np.linalg.norm(h.interaction, 2)))
+            growth = self.kind.speed_factor(float(self.beta * np.linalg.norm(h.interaction, 2)))
             total += abs(h.weight) * float(np.linalg.norm(h.V, 2)) * growth
         return total
 

@@ -32,6 +32,7 @@ from .memory import cells_of
 from .mesh import RawMesh, raw_mesh
 from .model import AttentionModel, ModelError, VelocityField, rotation_velocity
 from .random_weights import DrawnWeights, RandomLayers
+from .spheres import sphere_named
 from .trackers import Trackers
 
 
@@ -63,7 +64,9 @@ class MeshSpec:
     @property
     def level(self) -> int | None:
         """The icosphere's refinement level of a generated S^2 mesh (``mesh.resolution``); else ``None``."""
-        return self.resolution if self.file is None and self.sphere == "S2" else None
+        if self.file is not None or self.resolution is None:
+            return None
+        return sphere_named(self.sphere).level(self.resolution)
 
     @property
     def cells(self) -> int | None:

@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from .layers import ACTIVATIONS, FeedForward, Layer, LayerSchedule
-from .model import AttentionKind, AttentionModel, Head, ModelError, did_you_mean, positive_number
+from .model import AttentionModel, Head, ModelError, did_you_mean, positive_number
 
 #: Keys of a ``[model.random]`` table.
 RANDOM_KEYS: tuple[str, ...] = ("layers", "eta", "heads", "qk_std", "v_std", "seed", "ffn_width", "ffn_activation",
@@ -196,14 +196,14 @@ class DrawnWeights:
     def schedule(self, law: RandomLayers, beta: float, attention: str) -> LayerSchedule:
         """The drawn layers as a :class:`~meanfield.layers.LayerSchedule` (layer l from ``l eta`` on).
 
-        ``attention`` is ``"softmax"``, ``"unnormalized"`` or ``"none"`` (the blocks alone).
+        ``attention`` is a registered attention kind (``"softmax"``, ``"unnormalized"``, ...) or
+        ``"none"`` (the blocks alone).
         """
         L, H = self.Q.shape[:2]
         layers = []
         for layer in range(L):
             heads = tuple(Head(self.Q[layer, h], self.K[layer, h], self.V[layer, h], 1.0 / H) for h in range(H))
-            model_attention: AttentionKind = "softmax" if attention == "none" else attention  # type: ignore[assignment]
-            model = None if attention == "none" else AttentionModel(self.d, beta, model_attention, heads)
+            model = None if attention == "none" else AttentionModel(self.d, beta, attention, heads)
             ffn = None if self.W is None else FeedForward(self.W[layer], self.A[layer], self.b[layer],  # type: ignore
                                                           law.ffn_activation)
             layers.append(Layer(model, ffn))

@@ -12,9 +12,9 @@ accurate to O(h^2) and better than the schemes that use them.
 
 from __future__ import annotations
 
-from math import exp, gamma, lgamma, log, pi
-
 import numpy as np
+
+from .spheres import sphere_area as sphere_area
 
 
 def normalize(v: np.ndarray) -> np.ndarray:
@@ -27,14 +27,6 @@ def subsample(points: np.ndarray, max_points: int, seed: int = 0) -> np.ndarray:
     if len(points) <= max_points:
         return points
     return points[np.sort(np.random.default_rng(seed).choice(len(points), max_points, replace=False))]
-
-
-def sphere_area(d: int) -> float:
-    """|S^{d-1}| = 2 pi^{d/2} / Gamma(d/2); by logarithms above d = 300 (Gamma overflows at d = 344);
-    from d = 439 on the area underflows to 0 (1e-909 at d = 1024): densities are then sampled, never evaluated."""
-    if d <= 300:
-        return 2.0 * pi ** (d / 2) / gamma(d / 2)
-    return exp(log(2.0) + 0.5 * d * log(pi) - lgamma(0.5 * d))
 
 
 def cell_measure(vertices: np.ndarray) -> np.ndarray:

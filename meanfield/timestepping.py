@@ -1,6 +1,7 @@
 """Explicit strong-stability-preserving Runge-Kutta time stepping (SSP-RK3).
 
-Shu-Osher form of the three-stage, third-order SSP scheme (SSP coefficient 1)::
+Shu-Osher form of the three-stage, third-order SSP scheme (SSP coefficient 1;
+:data:`meanfield.runge_kutta.SSP_RK3`, the tableau the adjoint and the tokens share)::
 
     u1 = u + dt L(u)
     u2 = 3/4 u + 1/4 (u1 + dt L(u1))
@@ -47,6 +48,7 @@ from .choices import STEP_TOL
 from .collective import CollectiveFailure
 from .discretisation.base import StabilityError
 from .discretisation.geometry import MeshGeometry
+from .runge_kutta import SSP_RK3
 from .times import time_tol
 
 #: Default tolerance of the error controller (``time.tol``, :data:`meanfield.choices.STEP_TOL`).
@@ -179,10 +181,10 @@ class SSPRK3:
                 dt, limit = min(dt, self.cfl / stages), "cfl"
                 self.stats.rejected += 1
                 continue
-            new, L1, L2 = stages
+            new, rates = stages
             if self.fixed_dt is not None or self.tol is None:
                 break
-            error = self._error(state, new, (2.0 / 3.0) * dt * (L2 - 0.5 * (L0 + L1)))
+            error = self._error(state, new, SSP_RK3.error_estimate(rates, dt))
             factor = SAFETY / np.sqrt(error) if error > 0 else np.inf
             if np.isnan(error):
                 break  # a non-finite state: reported below
@@ -205,20 +207,21 @@ class SSPRK3:
         return new, dt
 
     def _stages(self, state: np.ndarray, L0: np.ndarray, dt: float,
-                t: float) -> tuple[np.ndarray, np.ndarray, np.ndarray] | float:
-        """(the new state, L1, L2) of one step of ``dt``, or the outflow rate of the first stage
-        that exceeds the CFL bound (adaptive mode).  A stage with a non-finite rate and values
+                t: float) -> tuple[np.ndarray, list[np.ndarray]] | float:
+        """(the new state, the stages' right-hand sides L0, L1, L2) of one step of ``dt``
+        (:data:`~meanfield.runge_kutta.SSP_RK3`), or the outflow rate of the first stage that
+        exceeds the CFL bound (adaptive mode).  A stage with a non-finite rate and values
         raises :class:`BlowUpError`."""
         post = self.scheme.postprocess
-        u1 = post(state + dt * L0)
-        L1, r1 = self._rhs_and_bound(u1)
-        if not self._stage_bound_check(dt, r1, t, 1):
-            return self._finite_rate(u1, r1, t)
-        u2 = post(0.75 * state + 0.25 * (u1 + dt * L1))
-        L2, r2 = self._rhs_and_bound(u2)
-        if not self._stage_bound_check(dt, r2, t, 2):
-            return self._finite_rate(u2, r2, t)
-        return post(state / 3.0 + (2.0 / 3.0) * (u2 + dt * L2)), L1, L2
+        states, rates = [state], [L0]
+        for i in range(1, SSP_RK3.stages):
+            u = post(SSP_RK3.stage(i, states, rates, dt))
+            L, r = self._rhs_and_bound(u)
+            if not self._stage_bound_check(dt, r, t, i):
+                return self._finite_rate(u, r, t)
+            states.append(u)
+            rates.append(L)
+        return post(SSP_RK3.stage(SSP_RK3.stages, states, rates, dt)), rates
 
     def _finite_rate(self, stage: np.ndarray, rate: float, t: float) -> float:
         """``rate``, after checking that a stage whose rate is not finite has finite values

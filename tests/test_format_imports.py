@@ -10,7 +10,8 @@ modules it may import:
   durations, sizes and TOML text are written;
 * ``point_masses``: the record of point masses (masses, positions, ids) and their array names,
   below both the atoms' numerics and the format;
-* ``times``: when two model times are the same.
+* ``times``: when two model times are the same;
+* ``sequence``: the tokens' positions along the sequence (``s_k = (k + 1/2) / M``).
 
 Not ``atoms``, ``causal``, ``problem``, ``config`` or any other part of the model, the engine
 or the drivers.
@@ -27,7 +28,8 @@ import meanfield.rundir
 from meanfield.causal import slice_positions
 from meanfield.rundir.results import token_positions
 
-ALLOWED = {"collective", "threads", "_fem", "version", "wording", "memory", "toml_text", "point_masses", "times"}
+ALLOWED = {"collective", "threads", "_fem", "version", "wording", "memory", "toml_text", "point_masses", "times",
+           "sequence"}
 FORBIDDEN = {"atoms", "causal", "problem", "config"}
 PACKAGE = Path(meanfield.rundir.__file__).parent
 

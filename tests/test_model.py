@@ -8,7 +8,7 @@ from meanfield.model import AttentionModel, ModelError, project_tangent
 
 def test_defaults_to_identity_single_head():
     m = AttentionModel.build(3, 2.0)
-    assert m.is_identity and m.softmax and len(m.heads) == 1
+    assert m.is_identity and m.attention == "softmax" and len(m.heads) == 1
 
 
 @pytest.mark.parametrize(

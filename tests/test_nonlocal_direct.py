@@ -18,7 +18,7 @@ def naive_velocity(model: AttentionModel, x: np.ndarray, y: np.ndarray, w: np.nd
                 k = np.exp(model.beta * np.dot(head.Q @ xi, head.K @ yj))
                 N += wj * k * (head.V @ yj)
                 Z += wj * k
-            v = N / Z if model.softmax else N
+            v = N / Z if model.attention == "softmax" else N
             out[i] += head.weight * (v - np.dot(xi, v) * xi)
     return out
 

@@ -58,7 +58,9 @@ class Linearisation:
     model
         The attention model of the layer (``None``: no attention, no nonlocal term).
     inverse_Z, ratio
-        (M, H, F) and (M, H, F, d): ``1/Z`` and ``N/Z`` per head at the facets (softmax only).
+        (M, H, F) and (M, H, F, d): the attention kind's
+        :meth:`~meanfield.attention.Attention.facet_terms` (softmax: ``1/Z`` and ``N/Z`` per
+        head at the facets; ``None`` for a kind whose velocity is linear in N).
     """
 
     points: np.ndarray
@@ -177,9 +179,10 @@ class AdjointOperator:
             AttentionModel | None, np.ndarray, np.ndarray | None, np.ndarray | None]:
         """The active layer's attention model (``None``: no attention), and per slice k of the
         measures ``(points, weights[k])`` the velocity (M, F, d) at the facet points, ``1/Z``
-        (M, H, F) and ``N/Z`` (M, H, F, d) (softmax only, else ``None``) (collective)."""
+        (M, H, F) and ``N/Z`` (M, H, F, d) (what the kind's ``facet_terms`` keeps: softmax; else ``None``)
+        (collective)."""
         model = None if self.plain is not None else self.field.layer.attention
-        velocities, inverse_Z, ratio = [], [], []
+        velocities, terms = [], []
         for k in range(len(weights)):
             if model is None:
                 X = self.velocity(points, weights[k])
@@ -189,16 +192,11 @@ class AdjointOperator:
                 ffn = self.field.layer.ffn
                 if ffn is not None:
                     X = X + ffn.velocity(self.midpoints)
-                if model.softmax:
-                    Z = values.partition_function()
-                    inv = np.divide(1.0, Z, out=np.zeros_like(Z), where=Z > 0)
-                    inverse_Z.append(inv)
-                    ratio.append(values.N * np.divide(1.0, values.Z, out=np.zeros_like(values.Z),
-                                                      where=values.Z > 0)[..., None])
+                terms.append(model.kind.facet_terms(values.N, values.Z, values.log_scale))
             velocities.append(X)
-        softmax = model is not None and model.softmax
-        return (model, np.array(velocities), np.array(inverse_Z) if softmax else None,
-                np.array(ratio) if softmax else None)
+        kept = [t for t in terms if t is not None]
+        return (model, np.array(velocities), np.array([t[0] for t in kept]) if kept else None,
+                np.array([t[1] for t in kept]) if kept else None)
 
     def tangents(self, lin: Linearisation, phi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The facet differences (M, F, P) ``Phi_r - Phi_l`` and the tangent vectors
@@ -233,14 +231,8 @@ class AdjointOperator:
         if self._sums is None or self._sums.model is not model:
             self._sums = AdjointSums(model, self.comm, self.method, self.tol, self.direct_sums)
         w = np.array([h.weight for h in model.heads])
-        if model.softmax:
-            assert lin.inverse_Z is not None and lin.ratio is not None
-            # (M, H, F, d, P) and (M, H, F, P)
-            vectors = w[None, :, None, None, None] * lin.inverse_Z[:, :, :, None, None] * a[:, None]
-            scalars = np.einsum("khfdp,khfd->khfp", vectors, lin.ratio)
-        else:
-            vectors = w[None, :, None, None, None] * np.broadcast_to(a[:, None], (a.shape[0], len(w)) + a.shape[1:])
-            scalars = None
+        terms = None if lin.inverse_Z is None or lin.ratio is None else (lin.inverse_Z, lin.ratio)
+        vectors, scalars = model.kind.adjoint_sources(w, a, terms)  # (M, H, F, d, P) and (M, H, F, P)
         out = []
         for j in range(self.slices):
             column = self.kernel[:, j]

@@ -7,8 +7,9 @@ doubles and every other state is dropped, so about ``2 sqrt(steps)`` states are 
 backward sweep (:meth:`AdjointSolver.backward`) takes the segments between kept states from
 the last to the first, recomputes each segment's steps from its first state (the same
 operations as the forward steps, so the same states to round-off), keeps their Runge-Kutta
-stage states (at most ``stride`` steps' worth), and runs the adjoint of SSP-RK3 back over them:
-for ``u1 = S(w0)``, ``w0 = u + dt L(u)``, ``u2 = S(w1)``, ``w1 = 3/4 u + 1/4 (u1 + dt L(u1))``,
+stage states (at most ``stride`` steps' worth), and runs the adjoint of SSP-RK3 back over them
+(the shared tableau's :meth:`~meanfield.runge_kutta.ShuOsher.transposed_step`): for
+``u1 = S(w0)``, ``w0 = u + dt L(u)``, ``u2 = S(w1)``, ``w1 = 3/4 u + 1/4 (u1 + dt L(u1))``,
 ``v = S(w2)``, ``w2 = 1/3 u + 2/3 (u2 + dt L(u2))`` (``S`` the scheme's postprocessing: DG1's
 limiter, the identity for FV), with ``S'(w)*`` the adjoint of its derivative,
 
@@ -37,6 +38,7 @@ import numpy as np
 
 from ..discretisation.dg1 import DG1Scheme
 from ..drivers.pde import PDESimulation
+from ..runge_kutta import SSP_RK3
 from ..times import MATCH_TOL, same_time, time_tol
 from ..velocity import LayerVelocity
 from .dg1 import DG1AdjointOperator
@@ -139,12 +141,12 @@ class AdjointSolver:
         three stages' results before the postprocessing (limiter), and the step's result: the
         operations of :meth:`meanfield.timestepping.SSPRK3.step`."""
         rhs, post = self.stepping.rhs_and_bound, self.stepping.postprocess
-        w0 = state + dt * rhs(state)[0]
-        u1 = post(w0)
-        w1 = 0.75 * state + 0.25 * (u1 + dt * rhs(u1)[0])
-        u2 = post(w1)
-        w2 = state / 3.0 + (2.0 / 3.0) * (u2 + dt * rhs(u2)[0])
-        return [state, u1, u2, w0, w1, w2], post(w2)
+        states, rates, before = [state], [], []
+        for i in range(1, SSP_RK3.stages + 1):
+            rates.append(rhs(states[-1])[0])
+            before.append(SSP_RK3.stage(i, states, rates, dt))
+            states.append(post(before[-1]))
+        return [*states[:-1], *before], states[-1]
 
     def backward(self, finals: Mapping[float, np.ndarray],
                  sensitivities: Sequence[Sensitivity] = (),
@@ -213,20 +215,21 @@ class AdjointSolver:
                       sensitivities: Sequence[Sensitivity], derivatives: np.ndarray) -> np.ndarray:
         self.field.enter(step.layer)
         op, dt, split = self.operator, step.dt, self.sim.positions.split
-        q2 = op.limiter_transpose(split(stages[5]), phi)
-        lin2 = op.linearise(split(stages[2]))
-        p2 = (2.0 / 3.0) * (q2 + dt * op.apply(lin2, q2))
-        q1 = op.limiter_transpose(split(stages[4]), p2)
-        lin1 = op.linearise(split(stages[1]))
-        p1 = 0.25 * (q1 + dt * op.apply(lin1, q1))
-        q0 = op.limiter_transpose(split(stages[3]), p1)
-        lin0 = op.linearise(split(stages[0]))
-        for s, sens in enumerate(sensitivities):
-            if not sens.moves(step.t):
-                continue  # the parameter does not change this layer: no contribution
-            for lin, weight, p in ((lin2, 2.0 / 3.0, q2), (lin1, 0.25, q1), (lin0, 1.0, q0)):
-                derivatives[s] += weight * dt * op.pairing(lin, p, self._velocity_change(sens, step, lin))
-        return q2 / 3.0 + 0.75 * q1 + q0 + dt * op.apply(lin0, q0)
+        stages_count = SSP_RK3.stages
+
+        def apply(j: int, mu: np.ndarray) -> np.ndarray:
+            """``A(u_j) mu`` at stage j, and the parameters' derivatives paired with ``mu``."""
+            lin = op.linearise(split(stages[j]))
+            for s, sens in enumerate(sensitivities):
+                if sens.moves(step.t):  # else the parameter does not change this layer
+                    derivatives[s] += dt * op.pairing(lin, mu, self._velocity_change(sens, step, lin))
+            return op.apply(lin, mu)
+
+        def post(i: int, lam: np.ndarray) -> np.ndarray:
+            """``S'(w_i)* lam``: the limiter's adjoint at stage i's state before it."""
+            return op.limiter_transpose(split(stages[stages_count + i - 1]), lam)
+
+        return SSP_RK3.transposed_step(phi, dt, apply, post)
 
     def _velocity_change(self, sens: Sensitivity, step: Step, lin: Linearisation) -> np.ndarray:
         """(M, F, d) the derivative of each slice's velocity at the facets with respect to the

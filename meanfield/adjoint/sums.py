@@ -4,7 +4,10 @@ The linearised velocity of a perturbation ``nu`` of the measure at a facet point
 ``dX(m) = int D(m, x) dnu(x)`` with (per head h, weight w_h; MODEL.md "Beyond the limit")
 
     USA:  D(m, x) = w_h P_m exp(beta <Q m, K x>) V x,
-    SA:   D(m, x) = w_h P_m exp(beta <Q m, K x>) (V x - N(m)/Z(m)) / Z(m).
+    SA:   D(m, x) = w_h P_m exp(beta <Q m, K x>) (V x - N(m)/Z(m)) / Z(m)
+
+(another attention kind: its kernel in place of exp, and its
+:meth:`~meanfield.attention.Attention.adjoint_sources` below).
 
 Its adjoint, paired with tangent vectors ``a_e`` at the facet points ``m_e``, is the function
 
@@ -14,7 +17,7 @@ with vector sources ``b_e`` and scalar sources ``c_e`` (USA: ``b = w_h a``, ``c 
 ``b = w_h a / Z(m)``, ``c = w_h a . N(m) / Z(m)^2``): an attention sum whose sources are the
 facet points and whose targets are the cells, the roles of Q and K exchanged.
 :class:`AdjointSums` evaluates it with the run's ``[nonlocal]`` method: ``direct`` sums all
-columns in one pass (:func:`~meanfield.nonlocal_field.direct.exp_sums`, sources gathered
+columns in one pass (the kind's :meth:`~meanfield.attention.Attention.kernel_sums`, sources gathered
 over the ranks), ``fast`` and ``auto`` evaluate the partition function of the exchanged
 single-head model once per column (signed weights), so the cost of one adjoint term is
 ``(d + 1) x columns`` forward-type evaluations for SA (``d x columns`` for USA).
@@ -26,7 +29,6 @@ import numpy as np
 
 from ..model import AttentionModel, Head
 from ..nonlocal_field import NonlocalEvaluator, make_evaluator
-from ..nonlocal_field.direct import exp_sums
 from ..nonlocal_field.parallel import allgather_rows
 
 
@@ -45,9 +47,10 @@ class AdjointSums:
 
     def __init__(self, model: AttentionModel, comm=None, method: str = "direct", tol: float = 1e-10,
                  direct_sums: bool = False) -> None:
-        self.model, self.comm, self.method = model, comm, method
+        # the fast field expands exp: other kernels are summed directly
+        self.model, self.comm, self.method = model, comm, method if model.kind.exponential else "direct"
         eye = np.eye(model.d)
-        self.evaluators: list[NonlocalEvaluator] = [] if method == "direct" else [
+        self.evaluators: list[NonlocalEvaluator] = [] if self.method == "direct" else [
             make_evaluator(AttentionModel(model.d, model.beta, "unnormalized", (Head(h.K, h.Q, eye, 1.0),)),
                            comm, method, tol, direct_sums) for h in model.heads]
         self._gathered: tuple[np.ndarray, np.ndarray] | None = None
@@ -89,8 +92,8 @@ class AdjointSums:
             if self._gathered is None or self._gathered[0] is not sources:
                 self._gathered = (sources, allgather_rows(self.comm, np.ascontiguousarray(sources)))
             every = self._gathered[1]
-            sums, log_scale = exp_sums(targets @ head.K.T, self.model.beta * (every @ head.Q.T),
-                                       allgather_rows(self.comm, np.ascontiguousarray(columns)))
+            sums, log_scale = self.model.kind.kernel_sums(targets @ head.K.T, self.model.beta * (every @ head.Q.T),
+                                                          allgather_rows(self.comm, np.ascontiguousarray(columns)))
             return sums * np.exp(np.where(np.isfinite(log_scale), log_scale, 0.0))[:, None]
         evaluator = self.evaluators[h]
         out = np.empty((targets.shape[0], columns.shape[1]))

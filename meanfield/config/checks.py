@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..attention import Attention, attention_kind, attention_names
 from ..choices import SPHERES
 from .schema import MAX_OUTPUTS, MAX_STEPS, ConfigError
 
@@ -47,8 +48,7 @@ def check_mask(data: Mapping[str, Any]) -> None:
                 raise ConfigError(f"positions.{key}: needs model.mask = 'causal' (a run without a mask has no "
                                   "positions)")
         return
-    if data["positions"]["normalise"] and "softmax" in [m["attention"]] + [layer.get("attention")
-                                                                            for layer in m["layers"] or []]:
+    if data["positions"]["normalise"] and any(kind.normalised for kind in _attention_kinds(m)):
         raise ConfigError("positions.normalise: needs model.attention = 'unnormalized' (softmax attention is "
                           "already normalised over positions)")
     if m["velocity"] != "attention":
@@ -59,11 +59,23 @@ def check_mask(data: Mapping[str, Any]) -> None:
                               f"atoms.{key} = {'false' if key == 'capture' else '[]'} or model.mask = 'none')")
 
 
+def _attention_kinds(model: Mapping[str, Any]) -> list[Attention]:
+    """The registered attention kinds the model and its layers name (unknown names and ``"none"``
+    left to the layers' own check)."""
+    named = [model["attention"]] + [layer.get("attention") for layer in model["layers"] or []]
+    return [attention_kind(a) for a in named if a in attention_names()]
+
+
 def check_model(data: Mapping[str, Any]) -> None:
     """The model's keys that go together: layers and a feed-forward block only with attention, a
     ``[model.random]`` schedule instead of written-out weights and without atoms, atoms that fit
-    the mesh, a rotation about the z axis on S1."""
+    the mesh, a rotation about the z axis on S1, the fast field only for the kernel ``exp``."""
     m = data["model"]
+    if data["nonlocal"]["method"] == "fast":
+        for kind in _attention_kinds(m):
+            if not kind.exponential:
+                raise ConfigError(f"nonlocal.method: 'fast' expands the kernel exp; {kind.name!r} attention has "
+                                  "another one (use 'direct' or 'auto')")
     if m["velocity"] == "rotation":
         for key in ("ffn", "layers"):
             if m[key] is not None:

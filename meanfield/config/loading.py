@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..model import did_you_mean
+from ..spheres import DEFAULT_SPHERE, sphere_named
 from .checks import check_mask, check_model, check_times
 from .schema import (
     DEFAULT_CONFIG,
@@ -141,7 +142,7 @@ def _resolve(data: dict, base_dir: Path | None, default_name: str) -> None:
         data["name"] = default_name
     mesh = data["mesh"]
     if mesh["file"] is None and mesh["resolution"] is None:
-        mesh["resolution"] = 4 if mesh["sphere"] == "S2" else 256
+        mesh["resolution"] = sphere_named(mesh["sphere"]).default_resolution
     if data["model"]["mask"] == "causal":
         for key, default in (("slices", DEFAULT_SLICES), ("decay", 0.0), ("normalise", False)):
             if data["positions"][key] is None:
@@ -233,7 +234,7 @@ def load_config(
         override, value = parse_override(text)
         if override == ["mesh", "sphere"]:
             sphere = value
-    data["initial"] = copy.deepcopy(DEFAULT_INITIAL.get(sphere, DEFAULT_INITIAL["S2"]))
+    data["initial"] = copy.deepcopy(DEFAULT_INITIAL.get(sphere, DEFAULT_SPHERE.default_initial))
     _merge(data, user)
     _apply_overrides(data, overrides or [])
     check_keys(data)

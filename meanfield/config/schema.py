@@ -20,9 +20,10 @@ from typing import Any
 import numpy as np
 
 from ..choices import FIELD_METHODS, FIELD_TOL, SCHEME_DESCRIPTIONS, SPHERES, STEP_TOL
-from ..layers import ATTENTION_SETTINGS
-from ..memory import cells_of
+from ..layers import attention_settings
 from ..model import did_you_mean
+from ..spheres import DEFAULT_SPHERE, sphere_named
+from ..spheres import SPHERES as SPHERE_DESCRIPTORS
 
 
 class ConfigError(ValueError):
@@ -104,15 +105,16 @@ SCHEMA: dict[str, dict[str, tuple[Any, Callable[[Any], bool], str]]] = {
     "": {"name": (None, _optional(_plain_name), "a plain name (letters, digits, '.', '_', '-'; no path "
                                                 "separators; default: the config file's name)")},
     "mesh": {
-        "sphere": ("S2", _one_of(*SPHERES), f"one of {sorted(SPHERES)}"),
+        "sphere": (DEFAULT_SPHERE.name, _one_of(*SPHERES), f"one of {sorted(SPHERES)}"),
         "resolution": (None, _optional(lambda v: is_positive_int(v) or v == 0),
                        "an integer >= 0 (S1: cells, S2: refinement level)"),
         "file": (None, _optional(lambda v: isinstance(v, str) and v != ""), "a path to a mesh file meshio reads"),
     },
     "model": {
         "velocity": ("attention", _one_of("attention", "rotation"), "'attention' or 'rotation'"),
-        "attention": ("softmax", _one_of(*ATTENTION_SETTINGS),
-                      "'softmax', 'unnormalized' or 'none' (the feed-forward block alone)"),
+        "attention": ("softmax", lambda v: v in attention_settings(),
+                      "a registered attention kind ('softmax', 'unnormalized', ...) or 'none' "
+                      "(the feed-forward block alone)"),
         "beta": (4.0, is_positive, "a number > 0"),
         "Q": (None, _anything, "a d x d matrix"),
         "K": (None, _anything, "a d x d matrix"),
@@ -248,19 +250,14 @@ SCHEMA: dict[str, dict[str, tuple[Any, Callable[[Any], bool], str]]] = {
 
 #: Default initial densities, per sphere, when a config has no ``[initial]`` table: three
 #: von Mises-Fisher bumps that merge into one cluster.
-DEFAULT_INITIAL: dict[str, dict[str, Any]] = {
-    "S2": {"kind": "vmf", "centers": [[0.0, 0.0, 1.0], [1.0, 0.0, 0.0], [0.0, -1.0, -0.2]],
-           "kappas": [2.0, 2.0, 2.0], "weights": [1.0, 1.0, 1.0]},
-    "S1": {"kind": "vmf", "centers": [[1.0, 0.0], [-0.5, 0.8], [-0.6, -0.8]],
-           "kappas": [4.0, 4.0, 4.0], "weights": [1.0, 1.0, 1.0]},
-}
+DEFAULT_INITIAL: dict[str, dict[str, Any]] = {name: s.default_initial for name, s in SPHERE_DESCRIPTORS.items()}
 # The embedded default run (`meanfield run` without a file; `make demo`): clustering of a
 # three-bump density on the icosphere of level 4 under softmax attention.
 DEFAULT_CONFIG: dict[str, Any] = {
     "name": "s2-clustering",
-    "mesh": {"sphere": "S2", "resolution": 4},
+    "mesh": {"sphere": DEFAULT_SPHERE.name, "resolution": 4},
     "model": {"attention": "softmax", "beta": 4.0},
-    "initial": DEFAULT_INITIAL["S2"],
+    "initial": DEFAULT_SPHERE.default_initial,
     "time": {"t_final": 6.0, "cfl": 0.5, "outputs": 12},
 }
 #: Name of runs from a mapping without ``name``.
@@ -310,7 +307,7 @@ def as_floats(data: dict) -> None:
 #: The default capture core (``atoms.core_cells``) is this many cells of the reference mesh of
 #: each sphere (S^2: a vertex star of the level-4 icosphere, about 0.07 rad across; S^1: three
 #: of 1024 cells), so that a core is captured at the same width on any mesh.
-CORE_CELLS = {"S2": (7, 4 ** 4 * 20), "S1": (3, 1024)}
+CORE_CELLS = {name: s.core_cells for name, s in SPHERE_DESCRIPTORS.items()}
 
 
 def default_core_cells(sphere: str, resolution: int | None) -> int:
@@ -320,4 +317,4 @@ def default_core_cells(sphere: str, resolution: int | None) -> int:
     cells, reference = CORE_CELLS[sphere]
     if resolution is None:
         return cells
-    return max(cells, round(cells * cells_of(sphere, resolution) / reference))
+    return max(cells, round(cells * sphere_named(sphere).cells(resolution) / reference))

@@ -35,6 +35,7 @@ from ..memory import Estimate, MemoryEstimateError, format_bytes, problem_estima
 from ..problem import Problem
 from ..rundir import layout
 from ..rundir.directory import RunDirectoryError, check_target
+from ..spheres import sphere_named
 from ..wording import counted
 from . import walltime
 
@@ -412,7 +413,7 @@ def _mesh_size(problem: Problem) -> tuple[int, int, int]:
     """Cells, vertices and vertices per cell of the mesh: counted for a generated mesh, read from a file."""
     cells = problem.mesh.cells
     if cells is not None:
-        return (cells, cells // 2 + 2, 3) if problem.sphere == "S2" else (cells, cells, 2)
+        return cells, sphere_named(problem.sphere).vertices(cells), problem.d
     mesh = problem.mesh.build()
     return mesh.cells.shape[0], len(mesh.points), mesh.cells.shape[1]
 

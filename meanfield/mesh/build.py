@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..spheres import sphere_named
 from .files import read_mesh_file
-from .raw import SPHERES, MeshError, RawMesh, circle, icosphere
+from .raw import GENERATORS, SPHERES, MeshError, RawMesh
 
 
 def raw_mesh(sphere: str, resolution: int | None = None, file: str | Path | None = None) -> RawMesh:
@@ -16,4 +17,4 @@ def raw_mesh(sphere: str, resolution: int | None = None, file: str | Path | None
         return read_mesh_file(file, sphere)
     if resolution is None:
         raise MeshError("mesh.resolution: give a resolution or a file")
-    return icosphere(int(resolution)) if sphere == "S2" else circle(int(resolution))
+    return GENERATORS[sphere_named(sphere).mesh_generator](int(resolution))

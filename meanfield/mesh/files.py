@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..spheres import SPHERES, sphere_named
 from .checks import check_sphere_mesh
 from .raw import MeshError, RawMesh
 
@@ -33,9 +34,12 @@ def read_mesh_file(path: str | Path, sphere: str | None = None) -> RawMesh:
         detail = str(exc) if str(exc) not in ("", "1") else said
         raise MeshError(f"mesh.file: meshio cannot read {path} as a mesh" + (f" ({detail})" if detail else "")) \
             from None
-    cell_type = "triangle" if sphere != "S1" and "triangle" in m.cells_dict else "line"
-    if cell_type not in m.cells_dict:
-        raise MeshError(f"mesh.file: {path} has no {'triangle' if sphere == 'S2' else 'line'} cells")
+    # the sphere's own cells first, then the others' (the check below names a mismatch)
+    own = None if sphere is None else sphere_named(sphere).cell_type
+    wanted = sorted((s.cell_type for s in SPHERES.values()), key=lambda c: c != own)
+    cell_type = next((c for c in wanted if c in m.cells_dict), None)
+    if cell_type is None:
+        raise MeshError(f"mesh.file: {path} has no {' or '.join(wanted)} cells")
     cells = np.asarray(m.cells_dict[cell_type], dtype=np.int64)
     pts = np.asarray(m.points, dtype=float)
     if cells.size == 0 or cells.min() < 0 or cells.max() >= len(pts):
@@ -92,7 +96,7 @@ def make_mesh_file(sphere: str, size: int, path: str | Path, *, overwrite: bool 
     Parameters
     ----------
     sphere
-        ``"S2"`` (``size``: icosphere level) or ``"S1"`` (``size``: cells).
+        ``mesh.sphere`` (``size``: what its descriptor's ``size_word`` says, :mod:`meanfield.spheres`).
     path
         Output file (:func:`check_mesh_output`).
 
@@ -104,13 +108,14 @@ def make_mesh_file(sphere: str, size: int, path: str | Path, *, overwrite: bool 
         A mesh bigger than the memory available (:mod:`meanfield.memory`).
     """
     from ..memory import cells_of, check_memory, mesh_estimate
-    from .raw import circle, icosphere
+    from .raw import GENERATORS
 
-    option = "--level" if sphere == "S2" else "--cells"
-    if isinstance(size, bool) or not isinstance(size, int) or size < (0 if sphere == "S2" else 3):
-        raise MeshError(f"{option}: must be an integer >= {0 if sphere == 'S2' else 3}, got {size!r}")
+    described = sphere_named(sphere)
+    option = f"--{described.size_word}"
+    if isinstance(size, bool) or not isinstance(size, int) or size < described.smallest_size:
+        raise MeshError(f"{option}: must be an integer >= {described.smallest_size}, got {size!r}")
     path = check_mesh_output(path, overwrite=overwrite)
     check_memory(mesh_estimate(sphere, cells_of(sphere, size), f"{option} {size}"))
-    mesh = icosphere(size) if sphere == "S2" else circle(size)
+    mesh = GENERATORS[described.mesh_generator](size)
     write_mesh_file(path, mesh)
     return mesh

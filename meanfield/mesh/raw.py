@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..choices import SPHERES as SPHERES  # sphere name -> ambient dimension d
+from ..spheres import SPHERES as SPHERES  # sphere name -> descriptor
+from ..spheres import sphere_of_dimension
 
 
 class MeshError(ValueError):
@@ -34,7 +35,9 @@ class RawMesh:
 
     @property
     def sphere(self) -> str:
-        return "S1" if self.points.shape[1] == 2 else "S2"
+        described = sphere_of_dimension(self.points.shape[1])
+        assert described is not None, "a mesh's points are in R^2 or R^3"
+        return described.name
 
 
 def icosphere(level: int) -> RawMesh:
@@ -81,3 +84,8 @@ def circle(n: int) -> RawMesh:
     pts = np.stack([np.cos(theta), np.sin(theta)], axis=1)
     cells = np.stack([np.arange(n), (np.arange(n) + 1) % n], axis=1).astype(np.int64)
     return RawMesh(pts, cells)
+
+
+#: The mesh generators by name (a sphere descriptor's ``mesh_generator``, :mod:`meanfield.spheres`):
+#: the mesh of ``mesh.resolution``.
+GENERATORS = {"icosphere": icosphere, "circle": circle}

@@ -69,7 +69,8 @@ class AutoEvaluator(NonlocalEvaluator):
     """Decides at the first evaluation between direct and fast, then keeps the choice.
 
     The decision uses the global numbers of targets and sources (one small ``Allreduce``),
-    so every rank makes the same one.  Models with ``d`` other than 2 or 3 always use direct.
+    so every rank makes the same one.  Models with ``d`` other than 2 or 3, or with a kernel
+    other than ``exp`` (:attr:`~meanfield.attention.Attention.exponential`), always use direct.
     """
 
     name = "auto"
@@ -81,7 +82,7 @@ class AutoEvaluator(NonlocalEvaluator):
         self._costs: dict[str, float] | None = None
 
     def _choose(self, targets: Sequence[PointGroup], sources: Sequence[PointGroup]) -> NonlocalEvaluator:
-        if self.model.d not in SUPPORTED_DIMENSIONS:
+        if self.model.d not in SUPPORTED_DIMENSIONS or not self.model.kind.exponential:
             return DirectEvaluator(self.model, self.comm)
         local = [sum(g.points.shape[0] for g in targets), sum(g.points.shape[0] for g in sources)]
         counts = allreduce_sum(self.comm, np.array(local, dtype=float))

@@ -60,20 +60,18 @@ class FieldValues:
     def velocity(self, model: AttentionModel, targets: np.ndarray) -> np.ndarray:
         """The attention velocity X[mu] at the targets, shape (targets, d).
 
-        Softmax heads divide N by Z (the scale cancels); unnormalised heads multiply the
-        scaled N back by ``exp(log_scale)``.  Targets where a softmax head sees no mass get
-        zero velocity from that head.  The heads' sum is projected once (P_x is linear).
+        The attention kind combines N and Z (:meth:`~meanfield.attention.Attention.factor`):
+        softmax heads divide N by Z (the scale cancels; targets where a head sees no mass get
+        zero velocity from it), unnormalised heads multiply the scaled N back by
+        ``exp(log_scale)``.  The heads' sum is projected once (P_x is linear).
         Computed component by component (long contiguous loops when N is stored as by
         :meth:`empty`, and on a contiguous copy of the targets' components); the result is a
         transposed view of a (d, targets) array.
         """
         XT = None
+        kind = model.kind
         for h, head in enumerate(model.heads):
-            if model.softmax:
-                Z = self.Z[h]
-                factor = np.divide(head.weight, Z, out=np.zeros_like(Z), where=Z > 0)
-            else:
-                factor = head.weight * np.exp(self.log_scale[h])
+            factor = kind.factor(head.weight, self.Z[h], self.log_scale[h])
             term = self.N[h].T * factor
             XT = term if XT is None else np.add(XT, term, out=XT)
         assert XT is not None  # a model has at least one head

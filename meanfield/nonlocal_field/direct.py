@@ -1,11 +1,12 @@
 """Direct O(targets x sources) evaluation of the attention sums.
 
-The exponent ``beta <Q x, K y>`` of a block of targets against a block of sources is one
-matrix product (BLAS); the weighted sums ``sum_j p_ij [w_j V y_j, w_j]`` are a second one.
-Memory is bounded by ``block_targets x block_sources`` whatever the problem size.  Overflow
-is avoided by an online log-sum-exp: each target keeps the running maximum of its exponent,
-and the accumulated sums are rescaled whenever it grows (as in streaming softmax), so the
-returned sums are exact and scaled by ``exp(-max exponent)``.
+The logits ``beta <Q x, K y>`` of a block of targets against a block of sources are one
+matrix product (BLAS); the weighted sums ``sum_j k_ij [w_j V y_j, w_j]`` are a second one, with
+the attention kind's kernel ``k`` (:meth:`~meanfield.attention.Attention.kernel_sums`).
+Memory is bounded by ``block_targets x block_sources`` whatever the problem size.  For the
+exponential kernel overflow is avoided by an online log-sum-exp
+(:func:`~meanfield.attention.exp_sums`), so the returned sums are exact and scaled by
+``exp(-max exponent)``.
 
 Under MPI each rank evaluates its own targets against all sources, gathered with one
 ``Allgatherv`` per group and evaluation (only the weights for a fixed group seen before).
@@ -56,54 +57,10 @@ def direct_sums(
         rhs = np.empty((n, d + 1))
         rhs[:, :d] = weights[:, None] * (sources @ head.V.T)
         rhs[:, d] = weights
-        acc, log_scale[h] = exp_sums(model.beta * (targets @ head.Q.T), sources @ head.K.T, rhs,
-                                     block_targets, block_sources)
+        acc, log_scale[h] = model.kind.kernel_sums(model.beta * (targets @ head.Q.T), sources @ head.K.T, rhs,
+                                                   block_targets, block_sources)
         N[h], Z[h] = acc[:, :d], acc[:, d]
     return FieldValues(N, Z, log_scale)
-
-
-def exp_sums(a: np.ndarray, b: np.ndarray, rhs: np.ndarray, block_targets: int = 256,
-             block_sources: int = 2048) -> tuple[np.ndarray, np.ndarray]:
-    """``sum_j exp(<a_i, b_j>) rhs_j`` for every row ``a_i``, scaled by ``exp(-max_j <a_i, b_j>)``.
-
-    Parameters
-    ----------
-    a, b
-        Shapes (m, k) and (n, k): the exponent of target i and source j is ``<a_i, b_j>``.
-    rhs
-        Shape (n, c): the sources' columns to sum.
-    block_targets, block_sources
-        Tile sizes; memory use is about ``8 * block_targets * block_sources`` bytes.
-
-    Returns
-    -------
-    sums, log_scale
-        Shapes (m, c) and (m,): the scaled sums and the shift taken out of the exponent
-        (``-inf`` without sources).
-    """
-    m, n = a.shape[0], b.shape[0]
-    out = np.zeros((m, rhs.shape[1]))
-    log_scale = np.full(m, -np.inf)
-    if n == 0 or m == 0:
-        return out, log_scale
-    tile = np.empty((min(block_targets, m), min(block_sources, n)))
-    for i0 in range(0, m, block_targets):
-        i1 = min(i0 + block_targets, m)
-        acc = np.zeros((i1 - i0, rhs.shape[1]))
-        run_max = np.full(i1 - i0, -np.inf)
-        for j0 in range(0, n, block_sources):
-            j1 = min(j0 + block_sources, n)
-            E = tile[: i1 - i0, : j1 - j0]
-            np.matmul(a[i0:i1], b[j0:j1].T, out=E)
-            new_max = np.maximum(run_max, E.max(axis=1))
-            acc *= np.exp(run_max - new_max)[:, None]
-            np.subtract(E, new_max[:, None], out=E)
-            np.exp(E, out=E)
-            acc += E @ rhs[j0:j1]
-            run_max = new_max
-        out[i0:i1] = acc
-        log_scale[i0:i1] = run_max
-    return out, log_scale
 
 
 class DirectEvaluator(NonlocalEvaluator):

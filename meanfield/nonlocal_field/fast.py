@@ -489,11 +489,7 @@ class FastEvaluator(NonlocalEvaluator):
         d, V = self.model.d, self.model.heads[h].V
         N, Z = (V @ sums[:d]).T, sums[d]
         dN, dZ = (V @ extra[:d]).T, extra[d]
-        if self.model.softmax:
-            safe = np.where(Z > 0, Z, np.inf)[:, None]
-            change = (dN - N / safe * dZ[:, None]) / safe
-        else:
-            change = np.exp(kappa)[:, None] * dN
+        change = self.model.kind.first_order_change(N, Z, dN, dZ, kappa)
         change = change - np.einsum("ij,ij->i", targets, change)[:, None] * targets
         return np.linalg.norm(change, axis=1)
 
@@ -507,10 +503,7 @@ class FastEvaluator(NonlocalEvaluator):
         G, F = np.linalg.norm(sums[:d], axis=0), sums[d]
         if epsilon == 0.0:
             return np.zeros_like(F)
-        if not self.model.softmax:
-            return normV * epsilon * G * np.exp(kappa)
-        safe = np.where(F > 0, F, np.inf)
-        return np.where(F > 0, 2.0 * normV * epsilon * G / safe, np.inf)
+        return self.model.kind.transform_change(normV, epsilon, G, F, kappa)
 
     # -- energy --------------------------------------------------------------------------
     def energy(self, sources: Sequence[PointGroup]) -> float:

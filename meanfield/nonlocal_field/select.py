@@ -28,7 +28,9 @@ def make_evaluator(
     method
         One of :data:`METHODS`: ``"direct"`` (exact), ``"fast"`` (harmonic transforms and
         expansions, d = 2 or 3) or ``"auto"`` (whichever a cost model says is cheaper,
-        decided at the first evaluation).
+        decided at the first evaluation).  The fast field expands the kernel ``exp``: a model
+        whose attention kind has another kernel is refused ``"fast"`` and given direct sums
+        by ``"auto"``.
     tol
         Requested relative accuracy of the velocity (used by approximate evaluators).
     direct_sums
@@ -39,6 +41,9 @@ def make_evaluator(
     if method == "direct":
         return DirectEvaluator(model, comm)
     if method == "fast":
+        if not model.kind.exponential:
+            raise ValueError(f"nonlocal.method: 'fast' expands the kernel exp; {model.attention!r} attention "
+                             "has another one (use 'direct' or 'auto')")
         return FastEvaluator(model, comm, tol, direct_sums=direct_sums)
     if method == "auto":
         return AutoEvaluator(model, comm, tol, direct_sums)

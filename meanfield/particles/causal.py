@@ -1,7 +1,7 @@
 """Causal (decoder) attention for tokens: token i attends to the tokens j <= i only.
 
 Token i (0-based here; ``i + 1`` in ``MODEL.md``) sits at position ``s_i = (i + 1/2) / n`` (the
-midpoints of n slices, :func:`meanfield.causal.slice_positions`) and
+midpoints of n slices, :func:`meanfield.sequence.slice_positions`) and
 moves with the field of the tokens up to and including itself,
 
     X_i = P_{x_i}( sum_{j<=i} w_j e^{beta <Q x_i, K x_j>} V x_j / sum_{j<=i} w_j e^{beta <Q x_i, K x_j>} )  (SA),
@@ -62,6 +62,7 @@ from ..nonlocal_field.harmonics import SUPPORTED_DIMENSIONS, basis_size
 from ..nonlocal_field.parallel import allgather_rows
 from ..nonlocal_field.spectral import kernel_multipliers, spectrum_for
 from ..nonlocal_field.transforms import PointTransform
+from ..sequence import position, slice_positions
 from ..velocity import LayerVelocity
 
 #: Tokens per block: balances the fast route's fixed cost per block (a transform and the
@@ -79,7 +80,8 @@ def _later(m: int) -> np.ndarray:
 
 def masked_block_sums(model: AttentionModel, points: np.ndarray, weights: np.ndarray) -> FieldValues:
     """The scaled sums of token i over the tokens ``j <= i`` of one block (in order), shape as
-    :class:`FieldValues` (``log_scale``: the row's largest exponent, the token itself included)."""
+    :class:`FieldValues`, with the attention kind's kernel (``log_scale``: its shift of the row,
+    the largest exponent for ``exp``, the token itself included)."""
     m, d = points.shape
     H = len(model.heads)
     values = FieldValues(np.empty((H, m, d)), np.empty((H, m)), np.empty((H, m)))
@@ -87,11 +89,9 @@ def masked_block_sums(model: AttentionModel, points: np.ndarray, weights: np.nda
     for h, head in enumerate(model.heads):
         E = (model.beta * (points @ head.Q.T)) @ (points @ head.K.T).T
         E[later] = -np.inf
-        top = E.max(axis=1)
-        E -= top[:, None]
-        np.exp(E, out=E)
+        W, top = model.kind.weights(E)
         rhs = np.column_stack([weights[:, None] * (points @ head.V.T), weights])
-        sums = E @ rhs
+        sums = W @ rhs
         values.N[h], values.Z[h], values.log_scale[h] = sums[:, :d], sums[:, d], top
     return values
 
@@ -127,7 +127,7 @@ class PositionalDecay:
 
     def reference(self, layout: TokenLayout, k: int) -> float:
         """The position ``r_k`` of block k's first token (also past the last block)."""
-        return (k * layout.block + 0.5) / layout.n
+        return float(position(k * layout.block, layout.n))
 
     def relative(self, weights: np.ndarray, positions: np.ndarray, at: float) -> np.ndarray:
         """``weights * e^{-lambda (at - positions)}``."""
@@ -151,7 +151,7 @@ class PositionalDecay:
 
 def token_positions(n: int) -> np.ndarray:
     """The positions ``s_i = (i + 1/2) / n`` of n tokens."""
-    return (np.arange(n) + 0.5) / n
+    return slice_positions(n)
 
 
 @dataclass(frozen=True)
@@ -375,7 +375,8 @@ class CausalTokenField:
             fast: FastEvaluator | None = None
             if isinstance(evaluator, FastEvaluator):
                 fast = evaluator
-            elif isinstance(evaluator, AutoEvaluator) and evaluator.model.d in SUPPORTED_DIMENSIONS:
+            elif isinstance(evaluator, AutoEvaluator) and evaluator.model.d in SUPPORTED_DIMENSIONS \
+                    and evaluator.model.kind.exponential:
                 candidate = FastEvaluator(evaluator.model, self.comm, evaluator.tol)
                 costs = estimated_costs(candidate, n, n // 2 + 1, False, False)
                 fast = candidate if costs["fast"] < costs["direct"] else None

@@ -54,11 +54,11 @@ def _project(y: np.ndarray) -> tuple[np.ndarray, float]:
 
 
 def projected_ssprk3_step(velocity: Velocity, x: np.ndarray, dt: float) -> tuple[np.ndarray, float]:
-    """One SSP-RK3 step (Shu-Osher form, as :class:`meanfield.timestepping.SSPRK3`), renormalised
-    onto the sphere after the step; returns the tokens and this rank's largest drift."""
-    u1 = x + dt * velocity(x)
-    u2 = 0.75 * x + 0.25 * (u1 + dt * velocity(u1))
-    return _project(x / 3.0 + (2.0 / 3.0) * (u2 + dt * velocity(u2)))
+    """One SSP-RK3 step (:data:`meanfield.runge_kutta.SSP_RK3`, the PDE's), renormalised onto the
+    sphere after the step; returns the tokens and this rank's largest drift."""
+    from ..runge_kutta import SSP_RK3  # here: the samplers' import (the references') stays light
+
+    return _project(SSP_RK3.step(velocity, x, dt))
 
 
 def residual_step(velocity: Velocity, x: np.ndarray, dt: float) -> tuple[np.ndarray, float]:

@@ -7,6 +7,8 @@ from typing import TypedDict
 import numpy as np
 from matplotlib.colors import LogNorm, Normalize
 
+from ..spheres import sphere_named
+
 
 class MarkerStyle(TypedDict, total=False):
     """Keyword arguments of :meth:`matplotlib.axes.Axes.scatter` that style point markers."""
@@ -30,7 +32,7 @@ TOKEN_DENSITY_LABEL = "token density [1/sr]\n(fraction of tokens in a cap around
 
 def density_label(sphere: str) -> str:
     """Colour-bar / axis label with the density's unit: per steradian on S^2, per radian on S^1."""
-    return f"{DENSITY_LABEL} [1/{'sr' if sphere == 'S2' else 'rad'}]"
+    return f"{DENSITY_LABEL} [1/{sphere_named(sphere).density_unit}]"
 
 
 def color_norm(values: np.ndarray, *, log: bool = False, vmin: float | None = None,

@@ -124,9 +124,9 @@ def exact_solution(problem: Problem) -> ExactDensity | None:
         return None
     if rho0.kind == "uniform":
         return lambda t, x: np.full(len(x), 1.0 / sphere_area(d))
-    if rho0.kind == "harmonic":
+    if rho0.kind == "harmonic" and model.kind.exponential:  # the growth rate of the kernel exp
         p = rho0.params
-        gamma = growth_rate(d, p["degree"], model.beta, model.softmax)
+        gamma = growth_rate(d, p["degree"], model.beta, model.kind.normalised)
 
         def linear(t: float, x: np.ndarray) -> np.ndarray:
             y = real_harmonic(x, p["degree"], p["order"], p["phase"])

@@ -47,7 +47,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import integrate, special
 
-from ..model import is_softmax
+from ..model import is_normalised_exp
 from ..particles.sampling import quantile_circle
 
 #: Default truncation tolerance of the kernel series, relative to I_0(beta).
@@ -71,10 +71,10 @@ class CircleField:
     """
 
     def __init__(self, beta: float, attention: str = "softmax", tol: float = SERIES_TOL) -> None:
-        softmax = is_softmax(attention)
+        normalised = is_normalised_exp(attention)
         if not beta > 0:
             raise ValueError(f"beta: must be > 0, got {beta!r}")
-        self.beta, self.softmax = float(beta), softmax
+        self.beta, self.normalised = float(beta), normalised
         k = np.arange(int(4 * beta) + 64)
         ratio = k * special.ive(k, self.beta) / special.ive(0, self.beta)
         self.modes = int(np.flatnonzero((ratio < tol) & (k > 0))[0])
@@ -93,7 +93,7 @@ class CircleField:
         z = (self.a * np.conj(moments)) @ powers
         dz = (self.ka * np.conj(moments)) @ powers
         z, dz = z.real, -dz.imag
-        return dz / (self.beta * z) if self.softmax else np.exp(self.beta) * dz / self.beta
+        return dz / (self.beta * z) if self.normalised else np.exp(self.beta) * dz / self.beta
 
     def _powers(self, theta: np.ndarray) -> np.ndarray:
         """``e^{ik theta}``, k = 0..L, shape (L + 1, n), by repeated products (error ~ k eps)."""
@@ -112,7 +112,7 @@ def direct_velocity(beta: float, attention: str, targets: np.ndarray, sources: n
     u = np.asarray(sources, float)[None, :] - np.asarray(targets, float)[:, None]
     e = np.exp(beta * (np.cos(u) - 1.0)) * weights
     num = (e * np.sin(u)).sum(axis=1)
-    return num / e.sum(axis=1) if attention == "softmax" else np.exp(beta) * num
+    return num / e.sum(axis=1) if is_normalised_exp(attention) else np.exp(beta) * num
 
 
 @dataclass(frozen=True)

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
-from ..model import is_softmax
+from ..model import is_normalised_exp
 from .exact import growth_rate
 
 
@@ -125,14 +125,14 @@ class _Rate:
     """The right-hand side ``-(rho v)_theta`` on the grid and the velocity."""
 
     def __init__(self, n: int, beta: float, attention: str) -> None:
-        self.n, self.beta, self.softmax = n, float(beta), is_softmax(attention)
+        self.n, self.beta, self.normalised = n, float(beta), is_normalised_exp(attention)
         self.ik = 1j * _wavenumbers(n)
         self.kernel = 2.0 * np.pi * special.ive(np.arange(n // 2 + 1), self.beta)  # e^{-beta} 2 pi I_k
 
     def velocity(self, rho: np.ndarray) -> np.ndarray:
         zhat = np.fft.rfft(rho) * self.kernel
         z, dz = np.fft.irfft(zhat, self.n), np.fft.irfft(self.ik * zhat, self.n)
-        return dz / (self.beta * z) if self.softmax else np.exp(self.beta) * dz / self.beta
+        return dz / (self.beta * z) if self.normalised else np.exp(self.beta) * dz / self.beta
 
     def __call__(self, rho: np.ndarray) -> tuple[np.ndarray, float]:
         v = self.velocity(rho)
@@ -176,7 +176,7 @@ def solve_circle(
     rho = np.asarray(density(np.stack([np.cos(theta), np.sin(theta)], axis=1)), float)
     rho = rho / (rho.mean() * 2.0 * np.pi)
     rate = _Rate(modes, beta, attention)
-    dt_max = min(dt_max, courant / max(growth_rate(2, k, beta, rate.softmax) for k in range(1, modes // 2 + 1)))
+    dt_max = min(dt_max, courant / max(growth_rate(2, k, beta, rate.normalised) for k in range(1, modes // 2 + 1)))
     out, t, steps = [], 0.0, 0
     for t_out in output_times:
         while t < t_out:

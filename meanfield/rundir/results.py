@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..point_masses import ATOM_KEYS, Atoms
+from ..sequence import slice_positions
 from . import layout
 from .directory import effective_status, is_run, not_a_run_message
 from .files import load_npz, read_csv_columns
@@ -288,9 +289,9 @@ def _outputs(run_dir: Path) -> tuple[list[dict[str, np.ndarray]], dict[str, np.n
 
 def token_positions(n: int) -> np.ndarray:
     """The positions ``s_i = (i + 1/2) / n`` of a causal particle run's n tokens, in token order:
-    the ``position`` coordinate of its run.nc (the midpoint rule of
-    :func:`meanfield.causal.slice_positions`, which the run's driver hands the writer)."""
-    return (np.arange(n) + 0.5) / n
+    the ``position`` coordinate of its run.nc (:func:`meanfield.sequence.slice_positions`, which
+    the run's driver hands the writer)."""
+    return slice_positions(n)
 
 
 def load_run(path: str | Path) -> RunResult | ParticleRunResult:

@@ -37,6 +37,7 @@ import numpy as np
 from ..config import Config, ConfigError, load_config
 from ..expression import VARIABLES, Function, compile_function
 from ..model import did_you_mean
+from ..spheres import sphere_named
 from ..times import MATCH_TOL, same_time
 from ..trackers import TRACKER_NAME
 
@@ -105,7 +106,7 @@ def parse_parameter(text: str) -> list[str | int]:
 def moved_config(config: Config, keys: Sequence[str | int], text: str, step: float) -> tuple[Config, float]:
     """The config with the parameter at ``keys`` moved by ``step`` times its scale, and the step taken."""
     data = copy.deepcopy(config.data)
-    d = 2 if data["mesh"]["sphere"] == "S1" else 3
+    d = sphere_named(data["mesh"]["sphere"]).d
     parent: Any = data
     for i, key in enumerate(keys[:-1]):
         child = parent[key] if _has(parent, key) else None

@@ -26,7 +26,7 @@ from ...mesh import RawMesh, raw_mesh
 from ...references.spectral_circle import CircleSolution
 from ...rundir.directory import check_output_folder
 from ...rundir.results import load_run
-from ...sphere import sphere_area
+from ...spheres import sphere_area, sphere_named
 from ..causal import position_slice, whole_measure
 from ..events import Event
 from .atoms import WithAtoms
@@ -118,7 +118,7 @@ def analyse_fields(fields: Iterable[tuple[float, Field]], sphere: str, *, thresh
                    source: str = "") -> BasinHistory:
     """Clusters of densities at successive times (any :class:`~.fields.Field`), tracked."""
     check_options(threshold=threshold, prominence=prominence, factors=factors)
-    uniform = 1.0 / sphere_area(2 if sphere == "S1" else 3)
+    uniform = sphere_named(sphere).uniform_density
     threshold = uniform if threshold is None else float(threshold)
     frames = [analyse_field(field, t, threshold, prominence) for t, field in fields]
     return build_history(frames, sphere, threshold, prominence, factors, source)

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ...spheres import sphere_named
 from ..events import write_events
 from .coords import angle_columns
 from .history import BasinHistory
@@ -48,7 +49,7 @@ def _number(v: float) -> str:
 
 def cluster_rows(history: BasinHistory) -> list[dict[str, float]]:
     """The rows of clusters.csv."""
-    axes = "xyz"[: 2 if history.sphere == "S1" else 3]
+    axes = "xyz"[: sphere_named(history.sphere).d]
     rows = []
     for frame, ids in zip(history.frames, history.ids):
         angles = angle_columns(frame.positions)
@@ -64,8 +65,8 @@ def cluster_rows(history: BasinHistory) -> list[dict[str, float]]:
 
 
 def _columns(history: BasinHistory) -> list[str]:
-    return ["t", "id", *"xyz"[: 2 if history.sphere == "S1" else 3],
-            *(["theta"] if history.sphere == "S1" else ["lon", "lat"]), "height", "mass", "width",
+    sphere = sphere_named(history.sphere)
+    return ["t", "id", *"xyz"[: sphere.d], *sphere.plot_coordinates, "height", "mass", "width",
             *(["atom_mass", "atom_id"] if history.has_atoms else [])]
 
 

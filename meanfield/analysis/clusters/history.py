@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ...sphere import sphere_area
+from ...spheres import sphere_named
 from ..events import Event
 from .crossing import crossing_status, first_crossing
 from .frame import Frame
@@ -67,7 +67,7 @@ class BasinHistory:
     @property
     def uniform(self) -> float:
         """The uniform density 1/|S|."""
-        return 1.0 / sphere_area(2 if self.sphere == "S1" else 3)
+        return sphere_named(self.sphere).uniform_density
 
     @property
     def has_atoms(self) -> bool:

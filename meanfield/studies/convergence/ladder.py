@@ -19,6 +19,7 @@ from ...analysis.causal import whole_measure
 from ...config import Config, load_config
 from ...problem import Problem
 from ...rundir.results import RunResult
+from ...spheres import sphere_named
 
 
 class ConvergenceError(ValueError):
@@ -63,20 +64,20 @@ def parse_levels(text: str) -> list[int]:
 
 def resolution(sphere: str, level: int) -> int:
     """The ``mesh.resolution`` of a ladder level (S^2: the level, S^1: 2**level cells)."""
-    return level if sphere == "S2" else 2**level
+    return sphere_named(sphere).ladder_resolution(level)
 
 
 def level_of(sphere: str, cells: int) -> int:
     """Inverse of the cell count of a ladder level."""
-    level = round(np.log(cells / 20.0) / np.log(4.0)) if sphere == "S2" else round(np.log2(cells))
-    if (20 * 4**level if sphere == "S2" else 2**level) != cells:
+    level = sphere_named(sphere).ladder_level(cells)
+    if level is None:
         raise ConvergenceError(f"{cells} cells is not a nested {sphere} ladder level")
     return int(level)
 
 
 def mesh_width(sphere: str, cells: int) -> float:
     """h = sqrt(|S^2| / cells) on S^2, 2 pi / cells on S^1."""
-    return float(np.sqrt(4.0 * np.pi / cells)) if sphere == "S2" else 2.0 * np.pi / cells
+    return sphere_named(sphere).mesh_width(cells)
 
 
 def coarsen(values: np.ndarray, areas: np.ndarray, sphere: str, times: int = 1) -> tuple[np.ndarray, np.ndarray]:
@@ -95,12 +96,7 @@ def coarsen(values: np.ndarray, areas: np.ndarray, sphere: str, times: int = 1) 
         The parents' averages (T, cells / 4**times or / 2**times) and measures.
     """
     for _ in range(times):
-        mass = values * areas
-        if sphere == "S2":
-            n = areas.size // 4
-            mass, areas = mass.reshape(-1, 4, n).sum(axis=1), areas.reshape(4, n).sum(axis=0)
-        else:
-            mass, areas = mass.reshape(-1, areas.size // 2, 2).sum(axis=2), areas.reshape(-1, 2).sum(axis=1)
+        mass, areas = sphere_named(sphere).parents(values * areas, areas)
         values = mass / areas
     return values, areas
 
