@@ -110,9 +110,8 @@ class ShuOsher:
                 if b != 0.0:
                     mu = b * li if mu is None else mu + b * li
             assert carried is not None, "every stage carries the states before it"
-            lam[j] = carried if mu is None else carried + dt * apply(j, mu)
-            if post is not None and j > 0:
-                lam[j] = post(j, lam[j])
+            back = carried if mu is None else carried + dt * apply(j, mu)
+            lam[j] = post(j, back) if post is not None and j > 0 else back
         out = lam[0]
         assert out is not None
         return out

@@ -46,6 +46,7 @@ from typing import Any
 import numpy as np
 
 from ..layers import Layer, LayerSchedule
+from ..sequence import slice_positions
 from ..times import time_tol
 from .arrays import ArrayBackend
 from .integrator import EqualSteps, rk4_step
@@ -100,7 +101,7 @@ class Mask:
         out: dict[str, np.ndarray] = {}
         scale = np.full((n, 1), 1.0 / n)
         if self.causal:
-            s = (np.arange(n) + 0.5) / n
+            s = slice_positions(n)
             gap = s[:, None] - s[None, :]
             out["bias"] = np.where(gap >= 0, -self.decay * gap, -np.inf)
             if self.normalise and not softmax:
@@ -147,7 +148,7 @@ class LayerArrays:
                 arrays["V"] = _stacked(V)
             arrays["w"] = np.array([h.weight for h in model.heads])
             arrays["beta"] = np.array(model.beta)
-            arrays.update(mask.arrays(n, model.softmax))
+            arrays.update(mask.arrays(n, model.kind.normalised))
         if ffn is not None:
             blocks = [layer.ffn for layer in layers]
             arrays["W"] = _stacked([f.W for f in blocks])  # type: ignore[union-attr]

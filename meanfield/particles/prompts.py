@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from ..attention import attention_kind
 from ..causal import slice_positions
 from ..config import ConfigError
 from ..layers import LayerSchedule
@@ -46,6 +47,10 @@ def check_batch(problem: Problem, prompts: int, per_prompt: bool | None = None) 
         raise ConfigError("particles.n: the number of tokens of a prompt is not set")
     if not problem.velocity.is_attention:
         raise ConfigError("model.velocity: a batch of prompts moves with attention, not a prescribed rotation")
+    attention = problem.config.data["model"]["attention"]
+    if not attention_kind(attention).exponential:
+        raise ConfigError(f"model.attention: a batch of prompts takes the exp kernels (softmax, unnormalized), "
+                          f"got {attention!r}")
     own = problem.random is not None and problem.random.per_prompt if per_prompt is None else per_prompt
     if own and problem.random is None:
         raise ConfigError("model.random.per_prompt: weights drawn per prompt need [model.random] (random weights)")

@@ -29,7 +29,7 @@ def phase_figure(rows: Sequence[Mapping[str, Any]], *, attention: str = "softmax
                  title: str = "clustered fraction") -> Figure:
     """The clustered fraction of phase.csv's rows over (t, beta), one panel per d, with the
     equiangular curve ``g_beta(t) = 1 - delta`` (softmax or unnormalized attention)."""
-    from ..model import ATTENTION_KINDS
+    from ..attention import attention_kind
     from ..references.equiangular import equiangular_time
 
     ds = sorted({int(r["d"]) for r in rows})
@@ -41,7 +41,7 @@ def phase_figure(rows: Sequence[Mapping[str, Any]], *, attention: str = "softmax
     image = None
     fine = np.linspace(betas[0], betas[-1], 200) if len(betas) > 1 else betas
     curve = np.array([equiangular_time(1.0 - delta, b, n, attention, t_max=10 * times[-1] + 1) for b in fine]) \
-        if attention in ATTENTION_KINDS else None
+        if attention_kind(attention).exponential else None
     for ax, d in zip(axes, ds):
         grid = np.full((len(betas), len(times)), np.nan)
         for r in rows:

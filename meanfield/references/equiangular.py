@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import numpy as np
 from scipy.integrate import solve_ivp
 
-from ..model import is_softmax
+from ..model import is_normalised_exp
 
 #: Tolerances of the ODE solves.
 RTOL, ATOL = 1e-12, 1e-14
@@ -29,7 +29,7 @@ def equiangular_rate(g: np.ndarray | float, beta: float, n: int, attention: str 
     """The right-hand side g' of the equiangular ODE (module docstring)."""
     g = np.asarray(g, dtype=float)
     core = 2.0 * (1.0 - g) * ((n - 1) * g + 1.0)
-    if is_softmax(attention):
+    if is_normalised_exp(attention):
         return core / (np.exp(beta * (1.0 - g)) + (n - 1))  # e^{beta g} / (e^beta + (n-1) e^{beta g})
     return core * np.exp(beta * g) / n
 

@@ -36,8 +36,8 @@ from typing import Any
 
 import numpy as np
 
+from ..attention import attention_kind, attention_names
 from ..config import Config, ConfigError, load_config
-from ..model import ATTENTION_KINDS
 
 #: phase.csv's columns, in order.
 COLUMNS = ("beta", "d", "n", "t", "prompts", "mean_inner_product", "clustered_fraction", "clustered_fraction_se",
@@ -87,8 +87,8 @@ def check_grid(config: Config, betas: Sequence[float], times: Sequence[float], d
     ds = list(ds) if ds is not None else [config.data["particles"]["d"] or 3]
     if not ds or not all(_is_int(d, 2) for d in ds):
         raise ConfigError(f"--d: must be integers >= 2, got {ds}")
-    if attention is not None and attention not in ATTENTION_KINDS:
-        raise ConfigError(f"--attention: must be one of {list(ATTENTION_KINDS)}, got {attention!r}")
+    if attention is not None and attention not in attention_names():
+        raise ConfigError(f"--attention: must be one of {list(attention_names())}, got {attention!r}")
     return PhaseGrid(tuple(sorted({float(b) for b in betas})), tuple(sorted({float(t) for t in times})),
                      tuple(sorted({int(d) for d in ds})), int(n), int(prompts), attention)
 
@@ -243,8 +243,8 @@ def _phase(config: Any, betas: Sequence[float], times: Sequence[float], ds: Sequ
 
         report = run_batch(batch, grid.times, observe, backend, memory)
         kind = problem.config.data["model"]["attention"]
-        g = equiangular(grid.times, beta, grid.n, kind) if kind in ATTENTION_KINDS else np.full(len(grid.times),
-                                                                                                np.nan)
+        g = equiangular(grid.times, beta, grid.n, kind) if attention_kind(kind).exponential \
+            else np.full(len(grid.times), np.nan)
         for k, t in enumerate(grid.times):
             rows.append({"beta": beta, "d": d, "n": grid.n, "t": t, "prompts": grid.prompts, **sums.row(k),
                          "equiangular": float(g[k])})

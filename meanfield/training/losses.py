@@ -8,7 +8,7 @@ first variation at the cells ``g_c = (1/|c|) dD/drho_c``: the adjoint's terminal
 weights, replicated on every rank), or for observables their target values.
 
 - :class:`MMD`: ``D = int int k d(rho - nu) d(rho - nu)`` with ``k(x, y) = e^{kappa <x, y>}``,
-  ``g(x) = 2 int k(x, y) d(rho - nu)(y)``: kernel sums (:func:`~meanfield.nonlocal_field.direct.exp_sums`).
+  ``g(x) = 2 int k(x, y) d(rho - nu)(y)``: kernel sums (:func:`~meanfield.attention.exp_sums`).
 - :class:`ObservableErrors`: ``D = sum_k (<phi_k, rho> - c_k)^2``, ``g = sum_k 2 (<phi_k, rho> - c_k) phi_k``.
 - :class:`Sinkhorn`: the Sinkhorn divergence ``S_eps(rho, nu) = OT_eps(rho, nu) - (OT_eps(rho, rho) +
   OT_eps(nu, nu)) / 2`` for the cost ``|x - y|^2`` (log-domain Sinkhorn), ``g = f_{rho nu} -
@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from ..attention import exp_sums
 from ..config import ConfigError
-from ..nonlocal_field.direct import exp_sums
 from ..nonlocal_field.parallel import allgather_rows, allreduce_sum
 
 
