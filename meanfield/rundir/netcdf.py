@@ -458,7 +458,8 @@ def model_attributes(model: Mapping[str, Any]) -> dict[str, Any]:
     import json
 
     attrs: dict[str, Any] = {}
-    for key, value in model.items():
+    for key in {**dict.fromkeys(UNSET_MODEL_KEYS), **model}:  # an unset key may be None or absent
+        value = model.get(key)
         if value is None:
             value = UNSET_MODEL_KEYS.get(key)
         if value is None:
