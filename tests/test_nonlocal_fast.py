@@ -219,6 +219,27 @@ def test_make_evaluator_methods(rng):
     ).shape == (5, 4)
 
 
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("d", [2, 3])
+def test_partition_sums_of_several_measures_are_each_ones(rng, d, method):
+    """``partition_sums`` (signed weights, k columns at once: one transform or one matrix
+    product) equals one evaluation per column to round-off, and the direct sums to the
+    tolerance; spectral heads (one rotated, one scaled) and a general head."""
+    R = Rotation.random(random_state=3).as_matrix()[:d, :d] if d == 3 else np.array([[0.6, -0.8], [0.8, 0.6]])
+    heads = (Head(np.eye(d), 1.3 * R, np.eye(d), 1.0), Head(np.eye(d), np.eye(d), np.eye(d), 0.5),
+             Head(np.eye(d), np.diag(np.linspace(0.5, 1.5, d)), np.eye(d), 0.7))
+    x, y, columns = random_sphere_points(rng, 150, d), random_sphere_points(rng, 200, d), rng.normal(size=(200, 5))
+    for model in (AttentionModel(d, 3.0, "unnormalized", heads[:2]), AttentionModel(d, 3.0, "unnormalized", heads)):
+        evaluator = make_evaluator(model, None, method, 1e-8)
+        got = evaluator.partition_sums(x, y, columns, fixed_sources=True, fixed_targets=True)
+        one = [evaluator.evaluate(x, y, columns[:, k], fixed_sources=True, fixed_targets=True).partition_function()
+               for k in range(columns.shape[1])]
+        scale = np.abs(got).max()
+        np.testing.assert_allclose(got, np.stack(one, axis=-1), rtol=0, atol=1e-13 * scale)
+        exact = DirectEvaluator(model).partition_sums(x, y, columns)
+        np.testing.assert_allclose(got, exact, rtol=0, atol=1e-7 * scale)
+
+
 # -- MPI ----------------------------------------------------------------------------------
 @pytest.mark.mpi
 @pytest.mark.parametrize("d", [2, 3])

@@ -13,11 +13,12 @@ Its adjoint, paired with tangent vectors ``a_e`` at the facet points ``m_e``, is
 with vector sources ``b_e`` and scalar sources ``c_e`` (USA: ``b = w_h a``, ``c = 0``; SA:
 ``b = w_h a / Z(m)``, ``c = w_h a . N(m) / Z(m)^2``): an attention sum whose sources are the
 facet points and whose targets are the cells, the roles of Q and K exchanged.
-:class:`AdjointSums` evaluates it with the run's ``[nonlocal]`` method: ``direct`` sums all
-columns in one pass (:func:`~meanfield.nonlocal_field.direct.exp_sums`, sources gathered
-over the ranks), ``fast`` and ``auto`` evaluate the partition function of the exchanged
-single-head model once per column (signed weights), so the cost of one adjoint term is
-``(d + 1) x columns`` forward-type evaluations for SA (``d x columns`` for USA).
+:class:`AdjointSums` evaluates it with the run's ``[nonlocal]`` method, all columns at once:
+the partition functions of the exchanged single-head model with the columns as signed
+weights (:meth:`~meanfield.nonlocal_field.base.NonlocalEvaluator.partition_sums`: for
+``direct`` one pass of matrix products over the sources gathered from the ranks, for ``fast``
+one adjoint transform of every column and one synthesis), so one adjoint term costs about
+``(d + 1) x columns / 2`` transforms of one function for SA (``d x columns / 2`` for USA).
 """
 
 from __future__ import annotations
@@ -26,8 +27,6 @@ import numpy as np
 
 from ..model import AttentionModel, Head
 from ..nonlocal_field import NonlocalEvaluator, make_evaluator
-from ..nonlocal_field.direct import exp_sums
-from ..nonlocal_field.parallel import allgather_rows
 
 
 class AdjointSums:
@@ -47,10 +46,9 @@ class AdjointSums:
                  direct_sums: bool = False) -> None:
         self.model, self.comm, self.method = model, comm, method
         eye = np.eye(model.d)
-        self.evaluators: list[NonlocalEvaluator] = [] if method == "direct" else [
+        self.evaluators: list[NonlocalEvaluator] = [
             make_evaluator(AttentionModel(model.d, model.beta, "unnormalized", (Head(h.K, h.Q, eye, 1.0),)),
                            comm, method, tol, direct_sums) for h in model.heads]
-        self._gathered: tuple[np.ndarray, np.ndarray] | None = None
 
     def __call__(self, targets: np.ndarray, sources: np.ndarray, vectors: np.ndarray,
                  scalars: np.ndarray | None) -> np.ndarray:
@@ -84,18 +82,5 @@ class AdjointSums:
 
     def _sums(self, h: int, targets: np.ndarray, sources: np.ndarray, columns: np.ndarray) -> np.ndarray:
         """``sum_e exp(beta <Q_h m_e, K_h x>) columns_e`` at the targets, unscaled (m, k)."""
-        head = self.model.heads[h]
-        if self.method == "direct":
-            if self._gathered is None or self._gathered[0] is not sources:
-                self._gathered = (sources, allgather_rows(self.comm, np.ascontiguousarray(sources)))
-            every = self._gathered[1]
-            sums, log_scale = exp_sums(targets @ head.K.T, self.model.beta * (every @ head.Q.T),
-                                       allgather_rows(self.comm, np.ascontiguousarray(columns)))
-            return sums * np.exp(np.where(np.isfinite(log_scale), log_scale, 0.0))[:, None]
-        evaluator = self.evaluators[h]
-        out = np.empty((targets.shape[0], columns.shape[1]))
-        for k in range(columns.shape[1]):
-            values = evaluator.evaluate(targets, sources, np.ascontiguousarray(columns[:, k]),
-                                        fixed_sources=True, fixed_targets=True)
-            out[:, k] = values.partition_function()[0]
-        return out
+        return self.evaluators[h].partition_sums(targets, sources, columns, fixed_sources=True,
+                                                 fixed_targets=True)[0]

@@ -102,6 +102,23 @@ class AutoEvaluator(NonlocalEvaluator):
             self.chosen = self._choose(targets, sources)
         return self.chosen.evaluate_groups(targets, sources)
 
+    def partition_sums(
+        self,
+        targets: np.ndarray,
+        sources: np.ndarray,
+        columns: np.ndarray,
+        *,
+        fixed_sources: bool = False,
+        fixed_targets: bool = False,
+    ) -> np.ndarray:
+        """The chosen evaluator's :meth:`~.base.NonlocalEvaluator.partition_sums` (the first call
+        fixes the method, as for one measure)."""
+        if self.chosen is None:
+            self.chosen = self._choose([PointGroup(np.asarray(targets, dtype=float), None, fixed_targets)],
+                                       [PointGroup(np.asarray(sources, dtype=float), None, fixed_sources)])
+        return self.chosen.partition_sums(targets, sources, columns, fixed_sources=fixed_sources,
+                                          fixed_targets=fixed_targets)
+
     def energy(self, sources: Sequence[PointGroup]) -> float:
         """The chosen evaluator's energy (before any evaluation: the choice for the sources
         evaluated at themselves)."""

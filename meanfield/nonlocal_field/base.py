@@ -169,6 +169,32 @@ class NonlocalEvaluator(ABC):
         group = PointGroup(np.asarray(sources, dtype=float), np.asarray(weights, dtype=float), fixed_sources)
         return self.evaluate_groups([PointGroup(np.asarray(targets, dtype=float), None, fixed_targets)], [group])[0]
 
+    def partition_sums(
+        self,
+        targets: np.ndarray,
+        sources: np.ndarray,
+        columns: np.ndarray,
+        *,
+        fixed_sources: bool = False,
+        fixed_targets: bool = False,
+    ) -> np.ndarray:
+        """The unscaled partition functions of k measures on the same sources, at once:
+        ``[h, i, c] = sum_j columns[j, c] exp(beta <Q_h x_i, K_h y_j>)``, shape (heads, m, k)
+        (collective; the weights may be signed).
+
+        Parameters as :meth:`evaluate`, with ``columns`` (n_local, k) this rank's weights of
+        the k measures.  This default evaluates one measure after the other; evaluators that
+        share the work between the columns (one transform of all of them, one matrix product)
+        override it.
+        """
+        columns = np.asarray(columns, dtype=float)
+        out = np.empty((len(self.model.heads), np.asarray(targets).shape[0], columns.shape[1]))
+        for c in range(columns.shape[1]):
+            values = self.evaluate(targets, sources, np.ascontiguousarray(columns[:, c]),
+                                   fixed_sources=fixed_sources, fixed_targets=fixed_targets)
+            out[:, :, c] = values.partition_function()
+        return out
+
     def velocity(
         self, targets: np.ndarray, sources: np.ndarray, weights: np.ndarray, **kwargs
     ) -> np.ndarray:

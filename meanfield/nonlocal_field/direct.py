@@ -157,3 +157,24 @@ class DirectEvaluator(NonlocalEvaluator):
             direct_sums(self.model, t.points, points, weights, self.block_targets, self.block_sources)
             for t in targets
         ]
+
+    def partition_sums(
+        self,
+        targets: np.ndarray,
+        sources: np.ndarray,
+        columns: np.ndarray,
+        *,
+        fixed_sources: bool = False,
+        fixed_targets: bool = False,
+    ) -> np.ndarray:
+        """See :meth:`NonlocalEvaluator.partition_sums`: every column in one pass per head (the
+        sources and columns gathered once)."""
+        points = self._all_sources([PointGroup(np.asarray(sources, dtype=float), None, fixed_sources)])
+        every = allgather_rows(self.comm, np.ascontiguousarray(columns, dtype=float))
+        targets = np.asarray(targets, dtype=float)
+        out = np.empty((len(self.model.heads), targets.shape[0], every.shape[1]))
+        for h, head in enumerate(self.model.heads):
+            sums, log_scale = exp_sums(self.model.beta * (targets @ head.Q.T), points @ head.K.T, every,
+                                       self.block_targets, self.block_sources)
+            out[h] = sums * np.exp(np.where(np.isfinite(log_scale), log_scale, 0.0))[:, None]
+        return out
