@@ -240,6 +240,29 @@ def test_partition_sums_of_several_measures_are_each_ones(rng, d, method):
         np.testing.assert_allclose(got, exact, rtol=0, atol=1e-7 * scale)
 
 
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("d", [2, 3])
+def test_linear_sums_are_the_explicit_double_sums(rng, d, method):
+    """``linear_sums``: sum_j exp(beta <Q x, K y_j>) (<A x, b_j> - s_j) for k columns, against the
+    explicit double sum (to round-off for direct, to the tolerance for the transforms, whose
+    sum over the components is taken on the coefficients), with and without scalars, and for
+    a constant kernel (beta Q^T K = 0)."""
+    R = Rotation.random(random_state=5).as_matrix()[:d, :d] if d == 3 else np.array([[0.6, -0.8], [0.8, 0.6]])
+    x, y = random_sphere_points(rng, 120, d), random_sphere_points(rng, 160, d)
+    vectors, scalars, A = rng.normal(size=(160, d, 3)), rng.normal(size=(160, 3)), rng.normal(size=(d, d))
+    for heads in ((Head(np.eye(d), 1.3 * R, np.eye(d), 1.0), Head(np.eye(d), np.eye(d), np.eye(d), 0.5)),
+                  (Head(np.eye(d), np.zeros((d, d)), np.eye(d), 1.0),)):
+        model = AttentionModel(d, 3.0, "unnormalized", heads)
+        kernel = np.stack([np.exp(model.beta * (x @ h.Q.T) @ (y @ h.K.T).T) for h in heads])  # (H, m, n)
+        values = np.einsum("md,ndk->mnk", x @ A.T, vectors)
+        for s in (scalars, None):
+            exact = np.einsum("hmn,mnk->hmk", kernel, values - (s[None] if s is not None else 0.0))
+            got = make_evaluator(model, None, method, 1e-9).linear_sums(x, y, vectors, s, A, fixed_sources=True,
+                                                                          fixed_targets=True)
+            scale = np.einsum("hmn,mnk->hmk", kernel, np.abs(values) + (np.abs(s)[None] if s is not None else 0)).max()
+            np.testing.assert_allclose(got, exact, rtol=0, atol=(1e-13 if method == "direct" else 1e-8) * scale)
+
+
 # -- MPI ----------------------------------------------------------------------------------
 @pytest.mark.mpi
 @pytest.mark.parametrize("d", [2, 3])

@@ -13,12 +13,13 @@ Its adjoint, paired with tangent vectors ``a_e`` at the facet points ``m_e``, is
 with vector sources ``b_e`` and scalar sources ``c_e`` (USA: ``b = w_h a``, ``c = 0``; SA:
 ``b = w_h a / Z(m)``, ``c = w_h a . N(m) / Z(m)^2``): an attention sum whose sources are the
 facet points and whose targets are the cells, the roles of Q and K exchanged.
-:class:`AdjointSums` evaluates it with the run's ``[nonlocal]`` method, all columns at once:
-the partition functions of the exchanged single-head model with the columns as signed
-weights (:meth:`~meanfield.nonlocal_field.base.NonlocalEvaluator.partition_sums`: for
-``direct`` one pass of matrix products over the sources gathered from the ranks, for ``fast``
-one adjoint transform of every column and one synthesis), so one adjoint term costs about
-``(d + 1) x columns / 2`` transforms of one function for SA (``d x columns / 2`` for USA).
+:class:`AdjointSums` evaluates it with the run's ``[nonlocal]`` method, all columns at once,
+as kernel sums of the exchanged single-head model whose sources' values are linear in the
+target (:meth:`~meanfield.nonlocal_field.base.NonlocalEvaluator.linear_sums`): for ``direct``
+one pass of matrix products over the sources gathered from the ranks; for ``fast`` one
+adjoint transform of the ``(d + 1) x columns`` source measures (two to a complex NUFFT), the
+sum over the components taken on the coefficients, and one synthesis of ``columns``
+functions.
 """
 
 from __future__ import annotations
@@ -67,20 +68,8 @@ class AdjointSums:
         -------
         (m, P) the values of ``G`` for every column.
         """
-        H, n, d, P = vectors.shape
-        out = np.zeros((targets.shape[0], P))
+        out = np.zeros((targets.shape[0], vectors.shape[-1]))
         for h, head in enumerate(self.model.heads):
-            columns = vectors[h].reshape(n, d * P)
-            if scalars is not None:
-                columns = np.concatenate([columns, scalars[h]], axis=1)
-            sums = self._sums(h, targets, sources, columns)
-            vx = targets @ head.V.T
-            out += np.einsum("mdp,md->mp", sums[:, : d * P].reshape(-1, d, P), vx)
-            if scalars is not None:
-                out -= sums[:, d * P:]
+            out += self.evaluators[h].linear_sums(targets, sources, vectors[h], None if scalars is None else scalars[h],
+                                                  head.V, fixed_sources=True, fixed_targets=True)[0]
         return out
-
-    def _sums(self, h: int, targets: np.ndarray, sources: np.ndarray, columns: np.ndarray) -> np.ndarray:
-        """``sum_e exp(beta <Q_h m_e, K_h x>) columns_e`` at the targets, unscaled (m, k)."""
-        return self.evaluators[h].partition_sums(targets, sources, columns, fixed_sources=True,
-                                                 fixed_targets=True)[0]

@@ -113,11 +113,34 @@ class AutoEvaluator(NonlocalEvaluator):
     ) -> np.ndarray:
         """The chosen evaluator's :meth:`~.base.NonlocalEvaluator.partition_sums` (the first call
         fixes the method, as for one measure)."""
+        self._choose_once(targets, sources, fixed_targets, fixed_sources)
+        assert self.chosen is not None
+        return self.chosen.partition_sums(targets, sources, columns, fixed_sources=fixed_sources,
+                                          fixed_targets=fixed_targets)
+
+    def linear_sums(
+        self,
+        targets: np.ndarray,
+        sources: np.ndarray,
+        vectors: np.ndarray,
+        scalars: np.ndarray | None,
+        matrix: np.ndarray,
+        *,
+        fixed_sources: bool = False,
+        fixed_targets: bool = False,
+    ) -> np.ndarray:
+        """The chosen evaluator's :meth:`~.base.NonlocalEvaluator.linear_sums` (the first call
+        fixes the method, as for one measure)."""
+        self._choose_once(targets, sources, fixed_targets, fixed_sources)
+        assert self.chosen is not None
+        return self.chosen.linear_sums(targets, sources, vectors, scalars, matrix, fixed_sources=fixed_sources,
+                                       fixed_targets=fixed_targets)
+
+    def _choose_once(self, targets: np.ndarray, sources: np.ndarray, fixed_targets: bool, fixed_sources: bool) -> None:
+        """Fix the method at the first call of :meth:`partition_sums` or :meth:`linear_sums`."""
         if self.chosen is None:
             self.chosen = self._choose([PointGroup(np.asarray(targets, dtype=float), None, fixed_targets)],
                                        [PointGroup(np.asarray(sources, dtype=float), None, fixed_sources)])
-        return self.chosen.partition_sums(targets, sources, columns, fixed_sources=fixed_sources,
-                                          fixed_targets=fixed_targets)
 
     def energy(self, sources: Sequence[PointGroup]) -> float:
         """The chosen evaluator's energy (before any evaluation: the choice for the sources

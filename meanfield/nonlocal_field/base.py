@@ -195,6 +195,43 @@ class NonlocalEvaluator(ABC):
             out[:, :, c] = values.partition_function()
         return out
 
+    def linear_sums(
+        self,
+        targets: np.ndarray,
+        sources: np.ndarray,
+        vectors: np.ndarray,
+        scalars: np.ndarray | None,
+        matrix: np.ndarray,
+        *,
+        fixed_sources: bool = False,
+        fixed_targets: bool = False,
+    ) -> np.ndarray:
+        """Kernel sums of sources whose values are linear in the target, k at once:
+        ``[h, i, c] = sum_j exp(beta <Q_h x_i, K_h y_j>) (<A x_i, b_jc> - s_jc)``, shape
+        (heads, m, k) (collective; the adjoint's nonlocal term, :mod:`meanfield.adjoint.sums`).
+
+        Parameters
+        ----------
+        vectors
+            (n_local, d, k): this rank's ``b_jc``.
+        scalars
+            (n_local, k): this rank's ``s_jc`` (``None``: zero).
+        matrix
+            (d, d): ``A``.
+
+        This default takes the ``(d + 1) k`` partition functions of :meth:`partition_sums`
+        and combines them at the targets.
+        """
+        n, d, k = vectors.shape
+        columns = vectors.reshape(n, d * k)
+        if scalars is not None:
+            columns = np.concatenate([columns, scalars], axis=1)
+        sums = self.partition_sums(targets, sources, columns, fixed_sources=fixed_sources,
+                                   fixed_targets=fixed_targets)
+        moved = np.asarray(targets, dtype=float) @ np.asarray(matrix, dtype=float).T
+        out = np.einsum("hmdk,md->hmk", sums[..., : d * k].reshape(sums.shape[:2] + (d, k)), moved)
+        return out - sums[..., d * k:] if scalars is not None else out
+
     def velocity(
         self, targets: np.ndarray, sources: np.ndarray, weights: np.ndarray, **kwargs
     ) -> np.ndarray:

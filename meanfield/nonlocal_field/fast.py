@@ -463,36 +463,110 @@ class FastEvaluator(NonlocalEvaluator):
         and accuracy are those of :meth:`evaluate_groups` (the same sums to round-off).
         Otherwise (heads whose concentration varies, or a tolerance below the transforms')
         one column after the other."""
-        model, d = self.model, self.model.d
+        model = self.model
         if not self.transforms or len(self.spectral_heads) < len(model.heads):
             return super().partition_sums(targets, sources, columns, fixed_sources=fixed_sources,
                                           fixed_targets=fixed_targets)
-        sources, targets = np.asarray(sources, dtype=float), np.ascontiguousarray(targets, dtype=float)
-        columns = np.asarray(columns, dtype=float)
-        k, used = columns.shape[1], {}
-        plan = self._transform(self._plans, used, "sources", sources, array_key(sources) if fixed_sources else None,
+        used: dict = {}
+        coeffs, totals, source_plan = self._column_coefficients(used, sources, columns, fixed_sources)
+        targets = np.ascontiguousarray(targets, dtype=float)
+        synthesis = self._targets_plan(used, source_plan, targets, fixed_targets, max(self.degrees))
+        out = np.empty((len(model.heads), targets.shape[0], totals.size))
+        for h in range(len(model.heads)):
+            kernel = self._kernel_sets(h, coeffs)
+            if kernel is None:
+                out[h] = totals
+                continue
+            sets = np.zeros((totals.size,) + synthesis.spectrum.shape, dtype=complex)
+            place(sets, kernel, slice(0, self.degrees[h] + 1))
+            out[h] = np.exp(self._head_terms(h).kappa) * synthesis.synthesis(sets).T
+        self._plans = used
+        return out
+
+    def linear_sums(
+        self,
+        targets: np.ndarray,
+        sources: np.ndarray,
+        vectors: np.ndarray,
+        scalars: np.ndarray | None,
+        matrix: np.ndarray,
+        *,
+        fixed_sources: bool = False,
+        fixed_targets: bool = False,
+    ) -> np.ndarray:
+        """See :meth:`NonlocalEvaluator.linear_sums`.  With every head spectral, the ``(d + 1) k``
+        columns' coefficients come from one adjoint transform (as :meth:`partition_sums`), and
+        the sum over the components, ``sum_i x_i (A^T S)_i - s`` with ``S`` the vector sums,
+        is taken on the coefficients (multiplying a function of degree L by a coordinate gives
+        one of degree L + 1, by the recurrences of ``vector_moments``, exactly): one synthesis
+        of k functions per head instead of ``(d + 1) k``.  Otherwise as the default."""
+        model, d = self.model, self.model.d
+        if not self.transforms or len(self.spectral_heads) < len(model.heads):
+            return super().linear_sums(targets, sources, vectors, scalars, matrix, fixed_sources=fixed_sources,
+                                       fixed_targets=fixed_targets)
+        n, _, k = vectors.shape
+        columns = np.asarray(vectors, dtype=float).reshape(n, d * k)
+        if scalars is not None:
+            columns = np.concatenate([columns, scalars], axis=1)
+        used: dict = {}
+        coeffs, totals, source_plan = self._column_coefficients(used, sources, columns, fixed_sources)
+        targets = np.ascontiguousarray(targets, dtype=float)
+        synthesis = self._targets_plan(used, source_plan, targets, fixed_targets, max(self.degrees) + 1)
+        out = np.empty((len(model.heads), targets.shape[0], k))
+        for h in range(len(model.heads)):
+            kernel = self._kernel_sets(h, coeffs)
+            if kernel is None:  # a constant kernel: <A x, sum b> - sum s
+                moved = targets @ np.asarray(matrix, dtype=float).T
+                out[h] = moved @ totals[: d * k].reshape(d, k) - (totals[d * k:] if scalars is not None else 0.0)
+                continue
+            L = self.degrees[h]
+            functions = resize(kernel, d, L)  # the sums' functions, degree L
+            turned = np.einsum("ji,jk...->ik...", matrix, functions[: d * k].reshape((d, k) + functions.shape[1:]))
+            spectrum = spectrum_for(d, L + 2)
+            sets = np.zeros((k,) + synthesis.spectrum.shape, dtype=complex)
+            for c in range(k):
+                total = sum(spectrum.vector_moments(resize(turned[i, c], d, L + 2))[i] for i in range(d))
+                if scalars is not None:
+                    total = total - resize(functions[d * k + c], d, L + 1)
+                place(sets[c : c + 1], total[None], slice(0, L + 2))
+            out[h] = np.exp(self._head_terms(h).kappa) * synthesis.synthesis(sets).T
+        self._plans = used
+        return out
+
+    def _column_coefficients(self, used: dict, sources: np.ndarray, columns: np.ndarray,
+                             fixed: bool) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, Transform]]:
+        """The coefficients (k,) + spectrum (degree :attr:`coefficient_degree`) of the k measures
+        with weights ``columns`` (n_local, k) on ``sources``, every rank's, and their total
+        weights (k,), with one adjoint transform and one ``Allreduce``; and the sources with
+        their transform (for targets that are the same points, :func:`plan_of`)."""
+        sources, columns = np.asarray(sources, dtype=float), np.asarray(columns, dtype=float)
+        k = columns.shape[1]
+        plan = self._transform(self._plans, used, "sources", sources, array_key(sources) if fixed else None,
                                self.coefficient_degree, self.epsilon, True)
         local = plan.adjoint(np.ascontiguousarray(columns.T))
         flat = allreduce_sum(self.comm, np.concatenate([local.ravel().view(float), columns.sum(axis=0)]))
-        coeffs = flat[:-k].view(complex).reshape(local.shape)
-        L = max(self.degrees)
-        synthesis = plan_of([(sources, plan)], targets) or self._transform(
-            self._plans, used, "targets", targets, array_key(targets) if fixed_targets else None, L, self.epsilon,
-            False)
-        out = np.empty((len(model.heads), targets.shape[0], k))
-        for h in range(len(model.heads)):
-            terms, Lh = self._head_terms(h), self.degrees[h]
-            if terms.kappa == 0.0:
-                out[h] = flat[-k:]
-                continue
-            stack = coeffs[(slice(None),) + (slice(0, Lh + 2),) * (d - 1)]
-            if terms.rotation is not None:
-                stack = spectrum_for(d, Lh + 1).rotate(stack, terms.rotation)
-            sets = np.zeros((k,) + synthesis.spectrum.shape, dtype=complex)
-            place(sets, stack * terms.multipliers, slice(0, Lh + 1))
-            out[h] = np.exp(terms.kappa) * synthesis.synthesis(sets).T
-        self._plans = used
-        return out
+        return flat[:-k].view(complex).reshape(local.shape), flat[-k:], (sources, plan)
+
+    def _targets_plan(self, used: dict, source_plan: tuple[np.ndarray, Transform], targets: np.ndarray,
+                      fixed: bool, L: int) -> Transform:
+        """The synthesis transform of degree at least L at the targets: the sources' plan when
+        they are the same points, else one of degree L kept for fixed targets."""
+        shared = plan_of([source_plan], targets)
+        if shared is not None and shared.L >= L:
+            return shared
+        return self._transform(self._plans, used, f"targets-{L}", targets, array_key(targets) if fixed else None, L,
+                               self.epsilon, False)
+
+    def _kernel_sets(self, h: int, coeffs: np.ndarray) -> np.ndarray | None:
+        """The coefficient sets of head h's kernel sums of measures with coefficients ``coeffs``
+        (scaled by ``exp(-kappa)``; degrees up to L_h + 1), or ``None`` for a constant kernel."""
+        terms, L = self._head_terms(h), self.degrees[h]
+        if terms.kappa == 0.0:
+            return None
+        stack = coeffs[(slice(None),) + (slice(0, L + 2),) * (coeffs.ndim - 1)]
+        if terms.rotation is not None:
+            stack = spectrum_for(self.model.d, L + 1).rotate(stack, terms.rotation)
+        return stack * terms.multipliers
 
     def _estimate(self) -> float | None:
         """The a-posteriori estimate of the last evaluation at this rank's sampled targets (see
