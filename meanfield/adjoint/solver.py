@@ -24,7 +24,7 @@ per step, three linearisations (one field evaluation each per slice) and three a
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -101,8 +101,10 @@ class AdjointSolver:
         self.initial = sim.state.copy()
 
     # -- forward -----------------------------------------------------------------------------
-    def forward(self, times: Sequence[float]) -> dict[float, np.ndarray]:
-        """Run forward to the largest of ``times``, landing on each; returns the state at each time."""
+    def forward(self, times: Sequence[float], progress: Callable[[float], None] | None = None) \
+            -> dict[float, np.ndarray]:
+        """Run forward to the largest of ``times``, landing on each; returns the state at each time.
+        ``progress(t)`` is called after each step (e.g. :class:`~meanfield.engine.progress.SweepProgress`)."""
         sim, trajectory = self.sim, self.trajectory
         states = {}
         for target in sorted(set(float(t) for t in times)):
@@ -114,6 +116,8 @@ class AdjointSolver:
                 t, layer = sim.t, sim.schedule.index_from(sim.t)
                 dt = sim.step(end)
                 trajectory.steps.append(Step(t, dt, sim.t, layer))
+                if progress is not None:
+                    progress(sim.t)
             states[target] = sim.state.copy()
         return states
 
@@ -127,8 +131,8 @@ class AdjointSolver:
         new = post(state / 3.0 + (2.0 / 3.0) * (u2 + dt * rhs(u2)[0]))
         return [state, u1, u2], new
 
-    def backward(self, finals: Mapping[float, np.ndarray],
-                 sensitivities: Sequence[Sensitivity] = ()) -> tuple[np.ndarray, np.ndarray]:
+    def backward(self, finals: Mapping[float, np.ndarray], sensitivities: Sequence[Sensitivity] = (),
+                 progress: Callable[[float], None] | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Run the adjoint back to t = 0 (collective).
 
         Parameters
@@ -139,6 +143,9 @@ class AdjointSolver:
             zero there: a column belongs to one time).
         sensitivities
             Parameters whose derivatives to accumulate.
+        progress
+            Called with the number of forward steps swept back so far, after each segment's
+            recomputation and each step (e.g. :class:`~meanfield.engine.progress.SweepProgress`).
 
         Returns
         -------
@@ -173,6 +180,8 @@ class AdjointSolver:
                 activate(step.end)
                 if np.any(phi):
                     phi[...] = self._reverse_step(step, stages[n - start], phi, sensitivities, derivatives)
+                if progress is not None:
+                    progress(len(steps) - n)
         activate(0.0)
         if pending:
             raise ValueError(f"times {sorted(pending)} are not ends of the forward steps")

@@ -36,7 +36,7 @@ import numpy as np
 
 from ..config import Config, ConfigError
 from ..references.retrieval import codeword_weights, score_modes
-from .response import open_adjoint_study, parse_observable
+from .response import open_adjoint_study, parse_observable, recorded_forward, swept_backward
 
 #: The score sums the modes whose codeword weight e^{-pi^2 n^2 / (2 M^2)} is above this (the
 #: rest changes it by less than this fraction of the largest R_n).
@@ -165,7 +165,7 @@ def retrieval(
     sim = solver.sim
     positions = sim.positions.s
     assert positions is not None  # a causal run: checked by profiles_of
-    solver.forward(times)
+    recorded_forward(solver, times, comm, quiet)
     g = sim.scheme.geometry
     n, M = g.num_owned, sim.positions.count
     centroids, areas = g.centroid[:n], g.measure[:n]
@@ -176,7 +176,7 @@ def retrieval(
         for p, psi in enumerate(asked.psis):
             final[-1, :, i * P + p] = M * psi(centroids)  # the last position's <psi, rho(t)>
         finals[t] = final
-    phi0, _ = solver.backward(finals)  # (M, n, P T): Phi_0(s_k) per slice
+    phi0, _ = swept_backward(solver, finals, (), comm, quiet)  # (M, n, P T): Phi_0(s_k) per slice
     rho0 = np.array([sim.scheme.cell_averages(part) for part in sim.positions.split(solver.initial)])  # (M, n)
     sources_at = np.stack([phi(centroids) for phi in asked.phis], axis=1)  # (n, Q)
     weighted = rho0 * areas  # (M, n)

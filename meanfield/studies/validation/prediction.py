@@ -43,14 +43,17 @@ def observables(d: int) -> dict[str, list[tuple[str, float]]]:
     return {"mean_error": [(f"mean_{k}={names[k]}", 1.0) for k in range(d)], "second_moment_error": second}
 
 
-def predicted_variances(config: Config, d: int, t: float, out: Path, comm, overwrite: bool) -> dict[str, float]:
+def predicted_variances(config: Config, d: int, t: float, out: Path, comm, overwrite: bool,
+                        quiet: bool = True) -> dict[str, float]:
     """Metric -> ``sum n_var`` at time t (the limit of n times the mean square error), from
-    ``meanfield response`` written under ``out`` (collective)."""
+    ``meanfield response`` written under ``out`` (collective); its progress shown unless ``quiet``
+    (its table never)."""
     from ..response import response
 
     wanted = observables(d)
     texts = [text for terms in wanted.values() for text, _ in terms]
-    rows = response(config, texts, [t], out=out, comm=comm, quiet=True, overwrite=overwrite).rows
+    rows = response(config, texts, [t], out=out, comm=comm, quiet=True, overwrite=overwrite,
+                    progress=not quiet).rows
     n_var = {row["observable"]: row["n_var"] for row in rows}
     return {metric: float(sum(m * n_var[text.split("=")[0]] for text, m in terms)) for metric, terms in wanted.items()}
 
