@@ -20,6 +20,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .layers import Layer, LayerSchedule
+from .model import VelocityField
 from .nonlocal_field import NonlocalEvaluator, make_evaluator
 from .nonlocal_field.base import PointGroup
 from .observables import measure_observables, moment_observables
@@ -85,6 +86,17 @@ class LayerVelocity:
                                     fixed_targets=self.fixed_points)
         return X if ffn is None else X + ffn.velocity(targets)
 
+    def many(self, targets: np.ndarray, sources: np.ndarray, columns: np.ndarray) -> np.ndarray:
+        """The velocities (k, m, d) of k measures on the same sources, weights ``columns`` (n, k),
+        in one batched evaluation (:meth:`~meanfield.nonlocal_field.base.NonlocalEvaluator.velocities`)."""
+        ffn = self.layer.ffn
+        if self.evaluator is None:
+            X = np.zeros((columns.shape[1],) + targets.shape)
+        else:
+            X = self.evaluator.velocities(targets, sources, columns, fixed_sources=self.fixed_points,
+                                          fixed_targets=self.fixed_points)
+        return X if ffn is None else X + ffn.velocity(targets)[None]
+
     def groups(self, targets: Sequence[PointGroup], sources: Sequence[PointGroup]) -> list[np.ndarray]:
         """The active layer's velocity at each group of targets, of the measure made of all the
         ``sources`` groups (mesh points and atoms, say); collective."""
@@ -124,3 +136,14 @@ class LayerVelocity:
         parts = ([f"{self.method} attention"] if any(layer.attention is not None for layer in layers) else []) \
             + (["feed-forward"] if any(layer.ffn is not None for layer in layers) else [])
         return " + ".join(parts or ["zero"]) + " field" + (f" in {len(layers)} layers" if len(layers) > 1 else "")
+
+
+def velocities(field: VelocityField, targets: np.ndarray, sources: np.ndarray, columns: np.ndarray) -> np.ndarray:
+    """The velocities (k, m, d) under ``field`` of k measures on the same sources, weights
+    ``columns`` (n, k): the field's own batched ``many`` when it has one (a
+    :class:`LayerVelocity`, or a wrapper of one), else one call per measure (a prescribed
+    rotation)."""
+    many = getattr(field, "many", None)
+    if many is not None:
+        return many(targets, sources, columns)
+    return np.stack([field(targets, sources, np.ascontiguousarray(columns[:, c])) for c in range(columns.shape[1])])

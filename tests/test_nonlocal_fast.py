@@ -221,10 +221,14 @@ def test_make_evaluator_methods(rng):
 
 @pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("d", [2, 3])
-def test_partition_sums_of_several_measures_are_each_ones(rng, d, method):
+def test_partition_sums_of_several_measures_are_each_ones(rng, d, method, monkeypatch):
     """``partition_sums`` (signed weights, k columns at once: one transform or one matrix
-    product) equals one evaluation per column to round-off, and the direct sums to the
-    tolerance; spectral heads (one rotated, one scaled) and a general head."""
+    product) equals one evaluation per column to round-off (the fast field's batch with NUFFTs,
+    as one evaluation's), and the direct sums to the tolerance; spectral heads (one rotated, one
+    scaled) and a general head."""
+    import meanfield.nonlocal_field.fast as fast
+
+    monkeypatch.setattr(fast, "BATCH_DIRECT_BYTES", 0)
     R = Rotation.random(random_state=3).as_matrix()[:d, :d] if d == 3 else np.array([[0.6, -0.8], [0.8, 0.6]])
     heads = (Head(np.eye(d), 1.3 * R, np.eye(d), 1.0), Head(np.eye(d), np.eye(d), np.eye(d), 0.5),
              Head(np.eye(d), np.diag(np.linspace(0.5, 1.5, d)), np.eye(d), 0.7))
@@ -238,6 +242,30 @@ def test_partition_sums_of_several_measures_are_each_ones(rng, d, method):
         np.testing.assert_allclose(got, np.stack(one, axis=-1), rtol=0, atol=1e-13 * scale)
         exact = DirectEvaluator(model).partition_sums(x, y, columns)
         np.testing.assert_allclose(got, exact, rtol=0, atol=1e-7 * scale)
+
+
+@pytest.mark.parametrize("attention", ["softmax", "unnormalized"])
+@pytest.mark.parametrize("d", [2, 3])
+def test_velocities_of_several_measures_are_each_ones(rng, d, attention, monkeypatch):
+    """``velocities`` (k measures at once, a causal run's slices) equals one evaluation per
+    measure: to round-off for direct and for the fast field's batch with NUFFTs, to the
+    tolerance for its batch by exact harmonic sums (the default at fixed points); a rotated
+    head with a general V beside a plain one."""
+    import meanfield.nonlocal_field.fast as fast
+
+    R = Rotation.random(random_state=4).as_matrix()[:d, :d] if d == 3 else np.array([[0.6, -0.8], [0.8, 0.6]])
+    model = AttentionModel(d, 3.0, attention, (Head(np.eye(d), 1.3 * R, rng.normal(size=(d, d)), 1.0),
+                                               Head(np.eye(d), np.eye(d), np.eye(d), 0.5)))
+    x, y, columns = random_sphere_points(rng, 150, d), random_sphere_points(rng, 200, d), rng.random((200, 5))
+    exact = np.stack([DirectEvaluator(model).velocity(x, y, columns[:, k]) for k in range(5)])
+    for method, budget, tol in (("direct", 0, 1e-13), ("fast", 0, 1e-13), ("fast", fast.BATCH_DIRECT_BYTES, 1e-7)):
+        monkeypatch.setattr(fast, "BATCH_DIRECT_BYTES", budget)
+        evaluator = make_evaluator(model, None, method, 1e-8)
+        got = evaluator.velocities(x, y, columns, fixed_sources=True, fixed_targets=True)
+        one = np.stack([evaluator.velocity(x, y, columns[:, k], fixed_sources=True, fixed_targets=True)
+                        for k in range(5)])
+        assert np.abs(got - one).max() <= tol * np.abs(one).max(), (method, budget)
+        assert np.abs(got - exact).max() <= 1e-7 * np.abs(exact).max(), (method, budget)
 
 
 @pytest.mark.parametrize("method", METHODS)

@@ -118,6 +118,22 @@ class AutoEvaluator(NonlocalEvaluator):
         return self.chosen.partition_sums(targets, sources, columns, fixed_sources=fixed_sources,
                                           fixed_targets=fixed_targets)
 
+    def velocities(
+        self,
+        targets: np.ndarray,
+        sources: np.ndarray,
+        columns: np.ndarray,
+        *,
+        fixed_sources: bool = False,
+        fixed_targets: bool = False,
+    ) -> np.ndarray:
+        """The chosen evaluator's :meth:`~.base.NonlocalEvaluator.velocities` (the first call
+        fixes the method, as for one measure)."""
+        self._choose_once(targets, sources, fixed_targets, fixed_sources)
+        assert self.chosen is not None
+        return self.chosen.velocities(targets, sources, columns, fixed_sources=fixed_sources,
+                                      fixed_targets=fixed_targets)
+
     def linear_sums(
         self,
         targets: np.ndarray,

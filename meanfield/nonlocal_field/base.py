@@ -65,7 +65,8 @@ class FieldValues:
         zero velocity from that head.  The heads' sum is projected once (P_x is linear).
         Computed component by component (long contiguous loops when N is stored as by
         :meth:`empty`, and on a contiguous copy of the targets' components); the result is a
-        transposed view of a (d, targets) array.
+        transposed view of a (d, targets) array.  Values of k measures at the same m targets,
+        stored one after the other as k m targets, take the m ``targets`` once.
         """
         XT = None
         for h, head in enumerate(model.heads):
@@ -78,10 +79,11 @@ class FieldValues:
             XT = term if XT is None else np.add(XT, term, out=XT)
         assert XT is not None  # a model has at least one head
         xT = np.ascontiguousarray(targets.T)
-        radial = xT[0] * XT[0]
+        per_target = XT.reshape(model.d, -1, xT.shape[1])  # (d, k, m): k measures at the same targets
+        radial = xT[0] * per_target[0]
         for i in range(1, model.d):
-            radial += xT[i] * XT[i]
-        XT -= xT * radial
+            radial += xT[i] * per_target[i]
+        per_target -= xT[:, None, :] * radial
         return XT.T
 
     def partition_function(self) -> np.ndarray:
@@ -194,6 +196,26 @@ class NonlocalEvaluator(ABC):
                                    fixed_sources=fixed_sources, fixed_targets=fixed_targets)
             out[:, :, c] = values.partition_function()
         return out
+
+    def velocities(
+        self,
+        targets: np.ndarray,
+        sources: np.ndarray,
+        columns: np.ndarray,
+        *,
+        fixed_sources: bool = False,
+        fixed_targets: bool = False,
+    ) -> np.ndarray:
+        """The velocities X of k measures on the same sources at once, shape (k, m, d)
+        (collective): ``columns`` (n_local, k) holds this rank's weights of each (a causal
+        run's position slices, :mod:`meanfield.causal`).  This default evaluates one measure
+        after the other; evaluators that share the work between the measures (one transform
+        of all of them, one matrix product) override it."""
+        targets = np.asarray(targets, dtype=float)
+        columns = np.asarray(columns, dtype=float)
+        return np.stack([self.velocity(targets, sources, np.ascontiguousarray(columns[:, c]),
+                                       fixed_sources=fixed_sources, fixed_targets=fixed_targets)
+                         for c in range(columns.shape[1])]).reshape(columns.shape[1], *targets.shape)
 
     def linear_sums(
         self,
