@@ -16,14 +16,26 @@ is the feed-forward block's, local and free of communication.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from .layers import Layer, LayerSchedule
 from .model import VelocityField
 from .nonlocal_field import NonlocalEvaluator, make_evaluator
-from .nonlocal_field.base import PointGroup
+from .nonlocal_field.base import FieldValues, PointGroup
 from .observables import measure_observables, moment_observables
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """One evaluation of the attention field: its targets, sources, weights and values (the
+    adjoint linearises a finite-volume stage with the forward run's own, :mod:`meanfield.adjoint`)."""
+
+    targets: np.ndarray
+    sources: np.ndarray
+    weights: np.ndarray
+    values: FieldValues
 
 
 class LayerVelocity:
@@ -47,6 +59,9 @@ class LayerVelocity:
         The active layer's index in ``schedule.layers``.
     evaluator
         The active layer's attention evaluator, ``None`` for a layer without attention.
+    last
+        The last evaluation of one measure by :meth:`__call__` (``None`` before one, or when
+        set so by a caller that wants to know whether a call evaluated).
     """
 
     def __init__(self, schedule: LayerSchedule, comm=None, method: str = "direct", tol: float = 1e-10,
@@ -57,6 +72,7 @@ class LayerVelocity:
         self.index = -1
         self.evaluator: NonlocalEvaluator | None = None
         self._direct: NonlocalEvaluator | None = None
+        self.last: Evaluation | None = None
         self.enter(0)
 
     @property
@@ -82,8 +98,10 @@ class LayerVelocity:
         ffn = self.layer.ffn
         if self.evaluator is None:
             return np.zeros_like(targets) if ffn is None else ffn.velocity(targets)
-        X = self.evaluator.velocity(targets, sources, weights, fixed_sources=self.fixed_points,
-                                    fixed_targets=self.fixed_points)
+        values = self.evaluator.evaluate(targets, sources, weights, fixed_sources=self.fixed_points,
+                                         fixed_targets=self.fixed_points)
+        self.last = Evaluation(targets, sources, weights, values)
+        X = values.velocity(self.evaluator.model, targets)
         return X if ffn is None else X + ffn.velocity(targets)
 
     def many(self, targets: np.ndarray, sources: np.ndarray, columns: np.ndarray) -> np.ndarray:

@@ -17,9 +17,11 @@ with ``A`` the adjoint operator of :mod:`.operator`.  For the finite-volume sche
 limiter) this is the exact discrete adjoint of the forward map for the forward run's step
 sizes: the Taylor test agrees to second order in the perturbation's size.  For DG1 it is a
 consistent first-order discretisation of the continuous adjoint (the limiter is not
-differentiated).  Memory: about ``2 sqrt(steps)`` states plus ``3 stride`` stage states and
-the linearisation data of one stage; cost: one forward run to recompute the segments plus,
-per step, three linearisations (one field evaluation each per slice) and three adjoint sums.
+differentiated).  Memory: about ``2 sqrt(steps)`` states plus ``3 stride`` stage states (with their
+field evaluations) and the linearisation data of one stage; cost: one forward run to recompute the
+segments plus, per step, three linearisations (one field evaluation each per slice, none for finite volumes:
+the recomputed stage's own evaluation at the facet midpoints is the one it needs) and three
+adjoint sums (every column at once).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ import numpy as np
 
 from ..drivers.pde import PDESimulation
 from ..times import MATCH_TOL, same_time, time_tol
-from ..velocity import LayerVelocity
+from ..velocity import Evaluation, LayerVelocity
 from .operator import AdjointOperator, Linearisation
 
 
@@ -122,14 +124,23 @@ class AdjointSolver:
         return states
 
     # -- backward ----------------------------------------------------------------------------
-    def _stages(self, state: np.ndarray, dt: float) -> tuple[list[np.ndarray], np.ndarray]:
-        """The stage states (u, u1, u2) of one SSP-RK3 step of size dt from ``state`` and its
-        result: the operations of :meth:`meanfield.timestepping.SSPRK3.step`."""
-        rhs, post = self.stepping.rhs_and_bound, self.stepping.postprocess
-        u1 = post(state + dt * rhs(state)[0])
-        u2 = post(0.75 * state + 0.25 * (u1 + dt * rhs(u1)[0]))
-        new = post(state / 3.0 + (2.0 / 3.0) * (u2 + dt * rhs(u2)[0]))
-        return [state, u1, u2], new
+    def _stages(self, state: np.ndarray, dt: float) -> tuple[list[np.ndarray], np.ndarray, list[Evaluation | None]]:
+        """The stage states (u, u1, u2) of one SSP-RK3 step of size dt from ``state``, its result
+        (the operations of :meth:`meanfield.timestepping.SSPRK3.step`), and the field's
+        evaluation at each stage (``None`` where the right-hand side made none of one measure)."""
+        post, field = self.stepping.postprocess, self.sim.field
+        evaluations: list[Evaluation | None] = []
+
+        def rhs(u: np.ndarray) -> np.ndarray:
+            field.last = None
+            out = self.stepping.rhs_and_bound(u)[0]
+            evaluations.append(field.last)
+            return out
+
+        u1 = post(state + dt * rhs(state))
+        u2 = post(0.75 * state + 0.25 * (u1 + dt * rhs(u1)))
+        new = post(state / 3.0 + (2.0 / 3.0) * (u2 + dt * rhs(u2)))
+        return [state, u1, u2], new, evaluations
 
     def backward(self, finals: Mapping[float, np.ndarray], sensitivities: Sequence[Sensitivity] = (),
                  progress: Callable[[float], None] | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -173,8 +184,8 @@ class AdjointSolver:
             stages = []
             for n in range(start, stop):
                 self.sim.field.enter(steps[n].layer)
-                current, state = self._stages(state, steps[n].dt)
-                stages.append(current)
+                current, state, evaluations = self._stages(state, steps[n].dt)
+                stages.append((current, evaluations))
             for n in reversed(range(start, stop)):
                 step = steps[n]
                 activate(step.end)
@@ -187,15 +198,16 @@ class AdjointSolver:
             raise ValueError(f"times {sorted(pending)} are not ends of the forward steps")
         return phi, derivatives
 
-    def _reverse_step(self, step: Step, stages: list[np.ndarray], phi: np.ndarray,
-                      sensitivities: Sequence[Sensitivity], derivatives: np.ndarray) -> np.ndarray:
+    def _reverse_step(self, step: Step, recomputed: tuple[list[np.ndarray], list[Evaluation | None]],
+                      phi: np.ndarray, sensitivities: Sequence[Sensitivity], derivatives: np.ndarray) -> np.ndarray:
         self.field.enter(step.layer)
         op, dt = self.operator, step.dt
-        lin2 = op.linearise(self.sim.positions.split(stages[2]))
+        stages, evaluations = recomputed
+        lin2 = op.linearise(self.sim.positions.split(stages[2]), evaluations[2])
         p2 = (2.0 / 3.0) * (phi + dt * op.apply(lin2, phi))
-        lin1 = op.linearise(self.sim.positions.split(stages[1]))
+        lin1 = op.linearise(self.sim.positions.split(stages[1]), evaluations[1])
         p1 = 0.25 * (p2 + dt * op.apply(lin1, p2))
-        lin0 = op.linearise(self.sim.positions.split(stages[0]))
+        lin0 = op.linearise(self.sim.positions.split(stages[0]), evaluations[0])
         for s, sens in enumerate(sensitivities):
             for lin, weight, p in ((lin2, 2.0 / 3.0, phi), (lin1, 0.25, p2), (lin0, 1.0, p1)):
                 derivatives[s] += weight * dt * op.pairing(lin, p, self._velocity_change(sens, step, lin))

@@ -572,13 +572,12 @@ class FastEvaluator(NonlocalEvaluator):
             L = self.degrees[h]
             functions = resize(kernel, d, L)  # the sums' functions, degree L
             turned = np.einsum("ji,jk...->ik...", matrix, functions[: d * k].reshape((d, k) + functions.shape[1:]))
-            spectrum = spectrum_for(d, L + 2)
+            moments = spectrum_for(d, L + 2).vector_moments(resize(turned, d, L + 2))  # x_j (A^T S)_i: [j, i, c]
+            total = sum(moments[i, i] for i in range(d))  # (k,) + spectrum, degree L + 1
+            if scalars is not None:
+                total = total - resize(functions[d * k:], d, L + 1)
             sets = np.zeros((k,) + synthesis.spectrum.shape, dtype=complex)
-            for c in range(k):
-                total = sum(spectrum.vector_moments(resize(turned[i, c], d, L + 2))[i] for i in range(d))
-                if scalars is not None:
-                    total = total - resize(functions[d * k + c], d, L + 1)
-                place(sets[c : c + 1], total[None], slice(0, L + 2))
+            place(sets, total, slice(0, L + 2))
             out[h] = np.exp(self._head_terms(h).kappa) * synthesis.synthesis(sets).T
         self._batch_plans = used
         return out
