@@ -551,6 +551,24 @@ def test_expansion_streams_without_a_cache(rng, d):
     assert all(block_points(r) < x.shape[0] for r in rows)  # several blocks per head
 
 
+def test_auto_builds_only_the_evaluator_it_chooses(rng, monkeypatch):
+    """Choosing direct (few points) builds no fast evaluator: the choice reads the fast field's
+    plan (degrees, heads) from the model alone; many points build the fast one."""
+    import meanfield.nonlocal_field.auto as auto
+
+    built = []
+    monkeypatch.setattr(auto, "FastEvaluator", lambda *args, **kwargs: built.append(args) or FastEvaluator(*args,
+                                                                                                            **kwargs))
+    model = AttentionModel(3, 4.0, "softmax", (Head(np.eye(3), np.eye(3), np.eye(3), 1.0),))
+    few = AutoEvaluator(model)
+    few.evaluate(random_sphere_points(rng, 20, 3), random_sphere_points(rng, 20, 3), np.ones(20))
+    assert isinstance(few.chosen, DirectEvaluator) and built == []
+    many = AutoEvaluator(model)
+    points = random_sphere_points(rng, 20000, 3)
+    many.evaluate(points, points, np.ones(20000), fixed_sources=True, fixed_targets=True)
+    assert isinstance(many.chosen, FastEvaluator) and len(built) == 1
+
+
 def test_auto_chooses_fast_for_small_circles():
     """The issue's case: 512 S^1 cells (fixed mesh points) go to fast; 20 cells stay direct."""
     model = AttentionModel(2, 4.0)

@@ -122,6 +122,32 @@ def resize(c: np.ndarray, d: int, L: int) -> np.ndarray:
     return out
 
 
+@dataclass(frozen=True)
+class FieldPlan:
+    """What a fast evaluation of a model at a tolerance is made of, from the model alone (no
+    points, no memory, no communication): the degree of each head, the orthogonal factor of the
+    heads evaluated by transforms (``None`` for the others), the NUFFT accuracy.  The cost
+    model of the ``auto`` method reads it without building an evaluator."""
+
+    model: AttentionModel
+    degrees: tuple[int, ...]
+    factors: tuple[tuple[float, np.ndarray] | None, ...]
+    epsilon: float
+
+    @classmethod
+    def of(cls, model: AttentionModel, tol: float) -> FieldPlan:
+        """The plan of ``model`` (d = 2 or 3) at tolerance ``tol`` (the module docstring's rule)."""
+        transforms = tol >= TRANSFORM_TOL_FLOOR
+        return cls(model, tuple(truncation_degree(model.d, k, tol) for k in head_concentrations(model)),
+                   tuple(orthogonal_factor(h.interaction) if transforms else None for h in model.heads),
+                   EPSILON_FACTOR[model.d] * tol)
+
+    @property
+    def spectral_heads(self) -> list[int]:
+        """Indices of the heads evaluated by transforms."""
+        return [h for h, f in enumerate(self.factors) if f is not None]
+
+
 @dataclass
 class Measure:
     """The global source measure as one evaluation needs it: coefficients (degree L), the
@@ -261,12 +287,9 @@ class FastEvaluator(NonlocalEvaluator):
         super().__init__(model, comm)
         self.tol, self.direct_sums = float(tol), direct_sums
         self.kmax = head_concentrations(model)
-        self.degrees = tuple(truncation_degree(model.d, k, self.tol) for k in self.kmax)
+        plan = FieldPlan.of(model, self.tol)
+        self.degrees, self.factors, self.epsilon = plan.degrees, plan.factors, plan.epsilon
         self.transforms = self.tol >= TRANSFORM_TOL_FLOOR
-        self.factors = tuple(
-            orthogonal_factor(h.interaction) if self.transforms else None for h in model.heads
-        )
-        self.epsilon = EPSILON_FACTOR[model.d] * self.tol
         self._terms: dict[tuple[int, int], HeadTerms] = {}  # by (head, degree): see _head_terms
         self._plain_V = [np.array_equal(h.V, np.eye(model.d)) for h in model.heads]
         # coefficients up to two degrees beyond the heads': one for the first neglected degree
