@@ -166,6 +166,20 @@ class CausalVelocity:
         return X
 
 
+    def many(self, targets: np.ndarray, sources: np.ndarray, columns: np.ndarray) -> np.ndarray:
+        """The velocities (M, m, d) of all the slices of the stage at once, their weights
+        ``columns`` (n, M) (those given to :meth:`start`): a scheme that moves them together
+        (:meth:`~meanfield.discretisation.base.SpatialScheme.rhs_and_bound_many`)."""
+        announced = self.announced
+        if self.slice or announced is None:
+            raise RuntimeError("causal velocity: all slices at once after start() with their weights, or one "
+                               "after the other")
+        if not np.array_equal(columns, announced):
+            raise ValueError("causal velocity: the slices' weights differ from those given to start()")
+        self.sources, self.slice = sources, self.slices
+        self.fields = (targets, velocities(self.field, targets, sources, announced @ self.kernel().T))
+        return self.fields[1]
+
     def _announced_slice(self, targets: np.ndarray, sources: np.ndarray, weights: np.ndarray) -> np.ndarray:
         """The next slice's velocity from the batched evaluation of the stage (made at the first call)."""
         assert self.announced is not None
@@ -224,10 +238,11 @@ class CausalScheme:
     def rhs_and_bound(self, state: np.ndarray) -> tuple[np.ndarray, float]:
         """The slices' right-hand sides (stacked) and the largest of their outflow bounds; the
         slices' fields come from one batched evaluation (:class:`CausalVelocity`)."""
-        parts = self.split(state)
+        n = self.geometry.num_owned
+        parts = np.ascontiguousarray(state.reshape(n, self.slices, -1).transpose(1, 0, 2)).reshape(self.slices, -1)
         self.velocity.start([self.scheme.measure(part)[1] for part in parts])
-        out = [self.scheme.rhs_and_bound(part) for part in parts]
-        return self.stack([rhs for rhs, _ in out]), max(rate for _, rate in out)
+        rhs, rate = self.scheme.rhs_and_bound_many(parts)
+        return rhs.reshape(self.slices, n, -1).transpose(1, 0, 2).ravel(), rate
 
     def postprocess(self, state: np.ndarray) -> np.ndarray:
         """The scheme's postprocessing (limiter) of every slice."""
