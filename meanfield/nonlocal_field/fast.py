@@ -488,21 +488,32 @@ class FastEvaluator(NonlocalEvaluator):
         transform of all k columns (two to a complex NUFFT) and one ``Allreduce`` give their
         coefficients, and one synthesis per head of the k kernel-weighted coefficient sets
         gives the sums: about the cost of ``k / 2`` evaluations' transforms, where one
-        evaluation per column would synthesise ``d + 1`` functions each.  The degrees, plans
-        and accuracy are those of :meth:`evaluate_groups` (the same sums to round-off).
-        Otherwise (heads whose concentration varies, or a tolerance below the transforms')
-        one column after the other."""
-        model = self.model
-        if not self.transforms or len(self.spectral_heads) < len(model.heads):
+        evaluation per column would synthesise ``d + 1`` functions each.  Heads whose
+        concentration varies take the per-target expansion of all k columns at once, with
+        moments from the same coefficients (one matrix product with the targets' basis).  The
+        degrees and accuracy are those of :meth:`evaluate_groups` (with its transforms, the same
+        sums to round-off).  Below the transforms' tolerance, one column after the other."""
+        model, d = self.model, self.model.d
+        if not self.transforms:
             return super().partition_sums(targets, sources, columns, fixed_sources=fixed_sources,
                                           fixed_targets=fixed_targets)
         used: dict = {}
         coeffs, sums, source_plan = self._column_coefficients(used, sources, columns, fixed_sources)
         totals = sums[:, -1]
         targets = np.ascontiguousarray(targets, dtype=float)
-        synthesis = self._targets_plan(used, source_plan, targets, fixed_targets, max(self.degrees))
+        spectral = self.spectral_heads
+        synthesis = self._targets_plan(used, source_plan, targets, fixed_targets,
+                                       max(self.degrees[h] for h in spectral)) if spectral else None
         out = np.empty((len(model.heads), targets.shape[0], totals.size))
-        for h in range(len(model.heads)):
+        for h, head in enumerate(model.heads):
+            if h not in spectral:  # the per-target expansion, its moments from the coefficients
+                lead, degree = spectrum_for(d, self.coefficient_degree - 1), self.coefficient_degree - 1
+                moments = np.column_stack([lead.real_moments(c) for c in resize(coeffs, d, degree)])
+                scaled, _, kappa = target_sums(targets, head.interaction, model.beta, self.degrees[h], moments,
+                                               self.cache, ("columns", h), fixed_targets)
+                out[h] = (np.exp(kappa) * scaled).T
+                continue
+            assert synthesis is not None
             kernel = self._kernel_sets(h, coeffs)
             if kernel is None:
                 out[h] = totals
