@@ -1,21 +1,26 @@
 """Cost and memory of an adjoint solve (meanfield.adjoint) against the forward run it linearises.
 
-    python benchmarks/bench_adjoint.py [--cases s1-1024,s2-5] [--schemes fv,dg1] [--methods direct,fast]
-                                       [--t-final 0.1] [--observables 1]
+    python benchmarks/bench_adjoint.py [--cases s1-1024,s2-5,s2-clustering] [--schemes fv,dg1]
+                                       [--methods direct,fast] [--t-final 0.1] [--observables 1] [--memory]
 
-For each case, scheme and field method, three fresh one-thread processes (so each reports its own
-peak memory) run the same softmax case (general Q, K, V, beta = 4, two vMF bumps) to ``--t-final``
+For each case, scheme and field method, one fresh one-thread process runs, one after the
+other, the same softmax case (general Q, K, V, beta = 4, two vMF bumps) to ``--t-final``
 with the adaptive SSP-RK3 step (the adjoint replays the forward run's steps):
 
-* ``forward``: the plain forward run (``PDESimulation.step``), its CPU time and peak RSS;
-* ``adjoint``: the forward run recorded (:meth:`~meanfield.adjoint.AdjointSolver.forward`,
+* ``forward``: the plain forward run (``PDESimulation.step``), its CPU time;
+* ``gradient``: the forward run recorded (:meth:`~meanfield.adjoint.AdjointSolver.forward`,
   checkpointed) and the backward sweep for ``--observables`` observables at the final time
   (:meth:`~meanfield.adjoint.AdjointSolver.backward`: the segments recomputed, three
-  linearisations and three adjoint sums per step), CPU times and peak RSS.
+  linearisations and three adjoint sums per step), CPU times.
 
-Prints the backward sweep's time over the forward run's (goal: at most 3), the whole adjoint
-solve's (recording + backward) and the peak memory ratio (goal: at most 2), with the memory
-above the process's size after the set-up (mesh, dolfinx, evaluators) beside the totals.
+and prints the gradient's time over the forward run's ((record + backward) / forward, goal:
+at most 3) and the backward sweep's alone.  The case ``s2-clustering`` is
+``runs/examples/s2-clustering.toml`` as it is (t_final = 6, its default ``auto`` field and the
+FV scheme unless ``--schemes`` says otherwise) with the columns of ``meanfield response
+s2-clustering.toml --observable z --observable 'q=x**2 - y**2' --at 1,3,6`` (two observables
+at three times).  With ``--memory`` the forward run and the adjoint solve also run in two
+further processes each, which report their peak memory (goal for the ratio: at most 2), with
+the memory above the process's size after the set-up (mesh, dolfinx, evaluators) beside.
 Not a test.
 """
 
@@ -25,10 +30,27 @@ import argparse
 import json
 import sys
 import time
+from pathlib import Path
 
 from common import peak_rss_mb, run_json, setup_process, table
 
-CASES = {"s1-1024": ("S1", 1024), "s1-256": ("S1", 256), "s2-5": ("S2", 5), "s2-4": ("S2", 4), "s2-3": ("S2", 3)}
+CASES = {"s1-1024": ("S1", 1024), "s1-256": ("S1", 256), "s2-5": ("S2", 5), "s2-4": ("S2", 4), "s2-3": ("S2", 3),
+         "s2-clustering": ("S2", 4)}
+#: The example of ``s2-clustering`` and the response study timed on it (observables, times).
+EXAMPLE = Path(__file__).resolve().parents[1] / "runs" / "examples" / "s2-clustering.toml"
+EXAMPLE_OBSERVABLES = ("z", "x**2 - y**2")
+EXAMPLE_TIMES = (1.0, 3.0, 6.0)
+
+
+def example_config(scheme: str, method: str) -> dict:
+    """``runs/examples/s2-clustering.toml`` with the scheme (and, unless ``auto``, the field method)."""
+    import tomllib
+
+    data = tomllib.loads(EXAMPLE.read_text())
+    data["scheme"] = {"kind": scheme}
+    if method != "auto":
+        data["nonlocal"] = {"method": method}
+    return data
 
 
 def config(sphere: str, resolution: int, scheme: str, method: str, t_final: float) -> dict:
@@ -42,9 +64,30 @@ def config(sphere: str, resolution: int, scheme: str, method: str, t_final: floa
             "time": {"t_final": t_final}}
 
 
-def worker(mode: str, data: dict, observables: int) -> dict:
-    """One process: the forward run or the adjoint solve; times (CPU) and peak memory."""
+def finals(sim, data: dict, observables: int) -> dict:
+    """The backward sweep's final values: time -> (1, cells, columns) (per cell: constant in each
+    cell for DG1, whose adjoint takes them as such)."""
     import numpy as np
+
+    from meanfield.expression import compile_expression
+
+    g = sim.scheme.geometry
+    c = g.centroid[: g.num_owned]
+    if data["name"] != "s2-clustering":
+        T = data["time"]["t_final"]
+        return {T: np.stack([c[:, 0] ** (k + 1) + 0.3 * c[:, 1] for k in range(observables)], axis=1)[None]}
+    phis = np.stack([compile_expression(text, "observable")(c) for text in EXAMPLE_OBSERVABLES], axis=1)
+    P, out = phis.shape[1], {}
+    for i, t in enumerate(EXAMPLE_TIMES):
+        final = np.zeros((1, len(c), P * len(EXAMPLE_TIMES)))
+        final[0, :, i * P:(i + 1) * P] = phis
+        out[t] = final
+    return out
+
+
+def worker(mode: str, data: dict, observables: int) -> dict:
+    """One process: the forward run, the adjoint solve, or both one after the other
+    (``gradient``); CPU times and peak memory."""
     from mpi4py import MPI
 
     from meanfield.adjoint import AdjointSolver
@@ -53,23 +96,26 @@ def worker(mode: str, data: dict, observables: int) -> dict:
     from meanfield.problem import Problem
 
     setup_process()
-    sim = PDESimulation(Problem(load_config(data)), MPI.COMM_WORLD)
+    problem = Problem(load_config(data))
     T = data["time"]["t_final"]
-    set_up = peak_rss_mb()
-    out: dict = {"set_up_mb": set_up}
-    tic = time.process_time()
-    if mode == "forward":
+    out: dict = {}
+    if mode in ("forward", "gradient"):
+        sim = PDESimulation(problem, MPI.COMM_WORLD)
+        out["set_up_mb"] = peak_rss_mb()
+        tic = time.process_time()
         while T - sim.t > 1e-12:
             sim.step(T)
         out["forward_s"] = time.process_time() - tic
-    else:
-        solver = AdjointSolver(sim)
-        solver.forward([T])
-        out["record_s"] = time.process_time() - tic
-        c = solver.operator.points  # the adjoint's rows (FV: centroids; DG1: the cells' vertices)
-        phis = np.stack([c[:, 0] ** (k + 1) + 0.3 * c[:, 1] for k in range(observables)], axis=1)
+    if mode in ("adjoint", "gradient"):
+        sim = PDESimulation(problem, MPI.COMM_WORLD)
+        out.setdefault("set_up_mb", peak_rss_mb())
+        ends = finals(sim, data, observables)
         tic = time.process_time()
-        solver.backward({T: phis[None]})
+        solver = AdjointSolver(sim)
+        solver.forward(sorted(ends))
+        out["record_s"] = time.process_time() - tic
+        tic = time.process_time()
+        solver.backward(ends)
         out["backward_s"] = time.process_time() - tic
         out["kept"], out["steps"] = len(solver.trajectory.kept), len(solver.trajectory.steps)
     out["peak_mb"] = peak_rss_mb()
@@ -78,38 +124,49 @@ def worker(mode: str, data: dict, observables: int) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--cases", default="s1-1024,s2-5")
+    parser.add_argument("--cases", default="s1-1024,s2-5,s2-clustering")
     parser.add_argument("--schemes", default="fv,dg1")
     parser.add_argument("--methods", default="direct,fast")
     parser.add_argument("--t-final", type=float, default=0.1)
     parser.add_argument("--observables", type=int, default=1)
+    parser.add_argument("--memory", action="store_true", help="also the peak memory, in separate processes")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         mode, data = args.worker.split(":", 1)
         print(json.dumps(worker(mode, json.loads(data), args.observables)))
         return
-    rows = []
+    header = ["case", "scheme", "field", "steps", "columns", "forward s", "record s", "backward s",
+              "gradient/forward", "backward/forward"]
+    memory_header = ["case", "scheme", "field", "peak fwd MB", "peak adj MB", "peak ratio", "fwd above set-up MB",
+                     "adj above set-up MB", "kept/steps"]
+    rows, memory = [], []
     for name in args.cases.split(","):
         sphere, resolution = CASES[name]
+        example = name == "s2-clustering"
         for scheme in args.schemes.split(","):
-            for method in args.methods.split(","):
-                data = json.dumps(config(sphere, resolution, scheme, method, args.t_final))
-                forward = run_json([sys.argv[0], "--worker", f"forward:{data}", "--observables", str(args.observables)])
-                adjoint = run_json([sys.argv[0], "--worker", f"adjoint:{data}", "--observables", str(args.observables)])
-                f, a = forward["forward_s"], adjoint
-                extra_f = forward["peak_mb"] - forward["set_up_mb"]
-                extra_a = adjoint["peak_mb"] - adjoint["set_up_mb"]
-                rows.append([name, scheme, method, f, a["backward_s"], a["backward_s"] / f,
-                             (a["record_s"] + a["backward_s"]) / f, forward["peak_mb"], adjoint["peak_mb"],
-                             adjoint["peak_mb"] / forward["peak_mb"], extra_f, extra_a, f"{a['kept']}/{a['steps']}"])
-                print(table(["case", "scheme", "field", "forward s", "backward s", "backward/forward",
-                             "solve/forward", "peak fwd MB", "peak adj MB", "peak ratio", "fwd above set-up MB",
-                             "adj above set-up MB", "kept/steps"], rows[-1:]), flush=True)
+            for method in (["auto"] if example else args.methods.split(",")):
+                data = example_config(scheme, method) if example else \
+                    config(sphere, resolution, scheme, method, args.t_final)
+                columns = len(EXAMPLE_OBSERVABLES) * len(EXAMPLE_TIMES) if example else args.observables
+                call = ["--observables", str(args.observables)]
+                g = run_json([sys.argv[0], "--worker", f"gradient:{json.dumps(data)}", *call])
+                f = g["forward_s"]
+                rows.append([name, scheme, method, g["steps"], columns, f, g["record_s"], g["backward_s"],
+                             (g["record_s"] + g["backward_s"]) / f, g["backward_s"] / f])
+                print(table(header, rows[-1:]), flush=True)
+                if args.memory:
+                    forward = run_json([sys.argv[0], "--worker", f"forward:{json.dumps(data)}", *call])
+                    adjoint = run_json([sys.argv[0], "--worker", f"adjoint:{json.dumps(data)}", *call])
+                    memory.append([name, scheme, method, forward["peak_mb"], adjoint["peak_mb"],
+                                   adjoint["peak_mb"] / forward["peak_mb"], forward["peak_mb"] - forward["set_up_mb"],
+                                   adjoint["peak_mb"] - adjoint["set_up_mb"], f"{adjoint['kept']}/{adjoint['steps']}"])
+                    print(table(memory_header, memory[-1:]), flush=True)
     print()
-    print(table(["case", "scheme", "field", "forward s", "backward s", "backward/forward", "solve/forward",
-                 "peak fwd MB", "peak adj MB", "peak ratio", "fwd above set-up MB", "adj above set-up MB",
-                 "kept/steps"], rows))
+    print(table(header, rows))
+    if memory:
+        print()
+        print(table(memory_header, memory))
 
 
 if __name__ == "__main__":

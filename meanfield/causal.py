@@ -44,6 +44,7 @@ from .discretisation.base import SpatialScheme
 from .model import VelocityField
 from .nonlocal_field.base import FieldValues
 from .sequence import slice_positions
+from .velocity import velocities
 
 
 def _at_position(density: Callable[[np.ndarray, float], np.ndarray], s: float, points: np.ndarray) -> np.ndarray:
@@ -83,7 +84,11 @@ class CausalVelocity:
     one stage must be passed in order 0, 1, ..., M-1, after :meth:`start` (an (M+1)-th call
     raises ``RuntimeError``), with the same source points.  Slice k's call returns the field's
     velocity (one evaluation) of the measure ``ds (prefix + own_weight w_k)`` on those points,
-    then adds ``w_k`` to the prefix of weights.
+    then adds ``w_k`` to the prefix of weights.  When :meth:`start` is given the slices' weights
+    of the stage (as :class:`CausalScheme` does), the first call evaluates the fields of all M
+    measures ``sum_j W[k, j] w_j`` (:meth:`kernel`) at once, one batched evaluation
+    (:func:`meanfield.velocity.velocities`: one transform of all of them for the fast field,
+    one matrix product for the direct one), and each call returns its slice's.
 
     Parameters
     ----------
@@ -121,12 +126,15 @@ class CausalVelocity:
         W = self.ds * np.where(lag > 0, self.factor ** np.maximum(lag, 0), 0.0) + self.ds * self.own_weight * np.eye(M)
         return W / W.sum(axis=1)[:, None] if self.normalise else W
 
-    def start(self) -> None:
-        """Forget the prefix: the next call is slice 0 of a new stage."""
+    def start(self, slice_weights: Sequence[np.ndarray] | None = None) -> None:
+        """Forget the prefix: the next call is slice 0 of a new stage.  ``slice_weights``: the
+        M slices' weights of the stage, on the points the calls will pass (the class docstring)."""
         self.slice = 0
         self.sources: np.ndarray | None = None
         self.prefix: np.ndarray | None = None
         self.mass = 0.0  # the prefix's positional mass in units of ds
+        self.announced = None if slice_weights is None else np.stack(slice_weights, axis=1)  # (n, M)
+        self.fields: tuple[np.ndarray, np.ndarray] | None = None  # (targets, (M, m, d) velocities)
 
     def measure(self, weights: np.ndarray) -> np.ndarray:
         """The weights of the measure that the next slice (with ``weights``) feels."""
@@ -138,6 +146,8 @@ class CausalVelocity:
         """The velocity of the next slice at the targets, from its measure (sources, weights)."""
         if self.slice == self.slices:
             raise RuntimeError(f"causal velocity: called for more than {self.slices} slices since start()")
+        if self.announced is not None:
+            return self._announced_slice(targets, sources, weights)
         if self.sources is None or self.prefix is None:
             self.sources, self.prefix = sources, np.zeros_like(weights)
         elif sources is not self.sources and not np.array_equal(sources, self.sources):
@@ -148,6 +158,35 @@ class CausalVelocity:
         self.prefix = self.factor * (self.prefix + weights)
         self.mass = self.factor * (self.mass + 1.0)
         return X
+
+
+    def many(self, targets: np.ndarray, sources: np.ndarray, columns: np.ndarray) -> np.ndarray:
+        """The velocities (M, m, d) of all the slices of the stage at once, their weights
+        ``columns`` (n, M) (those given to :meth:`start`): a scheme that moves them together
+        (:meth:`~meanfield.discretisation.base.SpatialScheme.rhs_and_bound_many`)."""
+        announced = self.announced
+        if self.slice or announced is None:
+            raise RuntimeError("causal velocity: all slices at once after start() with their weights, or one "
+                               "after the other")
+        if not np.array_equal(columns, announced):
+            raise ValueError("causal velocity: the slices' weights differ from those given to start()")
+        self.sources, self.slice = sources, self.slices
+        self.fields = (targets, velocities(self.field, targets, sources, announced @ self.kernel().T))
+        return self.fields[1]
+
+    def _announced_slice(self, targets: np.ndarray, sources: np.ndarray, weights: np.ndarray) -> np.ndarray:
+        """The next slice's velocity from the batched evaluation of the stage (made at the first call)."""
+        assert self.announced is not None
+        k = self.slice
+        if weights.shape != self.announced[:, k].shape or weights.sum() != self.announced[:, k].sum():
+            raise ValueError(f"causal velocity: slice {k}'s weights differ from those given to start()")
+        if self.fields is None:
+            self.sources = sources
+            self.fields = (targets, velocities(self.field, targets, sources, self.announced @ self.kernel().T))
+        elif targets is not self.fields[0] or sources is not self.sources:
+            raise ValueError("causal velocity: the slices of a stage must share their targets and source points")
+        self.slice += 1
+        return self.fields[1][k]
 
 
 class CausalScheme:
@@ -191,10 +230,13 @@ class CausalScheme:
                            for s in self.positions])
 
     def rhs_and_bound(self, state: np.ndarray) -> tuple[np.ndarray, float]:
-        """The slices' right-hand sides (stacked) and the largest of their outflow bounds."""
-        self.velocity.start()
-        out = [self.scheme.rhs_and_bound(part) for part in self.split(state)]
-        return self.stack([rhs for rhs, _ in out]), max(rate for _, rate in out)
+        """The slices' right-hand sides (stacked) and the largest of their outflow bounds; the
+        slices' fields come from one batched evaluation (:class:`CausalVelocity`)."""
+        n = self.geometry.num_owned
+        parts = np.ascontiguousarray(state.reshape(n, self.slices, -1).transpose(1, 0, 2)).reshape(self.slices, -1)
+        self.velocity.start([self.scheme.measure(part)[1] for part in parts])
+        rhs, rate = self.scheme.rhs_and_bound_many(parts)
+        return rhs.reshape(self.slices, n, -1).transpose(1, 0, 2).ravel(), rate
 
     def postprocess(self, state: np.ndarray) -> np.ndarray:
         """The scheme's postprocessing (limiter) of every slice."""

@@ -16,13 +16,26 @@ is the feed-forward block's, local and free of communication.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from .layers import Layer, LayerSchedule
+from .model import VelocityField
 from .nonlocal_field import NonlocalEvaluator, make_evaluator
-from .nonlocal_field.base import PointGroup
+from .nonlocal_field.base import FieldValues, PointGroup
 from .observables import measure_observables, moment_observables
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """One evaluation of the attention field: its targets, sources, weights and values (the
+    adjoint linearises a finite-volume stage with the forward run's own, :mod:`meanfield.adjoint`)."""
+
+    targets: np.ndarray
+    sources: np.ndarray
+    weights: np.ndarray
+    values: FieldValues
 
 
 class LayerVelocity:
@@ -46,6 +59,9 @@ class LayerVelocity:
         The active layer's index in ``schedule.layers``.
     evaluator
         The active layer's attention evaluator, ``None`` for a layer without attention.
+    last
+        The last evaluation of one measure by :meth:`__call__` (``None`` before one, or when
+        set so by a caller that wants to know whether a call evaluated).
     """
 
     def __init__(self, schedule: LayerSchedule, comm=None, method: str = "direct", tol: float = 1e-10,
@@ -56,6 +72,7 @@ class LayerVelocity:
         self.index = -1
         self.evaluator: NonlocalEvaluator | None = None
         self._direct: NonlocalEvaluator | None = None
+        self.last: Evaluation | None = None
         self.enter(0)
 
     @property
@@ -81,9 +98,22 @@ class LayerVelocity:
         ffn = self.layer.ffn
         if self.evaluator is None:
             return np.zeros_like(targets) if ffn is None else ffn.velocity(targets)
-        X = self.evaluator.velocity(targets, sources, weights, fixed_sources=self.fixed_points,
-                                    fixed_targets=self.fixed_points)
+        values = self.evaluator.evaluate(targets, sources, weights, fixed_sources=self.fixed_points,
+                                         fixed_targets=self.fixed_points)
+        self.last = Evaluation(targets, sources, weights, values)
+        X = values.velocity(self.evaluator.model, targets)
         return X if ffn is None else X + ffn.velocity(targets)
+
+    def many(self, targets: np.ndarray, sources: np.ndarray, columns: np.ndarray) -> np.ndarray:
+        """The velocities (k, m, d) of k measures on the same sources, weights ``columns`` (n, k),
+        in one batched evaluation (:meth:`~meanfield.nonlocal_field.base.NonlocalEvaluator.velocities`)."""
+        ffn = self.layer.ffn
+        if self.evaluator is None:
+            X = np.zeros((columns.shape[1],) + targets.shape)
+        else:
+            X = self.evaluator.velocities(targets, sources, columns, fixed_sources=self.fixed_points,
+                                          fixed_targets=self.fixed_points)
+        return X if ffn is None else X + ffn.velocity(targets)[None]
 
     def groups(self, targets: Sequence[PointGroup], sources: Sequence[PointGroup]) -> list[np.ndarray]:
         """The active layer's velocity at each group of targets, of the measure made of all the
@@ -124,3 +154,14 @@ class LayerVelocity:
         parts = ([f"{self.method} attention"] if any(layer.attention is not None for layer in layers) else []) \
             + (["feed-forward"] if any(layer.ffn is not None for layer in layers) else [])
         return " + ".join(parts or ["zero"]) + " field" + (f" in {len(layers)} layers" if len(layers) > 1 else "")
+
+
+def velocities(field: VelocityField, targets: np.ndarray, sources: np.ndarray, columns: np.ndarray) -> np.ndarray:
+    """The velocities (k, m, d) under ``field`` of k measures on the same sources, weights
+    ``columns`` (n, k): the field's own batched ``many`` when it has one (a
+    :class:`LayerVelocity`, or a wrapper of one), else one call per measure (a prescribed
+    rotation)."""
+    many = getattr(field, "many", None)
+    if many is not None:
+        return many(targets, sources, columns)
+    return np.stack([field(targets, sources, np.ascontiguousarray(columns[:, c])) for c in range(columns.shape[1])])

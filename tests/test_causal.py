@@ -55,25 +55,58 @@ def test_prefix_sums_rescale_without_overflow():
 
 
 @pytest.mark.parametrize("decay, normalise", [(0.0, False), (2.0, True)])
-def test_one_field_evaluation_per_slice_and_stage(monkeypatch, decay, normalise):
-    """A right-hand side of M slices evaluates the field M times (prefix sums, not M^2; with
-    positional decay a recursively weighted prefix, still M); a scheme that asks for more slices
-    than M without a new stage is refused."""
+def test_one_batched_field_evaluation_per_stage(monkeypatch, decay, normalise):
+    """A right-hand side of M slices evaluates the fields of the M measures in one batched call
+    (prefix sums, not M^2; with positional decay a recursively weighted prefix); a scheme that
+    asks for more slices than M without a new stage is refused."""
     sim = simulation(mesh={"sphere": "S1", "resolution": 32}, initial=S1_BUMPS, **{"nonlocal": {"method": "direct"}})
     scheme = causal_scheme(sim, 5, decay, normalise)
     state = scheme.initial_state(lambda p, s: np.exp(s * p[:, 0]))
     calls = []
-    evaluate = sim.field.evaluator.evaluate_groups
+    evaluator = sim.field.evaluator
+    batched, one = evaluator.velocities, evaluator.evaluate_groups
 
-    def counted(*args):
-        calls.append(args)
-        return evaluate(*args)
+    def counted(*args, **kwargs):
+        calls.append(args[2].shape)
+        return batched(*args, **kwargs)
 
-    monkeypatch.setattr(sim.field.evaluator, "evaluate_groups", counted)
+    monkeypatch.setattr(evaluator, "velocities", counted)
+    monkeypatch.setattr(evaluator, "evaluate_groups", lambda *args: calls.append("one") or one(*args))
     scheme.rhs_and_bound(state)
-    assert len(calls) == 5
+    assert calls == [(32, 5)]
     with pytest.raises(RuntimeError, match="more than 5 slices"):
         scheme.scheme.rhs_and_bound(scheme.split(state)[0])
+
+
+def per_slice_rhs(scheme: CausalScheme, state: np.ndarray) -> tuple[np.ndarray, float]:
+    """The slices' right-hand side one field evaluation after the other (the prefix path)."""
+    scheme.velocity.start()
+    out = [scheme.scheme.rhs_and_bound(part) for part in scheme.split(state)]
+    return scheme.stack([rhs for rhs, _ in out]), max(rate for _, rate in out)
+
+
+@pytest.mark.parametrize("method", ["direct", "fast"])
+@pytest.mark.parametrize(("sphere", "resolution", "kind"), [("S1", 32, "fv"), ("S1", 16, "dg1"), ("S2", 1, "fv"),
+                                                            ("S2", 1, "dg1")])
+def test_the_batched_slices_equal_one_evaluation_per_slice(monkeypatch, sphere, resolution, kind, method):
+    """The batched evaluation of the slices' fields gives the right-hand side of one evaluation
+    per slice: to round-off with the same transforms (direct; fast with its NUFFTs), and to the
+    field's tolerance when the fast field's batch takes the exact harmonic sums (one matrix
+    product at the fixed points: the default where their matrix fits), with positional decay."""
+    import meanfield.nonlocal_field.fast as fast
+
+    initial = S1_BUMPS if sphere == "S1" else {"kind": "vmf", "centers": [[0.0, 0.0, 1.0]], "kappas": [3.0]}
+    for budget, tol in ((0, 1e-12), (fast.BATCH_DIRECT_BYTES, 1e-5))[: 1 if method == "direct" else 2]:
+        monkeypatch.setattr(fast, "BATCH_DIRECT_BYTES", budget)
+        sim = simulation(mesh={"sphere": sphere, "resolution": resolution}, scheme={"kind": kind}, initial=initial,
+                         model={"beta": 3.0}, **{"nonlocal": {"method": method}})
+        scheme = causal_scheme(sim, 4, decay=1.5)
+        state = scheme.initial_state(lambda p, s: np.exp((1 + s) * p[:, 0]))
+        reference, rate = per_slice_rhs(scheme, state)
+        batched, batched_rate = scheme.rhs_and_bound(state)
+        scale = np.abs(reference).max()
+        assert np.abs(batched - reference).max() <= tol * scale, (budget, np.abs(batched - reference).max() / scale)
+        assert batched_rate == pytest.approx(rate, rel=tol, abs=0)
 
 
 def test_a_causal_simulation_is_built_with_the_slices_velocity():

@@ -219,6 +219,78 @@ def test_make_evaluator_methods(rng):
     ).shape == (5, 4)
 
 
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("d", [2, 3])
+def test_partition_sums_of_several_measures_are_each_ones(rng, d, method, monkeypatch):
+    """``partition_sums`` (signed weights, k columns at once: one transform or one matrix
+    product) equals one evaluation per column to round-off (the fast field's batch with NUFFTs,
+    as one evaluation's), and the direct sums to the tolerance; spectral heads (one rotated, one
+    scaled) and a general head."""
+    import meanfield.nonlocal_field.fast as fast
+
+    monkeypatch.setattr(fast, "BATCH_DIRECT_BYTES", 0)
+    R = Rotation.random(random_state=3).as_matrix()[:d, :d] if d == 3 else np.array([[0.6, -0.8], [0.8, 0.6]])
+    heads = (Head(np.eye(d), 1.3 * R, np.eye(d), 1.0), Head(np.eye(d), np.eye(d), np.eye(d), 0.5),
+             Head(np.eye(d), np.diag(np.linspace(0.5, 1.5, d)), np.eye(d), 0.7))
+    x, y, columns = random_sphere_points(rng, 150, d), random_sphere_points(rng, 200, d), rng.normal(size=(200, 5))
+    for model in (AttentionModel(d, 3.0, "unnormalized", heads[:2]), AttentionModel(d, 3.0, "unnormalized", heads)):
+        evaluator = make_evaluator(model, None, method, 1e-8)
+        got = evaluator.partition_sums(x, y, columns, fixed_sources=True, fixed_targets=True)
+        one = [evaluator.evaluate(x, y, columns[:, k], fixed_sources=True, fixed_targets=True).partition_function()
+               for k in range(columns.shape[1])]
+        scale = np.abs(got).max()
+        np.testing.assert_allclose(got, np.stack(one, axis=-1), rtol=0, atol=1e-13 * scale)
+        exact = DirectEvaluator(model).partition_sums(x, y, columns)
+        np.testing.assert_allclose(got, exact, rtol=0, atol=1e-7 * scale)
+
+
+@pytest.mark.parametrize("attention", ["softmax", "unnormalized"])
+@pytest.mark.parametrize("d", [2, 3])
+def test_velocities_of_several_measures_are_each_ones(rng, d, attention, monkeypatch):
+    """``velocities`` (k measures at once, a causal run's slices) equals one evaluation per
+    measure: to round-off for direct and for the fast field's batch with NUFFTs, to the
+    tolerance for its batch by exact harmonic sums (the default at fixed points); a rotated
+    head with a general V beside a plain one."""
+    import meanfield.nonlocal_field.fast as fast
+
+    R = Rotation.random(random_state=4).as_matrix()[:d, :d] if d == 3 else np.array([[0.6, -0.8], [0.8, 0.6]])
+    model = AttentionModel(d, 3.0, attention, (Head(np.eye(d), 1.3 * R, rng.normal(size=(d, d)), 1.0),
+                                               Head(np.eye(d), np.eye(d), np.eye(d), 0.5)))
+    x, y, columns = random_sphere_points(rng, 150, d), random_sphere_points(rng, 200, d), rng.random((200, 5))
+    exact = np.stack([DirectEvaluator(model).velocity(x, y, columns[:, k]) for k in range(5)])
+    for method, budget, tol in (("direct", 0, 1e-13), ("fast", 0, 1e-13), ("fast", fast.BATCH_DIRECT_BYTES, 1e-7)):
+        monkeypatch.setattr(fast, "BATCH_DIRECT_BYTES", budget)
+        evaluator = make_evaluator(model, None, method, 1e-8)
+        got = evaluator.velocities(x, y, columns, fixed_sources=True, fixed_targets=True)
+        one = np.stack([evaluator.velocity(x, y, columns[:, k], fixed_sources=True, fixed_targets=True)
+                        for k in range(5)])
+        assert np.abs(got - one).max() <= tol * np.abs(one).max(), (method, budget)
+        assert np.abs(got - exact).max() <= 1e-7 * np.abs(exact).max(), (method, budget)
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("d", [2, 3])
+def test_linear_sums_are_the_explicit_double_sums(rng, d, method):
+    """``linear_sums``: sum_j exp(beta <Q x, K y_j>) (<A x, b_j> - s_j) for k columns, against the
+    explicit double sum (to round-off for direct, to the tolerance for the transforms, whose
+    sum over the components is taken on the coefficients), with and without scalars, and for
+    a constant kernel (beta Q^T K = 0)."""
+    R = Rotation.random(random_state=5).as_matrix()[:d, :d] if d == 3 else np.array([[0.6, -0.8], [0.8, 0.6]])
+    x, y = random_sphere_points(rng, 120, d), random_sphere_points(rng, 160, d)
+    vectors, scalars, A = rng.normal(size=(160, d, 3)), rng.normal(size=(160, 3)), rng.normal(size=(d, d))
+    for heads in ((Head(np.eye(d), 1.3 * R, np.eye(d), 1.0), Head(np.eye(d), np.eye(d), np.eye(d), 0.5)),
+                  (Head(np.eye(d), np.zeros((d, d)), np.eye(d), 1.0),)):
+        model = AttentionModel(d, 3.0, "unnormalized", heads)
+        kernel = np.stack([np.exp(model.beta * (x @ h.Q.T) @ (y @ h.K.T).T) for h in heads])  # (H, m, n)
+        values = np.einsum("md,ndk->mnk", x @ A.T, vectors)
+        for s in (scalars, None):
+            exact = np.einsum("hmn,mnk->hmk", kernel, values - (s[None] if s is not None else 0.0))
+            got = make_evaluator(model, None, method, 1e-9).linear_sums(x, y, vectors, s, A, fixed_sources=True,
+                                                                          fixed_targets=True)
+            scale = np.einsum("hmn,mnk->hmk", kernel, np.abs(values) + (np.abs(s)[None] if s is not None else 0)).max()
+            np.testing.assert_allclose(got, exact, rtol=0, atol=(1e-13 if method == "direct" else 1e-8) * scale)
+
+
 # -- MPI ----------------------------------------------------------------------------------
 @pytest.mark.mpi
 @pytest.mark.parametrize("d", [2, 3])
@@ -477,6 +549,24 @@ def test_expansion_streams_without_a_cache(rng, d):
     rows = [basis_size(d, L + 1) for L in cached.degrees]
     assert cached.cache.nbytes == 8 * sum(rows) * x.shape[0]
     assert all(block_points(r) < x.shape[0] for r in rows)  # several blocks per head
+
+
+def test_auto_builds_only_the_evaluator_it_chooses(rng, monkeypatch):
+    """Choosing direct (few points) builds no fast evaluator: the choice reads the fast field's
+    plan (degrees, heads) from the model alone; many points build the fast one."""
+    import meanfield.nonlocal_field.auto as auto
+
+    built = []
+    monkeypatch.setattr(auto, "FastEvaluator", lambda *args, **kwargs: built.append(args) or FastEvaluator(*args,
+                                                                                                            **kwargs))
+    model = AttentionModel(3, 4.0, "softmax", (Head(np.eye(3), np.eye(3), np.eye(3), 1.0),))
+    few = AutoEvaluator(model)
+    few.evaluate(random_sphere_points(rng, 20, 3), random_sphere_points(rng, 20, 3), np.ones(20))
+    assert isinstance(few.chosen, DirectEvaluator) and built == []
+    many = AutoEvaluator(model)
+    points = random_sphere_points(rng, 20000, 3)
+    many.evaluate(points, points, np.ones(20000), fixed_sources=True, fixed_targets=True)
+    assert isinstance(many.chosen, FastEvaluator) and len(built) == 1
 
 
 def test_auto_chooses_fast_for_small_circles():

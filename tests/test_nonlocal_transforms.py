@@ -75,6 +75,25 @@ def test_adjoint_matches_explicit_sums(rng, d, kind):
     np.testing.assert_allclose(got, explicit_coefficients(y, w, L), rtol=0, atol=20 * EPS * np.abs(w).sum())
 
 
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("d", [2, 3])
+@pytest.mark.parametrize("count", [1, 2, 5])
+def test_adjoint_of_several_weight_vectors_is_each_ones(rng, d, kind, count):
+    """k measures on the same points at once (two to a complex NUFFT, an odd count leaves one
+    alone): each one's coefficients, to round-off of the one-measure transform and to the
+    NUFFT's accuracy of the explicit sums."""
+    y, w = random_sphere_points(rng, 300, d), rng.uniform(-1, 1, (count, 300))
+    L = 11
+    transform = kind(y, L, EPS)
+    got = transform.adjoint(w)
+    assert got.shape == (count, *transform.spectrum.shape)
+    for k in range(count):
+        one = transform.adjoint(w[k])
+        np.testing.assert_allclose(got[k], one, rtol=0, atol=1e-13 * np.abs(w[k]).sum())
+        np.testing.assert_allclose(got[k], explicit_coefficients(y, w[k], L), rtol=0,
+                                   atol=20 * EPS * np.abs(w[k]).sum())
+
+
 @pytest.mark.parametrize("d", [2, 3])
 @pytest.mark.parametrize("count", [1, 3, 4])
 @pytest.mark.parametrize("kind", KINDS)

@@ -106,6 +106,23 @@ def test_cli_writes_the_table_the_functions_and_pictures(tmp_path):
     assert (out / "metadata.json").is_file()
 
 
+def test_cli_shows_the_progress_of_both_sweeps_unless_quiet(tmp_path):
+    """Without a terminal the forward run and the backward sweep log their progress on stderr
+    (a line at every tenth, the last at 100%), before the table on stdout; --quiet shows none."""
+    (tmp_path / "case.toml").write_text(TOML)
+    args = ["response", "case.toml", "--observable", "y", "--at", "0.3", "--set", "time.t_final=0.3", "--set",
+            "time.dt=0.01"]
+    done = cli([*args, "--out", "loud"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.splitlines()
+    backward = [line for line in lines if "backward sweep: step" in line]
+    assert any("forward run: t" in line and "(100%)" in line for line in lines), done.stderr
+    assert len(backward) == 10 and "(100%)" in backward[-1] and "ETA" in backward[-1], done.stderr
+    assert "n_var" in done.stdout
+    quiet = cli([*args, "--out", "quiet", "--quiet"], tmp_path)
+    assert quiet.returncode == 0 and "sweep" not in quiet.stderr + quiet.stdout, quiet.stderr
+
+
 @pytest.mark.parametrize(("extra", "field"), [
     (["--observable", "w + x", "--at", "1"], "--observable"),
     (["--observable", "rho*x", "--at", "1"], "--observable"),

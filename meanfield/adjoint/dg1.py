@@ -38,7 +38,7 @@ import numpy as np
 
 from ..discretisation.dg1 import DG1Scheme
 from ..model import VelocityField
-from ..velocity import LayerVelocity
+from ..velocity import Evaluation, LayerVelocity
 from .operator import AdjointOperator, Linearisation
 
 
@@ -97,8 +97,9 @@ class DG1AdjointOperator(AdjointOperator):
                                     s.reshape(-1, self.nv)) for p, s in zip(phi, slices)])
         return allreduce_sum(self.comm, local)
 
-    def linearise(self, slices: Sequence[np.ndarray]) -> DG1Linearisation:
-        """The :class:`DG1Linearisation` at a forward state given as its slices' states (collective)."""
+    def linearise(self, slices: Sequence[np.ndarray], known: Evaluation | None = None) -> DG1Linearisation:
+        """The :class:`DG1Linearisation` at a forward state given as its slices' states (collective).
+        ``known`` is not used: DG1 linearises at its own points, which no forward evaluation shares."""
         points = self.scheme.measure(slices[0])[0]
         weights = self.kernel @ np.array([self.scheme.measure(s)[1] for s in slices])
         model, X, inverse_Z, ratio = self.fields(points, weights)

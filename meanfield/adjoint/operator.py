@@ -38,7 +38,7 @@ from .._fem import dolfinx as _dolfinx
 from ..discretisation.base import SpatialScheme
 from ..model import AttentionModel, VelocityField
 from ..nonlocal_field.base import FieldValues
-from ..velocity import LayerVelocity
+from ..velocity import Evaluation, LayerVelocity
 from .sums import AdjointSums
 
 
@@ -163,31 +163,43 @@ class AdjointOperator:
             return self.plain(self.midpoints, points, weights)
         return field(self.midpoints, points, weights)
 
-    def linearise(self, slices: Sequence[np.ndarray]) -> Linearisation:
-        """The :class:`Linearisation` at a forward state given as its slices' states (collective)."""
+    def _known_values(self, known: Evaluation | None, points: np.ndarray, weights: np.ndarray) -> FieldValues | None:
+        """The values of ``known``, an evaluation of the forward run, when it was this one (the
+        same targets, sources and weights: a finite-volume stage evaluates the field of one
+        density at the facet midpoints), else ``None``."""
+        if known is None or self.slices != 1:
+            return None
+        same = all(a is b or (a.shape == b.shape and np.array_equal(a, b))
+                   for a, b in ((known.targets, self.midpoints), (known.sources, points), (known.weights, weights)))
+        return known.values if same else None
+
+    def linearise(self, slices: Sequence[np.ndarray], known: Evaluation | None = None) -> Linearisation:
+        """The :class:`Linearisation` at a forward state given as its slices' states (collective).
+        ``known``: the forward run's evaluation of the field at that state, used when it is the
+        one the linearisation needs (finite volumes; else the field is evaluated here)."""
         g = self.geometry
         points = self.scheme.measure(slices[0])[0]
         masses = np.array([self.scheme.measure(s)[1] for s in slices])
         weights = self.kernel @ masses
         averages = self.with_ghosts(np.array([self.scheme.cell_averages(s) for s in slices]).T).T
-        model, X, inverse_Z, ratio = self.fields(points, weights)
+        model, X, inverse_Z, ratio = self.fields(points, weights, known)
         u = np.einsum("kij,ij->ki", X, g.facet_normal)
         upwind = np.where(u > 0, averages[:, self.left], averages[:, self.right])
         return Linearisation(points, weights, u, upwind, model, inverse_Z, ratio)
 
-    def fields(self, points: np.ndarray, weights: np.ndarray) -> tuple[
+    def fields(self, points: np.ndarray, weights: np.ndarray, known: Evaluation | None = None) -> tuple[
             AttentionModel | None, np.ndarray, np.ndarray | None, np.ndarray | None]:
         """The active layer's attention model (``None``: no attention), and per slice k of the
         measures ``(points, weights[k])`` the velocity (M, F, d) at the facet points, ``1/Z``
         (M, H, F) and ``N/Z`` (M, H, F, d) (what the kind's ``facet_terms`` keeps: softmax; else ``None``)
-        (collective)."""
+        (collective); ``known`` as in :meth:`linearise`."""
         model = None if self.plain is not None else self.field.layer.attention
         velocities, terms = [], []
         for k in range(len(weights)):
             if model is None:
                 X = self.velocity(points, weights[k])
             else:
-                values = self._values(points, weights[k])
+                values = self._known_values(known, points, weights[k]) or self._values(points, weights[k])
                 X = values.velocity(model, self.midpoints)
                 ffn = self.field.layer.ffn
                 if ffn is not None:

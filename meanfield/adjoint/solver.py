@@ -21,9 +21,10 @@ this is the exact discrete adjoint of the forward map for the forward run's step
 Taylor test agrees to second order in the perturbation's size (where DG1's limiter acts, the map
 is only piecewise smooth, and the perturbation must not carry a cell across its kinks).  Memory:
 about ``2 sqrt(steps)`` states plus ``3 stride`` stage states (``6 stride`` with DG1's limiter:
-the states before it too) and the linearisation data of one stage; cost: one forward run to
-recompute the segments plus, per step, three linearisations (one field evaluation each per
-slice) and three adjoint sums.
+the states before it too, and the stages' field evaluations) and the linearisation data of one
+stage; cost: one forward run to recompute the segments plus, per step, three linearisations (one
+field evaluation each per slice; none for finite volumes, whose recomputed stage's own evaluation
+at the facet midpoints is the one it needs) and three adjoint sums (every column at once).
 
 The adjoint's rows are the operator's (``operator.points``): one per owned cell for FV, one per
 owned cell and vertex for DG1 (a final condition there is the DG1 function of its values).
@@ -40,7 +41,7 @@ from ..discretisation.dg1 import DG1Scheme
 from ..drivers.pde import PDESimulation
 from ..runge_kutta import SSP_RK3
 from ..times import MATCH_TOL, same_time, time_tol
-from ..velocity import LayerVelocity
+from ..velocity import Evaluation, LayerVelocity
 from .dg1 import DG1AdjointOperator
 from .operator import AdjointOperator, Linearisation
 
@@ -119,8 +120,10 @@ class AdjointSolver:
         self.initial = sim.state.copy()
 
     # -- forward -----------------------------------------------------------------------------
-    def forward(self, times: Sequence[float]) -> dict[float, np.ndarray]:
-        """Run forward to the largest of ``times``, landing on each; returns the state at each time."""
+    def forward(self, times: Sequence[float], progress: Callable[[float], None] | None = None) \
+            -> dict[float, np.ndarray]:
+        """Run forward to the largest of ``times``, landing on each; returns the state at each time.
+        ``progress(t)`` is called after each step (e.g. :class:`~meanfield.engine.progress.SweepProgress`)."""
         sim, trajectory = self.sim, self.trajectory
         states = {}
         for target in sorted(set(float(t) for t in times)):
@@ -132,26 +135,33 @@ class AdjointSolver:
                 t, layer = sim.t, sim.schedule.index_from(sim.t)
                 dt = sim.step(end)
                 trajectory.steps.append(Step(t, dt, sim.t, layer))
+                if progress is not None:
+                    progress(sim.t)
             states[target] = sim.state.copy()
         return states
 
     # -- backward ----------------------------------------------------------------------------
-    def _stages(self, state: np.ndarray, dt: float) -> tuple[list[np.ndarray], np.ndarray]:
-        """The stage states (u, u1, u2) of one SSP-RK3 step of size dt from ``state``, the
-        three stages' results before the postprocessing (limiter), and the step's result: the
-        operations of :meth:`meanfield.timestepping.SSPRK3.step`."""
-        rhs, post = self.stepping.rhs_and_bound, self.stepping.postprocess
-        states, rates, before = [state], [], []
+    def _stages(self, state: np.ndarray, dt: float) -> tuple[list[np.ndarray], np.ndarray, list[Evaluation | None]]:
+        """The stage states (u, u1, u2) of one SSP-RK3 step of size dt from ``state`` followed by
+        the three stages' results before the postprocessing (limiter), the step's result (the
+        operations of :meth:`meanfield.timestepping.SSPRK3.step`), and the field's evaluation at
+        each stage (``None`` where the right-hand side made none of one measure)."""
+        post, field = self.stepping.postprocess, self.sim.field
+        evaluations: list[Evaluation | None] = []
+        states: list[np.ndarray] = [state]
+        rates: list[np.ndarray] = []
+        before: list[np.ndarray] = []
         for i in range(1, SSP_RK3.stages + 1):
-            rates.append(rhs(states[-1])[0])
+            field.last = None
+            rates.append(self.stepping.rhs_and_bound(states[-1])[0])
+            evaluations.append(field.last)
             before.append(SSP_RK3.stage(i, states, rates, dt))
             states.append(post(before[-1]))
-        return [*states[:-1], *before], states[-1]
+        return [*states[:-1], *before], states[-1], evaluations
 
-    def backward(self, finals: Mapping[float, np.ndarray],
-                 sensitivities: Sequence[Sensitivity] = (),
-                 sources: Callable[[int, np.ndarray], np.ndarray | None] | None = None
-                 ) -> tuple[np.ndarray, np.ndarray]:
+    def backward(self, finals: Mapping[float, np.ndarray], sensitivities: Sequence[Sensitivity] = (),
+                 sources: Callable[[int, np.ndarray], np.ndarray | None] | None = None,
+                 progress: Callable[[float], None] | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Run the adjoint back to t = 0 (collective).
 
         Parameters
@@ -167,6 +177,9 @@ class AdjointSolver:
             ``sources(n, state)``, called with each step's index n and the state at its end, returns
             what to add to the adjoint there (per cell or per row, as ``finals``; or ``None``): the
             derivative of a running cost ``sum_n w_n D(state_n)`` with respect to the state at the end of step n.
+        progress
+            Called with the number of forward steps swept back so far, after each segment's
+            recomputation and each step (e.g. :class:`~meanfield.engine.progress.SweepProgress`).
 
         Returns
         -------
@@ -195,31 +208,34 @@ class AdjointSolver:
             stages = []
             for n in range(start, stop):
                 self.sim.field.enter(steps[n].layer)
-                current, state = self._stages(state, steps[n].dt)
-                stages.append(current)
+                current, state, evaluations = self._stages(state, steps[n].dt)
+                stages.append((current, evaluations))
             for n in reversed(range(start, stop)):
                 step = steps[n]
                 activate(step.end)
                 if sources is not None:
-                    added = sources(n, stages[n + 1 - start][0] if n + 1 < stop else state)
+                    added = sources(n, stages[n + 1 - start][0][0] if n + 1 < stop else state)
                     if added is not None:
                         phi += self.operator.rows(added)
                 if np.any(phi):
                     phi[...] = self._reverse_step(step, stages[n - start], phi, sensitivities, derivatives)
+                if progress is not None:
+                    progress(len(steps) - n)
         activate(0.0)
         if pending:
             raise ValueError(f"times {sorted(pending)} are not ends of the forward steps")
         return (self.operator.cells(phi) if first.shape[1] == self.sim.scheme.geometry.num_owned else phi), derivatives
 
-    def _reverse_step(self, step: Step, stages: list[np.ndarray], phi: np.ndarray,
-                      sensitivities: Sequence[Sensitivity], derivatives: np.ndarray) -> np.ndarray:
+    def _reverse_step(self, step: Step, recomputed: tuple[list[np.ndarray], list[Evaluation | None]],
+                      phi: np.ndarray, sensitivities: Sequence[Sensitivity], derivatives: np.ndarray) -> np.ndarray:
         self.field.enter(step.layer)
         op, dt, split = self.operator, step.dt, self.sim.positions.split
+        stages, evaluations = recomputed
         stages_count = SSP_RK3.stages
 
         def apply(j: int, mu: np.ndarray) -> np.ndarray:
             """``A(u_j) mu`` at stage j, and the parameters' derivatives paired with ``mu``."""
-            lin = op.linearise(split(stages[j]))
+            lin = op.linearise(split(stages[j]), evaluations[j])
             for s, sens in enumerate(sensitivities):
                 if sens.moves(step.t):  # else the parameter does not change this layer
                     derivatives[s] += dt * op.pairing(lin, mu, self._velocity_change(sens, step, lin))

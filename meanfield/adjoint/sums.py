@@ -16,11 +16,14 @@ Its adjoint, paired with tangent vectors ``a_e`` at the facet points ``m_e``, is
 with vector sources ``b_e`` and scalar sources ``c_e`` (USA: ``b = w_h a``, ``c = 0``; SA:
 ``b = w_h a / Z(m)``, ``c = w_h a . N(m) / Z(m)^2``): an attention sum whose sources are the
 facet points and whose targets are the cells, the roles of Q and K exchanged.
-:class:`AdjointSums` evaluates it with the run's ``[nonlocal]`` method: ``direct`` sums all
-columns in one pass (the kind's :meth:`~meanfield.attention.Attention.kernel_sums`, sources gathered
-over the ranks), ``fast`` and ``auto`` evaluate the partition function of the exchanged
-single-head model once per column (signed weights), so the cost of one adjoint term is
-``(d + 1) x columns`` forward-type evaluations for SA (``d x columns`` for USA).
+:class:`AdjointSums` evaluates it with the run's ``[nonlocal]`` method, all columns at once,
+as kernel sums of the exchanged single-head model whose sources' values are linear in the
+target (:meth:`~meanfield.nonlocal_field.base.NonlocalEvaluator.linear_sums`): for ``direct``
+one pass of matrix products over the sources gathered from the ranks; for ``fast`` one
+adjoint transform of the ``(d + 1) x columns`` source measures (two to a complex NUFFT), the
+sum over the components taken on the coefficients, and one synthesis of ``columns``
+functions.  A kind whose kernel is not exp (the evaluators expand exp) is summed directly with
+its own :meth:`~meanfield.attention.Attention.kernel_sums`.
 """
 
 from __future__ import annotations
@@ -50,10 +53,10 @@ class AdjointSums:
         # the fast field expands exp: other kernels are summed directly
         self.model, self.comm, self.method = model, comm, method if model.kind.exponential else "direct"
         eye = np.eye(model.d)
-        self.evaluators: list[NonlocalEvaluator] = [] if self.method == "direct" else [
+        # the evaluators sum the exp kernel; another kind's kernel is summed here, directly
+        self.evaluators: list[NonlocalEvaluator] = [] if not model.kind.exponential else [
             make_evaluator(AttentionModel(model.d, model.beta, "unnormalized", (Head(h.K, h.Q, eye, 1.0),)),
                            comm, method, tol, direct_sums) for h in model.heads]
-        self._gathered: tuple[np.ndarray, np.ndarray] | None = None
 
     def __call__(self, targets: np.ndarray, sources: np.ndarray, vectors: np.ndarray,
                  scalars: np.ndarray | None) -> np.ndarray:
@@ -72,33 +75,29 @@ class AdjointSums:
         -------
         (m, P) the values of ``G`` for every column.
         """
-        H, n, d, P = vectors.shape
-        out = np.zeros((targets.shape[0], P))
+        out = np.zeros((targets.shape[0], vectors.shape[-1]))
         for h, head in enumerate(self.model.heads):
-            columns = vectors[h].reshape(n, d * P)
-            if scalars is not None:
-                columns = np.concatenate([columns, scalars[h]], axis=1)
-            sums = self._sums(h, targets, sources, columns)
-            vx = targets @ head.V.T
-            out += np.einsum("mdp,md->mp", sums[:, : d * P].reshape(-1, d, P), vx)
-            if scalars is not None:
-                out -= sums[:, d * P:]
+            if self.evaluators:
+                out += self.evaluators[h].linear_sums(targets, sources, vectors[h],
+                                                      None if scalars is None else scalars[h], head.V,
+                                                      fixed_sources=True, fixed_targets=True)[0]
+            else:
+                out += self._kernel_sums(head, targets, sources, vectors[h], None if scalars is None else scalars[h])
         return out
 
-    def _sums(self, h: int, targets: np.ndarray, sources: np.ndarray, columns: np.ndarray) -> np.ndarray:
-        """``sum_e exp(beta <Q_h m_e, K_h x>) columns_e`` at the targets, unscaled (m, k)."""
-        head = self.model.heads[h]
-        if self.method == "direct":
-            if self._gathered is None or self._gathered[0] is not sources:
-                self._gathered = (sources, allgather_rows(self.comm, np.ascontiguousarray(sources)))
-            every = self._gathered[1]
-            sums, log_scale = self.model.kind.kernel_sums(targets @ head.K.T, self.model.beta * (every @ head.Q.T),
-                                                          allgather_rows(self.comm, np.ascontiguousarray(columns)))
-            return sums * np.exp(np.where(np.isfinite(log_scale), log_scale, 0.0))[:, None]
-        evaluator = self.evaluators[h]
-        out = np.empty((targets.shape[0], columns.shape[1]))
-        for k in range(columns.shape[1]):
-            values = evaluator.evaluate(targets, sources, np.ascontiguousarray(columns[:, k]),
-                                        fixed_sources=True, fixed_targets=True)
-            out[:, k] = values.partition_function()[0]
+    def _kernel_sums(self, head: Head, targets: np.ndarray, sources: np.ndarray, vectors: np.ndarray,
+                     scalars: np.ndarray | None) -> np.ndarray:
+        """``sum_e k(beta <Q m_e, K x>) (<V x, b_e> - c_e)`` at the targets (m, P) with the kind's
+        kernel ``k``, the sources and their columns gathered over the ranks."""
+        n, d, P = vectors.shape
+        columns = vectors.reshape(n, d * P)
+        if scalars is not None:
+            columns = np.concatenate([columns, scalars], axis=1)
+        every = allgather_rows(self.comm, np.ascontiguousarray(sources))
+        sums, log_scale = self.model.kind.kernel_sums(targets @ head.K.T, self.model.beta * (every @ head.Q.T),
+                                                      allgather_rows(self.comm, np.ascontiguousarray(columns)))
+        sums = sums * np.exp(np.where(np.isfinite(log_scale), log_scale, 0.0))[:, None]
+        out = np.einsum("mdp,md->mp", sums[:, : d * P].reshape(-1, d, P), targets @ head.V.T)
+        if scalars is not None:
+            out -= sums[:, d * P:]
         return out

@@ -281,10 +281,30 @@ class FileOutput(Handler):
         on_root(state.comm, write)
 
 
+class SnapshotOutput(FileOutput):
+    """The snapshots at every output, each with the step controller's state then (the
+    simulation's :meth:`~.simulation.Simulation.step_info`, as a checkpoint holds it), so that a
+    run resumed from a snapshot takes the steps the run that went on took
+    (:mod:`meanfield.rundir.recovery`)."""
+
+    def __init__(self) -> None:
+        super().__init__(lambda run_dir, static: SnapshotWriter(run_dir))
+
+    def handle(self, state: RunState, moment: Moment) -> None:
+        output, writer, stepper = moment.output, self.writer, state.sim.step_info()
+        assert output is not None
+
+        def write() -> None:
+            assert isinstance(writer, SnapshotWriter)
+            writer.write(output.index, output.t, output.row, output.snapshot, stepper)
+
+        on_root(state.comm, write)
+
+
 def file_outputs(*more: WriterBuilder) -> list[Handler]:
     """observables.csv and the snapshots, then the files ``more`` builds (run.nc), as handlers."""
-    return [FileOutput(lambda run_dir, static: ObservablesWriter(run_dir)),
-            FileOutput(lambda run_dir, static: SnapshotWriter(run_dir)), *(FileOutput(build) for build in more)]
+    return [FileOutput(lambda run_dir, static: ObservablesWriter(run_dir)), SnapshotOutput(),
+            *(FileOutput(build) for build in more)]
 
 
 class UserObservables(Handler):

@@ -213,6 +213,72 @@ class Progress:
             self._bar.close()
 
 
+class SweepProgress:
+    """Progress through a known amount of work (the adjoint's forward recording in model time,
+    its backward sweep in steps), on rank 0: a bar on a terminal, else log lines (``what``,
+    the share done, wall time, ETA at the average pace) at every tenth of the work and every
+    :data:`REPORT_EVERY` seconds; nothing when ``quiet``.  Log lines reach the terminal
+    through the handlers of :func:`run_logging`.
+
+    Parameters
+    ----------
+    comm
+        Only rank 0 shows anything.
+    what
+        What is done (``"backward sweep"``), first on the bar and the lines.
+    total
+        The amount at the end (``> 0``).
+    unit
+        The amount's unit on the bar and the lines (``"step"``, ``"t"``).
+    quiet
+        Show nothing.
+    """
+
+    def __init__(self, comm, what: str, total: float, unit: str, quiet: bool) -> None:
+        self.what, self.total, self.unit = what, max(float(total), 1e-300), unit
+        self.active = comm.rank == 0 and not quiet
+        self._start = time.perf_counter()
+        self._last = (self._start, 0.0)  # wall time and amount at the last line
+        self._bar = None
+        if self.active and sys.stderr.isatty():
+            from tqdm import tqdm
+
+            self._bar = tqdm(total=total, desc=what, unit=unit, file=sys.stderr, leave=False)
+
+    def update(self, done: float) -> None:
+        """``done`` of the total is done."""
+        if not self.active:
+            return
+        if self._bar is not None:
+            self._bar.update(done - self._bar.n)
+            return
+        now = time.perf_counter()
+        wall, last = self._last
+        share = done / self.total
+        if now - wall >= REPORT_EVERY or share - last / self.total >= REPORT_SHARE * (1 - 1e-9) or done >= self.total:
+            self._last = (now, done)
+            elapsed = now - self._start
+            eta = elapsed * (self.total - done) / done if done > 0 else float("inf")
+            log.info("%s: %s %.6g/%.6g (%.0f%%)  wall %s  ETA %s", self.what, self.unit, done, self.total,
+                     100.0 * share, format_duration(elapsed), format_duration(eta))
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+
+
+@contextmanager
+def sweep_progress(comm, what: str, total: float, unit: str, quiet: bool) -> Iterator[SweepProgress]:
+    """A :class:`SweepProgress` for the duration of the block, with :func:`run_logging`'s
+    terminal handler (no log file), closed at the end."""
+    with run_logging(comm, quiet, None):
+        progress = SweepProgress(comm, what, total, unit, quiet)
+        try:
+            yield progress
+        finally:
+            progress.close()
+
+
 def time_left(times: Sequence[float], walls: Sequence[float], t_end: float) -> float:
     """Wall seconds still to go to ``t_end``, from the progress so far: model times ``times``
     reached at wall seconds ``walls`` (increasing, from the segment's start).

@@ -25,7 +25,7 @@ import numpy as np
 from ..model import AttentionModel
 from .base import DEFAULT_TOL, FieldValues, NonlocalEvaluator, PointGroup
 from .direct import DirectEvaluator
-from .fast import FastEvaluator
+from .fast import FastEvaluator, FieldPlan
 from .harmonics import SUPPORTED_DIMENSIONS, basis_size
 from .parallel import allreduce_sum
 
@@ -45,9 +45,11 @@ ROW_OFFSET = 60
 
 
 def estimated_costs(
-    fast: FastEvaluator, n_targets: int, n_sources: int, fixed_targets: bool = True, fixed_sources: bool = True
+    fast: FastEvaluator | FieldPlan, n_targets: int, n_sources: int, fixed_targets: bool = True,
+    fixed_sources: bool = True
 ) -> dict[str, float]:
-    """Modelled seconds of one evaluation by each method (totals over all ranks)."""
+    """Modelled seconds of one evaluation by each method (totals over all ranks), from a fast
+    evaluator or its :class:`~.fast.FieldPlan`."""
     d, H = fast.model.d, len(fast.model.heads)
     spectral = len(fast.spectral_heads)
     lg = np.log10(1.0 / fast.epsilon)
@@ -69,8 +71,11 @@ class AutoEvaluator(NonlocalEvaluator):
     """Decides at the first evaluation between direct and fast, then keeps the choice.
 
     The decision uses the global numbers of targets and sources (one small ``Allreduce``),
-    so every rank makes the same one.  Models with ``d`` other than 2 or 3, or with a kernel
-    other than ``exp`` (:attr:`~meanfield.attention.Attention.exponential`), always use direct.
+    so every rank makes the same one, and the fast field's :class:`~.fast.FieldPlan` (its
+    degrees and heads, from the model alone): only the evaluator chosen is built (a fast one
+    sets up caches and splits the communicator by node).  Models with ``d`` other than 2 or 3,
+    or with a kernel other than ``exp`` (:attr:`~meanfield.attention.Attention.exponential`),
+    always use direct.
     """
 
     name = "auto"
@@ -86,13 +91,12 @@ class AutoEvaluator(NonlocalEvaluator):
             return DirectEvaluator(self.model, self.comm)
         local = [sum(g.points.shape[0] for g in targets), sum(g.points.shape[0] for g in sources)]
         counts = allreduce_sum(self.comm, np.array(local, dtype=float))
-        fast = FastEvaluator(self.model, self.comm, self.tol, direct_sums=self.direct_sums)
         self._costs = estimated_costs(
-            fast, int(counts[0]), int(counts[1]),
+            FieldPlan.of(self.model, self.tol), int(counts[0]), int(counts[1]),
             all(g.fixed for g in targets), all(g.fixed for g in sources),
         )
-        if self._costs["fast"] < self._costs["direct"]:
-            return fast
+        if self._costs["fast"] < self._costs["direct"]:  # only the method chosen is built
+            return FastEvaluator(self.model, self.comm, self.tol, direct_sums=self.direct_sums)
         return DirectEvaluator(self.model, self.comm)
 
     def evaluate_groups(
@@ -102,6 +106,62 @@ class AutoEvaluator(NonlocalEvaluator):
         if self.chosen is None:
             self.chosen = self._choose(targets, sources)
         return self.chosen.evaluate_groups(targets, sources)
+
+    def partition_sums(
+        self,
+        targets: np.ndarray,
+        sources: np.ndarray,
+        columns: np.ndarray,
+        *,
+        fixed_sources: bool = False,
+        fixed_targets: bool = False,
+    ) -> np.ndarray:
+        """The chosen evaluator's :meth:`~.base.NonlocalEvaluator.partition_sums` (the first call
+        fixes the method, as for one measure)."""
+        self._choose_once(targets, sources, fixed_targets, fixed_sources)
+        assert self.chosen is not None
+        return self.chosen.partition_sums(targets, sources, columns, fixed_sources=fixed_sources,
+                                          fixed_targets=fixed_targets)
+
+    def velocities(
+        self,
+        targets: np.ndarray,
+        sources: np.ndarray,
+        columns: np.ndarray,
+        *,
+        fixed_sources: bool = False,
+        fixed_targets: bool = False,
+    ) -> np.ndarray:
+        """The chosen evaluator's :meth:`~.base.NonlocalEvaluator.velocities` (the first call
+        fixes the method, as for one measure)."""
+        self._choose_once(targets, sources, fixed_targets, fixed_sources)
+        assert self.chosen is not None
+        return self.chosen.velocities(targets, sources, columns, fixed_sources=fixed_sources,
+                                      fixed_targets=fixed_targets)
+
+    def linear_sums(
+        self,
+        targets: np.ndarray,
+        sources: np.ndarray,
+        vectors: np.ndarray,
+        scalars: np.ndarray | None,
+        matrix: np.ndarray,
+        *,
+        fixed_sources: bool = False,
+        fixed_targets: bool = False,
+    ) -> np.ndarray:
+        """The chosen evaluator's :meth:`~.base.NonlocalEvaluator.linear_sums` (the first call
+        fixes the method, as for one measure)."""
+        self._choose_once(targets, sources, fixed_targets, fixed_sources)
+        assert self.chosen is not None
+        return self.chosen.linear_sums(targets, sources, vectors, scalars, matrix, fixed_sources=fixed_sources,
+                                       fixed_targets=fixed_targets)
+
+    def _choose_once(self, targets: np.ndarray, sources: np.ndarray, fixed_targets: bool, fixed_sources: bool) -> None:
+        """Fix the method at the first call of :meth:`partition_sums` or :meth:`linear_sums`."""
+        if self.chosen is None:
+            self.chosen = self._choose([PointGroup(np.asarray(targets, dtype=float), None, fixed_targets)],
+                                       [PointGroup(np.asarray(sources, dtype=float), None, fixed_sources)])
 
     def energy(self, sources: Sequence[PointGroup]) -> float:
         """The chosen evaluator's energy (before any evaluation: the choice for the sources

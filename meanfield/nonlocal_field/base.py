@@ -66,7 +66,8 @@ class FieldValues:
         ``exp(log_scale)``.  The heads' sum is projected once (P_x is linear).
         Computed component by component (long contiguous loops when N is stored as by
         :meth:`empty`, and on a contiguous copy of the targets' components); the result is a
-        transposed view of a (d, targets) array.
+        transposed view of a (d, targets) array.  Values of k measures at the same m targets,
+        stored one after the other as k m targets, take the m ``targets`` once.
         """
         XT = None
         kind = model.kind
@@ -76,10 +77,11 @@ class FieldValues:
             XT = term if XT is None else np.add(XT, term, out=XT)
         assert XT is not None  # a model has at least one head
         xT = np.ascontiguousarray(targets.T)
-        radial = xT[0] * XT[0]
+        per_target = XT.reshape(model.d, -1, xT.shape[1])  # (d, k, m): k measures at the same targets
+        radial = xT[0] * per_target[0]
         for i in range(1, model.d):
-            radial += xT[i] * XT[i]
-        XT -= xT * radial
+            radial += xT[i] * per_target[i]
+        per_target -= xT[:, None, :] * radial
         return XT.T
 
     def partition_function(self) -> np.ndarray:
@@ -166,6 +168,89 @@ class NonlocalEvaluator(ABC):
         """
         group = PointGroup(np.asarray(sources, dtype=float), np.asarray(weights, dtype=float), fixed_sources)
         return self.evaluate_groups([PointGroup(np.asarray(targets, dtype=float), None, fixed_targets)], [group])[0]
+
+    def partition_sums(
+        self,
+        targets: np.ndarray,
+        sources: np.ndarray,
+        columns: np.ndarray,
+        *,
+        fixed_sources: bool = False,
+        fixed_targets: bool = False,
+    ) -> np.ndarray:
+        """The unscaled partition functions of k measures on the same sources, at once:
+        ``[h, i, c] = sum_j columns[j, c] exp(beta <Q_h x_i, K_h y_j>)``, shape (heads, m, k)
+        (collective; the weights may be signed).
+
+        Parameters as :meth:`evaluate`, with ``columns`` (n_local, k) this rank's weights of
+        the k measures.  This default evaluates one measure after the other; evaluators that
+        share the work between the columns (one transform of all of them, one matrix product)
+        override it.
+        """
+        columns = np.asarray(columns, dtype=float)
+        out = np.empty((len(self.model.heads), np.asarray(targets).shape[0], columns.shape[1]))
+        for c in range(columns.shape[1]):
+            values = self.evaluate(targets, sources, np.ascontiguousarray(columns[:, c]),
+                                   fixed_sources=fixed_sources, fixed_targets=fixed_targets)
+            out[:, :, c] = values.partition_function()
+        return out
+
+    def velocities(
+        self,
+        targets: np.ndarray,
+        sources: np.ndarray,
+        columns: np.ndarray,
+        *,
+        fixed_sources: bool = False,
+        fixed_targets: bool = False,
+    ) -> np.ndarray:
+        """The velocities X of k measures on the same sources at once, shape (k, m, d)
+        (collective): ``columns`` (n_local, k) holds this rank's weights of each (a causal
+        run's position slices, :mod:`meanfield.causal`).  This default evaluates one measure
+        after the other; evaluators that share the work between the measures (one transform
+        of all of them, one matrix product) override it."""
+        targets = np.asarray(targets, dtype=float)
+        columns = np.asarray(columns, dtype=float)
+        return np.stack([self.velocity(targets, sources, np.ascontiguousarray(columns[:, c]),
+                                       fixed_sources=fixed_sources, fixed_targets=fixed_targets)
+                         for c in range(columns.shape[1])]).reshape(columns.shape[1], *targets.shape)
+
+    def linear_sums(
+        self,
+        targets: np.ndarray,
+        sources: np.ndarray,
+        vectors: np.ndarray,
+        scalars: np.ndarray | None,
+        matrix: np.ndarray,
+        *,
+        fixed_sources: bool = False,
+        fixed_targets: bool = False,
+    ) -> np.ndarray:
+        """Kernel sums of sources whose values are linear in the target, k at once:
+        ``[h, i, c] = sum_j exp(beta <Q_h x_i, K_h y_j>) (<A x_i, b_jc> - s_jc)``, shape
+        (heads, m, k) (collective; the adjoint's nonlocal term, :mod:`meanfield.adjoint.sums`).
+
+        Parameters
+        ----------
+        vectors
+            (n_local, d, k): this rank's ``b_jc``.
+        scalars
+            (n_local, k): this rank's ``s_jc`` (``None``: zero).
+        matrix
+            (d, d): ``A``.
+
+        This default takes the ``(d + 1) k`` partition functions of :meth:`partition_sums`
+        and combines them at the targets.
+        """
+        n, d, k = vectors.shape
+        columns = vectors.reshape(n, d * k)
+        if scalars is not None:
+            columns = np.concatenate([columns, scalars], axis=1)
+        sums = self.partition_sums(targets, sources, columns, fixed_sources=fixed_sources,
+                                   fixed_targets=fixed_targets)
+        moved = np.asarray(targets, dtype=float) @ np.asarray(matrix, dtype=float).T
+        out = np.einsum("hmdk,md->hmk", sums[..., : d * k].reshape(sums.shape[:2] + (d, k)), moved)
+        return out - sums[..., d * k:] if scalars is not None else out
 
     def velocity(
         self, targets: np.ndarray, sources: np.ndarray, weights: np.ndarray, **kwargs

@@ -114,3 +114,53 @@ class DirectEvaluator(NonlocalEvaluator):
             direct_sums(self.model, t.points, points, weights, self.block_targets, self.block_sources)
             for t in targets
         ]
+
+    def partition_sums(
+        self,
+        targets: np.ndarray,
+        sources: np.ndarray,
+        columns: np.ndarray,
+        *,
+        fixed_sources: bool = False,
+        fixed_targets: bool = False,
+    ) -> np.ndarray:
+        """See :meth:`NonlocalEvaluator.partition_sums`: every column in one pass per head (the
+        sources and columns gathered once)."""
+        points = self._all_sources([PointGroup(np.asarray(sources, dtype=float), None, fixed_sources)])
+        every = allgather_rows(self.comm, np.ascontiguousarray(columns, dtype=float))
+        targets = np.asarray(targets, dtype=float)
+        out = np.empty((len(self.model.heads), targets.shape[0], every.shape[1]))
+        for h, head in enumerate(self.model.heads):
+            sums, log_scale = self.model.kind.kernel_sums(self.model.beta * (targets @ head.Q.T), points @ head.K.T,
+                                                          every, self.block_targets, self.block_sources)
+            out[h] = sums * np.exp(np.where(np.isfinite(log_scale), log_scale, 0.0))[:, None]
+        return out
+
+    def velocities(
+        self,
+        targets: np.ndarray,
+        sources: np.ndarray,
+        columns: np.ndarray,
+        *,
+        fixed_sources: bool = False,
+        fixed_targets: bool = False,
+    ) -> np.ndarray:
+        """See :meth:`NonlocalEvaluator.velocities`: per head, the kernel of the targets
+        against the sources once, multiplied by the ``(d + 1) k`` columns ``[w V y, w]`` of all
+        the measures in one matrix product."""
+        points = self._all_sources([PointGroup(np.asarray(sources, dtype=float), None, fixed_sources)])
+        every = allgather_rows(self.comm, np.ascontiguousarray(columns, dtype=float))
+        targets = np.asarray(targets, dtype=float)
+        (n, k), (m, d), H = every.shape, targets.shape, len(self.model.heads)
+        N, Z, log_scale = np.zeros((k, H, m, d)), np.zeros((k, H, m)), np.full((k, H, m), -np.inf)
+        for h, head in enumerate(self.model.heads):
+            moved = points @ head.V.T
+            rhs = np.concatenate([(every[:, :, None] * moved[:, None, :]).reshape(n, k * d), every], axis=1)
+            if n and m:
+                acc, log_scale[:, h] = self.model.kind.kernel_sums(self.model.beta * (targets @ head.Q.T),
+                                                                   points @ head.K.T, rhs, self.block_targets,
+                                                                   self.block_sources)
+                N[:, h] = acc[:, : k * d].reshape(m, k, d).transpose(1, 0, 2)
+                Z[:, h] = acc[:, k * d:].T
+        return np.stack([FieldValues(N[c], Z[c], log_scale[c]).velocity(self.model, targets) for c in range(k)]) \
+            if k else np.zeros((0, m, d))

@@ -146,7 +146,9 @@ def target_sums(
     fixed: bool,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Scaled ``[sum_j w_j e^{...} y_j, Z]`` at the targets for one head (shape (d + 1, m)),
-    the first neglected degree's part of the same, and ``kappa`` (the ``log_scale``).
+    the first neglected degree's part of the same, and ``kappa`` (the ``log_scale``); for
+    moments of other columns (several measures' ``sum_j w_j B_b(y_j)``, say), the same sums of
+    each column (shape (columns, m)).
 
     ``moments`` must hold degrees up to L + 1.
     """
@@ -157,7 +159,7 @@ def target_sums(
     def build(sl: slice) -> np.ndarray:
         return harmonic_basis(u[sl], L + 1, kernel_coefficients(d, L + 1, kappa[sl]))
 
-    sums = np.empty((d + 1, targets.shape[0]))
+    sums = np.empty((moments.shape[1], targets.shape[0]))
     extra = np.empty_like(sums)
     for sl, basis in cache.blocks(role, targets, fixed, rows, build):
         sums[:, sl] = moments[:kept].T @ basis[:kept]

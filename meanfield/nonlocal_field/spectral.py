@@ -59,10 +59,11 @@ class CircleSpectrum:
 
     def vector_moments(self, c: np.ndarray) -> np.ndarray:
         """Coefficients of ``w_j x_j`` and ``w_j y_j`` (shape (2, L)) from those of ``w_j``
-        up to degree L: ``cos psi e^{-in psi} = (e^{-i(n-1) psi} + e^{-i(n+1) psi}) / 2``."""
+        up to degree L: ``cos psi e^{-in psi} = (e^{-i(n-1) psi} + e^{-i(n+1) psi}) / 2``; with
+        leading axes (several measures) the shape is (2,) + leading axes + (L,)."""
         L = self.L
         full = self.full(c)  # index L + n holds c_n
-        below, above = full[L - 1 : 2 * L - 1], full[L + 1 : 2 * L + 1]  # c_{n-1}, c_{n+1}, n = 0..L-1
+        below, above = full[..., L - 1 : 2 * L - 1], full[..., L + 1 : 2 * L + 1]  # c_{n-1}, c_{n+1}, n = 0..L-1
         return np.stack([(below + above) / 2.0, (below - above) / 2j])
 
     @staticmethod
@@ -152,18 +153,20 @@ class SphereSpectrum:
             (x - iy) Y_lm = sqrt((l-m+1)(l-m+2) / ((2l+1)(2l+3))) Y_{l+1,m-1}
                             - sqrt((l+m)(l+m-1) / ((2l-1)(2l+1))) Y_{l-1,m-1}
 
-        applied to ``conj(Y_lm)`` (``c_{l,-1} = -conj(c_{l,1})``).
+        applied to ``conj(Y_lm)`` (``c_{l,-1} = -conj(c_{l,1})``).  With leading axes (several
+        measures) the shape is (3,) + leading axes + (L, L).
         """
         L = self.L
-        ext = np.zeros((L + 2) * (L + 3) + 1, dtype=complex)  # rows l = 0..L+1, columns m = -1..L+1; a zero
-        coefficients = ext[:-1].reshape(L + 2, L + 3)
-        coefficients[: L + 1, 1 : L + 2] = c
+        lead = c.shape[:-2]
+        coefficients = np.zeros(lead + (L + 2, L + 3), dtype=complex)  # rows l = 0..L+1, columns m = -1..L+1
+        coefficients[..., : L + 1, 1 : L + 2] = c
         if L >= 1:
-            coefficients[: L + 1, 0] = -np.conj(c[:, 1])
-        terms = self._recurrence * ext[self._shifted]
-        z = terms[0] + terms[1]
-        minus = terms[2] + terms[3]  # sum w (x - iy) conj(Y_lm)
-        plus = terms[4] + terms[5]  # sum w (x + iy) conj(Y_lm)
+            coefficients[..., : L + 1, 0] = -np.conj(c[..., :, 1])
+        ext = np.concatenate([coefficients.reshape(lead + (-1,)), np.zeros(lead + (1,))], axis=-1)  # and a zero
+        terms = self._recurrence * ext[..., self._shifted]
+        z = terms[..., 0, :, :] + terms[..., 1, :, :]
+        minus = terms[..., 2, :, :] + terms[..., 3, :, :]  # sum w (x - iy) conj(Y_lm)
+        plus = terms[..., 4, :, :] + terms[..., 5, :, :]  # sum w (x + iy) conj(Y_lm)
         return np.stack([(plus + minus) / 2.0, (plus - minus) / 2j, z])
 
     @cached_property

@@ -112,6 +112,17 @@ def _unpair(values: np.ndarray, k: int) -> np.ndarray:
     return out
 
 
+def _unpair_sums(sums: np.ndarray, k: int) -> np.ndarray:
+    """The torus sums (k, grid) of k real weight vectors from those of their pairs ``w_2i + i w_2i+1``
+    (:func:`_pairs`): a real vector's sums are Hermitian, ``S(-n) = conj(S(n))`` on the grid of
+    orders -L..L (the grid reversed along every axis)."""
+    mirrored = np.conj(sums[(slice(None),) + (slice(None, None, -1),) * (sums.ndim - 1)])
+    out = np.empty((k,) + sums.shape[1:], dtype=complex)
+    out[0::2] = 0.5 * (sums + mirrored)
+    out[1::2] = (-0.5j * (sums - mirrored))[: k // 2]
+    return out
+
+
 class PointTransform:
     """Transforms between a fixed point set and coefficients of degree <= L.
 
@@ -158,21 +169,30 @@ class PointTransform:
 
     def _from_torus(self, S: np.ndarray) -> np.ndarray:
         """Coefficients ``sum_j w_j conj(Y_lm(y_j)) = sum_k T_m[k, l] S[-k, m]`` from the torus
-        sums ``S[k, m] = sum_j w_j exp(-i (k theta_j + m phi_j))`` (orders -L..L)."""
+        sums ``S[k, m] = sum_j w_j exp(-i (k theta_j + m phi_j))`` (orders -L..L); ``S`` of
+        shape (2L+1, 2L+1), or (sets, 2L+1, 2L+1) for several measures."""
         L = self.L
-        flipped = np.ascontiguousarray(S[::-1, L:].T)[:, :, None]  # [m, k, 1] holding S[-k, m]
+        sets = S.reshape(-1, 2 * L + 1, 2 * L + 1)
+        flipped = np.ascontiguousarray(sets[:, ::-1, L:].transpose(2, 1, 0))  # [m, k, set] holding S[-k, m]
         T = theta_series(L)
         assert isinstance(self.spectrum, SphereSpectrum)  # the torus transforms are those of S^2 (d = 3)
-        return np.matmul(T.transpose(0, 2, 1), flipped)[:, :, 0].T * self.spectrum.mask
+        out = np.matmul(T.transpose(0, 2, 1), flipped).transpose(2, 1, 0) * self.spectrum.mask
+        return out.reshape(S.shape[:-2] + self.spectrum.shape)
 
     # -- the two directions ----------------------------------------------------------------
     def adjoint(self, weights: np.ndarray) -> np.ndarray:
-        """Coefficients of ``sum_j w_j delta_{y_j}`` (this rank's points only)."""
+        """Coefficients of ``sum_j w_j delta_{y_j}`` (this rank's points only); weights of shape
+        (n,), or (k, n) for k measures on the same points (coefficients (k,) + spectrum shape,
+        two measures to one complex transform)."""
+        weights = np.asarray(weights, dtype=float)
         if self._plan is None:
-            return np.zeros(self.spectrum.shape, dtype=complex)
-        sums = self._plan.nu2u(forward=True, points=np.asarray(weights, dtype=complex))
+            return np.zeros(weights.shape[:-1] + self.spectrum.shape, dtype=complex)
+        if weights.ndim == 1:
+            sums = self._plan.nu2u(forward=True, points=weights.astype(complex))
+        else:
+            sums = _unpair_sums(self._plan.nu2u(forward=True, points=_pairs(weights)), weights.shape[0])
         if self.d == 2:
-            return sums[self.L :]  # orders n = 0..L
+            return sums[..., self.L :]  # orders n = 0..L
         return self._from_torus(sums)
 
     def synthesis(self, coefficients: np.ndarray) -> np.ndarray:
@@ -223,9 +243,13 @@ class DirectTransform:
         self._factor = np.where(np.concatenate([order, order[order > 0]]) > 0, 2.0, 1.0)
 
     def adjoint(self, weights: np.ndarray) -> np.ndarray:
-        """Coefficients of ``sum_j w_j delta_{y_j}`` (this rank's points only)."""
-        out = np.zeros(self.spectrum.shape, dtype=complex)
-        out.reshape(-1).view(float)[self._reals] = self._matrix @ np.asarray(weights, dtype=float)
+        """Coefficients of ``sum_j w_j delta_{y_j}`` (this rank's points only); weights (n,) or
+        (k, n) as :meth:`PointTransform.adjoint`."""
+        weights = np.asarray(weights, dtype=float)
+        lead = weights.shape[:-1]
+        out = np.zeros(lead + self.spectrum.shape, dtype=complex)
+        flat = out.reshape(int(np.prod(lead)), -1).view(float)
+        flat[:, self._reals] = (self._matrix @ weights.reshape(-1, self.size).T).T
         return out
 
     def synthesis(self, coefficients: np.ndarray) -> np.ndarray:

@@ -12,7 +12,9 @@
     snapshots/NNNN.npz   output NNNN: t and the solution (PDE: cell averages, DG1 also its whole
                          state, hybrid runs also the atoms (meanfield.point_masses.ATOM_KEYS), causal runs
                          one row per position slice and <observable>_by_position (BY_POSITION);
-                         particles: all tokens), global order; written atomically
+                         particles: all tokens), global order; and the step controller's
+                         state at that output (STEPPER, JSON), so that a run resumes from it
+                         exactly; written atomically
     checkpoint.npz       the whole state at the last checkpoint (written atomically)
     run.nc               every output in one netCDF4 file (xarray.open_dataset opens it; see
                          meanfield.rundir.netcdf): mesh, coordinates, densities or tokens, observables
@@ -48,6 +50,9 @@ OBSERVABLES = "observables.csv"
 MESH = "mesh.npz"
 WEIGHTS = "weights.npz"
 SNAPSHOTS = "snapshots"
+#: The snapshot entry holding the step controller's state (JSON: step statistics and the error
+#: controller's proposed step), the ``step`` a checkpoint's info holds; absent before it was added.
+STEPPER = "stepper"
 CHECKPOINT = "checkpoint.npz"
 #: The checkpoint before the last one, kept until the next is complete (see :mod:`.recovery`).
 CHECKPOINT_PREVIOUS = "checkpoint.previous.npz"

@@ -276,7 +276,8 @@ def ragged_atoms(per_output: Sequence[Mapping[str, np.ndarray]]) -> dict[str, np
 
 def stack_outputs(snapshots: Sequence[Mapping[str, np.ndarray]]) -> dict[str, np.ndarray]:
     """Per-output arrays of snapshots stacked along time (atoms as :func:`ragged_atoms`; ``t`` left out)."""
-    outputs = {k: np.array([s[k] for s in snapshots]) for k in snapshots[0] if k != "t" and k not in ATOM_KEYS}
+    outputs = {k: np.array([s[k] for s in snapshots]) for k in snapshots[0]
+               if k not in ("t", layout.STEPPER) and k not in ATOM_KEYS}
     if ATOM_KEYS[0] in snapshots[0]:
         outputs.update(ragged_atoms(snapshots))
     return outputs

@@ -9,10 +9,12 @@ file copied or edited by hand), :func:`resume_point` takes, in this order:
 2. the newest intact snapshot whose arrays are a full state of the run (a finite-volume
    density, a DG1 density with the mesh's vertex area elements, or a particle run's tokens;
    not a hybrid run's, whose snapshots lack the atoms' id counter): the run continues from
-   that output as from a checkpoint written there.  A snapshot holds no step statistics, so
-   an adaptive PDE run's error controller starts afresh there: the run continues to within
-   the steps' error (``time.tol``) of the run that went on, not to round-off as from a
-   checkpoint.
+   that output as from a checkpoint written there.  A snapshot holds the step controller's
+   state at its output (:data:`.layout.STEPPER`), so an adaptive PDE run takes the steps the
+   run that went on took and agrees with it to round-off.  A snapshot written before that
+   entry was added has none: the error controller starts afresh there (its first step is
+   limited by the CFL bound alone), and the run continues to within the steps' error
+   (``time.tol``) of the run that went on.
 
 The outputs after the state used are written again when the run continues (they are cut back
 like after any resume).  :class:`ResumePoint` says which state was used and why, for the
@@ -21,6 +23,7 @@ user and for metadata.json.  All functions are serial (rank 0).
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -61,7 +64,7 @@ class ResumePoint:
 def snapshot_state(run_type: str, snapshot: dict[str, np.ndarray], mesh: dict[str, np.ndarray] | None) \
         -> dict[str, np.ndarray] | None:
     """The checkpoint state held by one snapshot's arrays, or ``None`` when they are not a full state."""
-    arrays = {k: v for k, v in snapshot.items() if k != "t"}
+    arrays = {k: v for k, v in snapshot.items() if k not in ("t", layout.STEPPER)}
     if run_type == "particles" and set(arrays) == {"points"}:
         return {"points": arrays["points"]}
     if run_type != "pde" or mesh is None:
@@ -89,7 +92,8 @@ def _from_snapshots(run_dir: Path, run_type: str, output_times: np.ndarray) -> t
         state = snapshot_state(run_type, snapshot, mesh)
         if state is None or index >= len(output_times):
             return None  # the newest intact snapshot is not a full state: older ones are not either
-        checkpoint = Checkpoint(run_type, float(snapshot["t"]), index + 1, np.asarray(output_times, float), state, {})
+        info = {"step": json.loads(str(snapshot[layout.STEPPER]))} if layout.STEPPER in snapshot else {}
+        checkpoint = Checkpoint(run_type, float(snapshot["t"]), index + 1, np.asarray(output_times, float), state, info)
         return checkpoint, str(leading[index].relative_to(run_dir))
     return None
 

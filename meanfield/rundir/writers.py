@@ -8,6 +8,7 @@ Writers know nothing of when they are called (the run loop's output handlers dec
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from pathlib import Path
@@ -55,7 +56,8 @@ class ObservablesWriter(OutputWriter):
 
 
 class SnapshotWriter(OutputWriter):
-    """snapshots/NNNN.npz: ``t`` and the snapshot arrays, written atomically."""
+    """snapshots/NNNN.npz: ``t``, the snapshot arrays and the step controller's state
+    (:data:`.layout.STEPPER`, given to :meth:`write`), written atomically."""
 
     def __init__(self, run_dir: Path) -> None:
         self.run_dir = Path(run_dir)
@@ -68,8 +70,12 @@ class SnapshotWriter(OutputWriter):
         for path in layout.temporary_files(self.run_dir):  # left by a crash in the middle of a write
             path.unlink()
 
-    def write(self, index: int, t: float, row: dict[str, float], snapshot: dict[str, np.ndarray] | None) -> None:
-        save_npz(layout.snapshot_path(self.run_dir, index), t=np.array(t), **(snapshot or {}))
+    def write(self, index: int, t: float, row: dict[str, float], snapshot: dict[str, np.ndarray] | None,
+              stepper: Mapping[str, Any] | None = None) -> None:
+        """Write output ``index``; ``stepper``: the step controller's state after it (JSON-able, as a
+        checkpoint's ``info["step"]``), left out when ``None``."""
+        extra = {} if stepper is None else {layout.STEPPER: np.array(json.dumps(dict(stepper)))}
+        save_npz(layout.snapshot_path(self.run_dir, index), t=np.array(t), **(snapshot or {}), **extra)
 
 
 class RunFileOutput(OutputWriter):

@@ -209,6 +209,25 @@ def open_adjoint_study(config: Config | Mapping | str | Path | None, overrides: 
     return AdjointStudy(config, problem, inputs, times, path, environment, threads, solver, started)
 
 
+def recorded_forward(solver: Any, times: Sequence[float], comm: Any, quiet: bool) -> dict[float, np.ndarray]:
+    """:meth:`~meanfield.adjoint.AdjointSolver.forward` to ``times``, its progress in model time
+    shown on rank 0 unless ``quiet`` (:func:`~meanfield.engine.progress.sweep_progress`)."""
+    from ..engine.progress import sweep_progress
+
+    with sweep_progress(comm, "forward run", max(times), "t", quiet) as progress:
+        return solver.forward(times, progress.update)
+
+
+def swept_backward(solver: Any, finals: Mapping[float, np.ndarray], sensitivities: Sequence[Any], comm: Any,
+                   quiet: bool) -> tuple[np.ndarray, np.ndarray]:
+    """:meth:`~meanfield.adjoint.AdjointSolver.backward`, its progress in the forward run's steps
+    shown on rank 0 unless ``quiet``."""
+    from ..engine.progress import sweep_progress
+
+    with sweep_progress(comm, "backward sweep", len(solver.trajectory.steps), "step", quiet) as progress:
+        return solver.backward(finals, sensitivities, progress.update)
+
+
 def response(
     config: Config | Mapping | str | Path | None,
     observables: Sequence[str],
@@ -220,6 +239,7 @@ def response(
     comm=None,
     quiet: bool = False,
     overwrite: bool = False,
+    progress: bool | None = None,
 ) -> ResponseResult:
     """Values, influence functions, predicted fluctuations and sensitivities of observables.
 
@@ -242,6 +262,9 @@ def response(
         No report on the terminal.
     overwrite
         Redo a response study already in ``out``.
+    progress
+        Show the progress of the forward run and of the backward sweep (rank 0; default: unless
+        ``quiet``), e.g. for a study that runs a response quietly inside its own report.
 
     Returns
     -------
@@ -282,7 +305,8 @@ def response(
                                                           fixed_points=True, direct_sums=f.direct_sums)
                                            for p in (plus, minus)))
                      for text, h, plus, minus in moved]
-    states = solver.forward(times)
+    silent = quiet if progress is None else not progress
+    states = recorded_forward(solver, times, comm, silent)
     forward_seconds = time.perf_counter() - started
     M, op = sim.positions.count, solver.operator
     points = op.points  # the adjoint's rows (cells, or DG1's vertices)
@@ -294,7 +318,7 @@ def response(
         final[:, :, i * P:(i + 1) * P] = phis[None]
         finals[t] = final
     tic = time.perf_counter()
-    phi0, derivatives = solver.backward(finals, sensitivities)
+    phi0, derivatives = swept_backward(solver, finals, sensitivities, comm, silent)
     backward_seconds = time.perf_counter() - tic
 
     def slices(state: np.ndarray) -> np.ndarray:

@@ -39,7 +39,7 @@ import numpy as np
 
 from ..config import Config, ConfigError
 from ..references.retrieval import codeword_weights, retrieval_mode, score_modes
-from .response import open_adjoint_study, parse_observable
+from .response import open_adjoint_study, parse_observable, recorded_forward, swept_backward
 
 #: The score sums the modes whose codeword weight e^{-pi^2 n^2 / (2 M^2)} is above this (the
 #: rest changes it by less than this fraction of the largest R_n).
@@ -200,7 +200,7 @@ def retrieval(
     sim = solver.sim
     positions = sim.positions.s
     assert positions is not None  # a causal run: checked by profiles_of
-    solver.forward(times)
+    recorded_forward(solver, times, comm, quiet)
     M, op = sim.positions.count, solver.operator
     points = op.points  # the adjoint's rows (cells, or DG1's vertices)
     P, Q = len(asked.psis), len(asked.phis)
@@ -210,7 +210,7 @@ def retrieval(
         for p, psi in enumerate(asked.psis):
             final[-1, :, i * P + p] = M * psi(points)  # the last position's <psi, rho(t)>
         finals[t] = final
-    phi0, _ = solver.backward(finals)  # (M, rows, P T): Phi_0(s_k) per slice
+    phi0, _ = swept_backward(solver, finals, (), comm, quiet)  # (M, rows, P T): Phi_0(s_k) per slice
     rho0 = sim.positions.split(solver.initial)
     sources_at = np.stack([phi(points) for phi in asked.phis], axis=1)  # (rows, Q)
     # int rho0(s_k) Phi_0 phi_q, int rho0(s_k) Phi_0 and int rho0(s_k) phi_q, in the adjoint's pairing

@@ -105,14 +105,17 @@ def observables(d: int) -> dict[str, list[tuple[str, float]]]:
     return {"mean_error": [(f"mean_{k}={names[k]}", 1.0) for k in range(d)], "second_moment_error": second}
 
 
-def predicted_variances(config: Config, d: int, t: float, out: Path, comm, overwrite: bool) -> dict[str, Prediction]:
+def predicted_variances(config: Config, d: int, t: float, out: Path, comm, overwrite: bool,
+                        quiet: bool = True) -> dict[str, Prediction]:
     """Metric -> its :class:`Prediction` at time t, from ``meanfield response`` of the metric's
-    observables (their covariances), written under ``out`` (collective)."""
+    observables (their covariances), written under ``out`` (collective); its progress shown unless
+    ``quiet`` (its table never)."""
     from ..response import response
 
     wanted = observables(d)
     texts = [text for terms in wanted.values() for text, _ in terms]
-    covariance = response(config, texts, [t], out=out, comm=comm, quiet=True, overwrite=overwrite).covariance[0, 0]
+    covariance = response(config, texts, [t], out=out, comm=comm, quiet=True, overwrite=overwrite,
+                          progress=not quiet).covariance[0, 0]
     predictions, start = {}, 0
     for metric, terms in wanted.items():
         block = slice(start, start + len(terms))

@@ -271,7 +271,7 @@ def validate(
     reference = _pde_runs(problem, fine_problem, path, pde, pde_fine, comm, quiet, overwrite)
     t_final = float(reference.coarse.times[-1])
     variances = {} if problem.atoms.enabled else predicted_variances(config, reference.d, t_final, path / "response",
-                                                                      comm, overwrite)
+                                                                      comm, overwrite, quiet)
     clusters = ClusterValidation(whole_measure(reference.coarse))  # cluster-level agreement
     base = problem.particles.seed
     rows: list[dict] = []
