@@ -106,8 +106,8 @@ def _rotation_config(sphere: str, kind: str, t_final: float, initial: dict) -> d
 @pytest.mark.parametrize("kind, levels, bound", [("dg1", [2, 3, 4], 1.8), ("fv", [3, 4, 5], 0.8)])
 def test_rotation_orders_s2(tmp_path, kind, levels, bound) -> None:
     """One revolution of a smooth bump: DG1 (P2 cells) >= 1.8 on levels 2..4 (measured 2.18, 2.25;
-    2.06, 1.99 on levels 3..5 at eight times the cost), FV >= 0.8 on levels 3..5 in L1 (FV is
-    still pre-asymptotic on levels 2..4: 0.77, 0.87)."""
+    levels 3..5 cost eight times as much), FV >= 0.8 on levels 3..5 in L1 (FV is still
+    pre-asymptotic on levels 2..4: 0.77, 0.87)."""
     initial = {"kind": "vmf", "centers": [[1.0, 0.0, 0.3]], "kappas": [1.0]}
     config = load_config(_rotation_config("S2", kind, 2 * np.pi, initial))
     rows = convergence_study(config, levels, tmp_path, reference="exact")
