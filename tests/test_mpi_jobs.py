@@ -73,6 +73,12 @@ def test_every_subcommand_finishes_under_mpirun(tmp_path):
         "collect": ["collect", str(tmp_path / "sweep"), str(tmp_path / "pde"), "-o", str(tmp_path / "t.csv")],
         "collect .nc": ["collect", str(tmp_path / "psweep"), "-o", str(tmp_path / "t.nc"), "--final"],
         "check": ["check", str(cfg), "--out", str(tmp_path / "pde")],
+        "response": ["response", str(cfg), "--observable", "x", "--at", "0.2", "--out", str(tmp_path / "resp"),
+                     "--quiet"],
+        "phase": ["phase", str(cfg), "--betas", "1,4", "--at", "0,1", "--n", "8", "--prompts", "2",
+                  "--out", str(tmp_path / "phase"), "--quiet"],
+        "fit": ["fit", str(cfg), "--param", "model.beta", "--target", "1 + 0.2*x", "--max-iter", "1",
+                "--out", str(tmp_path / "fit"), "--quiet"],
     }
     for name, args in jobs.items():
         proc = meanfield_job(*args)
@@ -82,6 +88,9 @@ def test_every_subcommand_finishes_under_mpirun(tmp_path):
     assert (tmp_path / "val2" / "summary.csv").is_file() and (tmp_path / "conv" / "convergence.csv").is_file()
     assert (tmp_path / "pde" / "clusters" / "clusters.csv").is_file()
     assert (tmp_path / "tokens" / "plots" / "observables.png").is_file()
+    assert (tmp_path / "resp" / "response.csv").is_file()
+    assert len((tmp_path / "phase" / "phase.csv").read_text().splitlines()) == 1 + 2 * 2  # 2 betas, 2 times
+    assert (tmp_path / "fit" / "fit.csv").is_file() and (tmp_path / "fit" / "fitted.toml").is_file()
     sweep = (tmp_path / "sweep" / "sweep.csv").read_text().splitlines()
     assert len(sweep) == 5 and all(line.endswith(",completed") for line in sweep[1:])
     assert _status(tmp_path / "sweep" / "3-beta=4,resolution=64")["ranks"] == 2

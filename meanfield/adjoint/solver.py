@@ -159,7 +159,7 @@ class AdjointSolver:
             states.append(post(before[-1]))
         return [*states[:-1], *before], states[-1], evaluations
 
-    def backward(self, finals: Mapping[float, np.ndarray], sensitivities: Sequence[Sensitivity] = (),
+    def backward(self, finals: Mapping[float, np.ndarray], sensitivities: Sequence[Sensitivity] = (), *,
                  sources: Callable[[int, np.ndarray], np.ndarray | None] | None = None,
                  progress: Callable[[float], None] | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Run the adjoint back to t = 0 (collective).

@@ -38,6 +38,7 @@ import numpy as np
 
 from ..attention import attention_kind, attention_names
 from ..config import Config, ConfigError, load_config
+from ..spheres import sphere_named
 
 #: phase.csv's columns, in order.
 COLUMNS = ("beta", "d", "n", "t", "prompts", "mean_inner_product", "clustered_fraction", "clustered_fraction_se",
@@ -84,7 +85,9 @@ def check_grid(config: Config, betas: Sequence[float], times: Sequence[float], d
     n = n if n is not None else config.data["particles"]["n"] or TOKENS
     if not _is_int(n, 2):
         raise ConfigError(f"--n: must be an integer >= 2 (tokens per prompt), got {n!r}")
-    ds = list(ds) if ds is not None else [config.data["particles"]["d"] or 3]
+    # the tokens' dimension of the config's runs: particles.d, else the mesh's sphere's
+    own = config.data["particles"]["d"] or sphere_named(config.data["mesh"]["sphere"]).d
+    ds = list(ds) if ds is not None else [own]
     if not ds or not all(_is_int(d, 2) for d in ds):
         raise ConfigError(f"--d: must be integers >= 2, got {ds}")
     if attention is not None and attention not in attention_names():

@@ -225,7 +225,7 @@ def swept_backward(solver: Any, finals: Mapping[float, np.ndarray], sensitivitie
     from ..engine.progress import sweep_progress
 
     with sweep_progress(comm, "backward sweep", len(solver.trajectory.steps), "step", quiet) as progress:
-        return solver.backward(finals, sensitivities, progress.update)
+        return solver.backward(finals, sensitivities, progress=progress.update)
 
 
 def response(

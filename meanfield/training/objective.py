@@ -225,7 +225,7 @@ class Objective:
             M = sim.positions.count
             finals = {self.T: np.tile(variation[None, :, None], (M, 1, 1))}
             running = _RunningCost(self, sim, solver, target) if self.running else None
-            _, derivatives = solver.backward(finals, sensitivities, running)
+            _, derivatives = solver.backward(finals, sensitivities, sources=running)
             if running is not None:
                 loss += running.value + running.weight(-1) * self.loss(found.initials[-1], target)[0]
             found.losses.append(loss)
