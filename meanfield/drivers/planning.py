@@ -13,7 +13,8 @@ A generated mesh is counted, not built (a resolution far too large for the machi
 reported at once); a mesh file is read.  For adaptive steps, a run of up to
 :data:`ESTIMATE_CELLS` cells that fits in memory is set up on one process (as ``meanfield run``
 sets it up, a second or a few) to measure each layer's initial step size, from which the
-number of steps is estimated (:class:`StepEstimate`).  A short run of the config into a
+number of steps is bracketed (:class:`StepEstimate`), and a pilot run of the config on a
+coarser mesh counts them (:func:`pilot_steps`).  A short run of the config into a
 temporary directory then measures the cost of its start-up, steps, outputs and checkpoints here
 (:mod:`meanfield.drivers.walltime`), from which the wall time on the given ranks is estimated,
 oversubscription of the cores present included.
@@ -53,8 +54,6 @@ PILOT_COARSENING = 8
 PILOT_CELLS, PILOT_LEVEL = 64, 2
 #: Seconds after which a pilot run stops at its next output (its steps then extrapolated to t_final).
 PILOT_BUDGET = 30.0
-#: Outputs of a pilot run (where it may stop).
-PILOT_OUTPUTS = 20
 #: Layers up to which the time line lists each layer's step size (more: their range).
 LISTED_LAYERS = 4
 #: Seconds a step costs a cell at least, for choosing the probe's steps (a 20480-cell S^2 rotation: ~25 ms a step).
@@ -111,8 +110,8 @@ class StepEstimate:
     limits
         What sets each layer's initial step: ``"cfl"``, ``"error"`` or ``"dt_max"``.
     pilot
-        The pilot run behind :attr:`steps` (:func:`pilot_steps`; the range is widened to hold
-        its count), else ``None``.
+        A pilot run's count of the steps (:func:`pilot_steps`), the better estimate where there
+        is one, else ``None``.
     """
 
     steps: int
@@ -176,8 +175,8 @@ def pilot_steps(problem: Problem) -> Pilot | None:
     process, into a temporary directory, and counts its steps by what limited them: a step the
     CFL bound limits is shorter in proportion to the cell width on the run's mesh (the outflow
     rate is the speed over the cell width), one the error or ``time.dt_max`` limits is not.
-    Steps shortened to land on an output time or a layer boundary are counted separately (the
-    run's own landings).  A pilot still running after :data:`PILOT_BUDGET` seconds stops at its
+    The pilot has the run's output times (its steps shortened to land on them, or on a layer
+    boundary, are the run's).  A pilot still running after :data:`PILOT_BUDGET` seconds stops at its
     next output and its counts are extrapolated to ``t_final`` in proportion to the time it
     reached."""
     from mpi4py import MPI
@@ -197,7 +196,7 @@ def pilot_steps(problem: Problem) -> Pilot | None:
         coarse = min(cells, max(cells // PILOT_COARSENING, PILOT_CELLS))
         coarsening = cells / coarse
     data["mesh"]["resolution"] = coarse
-    data["time"].update(outputs=PILOT_OUTPUTS, outputs_every=None, wall_limit=None)
+    data["time"]["wall_limit"] = None
     data["output"].update(dir=None, xdmf=False)
     start = time.perf_counter()
 
@@ -208,9 +207,8 @@ def pilot_steps(problem: Problem) -> Pilot | None:
         pilot = run(data, out=Path(folder) / "pilot", comm=MPI.COMM_SELF, quiet=True, callbacks=[within_budget])
     limits = pilot.metadata["steps"]["limits"]
     reached = float(pilot.metadata["t_reached"])
-    scaled = coarsening * limits.get("cfl", 0) + limits.get("error", 0) + limits.get("dt_max", 0)
-    landings = len(t.output_times) + len(problem.schedule().boundaries)
-    return Pilot(landings + math.ceil(scaled * t.t_final / reached), coarsening, reached)
+    scaled = coarsening * limits.get("cfl", 0) + sum(count for limit, count in limits.items() if limit != "cfl")
+    return Pilot(math.ceil(scaled * t.t_final / reached), coarsening, reached)
 
 
 def evaluations_per_step(problem: Problem) -> int:
@@ -247,7 +245,8 @@ class CheckReport:
         Points of one field evaluation on the whole mesh.
     steps
         Time steps to the end: exact for a fixed ``time.dt``, estimated for adaptive steps
-        (see ``estimate``), ``None`` where not estimated.
+        (see ``estimate``: its pilot run's count, else the count at the initial step), ``None``
+        where not estimated.
     output_times
         The output times.
     directory, directory_state
@@ -428,11 +427,12 @@ class CheckReport:
             stopped = "" if e.pilot.reached >= p.time.t_final else \
                 (f", extrapolated from t = {e.pilot.reached:.3g} where it stopped after {PILOT_BUDGET:g} s: fewer than "
                  "the run's if it speeds up later")
-            return (f"{head}: ~{e.steps} steps, counted by a pilot run on a mesh {c:g}x coarser (its CFL-limited "
-                    f"steps {c:g}x as many here{stopped}); initial step dt = {first}{per_layer}; {e.fewest_steps} to "
-                    f"{e.most_steps} steps at the extremes: the fewer if the error stops limiting the step and the "
-                    f"speed stays as it starts, the more at dt = {smallest} (the smaller of the initial step and the "
-                    "CFL bound at the model's speed bound)")
+            how = f"on a mesh {c:g}x coarser (its CFL-limited steps {c:g}x as many here{stopped})" if c > 1 else \
+                f"of the run itself (its mesh is the coarsest a pilot takes{stopped})"
+            return (f"{head}: ~{e.pilot.steps} steps, counted by a pilot run {how}; from the initial step dt = "
+                    f"{first}{per_layer}: ~{e.steps} steps, {e.fewest_steps} to {e.most_steps} at the extremes: the "
+                    "fewer if the error stops limiting the step and the speed stays as it starts, the more at "
+                    f"dt = {smallest} (the smaller of the initial step and the CFL bound at the model's speed bound)")
         if e.fewest_steps == e.steps == e.most_steps:
             return f"{head}: ~{e.steps} steps of dt = {first}{per_layer} (the initial velocity's step)"
         return (f"{head}: ~{e.steps} steps at the initial step dt = {first}{per_layer}; {e.fewest_steps} to "
@@ -596,12 +596,8 @@ def check_config(config: Problem | Config | dict | str | Path | None, overrides:
     small = cells <= ESTIMATE_CELLS and _fits(_estimate(problem, cells, 1), 1)
     if t.dt is None and small:
         estimate = StepEstimate.measure(problem)
-        pilot = pilot_steps(problem)
-        if pilot is not None:
-            estimate = dataclasses.replace(estimate, steps=pilot.steps, pilot=pilot,
-                                           fewest_steps=min(estimate.fewest_steps, pilot.steps),
-                                           most_steps=max(estimate.most_steps, pilot.steps))
-        steps = estimate.steps
+        estimate = dataclasses.replace(estimate, pilot=pilot_steps(problem))
+        steps = estimate.steps if estimate.pilot is None else estimate.pilot.steps
     costs = _costs(problem, estimate, fields, cells, directory) if small else \
         f"not measured (more than {ESTIMATE_CELLS} cells, or more memory than is available here)"
     return CheckReport(problem, cells, vertices, fields, targets, sources, steps, t.output_times, directory, state,
