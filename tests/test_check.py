@@ -136,6 +136,7 @@ def test_check_counts_the_steps_of_a_clustering_run_by_a_pilot_run(tmp_path):
     assert f"~{report.steps} steps, counted by a pilot run on a mesh 4x coarser" in report.format()
 
 
+@pytest.mark.slow
 def test_check_gives_the_step_sizes_of_many_layers_as_a_range(tmp_path):
     """s2-random-init has 16 layers: the time line gives the range of their step sizes (once for
     the initial steps, once for the smallest), not 32 numbers."""
