@@ -51,7 +51,7 @@ ESTIMATE_CELLS = 400_000
 #: A pilot run's mesh is about this many times coarser in cell width (S^2: a power of 2).
 PILOT_COARSENING = 8
 #: Fewest cells of an S^1 pilot run, and lowest refinement level of an S^2 one.
-PILOT_CELLS, PILOT_LEVEL = 64, 2
+PILOT_CELLS, PILOT_LEVEL = 64, 3
 #: Seconds after which a pilot run stops at its next output (its steps then extrapolated to t_final).
 PILOT_BUDGET = 30.0
 #: Layers up to which the time line lists each layer's step size (more: their range).
