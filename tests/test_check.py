@@ -157,9 +157,11 @@ def _wall_seconds(output: str) -> float:
 @pytest.mark.slow
 def test_cli_check_under_mpirun_agrees_with_check_for_as_many_ranks(tmp_path):
     """``mpirun -n 2 meanfield check`` and ``meanfield check --ranks 2`` size the same job: the
-    same ranks, cores and steps, and wall times within a factor 2 of each other (both are
-    measured by a short run here, whose timing varies with the machine's load; under mpirun
-    the second rank waits asleep, not polling through a core the measurement needs)."""
+    same ranks, cores and steps (the same lines), neither oversubscribed, and wall times within
+    a factor 3 of each other: both are measured by a short run here, whose timings vary from one
+    command to the next with the machine's load (up to 1.7x measured on s1-clustering, load
+    average 3 on 2 cores), however the command was launched; under mpirun the second rank waits
+    asleep, not polling through a core the measurement needs."""
     (tmp_path / "c.toml").write_text(
         'name = "c"\n[mesh]\nsphere = "S1"\nresolution = 128\n[model]\nbeta = 9.0\n[initial]\nkind = "expression"\n'
         'expression = "1 + 0.05*cos(3*arctan2(y, x))"\n[time]\nt_final = 4.0\noutputs = 4\n')
@@ -169,6 +171,23 @@ def test_cli_check_under_mpirun_agrees_with_check_for_as_many_ranks(tmp_path):
     lines = [{line.split(":")[0]: line for line in done.stdout.splitlines() if line[:6] in ("ranks:", "time: ")}
              for done in (serial, parallel)]
     assert lines[0] == lines[1] and "ranks:       2 (" in lines[0]["ranks"]
+    assert "oversubscribed" not in lines[0]["ranks"]
     said = [_wall_seconds(done.stdout) for done in (serial, parallel)]
-    assert 1 / 2 < said[0] / said[1] < 2, said
+    assert 1 / 3 < said[0] / said[1] < 3, said
     assert sorted(os.listdir(tmp_path)) == ["c.toml"]
+
+
+def test_the_cores_of_ranks_bound_each_to_a_core_are_counted_together():
+    """A launcher that binds each rank to its own core (Open MPI does for two ranks) leaves each
+    rank one core: the run has the cores of all its ranks, so ``check`` under it does not call
+    two ranks on two cores oversubscribed."""
+    from meanfield.drivers.walltime import cores
+
+    class BoundRanks:  # what comm.allgather of the ranks' affinities gives under such a launcher
+        size = 2
+
+        def allgather(self, mine: set[int]) -> list[set[int]]:
+            return [{0}, {1}]
+
+    assert cores(BoundRanks()) == 2
+    assert cores() == cores(None) == len(os.sched_getaffinity(0))
