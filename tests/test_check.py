@@ -191,3 +191,15 @@ def test_the_cores_of_ranks_bound_each_to_a_core_are_counted_together():
 
     assert cores(BoundRanks()) == 2
     assert cores() == cores(None) == len(os.sched_getaffinity(0))
+
+
+def test_check_falls_back_to_the_initial_step_count_when_the_pilot_run_fails(tmp_path, monkeypatch):
+    from meanfield.drivers import planning
+
+    def failing(problem):
+        raise RuntimeError("no pilot here")
+
+    monkeypatch.setattr(planning, "pilot_steps", failing)
+    report = check_config({**_config("S1", "fv"), "model": {"beta": 9.0}}, out=tmp_path / "r")
+    assert report.estimate is not None and report.estimate.pilot is None and report.steps == report.estimate.steps
+    assert "at the initial step dt =" in report.format() and "pilot" not in report.format()

@@ -596,7 +596,10 @@ def check_config(config: Problem | Config | dict | str | Path | None, overrides:
     small = cells <= ESTIMATE_CELLS and _fits(_estimate(problem, cells, 1), 1)
     if t.dt is None and small:
         estimate = StepEstimate.measure(problem)
-        estimate = dataclasses.replace(estimate, pilot=pilot_steps(problem))
+        try:
+            estimate = dataclasses.replace(estimate, pilot=pilot_steps(problem))
+        except Exception:  # noqa: BLE001 - the check goes on with the initial step's count (the time line says which)
+            pass
         steps = estimate.steps if estimate.pilot is None else estimate.pilot.steps
     costs = _costs(problem, estimate, fields, cells, directory) if small else \
         f"not measured (more than {ESTIMATE_CELLS} cells, or more memory than is available here)"
