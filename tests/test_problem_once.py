@@ -76,10 +76,10 @@ def test_a_particle_run_with_n_and_seed_builds_one_problem(tmp_path, builds):
 
 
 def test_check_builds_one_problem(tmp_path, builds):
-    """The check's own problem once; the short run that measures the costs is a run of its own
-    (another end time and step), with its own one problem."""
+    """The check's own problem once; the pilot run that counts the steps (a coarser mesh) and the
+    short run that measures the costs are runs of their own, each with its own one problem."""
     path = _case(tmp_path)
     report = check_config(path, out=tmp_path / "run")
     assert report.problem is builds[0] and report.config is builds[0].config
-    assert [p.config.source for p in builds] == [str(path)] + ["<dict>"] * (len(builds) - 1) and len(builds) <= 2
+    assert [p.config.source for p in builds] == [str(path)] + ["<dict>"] * (len(builds) - 1) and len(builds) <= 3
     assert not (tmp_path / "run").exists()

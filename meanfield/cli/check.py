@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import time
 
 from .options import Options, Subparsers, add_set
 from .terminal import echo, error
+
+#: Seconds between two looks of a rank waiting for rank 0's measurement (:func:`_idle_wait`).
+IDLE_POLL = 0.05
 
 
 def add_parser(subparsers: Subparsers) -> None:
@@ -26,6 +30,7 @@ def main(args: argparse.Namespace, options: Options) -> None:
     from .._fem import dolfinx
     from ..collective import on_root
     from ..config import ConfigError
+    from ..drivers import walltime
     from ..drivers.planning import check_config
 
     comm = options.comm  # MPI starts here, before any work
@@ -33,12 +38,30 @@ def main(args: argparse.Namespace, options: Options) -> None:
     if ranks < 1:
         raise ConfigError(f"--ranks: must be a positive integer, got {ranks}")
     dolfinx()  # collective (PETSc starts): rank 0 alone may set a run up to measure its first steps
+    cores = walltime.cores(comm)  # collective: under mpirun, the cores of all the ranks
 
     def check() -> tuple[str, str | None]:
-        report = check_config(args.config, options.overrides, out=options.out, ranks=ranks)
-        return report.format(), report.output_warning()
+        try:
+            report = check_config(args.config, options.overrides, out=options.out, ranks=ranks, cores=cores)
+            return report.format(), report.output_warning()
+        finally:
+            _idle_wait(comm)
 
+    if comm.rank != 0:
+        _idle_wait(comm)
     text, warning = on_root(comm, check)
     if warning:
         error(warning)
     echo(text)
+
+
+def _idle_wait(comm, poll: float = IDLE_POLL) -> None:
+    """Wait, asleep, until every rank of ``comm`` has called this (collective).  Under mpirun the
+    other ranks wait so while rank 0 measures the run on one process: a rank waiting in a plain
+    MPI call polls through a whole core, which the measurement would lose, and ``mpirun -n N
+    meanfield check`` would then say another wall time than ``meanfield check --ranks N``."""
+    if comm.size == 1:
+        return
+    request = comm.Ibarrier()
+    while not request.Test():
+        time.sleep(poll)

@@ -13,7 +13,8 @@ A generated mesh is counted, not built (a resolution far too large for the machi
 reported at once); a mesh file is read.  For adaptive steps, a run of up to
 :data:`ESTIMATE_CELLS` cells that fits in memory is set up on one process (as ``meanfield run``
 sets it up, a second or a few) to measure each layer's initial step size, from which the
-number of steps is estimated (:class:`StepEstimate`).  A short run of the config into a
+number of steps is bracketed (:class:`StepEstimate`), and a pilot run of the config on a
+coarser mesh counts them (:func:`pilot_steps`).  A short run of the config into a
 temporary directory then measures the cost of its start-up, steps, outputs and checkpoints here
 (:mod:`meanfield.drivers.walltime`), from which the wall time on the given ranks is estimated,
 oversubscription of the cores present included.
@@ -21,8 +22,12 @@ oversubscription of the cores present included.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import math
 import os
+import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -44,8 +49,35 @@ EVALUATIONS_PER_STEP = 3
 #: Adaptive runs of up to this many cells are set up on one process to measure their initial
 #: step sizes (a level-7 icosphere, 327680 cells, takes about 5 s); larger ones are not estimated.
 ESTIMATE_CELLS = 400_000
+#: A pilot run's mesh is about this many times coarser in cell width (S^2: a power of 2).
+PILOT_COARSENING = 8
+#: Fewest cells of an S^1 pilot run, and lowest refinement level of an S^2 one.
+PILOT_CELLS, PILOT_LEVEL = 64, 3
+#: Seconds after which a pilot run stops at its next output (its steps then extrapolated to t_final).
+PILOT_BUDGET = 30.0
+#: Layers up to which the time line lists each layer's step size (more: their range).
+LISTED_LAYERS = 4
 #: Seconds a step costs a cell at least, for choosing the probe's steps (a 20480-cell S^2 rotation: ~25 ms a step).
 STEP_COST_PER_CELL = 1e-6
+
+
+@dataclass(frozen=True)
+class Pilot:
+    """A pilot run's count of a run's steps (:func:`pilot_steps`).
+
+    Attributes
+    ----------
+    steps
+        The run's steps counted from the pilot's.
+    coarsening
+        How many times wider the pilot's cells are.
+    reached
+        The time the pilot reached (``t_final`` unless it ran past :data:`PILOT_BUDGET`).
+    """
+
+    steps: int
+    coarsening: float
+    reached: float
 
 
 @dataclass(frozen=True)
@@ -78,6 +110,9 @@ class StepEstimate:
         of it and the CFL bound at the speed bound.
     limits
         What sets each layer's initial step: ``"cfl"``, ``"error"`` or ``"dt_max"``.
+    pilot
+        A pilot run's count of the steps (:func:`pilot_steps`), the better estimate where there
+        is one, else ``None``.
     """
 
     steps: int
@@ -86,6 +121,7 @@ class StepEstimate:
     dts: tuple[float, ...]
     smallest_dts: tuple[float, ...]
     limits: tuple[str, ...]
+    pilot: Pilot | None = None
 
     @classmethod
     def measure(cls, problem: Problem) -> StepEstimate:
@@ -131,6 +167,51 @@ class StepEstimate:
         return cls(count(dts), count(positivity), count(smallest), dts, smallest, limits)
 
 
+def pilot_steps(problem: Problem) -> Pilot | None:
+    """The steps of an adaptive run counted by a pilot run; ``None`` for a mesh file.
+
+    The speed of the density, and the error controller's step, change along the run (attention
+    speeds up as clusters form): the initial step says little of the run's steps.  The pilot
+    runs the config itself on a mesh about :data:`PILOT_COARSENING` times coarser, on this
+    process, into a temporary directory, and counts its steps by what limited them: a step the
+    CFL bound limits is shorter in proportion to the cell width on the run's mesh (the outflow
+    rate is the speed over the cell width), one the error or ``time.dt_max`` limits is not.
+    The pilot has the run's output times (its steps shortened to land on them, or on a layer
+    boundary, are the run's).  A pilot still running after :data:`PILOT_BUDGET` seconds stops at its
+    next output and its counts are extrapolated to ``t_final`` in proportion to the time it
+    reached."""
+    from mpi4py import MPI
+
+    from .pde import run
+
+    t, resolution = problem.time, problem.mesh.resolution
+    if problem.mesh.file is not None or resolution is None:
+        return None
+    data = copy.deepcopy(problem.config.data)
+    if problem.sphere == "S2":
+        level = resolution
+        coarse = min(level, max(level - round(math.log2(PILOT_COARSENING)), PILOT_LEVEL))
+        coarsening = 2.0 ** (level - coarse)
+    else:
+        cells = resolution
+        coarse = min(cells, max(cells // PILOT_COARSENING, PILOT_CELLS))
+        coarsening = cells / coarse
+    data["mesh"]["resolution"] = coarse
+    data["time"]["wall_limit"] = None
+    data["output"].update(dir=None, xdmf=False)
+    start = time.perf_counter()
+
+    def within_budget(_) -> bool:
+        return time.perf_counter() - start < PILOT_BUDGET
+
+    with tempfile.TemporaryDirectory(prefix=".meanfield-pilot-") as folder:
+        pilot = run(data, out=Path(folder) / "pilot", comm=MPI.COMM_SELF, quiet=True, callbacks=[within_budget])
+    limits = pilot.metadata["steps"]["limits"]
+    reached = float(pilot.metadata["t_reached"])
+    scaled = coarsening * limits.get("cfl", 0) + sum(count for limit, count in limits.items() if limit != "cfl")
+    return Pilot(math.ceil(scaled * t.t_final / reached), coarsening, reached)
+
+
 def evaluations_per_step(problem: Problem) -> int:
     """Field evaluations of one time step: :data:`EVALUATIONS_PER_STEP`, times the position
     slices of a causal run (:mod:`meanfield.causal`)."""
@@ -165,7 +246,8 @@ class CheckReport:
         Points of one field evaluation on the whole mesh.
     steps
         Time steps to the end: exact for a fixed ``time.dt``, estimated for adaptive steps
-        (see ``estimate``), ``None`` where not estimated.
+        (see ``estimate``: its pilot run's count, else the count at the initial step), ``None``
+        where not estimated.
     output_times
         The output times.
     directory, directory_state
@@ -178,6 +260,8 @@ class CheckReport:
         File name -> estimated size in bytes (``None`` where small) of what a run would write.
     ranks
         The ranks the memory and wall-time estimates are for.
+    cores
+        The cores the run's ranks may run on here (:func:`meanfield.drivers.walltime.cores`).
     estimate
         The initial step sizes behind an adaptive run's ``steps`` (``None`` for a fixed step,
         or where the run was too large to set up: more than :data:`ESTIMATE_CELLS` cells, or
@@ -201,6 +285,7 @@ class CheckReport:
     memory_state: str
     files: dict[str, int | None] = field(default_factory=dict)
     ranks: int = 1
+    cores: int = field(default_factory=walltime.cores)
     estimate: StepEstimate | None = None
     costs: walltime.Costs | str = "not measured"
 
@@ -243,11 +328,13 @@ class CheckReport:
         return "\n".join(lines)
 
     def _step_counts(self) -> list[int]:
-        """The estimated steps, or the fewest and the most where adaptive steps give a range."""
+        """The estimated steps (a pilot run's count, where there is one), or the fewest and the
+        most where adaptive steps give only a range."""
         if self.steps is None:
             return []
-        return [self.steps] if self.estimate is None or self.estimate.most_steps == self.estimate.fewest_steps \
-            else [self.estimate.fewest_steps, self.estimate.most_steps]
+        e = self.estimate
+        return [self.steps] if e is None or e.pilot is not None or e.most_steps == e.fewest_steps \
+            else [e.fewest_steps, e.most_steps]
 
     def wall_times(self) -> list[walltime.WallTime]:
         """The run's wall time on :attr:`ranks` ranks from the measured costs, at each of
@@ -255,7 +342,7 @@ class CheckReport:
         if isinstance(self.costs, str):
             return []
         every = self.problem.output.checkpoint_every
-        return [walltime.estimate(self.costs, steps, len(self.output_times), self.ranks, every)
+        return [walltime.estimate(self.costs, steps, len(self.output_times), self.ranks, every, self.cores)
                 for steps in self._step_counts()]
 
     def output_warning(self) -> str | None:
@@ -287,7 +374,7 @@ class CheckReport:
 
     def _oversubscribed(self) -> str:
         """What the ranks do on this machine's cores, when they are more."""
-        here = walltime.cores()
+        here = self.cores
         if self.ranks <= here:
             return ""
         return (f"; more than the {counted(here, 'core')} here: on this machine the ranks would take turns "
@@ -298,7 +385,7 @@ class CheckReport:
         if isinstance(self.costs, str):
             return self.costs
         c = self.costs
-        load = f", load average {os.getloadavg()[0]:.3g} on {counted(walltime.cores(), 'core')}" \
+        load = f", load average {os.getloadavg()[0]:.3g} on {counted(self.cores, 'core')}" \
             if hasattr(os, "getloadavg") else ""
         return (f"measured on one process here (a run of {walltime.PROBE_OUTPUTS} outputs into a temporary directory"
                 f"{load}): "
@@ -334,9 +421,19 @@ class CheckReport:
             why = f"more than {ESTIMATE_CELLS} cells" if self.cells > ESTIMATE_CELLS else "the run does not fit here"
             return f"{head}: not estimated ({why}); metadata.json's progress gives the ETA once it runs"
         e = self.estimate
-        first = ", ".join(f"{dt:.3g} (by {limit})" for dt, limit in zip(e.dts, e.limits))
-        smallest = ", ".join(f"{dt:.3g}" for dt in e.smallest_dts)
-        per_layer = "" if len(e.dts) == 1 else " (one per layer)"
+        first, smallest = _step_sizes(e.dts, e.limits), _step_sizes(e.smallest_dts)
+        per_layer = " (one per layer)" if 1 < len(e.dts) <= LISTED_LAYERS else ""
+        if e.pilot is not None:
+            c = e.pilot.coarsening
+            stopped = "" if e.pilot.reached >= p.time.t_final else \
+                (f", extrapolated from t = {e.pilot.reached:.3g} where it stopped after {PILOT_BUDGET:g} s: fewer than "
+                 "the run's if it speeds up later")
+            how = f"on a mesh {c:g}x coarser (its CFL-limited steps {c:g}x as many here{stopped})" if c > 1 else \
+                f"of the run itself (its mesh is the coarsest a pilot takes{stopped})"
+            return (f"{head}: ~{e.pilot.steps} steps, counted by a pilot run {how}; from the initial step dt = "
+                    f"{first}{per_layer}: ~{e.steps} steps, {e.fewest_steps} to {e.most_steps} at the extremes: the "
+                    "fewer if the error stops limiting the step and the speed stays as it starts, the more at "
+                    f"dt = {smallest} (the smaller of the initial step and the CFL bound at the model's speed bound)")
         if e.fewest_steps == e.steps == e.most_steps:
             return f"{head}: ~{e.steps} steps of dt = {first}{per_layer} (the initial velocity's step)"
         return (f"{head}: ~{e.steps} steps at the initial step dt = {first}{per_layer}; {e.fewest_steps} to "
@@ -365,6 +462,20 @@ def _seconds(s: float) -> str:
     if s < 1e-3:
         return f"{s * 1e6:.3g} us"
     return f"{s * 1e3:.3g} ms" if s < 1 else f"{s:.3g} s"
+
+
+def _step_sizes(dts: tuple[float, ...], limits: tuple[str, ...] | None = None) -> str:
+    """Step sizes (one per layer) and what limits them, as text: listed up to
+    :data:`LISTED_LAYERS` layers, else their range and how many layers each limit sets."""
+    if len(dts) <= LISTED_LAYERS:
+        return ", ".join(f"{dt:.3g}" + (f" (by {limit})" if limits else "") for dt, limit in
+                         zip(dts, limits or dts))
+    text = f"{min(dts):.3g} to {max(dts):.3g} over the {len(dts)} layers"
+    if not limits:
+        return text
+    kinds = sorted(set(limits), key=limits.index)
+    return text + (f" (by {limits[0]})" if len(kinds) == 1 else
+                   " (by " + ", ".join(f"{kind} in {limits.count(kind)}" for kind in kinds) + ")")
 
 
 def _fields(problem: Problem, targets: int, sources: int) -> list[LayerField]:
@@ -446,7 +557,7 @@ def _memory(problem: Problem, cells: int, ranks: int) -> tuple[Estimate, str]:
 
 
 def check_config(config: Problem | Config | dict | str | Path | None, overrides: list[str] | None = None, *,
-                 out: str | Path | None = None, ranks: int = 1) -> CheckReport:
+                 out: str | Path | None = None, ranks: int = 1, cores: int | None = None) -> CheckReport:
     """Check a PDE config and describe the run it would make (module docstring); writes nothing.
 
     Parameters
@@ -460,6 +571,9 @@ def check_config(config: Problem | Config | dict | str | Path | None, overrides:
         The run directory a run would use (default ``output.dir`` or ``runs/<name>``).
     ranks
         The ranks of the run (for the memory estimate; counted as if all on one node).
+    cores
+        The cores the run's ranks may run on (default :func:`meanfield.drivers.walltime.cores`,
+        this process's).
 
     Raises
     ------
@@ -483,12 +597,16 @@ def check_config(config: Problem | Config | dict | str | Path | None, overrides:
     small = cells <= ESTIMATE_CELLS and _fits(_estimate(problem, cells, 1), 1)
     if t.dt is None and small:
         estimate = StepEstimate.measure(problem)
-        steps = estimate.steps
+        try:
+            estimate = dataclasses.replace(estimate, pilot=pilot_steps(problem))
+        except Exception:  # noqa: BLE001 - the check goes on with the initial step's count (the time line says which)
+            pass
+        steps = estimate.steps if estimate.pilot is None else estimate.pilot.steps
     costs = _costs(problem, estimate, fields, cells, directory) if small else \
         f"not measured (more than {ESTIMATE_CELLS} cells, or more memory than is available here)"
     return CheckReport(problem, cells, vertices, fields, targets, sources, steps, t.output_times, directory, state,
                        memory_estimate, memory_state, _files(problem, cells, nv, len(t.output_times)), ranks,
-                       estimate, costs)
+                       cores or walltime.cores(), estimate, costs)
 
 
 def _costs(problem: Problem, estimate: StepEstimate | None, fields: list[LayerField], cells: int,

@@ -50,12 +50,18 @@ PROBE_BUDGET = 5.0
 OVERSUBSCRIBED_STEP = 6e-3
 
 
-def cores() -> int:
-    """The cores this process may run on (its CPU affinity, else the machine's count)."""
+def cores(comm=None) -> int:
+    """The cores this process may run on (its CPU affinity, else the machine's count); with an
+    MPI communicator of several ranks (collective), the cores its ranks may run on together: a
+    launcher that binds each rank to its own core (Open MPI does for two ranks) leaves each rank
+    one core, and the run all of them."""
     try:
-        return len(os.sched_getaffinity(0))
+        mine = set(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
         return os.cpu_count() or 1
+    if comm is None or comm.size == 1:
+        return len(mine)
+    return len(set().union(*comm.allgather(mine)))
 
 
 @dataclass(frozen=True)
