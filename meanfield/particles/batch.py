@@ -45,6 +45,7 @@ from typing import Any
 
 import numpy as np
 
+from ..attention import attention_kind
 from ..layers import Layer, LayerSchedule
 from ..sequence import slice_positions
 from ..times import time_tol
@@ -188,7 +189,7 @@ def velocity(xp: Any, structure: Structure, p: dict[str, Any], x: Any) -> Any:
         N = E @ values
         # the heads' weights and the softmax's division (or USA's factor) go on the (B, H, n, 1) factors
         w = p["w"][:, None, None]
-        factor = w / xp.sum(E, axis=-1, keepdims=True) if structure.attention == "softmax" \
+        factor = w / xp.sum(E, axis=-1, keepdims=True) if attention_kind(structure.attention).normalised \
             else w * xp.exp(top) * p["scale"]
         total = (N * factor)[:, 0] if structure.heads == 1 else xp.sum(N * factor, axis=1)
     if structure.activation is not None:

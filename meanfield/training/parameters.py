@@ -27,6 +27,7 @@ import numpy as np
 
 from ..config import SCHEMA, ConfigError
 from ..model import did_you_mean
+from ..spheres import sphere_named
 
 _PART = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)((?:\[(?:\d+|\*)\])*)")
 #: Keys a layer inherits from the layers before it and from ``[model]``.
@@ -83,7 +84,7 @@ def _inherited(model: dict, layer: int, key: str, d: int) -> Any:
 
 def _materialise(data: dict, keys: list[str | int], text: str) -> None:
     """Write the inherited or default value where ``keys`` points into an unset key."""
-    d = 2 if data["mesh"]["sphere"] == "S1" else 3
+    d = sphere_named(data["mesh"]["sphere"]).d
     model = data["model"]
     if len(keys) >= 4 and keys[1] == "layers" and isinstance(keys[2], int) and isinstance(keys[3], str):
         layers = model.get("layers") or []
