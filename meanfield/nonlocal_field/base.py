@@ -77,6 +77,8 @@ class FieldValues:
             XT = term if XT is None else np.add(XT, term, out=XT)
         assert XT is not None  # a model has at least one head
         xT = np.ascontiguousarray(targets.T)
+        if xT.shape[1] == 0:
+            return XT.T  # no targets (a rank without points)
         per_target = XT.reshape(model.d, -1, xT.shape[1])  # (d, k, m): k measures at the same targets
         radial = xT[0] * per_target[0]
         for i in range(1, model.d):

@@ -249,7 +249,7 @@ class DirectTransform:
         lead = weights.shape[:-1]
         out = np.zeros(lead + self.spectrum.shape, dtype=complex)
         flat = out.reshape(int(np.prod(lead)), -1).view(float)
-        flat[:, self._reals] = (self._matrix @ weights.reshape(-1, self.size).T).T
+        flat[:, self._reals] = (self._matrix @ weights.reshape(int(np.prod(lead)), self.size).T).T
         return out
 
     def synthesis(self, coefficients: np.ndarray) -> np.ndarray:
