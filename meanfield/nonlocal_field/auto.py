@@ -118,10 +118,9 @@ class AutoEvaluator(NonlocalEvaluator):
     ) -> np.ndarray:
         """The chosen evaluator's :meth:`~.base.NonlocalEvaluator.partition_sums` (the first call
         fixes the method, as for one measure)."""
-        self._choose_once(targets, sources, fixed_targets, fixed_sources)
-        assert self.chosen is not None
-        return self.chosen.partition_sums(targets, sources, columns, fixed_sources=fixed_sources,
-                                          fixed_targets=fixed_targets)
+        chosen = self._chosen_for(targets, sources, fixed_targets, fixed_sources)
+        return chosen.partition_sums(targets, sources, columns, fixed_sources=fixed_sources,
+                                     fixed_targets=fixed_targets)
 
     def velocities(
         self,
@@ -134,10 +133,9 @@ class AutoEvaluator(NonlocalEvaluator):
     ) -> np.ndarray:
         """The chosen evaluator's :meth:`~.base.NonlocalEvaluator.velocities` (the first call
         fixes the method, as for one measure)."""
-        self._choose_once(targets, sources, fixed_targets, fixed_sources)
-        assert self.chosen is not None
-        return self.chosen.velocities(targets, sources, columns, fixed_sources=fixed_sources,
-                                      fixed_targets=fixed_targets)
+        chosen = self._chosen_for(targets, sources, fixed_targets, fixed_sources)
+        return chosen.velocities(targets, sources, columns, fixed_sources=fixed_sources,
+                                 fixed_targets=fixed_targets)
 
     def linear_sums(
         self,
@@ -152,16 +150,18 @@ class AutoEvaluator(NonlocalEvaluator):
     ) -> np.ndarray:
         """The chosen evaluator's :meth:`~.base.NonlocalEvaluator.linear_sums` (the first call
         fixes the method, as for one measure)."""
-        self._choose_once(targets, sources, fixed_targets, fixed_sources)
-        assert self.chosen is not None
-        return self.chosen.linear_sums(targets, sources, vectors, scalars, matrix, fixed_sources=fixed_sources,
-                                       fixed_targets=fixed_targets)
+        chosen = self._chosen_for(targets, sources, fixed_targets, fixed_sources)
+        return chosen.linear_sums(targets, sources, vectors, scalars, matrix, fixed_sources=fixed_sources,
+                                  fixed_targets=fixed_targets)
 
-    def _choose_once(self, targets: np.ndarray, sources: np.ndarray, fixed_targets: bool, fixed_sources: bool) -> None:
-        """Fix the method at the first call of :meth:`partition_sums` or :meth:`linear_sums`."""
+    def _chosen_for(self, targets: np.ndarray, sources: np.ndarray, fixed_targets: bool,
+                    fixed_sources: bool) -> NonlocalEvaluator:
+        """The chosen evaluator; the method is fixed at the first call of :meth:`partition_sums`,
+        :meth:`velocities` or :meth:`linear_sums` when no evaluation fixed it before."""
         if self.chosen is None:
             self.chosen = self._choose([PointGroup(np.asarray(targets, dtype=float), None, fixed_targets)],
                                        [PointGroup(np.asarray(sources, dtype=float), None, fixed_sources)])
+        return self.chosen
 
     def energy(self, sources: Sequence[PointGroup]) -> float:
         """The chosen evaluator's energy (before any evaluation: the choice for the sources
