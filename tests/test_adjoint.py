@@ -16,7 +16,7 @@ from scipy.special import iv, spherical_in
 
 from meanfield.adjoint import AdjointSolver
 from meanfield.config import load_config
-from meanfield.drivers.pde import PDESimulation
+from meanfield.discrete_pde import DiscretePDE
 from meanfield.problem import Problem
 
 GENERAL_S1 = {"Q": [[1, 0.3], [0, 1]], "K": [[1, 0], [0.2, 0.8]], "V": [[1, 0.5], [-0.2, 1]]}
@@ -33,8 +33,8 @@ def case(**sections) -> dict:
     return data
 
 
-def simulation(data: dict, comm) -> PDESimulation:
-    return PDESimulation(Problem(load_config(data)), comm)
+def simulation(data: dict, comm) -> DiscretePDE:
+    return DiscretePDE(Problem(load_config(data)), comm)
 
 
 def observable(points: np.ndarray) -> np.ndarray:
@@ -137,7 +137,7 @@ def test_sphere_taylor(comm):
     assert gaps[0] < 1e-5
 
 
-def influence(data: dict, comm, phi, times) -> tuple[np.ndarray, PDESimulation]:
+def influence(data: dict, comm, phi, times) -> tuple[np.ndarray, DiscretePDE]:
     """Phi_0 (len(times), C) of ``phi`` at each time, serial."""
     sim = simulation(data, comm)
     solver = AdjointSolver(sim)

@@ -125,7 +125,7 @@ def test_one_and_two_ranks_agree(parallel_comm):
         points = solver.operator.points
         phi0, _ = solver.backward({0.2: np.stack([points[:, 2], points[:, 0] ** 2], axis=1)[None].repeat(3, axis=0)})
         n = sim.scheme.geometry.num_owned
-        gathered.append(sim._gather(np.ascontiguousarray(np.moveaxis(phi0, 0, 1)).reshape(n, -1)))
+        gathered.append(sim.gather(np.ascontiguousarray(np.moveaxis(phi0, 0, 1)).reshape(n, -1)))
     if parallel_comm.rank == 0:
         scale = np.abs(gathered[1]).max()
         assert np.abs(gathered[0] - gathered[1]).max() <= 1e-10 * scale

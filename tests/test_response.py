@@ -20,7 +20,7 @@ from helpers.cli import cli
 import meanfield
 from meanfield.adjoint import AdjointSolver
 from meanfield.config import load_config
-from meanfield.drivers.pde import PDESimulation
+from meanfield.discrete_pde import DiscretePDE
 from meanfield.problem import Problem
 
 CASE = {"name": "resp", "mesh": {"sphere": "S1", "resolution": 128},
@@ -65,7 +65,7 @@ def test_variance_at_time_zero(tmp_path):
 def forward_value(data: dict, phi, T: float) -> float:
     from mpi4py import MPI
 
-    sim = PDESimulation(Problem(load_config(data)), MPI.COMM_WORLD)
+    sim = DiscretePDE(Problem(load_config(data)), MPI.COMM_WORLD)
     state = AdjointSolver(sim).forward([T])[T]
     g = sim.scheme.geometry
     n = g.num_owned

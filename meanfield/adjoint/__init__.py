@@ -29,8 +29,8 @@ Memory (checkpointing)
 Python API (numerics; the files and the CLI are :mod:`meanfield.response`'s)::
 
     from meanfield.adjoint import AdjointSolver
-    from meanfield.drivers.pde import PDESimulation
-    solver = AdjointSolver(PDESimulation(problem, comm))   # kernel=W: (M, M) slice weights
+    from meanfield.discrete_pde import DiscretePDE
+    solver = AdjointSolver(DiscretePDE(problem, comm))     # kernel=W: (M, M) slice weights
     states = solver.forward([T1, T2])                      # time -> forward state
     phi0, d = solver.backward({T1: final1, T2: final2}, sensitivities)
 

@@ -1,6 +1,6 @@
 """The backward solve: the forward trajectory, checkpointed, and the adjoint run back along it.
 
-:class:`AdjointSolver` drives a :class:`~meanfield.drivers.pde.PDESimulation` forward to the requested
+:class:`AdjointSolver` drives a :class:`~meanfield.discrete_pde.DiscretePDE` forward to the requested
 times (:meth:`AdjointSolver.forward`), keeping its step sequence (start, step size, layer) and
 the state at every ``stride``-th step; when more states are kept than ``stride``, the stride
 doubles and every other state is dropped, so about ``2 sqrt(steps)`` states are held.  The
@@ -37,8 +37,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..discrete_pde import DiscretePDE
 from ..discretisation.dg1 import DG1Scheme
-from ..drivers.pde import PDESimulation
 from ..runge_kutta import SSP_RK3
 from ..times import MATCH_TOL, same_time, time_tol
 from ..velocity import Evaluation, LayerVelocity
@@ -91,53 +91,53 @@ class Sensitivity:
 
 
 class AdjointSolver:
-    """Forward recording and backward adjoint sweep of a PDE simulation (module docstring).
+    """Forward recording and backward adjoint sweep of a discrete PDE (module docstring).
 
     Parameters
     ----------
-    sim
-        A freshly built :class:`~meanfield.drivers.pde.PDESimulation` at t = 0 (no atoms).
+    pde
+        A freshly built :class:`~meanfield.discrete_pde.DiscretePDE` at t = 0 (no atoms).
     kernel
-        (M, M) the slices' weights (``None``: the simulation's own, see
+        (M, M) the slices' weights (``None``: the PDE's own, see
         :meth:`meanfield.causal.CausalVelocity.kernel`).
     """
 
-    def __init__(self, sim: PDESimulation, kernel: np.ndarray | None = None) -> None:
-        self.sim = sim
-        problem = sim.problem
+    def __init__(self, pde: DiscretePDE, kernel: np.ndarray | None = None) -> None:
+        self.pde = pde
+        problem = pde.problem
         if kernel is None:
-            kernel = sim.positions.kernel()
+            kernel = pde.slice_kernel()
         f = problem.field
-        self.field = LayerVelocity(sim.schedule, sim.comm, f.method, f.tol, fixed_points=True,
+        self.field = LayerVelocity(pde.schedule, pde.comm, f.method, f.tol, fixed_points=True,
                                    direct_sums=f.direct_sums)
         plain = None if problem.velocity.is_attention else problem.velocity.rotation(problem.d)
         settings = (self.field, kernel, plain, f.method, f.tol, f.direct_sums)
-        scheme = sim.scheme
+        scheme = pde.scheme
         self.operator = (DG1AdjointOperator(scheme, *settings) if isinstance(scheme, DG1Scheme)
                          else AdjointOperator(scheme, *settings))
-        self.stepping = sim.atoms_component.stepping
+        self.stepping = pde.stepping
         self.trajectory = Trajectory()
-        self.initial = sim.state.copy()
+        self.initial = pde.state.copy()
 
     # -- forward -----------------------------------------------------------------------------
     def forward(self, times: Sequence[float], progress: Callable[[float], None] | None = None) \
             -> dict[float, np.ndarray]:
         """Run forward to the largest of ``times``, landing on each; returns the state at each time.
         ``progress(t)`` is called after each step (e.g. :class:`~meanfield.engine.progress.SweepProgress`)."""
-        sim, trajectory = self.sim, self.trajectory
+        pde, trajectory = self.pde, self.trajectory
         states = {}
         for target in sorted(set(float(t) for t in times)):
-            while target - sim.t > time_tol(target):
-                boundary = sim.next_landing(sim.t)
+            while target - pde.t > time_tol(target):
+                boundary = pde.next_landing(pde.t)
                 end = target if boundary is None or boundary >= target else boundary
                 index = len(trajectory.steps)
-                trajectory.keep(index, sim.state)
-                t, layer = sim.t, sim.schedule.index_from(sim.t)
-                dt = sim.step(end)
-                trajectory.steps.append(Step(t, dt, sim.t, layer))
+                trajectory.keep(index, pde.state)
+                t, layer = pde.t, pde.schedule.index_from(pde.t)
+                dt = pde.step(end)
+                trajectory.steps.append(Step(t, dt, pde.t, layer))
                 if progress is not None:
-                    progress(sim.t)
-            states[target] = sim.state.copy()
+                    progress(pde.t)
+            states[target] = pde.state.copy()
         return states
 
     # -- backward ----------------------------------------------------------------------------
@@ -146,7 +146,7 @@ class AdjointSolver:
         the three stages' results before the postprocessing (limiter), the step's result (the
         operations of :meth:`meanfield.timestepping.SSPRK3.step`), and the field's evaluation at
         each stage (``None`` where the right-hand side made none of one measure)."""
-        post, field = self.stepping.postprocess, self.sim.field
+        post, field = self.stepping.postprocess, self.pde.field
         evaluations: list[Evaluation | None] = []
         states: list[np.ndarray] = [state]
         rates: list[np.ndarray] = []
@@ -207,7 +207,7 @@ class AdjointSolver:
             state = self.trajectory.kept[start]
             stages = []
             for n in range(start, stop):
-                self.sim.field.enter(steps[n].layer)
+                self.pde.field.enter(steps[n].layer)
                 current, state, evaluations = self._stages(state, steps[n].dt)
                 stages.append((current, evaluations))
             for n in reversed(range(start, stop)):
@@ -224,12 +224,12 @@ class AdjointSolver:
         activate(0.0)
         if pending:
             raise ValueError(f"times {sorted(pending)} are not ends of the forward steps")
-        return (self.operator.cells(phi) if first.shape[1] == self.sim.scheme.geometry.num_owned else phi), derivatives
+        return (self.operator.cells(phi) if first.shape[1] == self.pde.scheme.geometry.num_owned else phi), derivatives
 
     def _reverse_step(self, step: Step, recomputed: tuple[list[np.ndarray], list[Evaluation | None]],
                       phi: np.ndarray, sensitivities: Sequence[Sensitivity], derivatives: np.ndarray) -> np.ndarray:
         self.field.enter(step.layer)
-        op, dt, split = self.operator, step.dt, self.sim.positions.split
+        op, dt, split = self.operator, step.dt, self.pde.split
         stages, evaluations = recomputed
         stages_count = SSP_RK3.stages
 

@@ -128,28 +128,23 @@ class StepEstimate:
         """Set the run up on this process alone and measure its initial step sizes and speeds."""
         from mpi4py import MPI
 
-        from .pde import PDESimulation
+        from ..discrete_pde import DiscretePDE
 
         t = problem.time
-        sim = PDESimulation(problem, MPI.COMM_SELF)
+        pde = DiscretePDE(problem, MPI.COMM_SELF)
         calls: list[float] = []
-        spatial = getattr(sim.scheme, "scheme", sim.scheme)  # a causal run's slices share one spatial scheme
-        velocity = spatial.velocity
 
-        def recorded(targets: np.ndarray, sources: np.ndarray, weights: np.ndarray) -> np.ndarray:
-            X = velocity(targets, sources, weights)
-            calls.append(float(np.max(np.linalg.norm(X, axis=1), initial=0.0)))
-            return X
+        def record(X: np.ndarray) -> None:
+            calls.append(float(np.max(np.linalg.norm(X, axis=-1), initial=0.0)))
 
-        spatial.velocity = recorded
-        rates = sim.initial_rates()
-        # every layer's right-hand side calls the velocity equally often (once, or once per slice)
+        with pde.observing_velocity(record):
+            rates = pde.initial_rates()
+        # every layer's right-hand side evaluates the velocity equally often (once: a causal run's slices at once)
         speeds = [float(np.max(part)) for part in np.array_split(np.array(calls), len(rates))]
         schedule = problem.schedule()
         bounds = [layer.speed_bound() for layer in schedule.layers] if problem.velocity.is_attention else speeds
         durations = schedule.durations(t.t_final)[:len(rates)]
-        spatial.velocity = velocity
-        errors = sim.initial_error_steps([d if d > 0 else t.t_final for d in durations])
+        errors = pde.initial_error_steps([d if d > 0 else t.t_final for d in durations])
         bounded = [{"cfl": t.cfl / rate if rate > 0 else math.inf, "error": error,
                     "dt_max": t.dt_max if t.dt_max is not None else math.inf} for rate, error in zip(rates, errors)]
         limits = tuple(min(b, key=lambda k: b[k]) for b in bounded)

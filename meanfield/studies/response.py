@@ -182,11 +182,11 @@ def open_adjoint_study(config: Config | Mapping | str | Path | None, overrides: 
     (called with the config and the problem; it raises :class:`ConfigError` on bad input and
     returns the study's own inputs), the times, the adjoint's support of the run; then, with
     nothing refused, the directory (``out``, default ``runs/<name>-<study_name>``), the process and
-    the simulation."""
+    the discrete PDE."""
     from ..adjoint import AdjointSolver, check_supported
     from ..collective import on_root
+    from ..discrete_pde import DiscretePDE
     from ..drivers.launch import check_size, configure_process, resolve_problem
-    from ..drivers.pde import PDESimulation
     from ..rundir.directory import prepare_study
     from ..rundir.environment import run_environment
     from ..rundir.names import derived_directory
@@ -205,7 +205,7 @@ def open_adjoint_study(config: Config | Mapping | str | Path | None, overrides: 
     environment = run_environment(comm)
     threads = configure_process(problem.field.threads)
     started = time.perf_counter()
-    solver = AdjointSolver(PDESimulation(problem, comm))
+    solver = AdjointSolver(DiscretePDE(problem, comm))
     return AdjointStudy(config, problem, inputs, times, path, environment, threads, solver, started)
 
 
@@ -299,7 +299,7 @@ def response(
     config, problem, times, path, solver = study.config, study.problem, study.times, study.path, study.solver
     compiled, moved = study.inputs
     environment, threads, started = study.environment, study.threads, study.started
-    sim = solver.sim
+    pde = solver.pde
     f = problem.field
     sensitivities = [Sensitivity(text, h, *(LayerVelocity(p.schedule(), comm, f.method, f.tol,
                                                           fixed_points=True, direct_sums=f.direct_sums)
@@ -308,7 +308,7 @@ def response(
     silent = quiet if progress is None else not progress
     states = recorded_forward(solver, times, comm, silent)
     forward_seconds = time.perf_counter() - started
-    M, op = sim.positions.count, solver.operator
+    M, op = pde.slice_count, solver.operator
     points = op.points  # the adjoint's rows (cells, or DG1's vertices)
     phis = np.stack([o(points) for o in compiled], axis=1)  # (rows, observables)
     P = len(compiled)
@@ -321,13 +321,10 @@ def response(
     phi0, derivatives = swept_backward(solver, finals, sensitivities, comm, silent)
     backward_seconds = time.perf_counter() - tic
 
-    def slices(state: np.ndarray) -> np.ndarray:
-        return np.array([sim.scheme.cell_averages(p) for p in sim.positions.split(state)])  # (M, n)
-
-    rho0 = sim.positions.split(solver.initial)
+    rho0 = pde.split(solver.initial)
     every = np.broadcast_to(phis[None], (M,) + phis.shape)
     # <phi, rho(t)>, and int rho0 Phi_0^2, int rho0 Phi_0 per slice, in the adjoint's pairing
-    values = np.array([op.inner(every, sim.positions.split(states[t])).mean(axis=0) for t in times])
+    values = np.array([op.inner(every, pde.split(states[t])).mean(axis=0) for t in times])
     second, first = op.inner(phi0 ** 2, rho0), op.inner(phi0, rho0)
     n_var = (second - first ** 2).mean(axis=0)
     columns = phi0.shape[-1]
@@ -342,9 +339,9 @@ def response(
             for s, sens in enumerate(sensitivities):
                 row[f"d_value_d_{sens.name}"] = float(derivatives[s, i * P + p])
             rows.append(row)
-    influence = _gather_slices(sim, op.cells(phi0))
-    densities = {t: _gather_slices(sim, slices(states[t])[..., None]) for t in times}
-    mesh = sim.static_arrays()
+    influence = pde.gather_slices(op.cells(phi0))
+    densities = {t: pde.gather_slices(pde.slice_averages(states[t])[..., None]) for t in times}
+    mesh = pde.mesh_arrays()
     seconds = {"forward": forward_seconds, "backward": backward_seconds, "total": time.perf_counter() - started}
 
     def write() -> None:
@@ -366,14 +363,6 @@ def response(
 
     on_root(comm, write)
     return ResponseResult(path, everywhere(comm, lambda: rows), covariance)
-
-
-def _gather_slices(sim, values: np.ndarray) -> np.ndarray | None:
-    """(M, num_owned, P) per slice and owned cell -> (M, C, P) in global cell order on rank 0."""
-    rows = sim._gather(np.ascontiguousarray(np.moveaxis(values, 0, 1)).reshape(values.shape[1], -1))
-    if rows is None:
-        return None
-    return np.moveaxis(rows.reshape(rows.shape[0], values.shape[0], values.shape[2]), 0, 1)
 
 
 def format_rows(rows: list[dict[str, Any]]) -> str:

@@ -197,11 +197,11 @@ def retrieval(
                                lambda config, problem: profiles_of(problem, modes, codewords, observables, sources))
     config, times, path, solver, asked = study.config, study.times, study.path, study.solver, study.inputs
     environment, threads, started = study.environment, study.threads, study.started
-    sim = solver.sim
-    positions = sim.positions.s
+    pde = solver.pde
+    positions = pde.slice_positions
     assert positions is not None  # a causal run: checked by profiles_of
     recorded_forward(solver, times, comm, quiet)
-    M, op = sim.positions.count, solver.operator
+    M, op = pde.slice_count, solver.operator
     points = op.points  # the adjoint's rows (cells, or DG1's vertices)
     P, Q = len(asked.psis), len(asked.phis)
     finals = {}
@@ -211,7 +211,7 @@ def retrieval(
             final[-1, :, i * P + p] = M * psi(points)  # the last position's <psi, rho(t)>
         finals[t] = final
     phi0, _ = swept_backward(solver, finals, (), comm, quiet)  # (M, rows, P T): Phi_0(s_k) per slice
-    rho0 = sim.positions.split(solver.initial)
+    rho0 = pde.split(solver.initial)
     sources_at = np.stack([phi(points) for phi in asked.phis], axis=1)  # (rows, Q)
     # int rho0(s_k) Phi_0 phi_q, int rho0(s_k) Phi_0 and int rho0(s_k) phi_q, in the adjoint's pairing
     columns = P * len(times)
@@ -244,7 +244,7 @@ def retrieval(
 
         fig = retrieval_figure(rows, title=f"retrieval profile of {config.data['name']} (last position "
                                            f"s = {positions[-1]:.4g})",
-                               closed_form=closed_form(sim.problem, asked, float(positions[-1])))
+                               closed_form=closed_form(pde.problem, asked, float(positions[-1])))
         fig.savefig(path / "retrieval.png", dpi=120)
         if not quiet:
             print(format_profile(rows), flush=True)
