@@ -7,7 +7,7 @@ For each case, scheme and field method, one fresh one-thread process runs, one a
 other, the same softmax case (general Q, K, V, beta = 4, two vMF bumps) to ``--t-final``
 with the adaptive SSP-RK3 step (the adjoint replays the forward run's steps):
 
-* ``forward``: the plain forward run (``PDESimulation.step``), its CPU time;
+* ``forward``: the plain forward run (``DiscretePDE.step``), its CPU time;
 * ``gradient``: the forward run recorded (:meth:`~meanfield.adjoint.AdjointSolver.forward`,
   checkpointed) and the backward sweep for ``--observables`` observables at the final time
   (:meth:`~meanfield.adjoint.AdjointSolver.backward`: the segments recomputed, three
@@ -71,8 +71,7 @@ def finals(sim, data: dict, observables: int) -> dict:
 
     from meanfield.expression import compile_expression
 
-    g = sim.scheme.geometry
-    c = g.centroid[: g.num_owned]
+    c = sim.owned_cells()[0]
     if data["name"] != "s2-clustering":
         T = data["time"]["t_final"]
         return {T: np.stack([c[:, 0] ** (k + 1) + 0.3 * c[:, 1] for k in range(observables)], axis=1)[None]}
@@ -92,7 +91,7 @@ def worker(mode: str, data: dict, observables: int) -> dict:
 
     from meanfield.adjoint import AdjointSolver
     from meanfield.config import load_config
-    from meanfield.drivers.pde import PDESimulation
+    from meanfield.discrete_pde import DiscretePDE
     from meanfield.problem import Problem
 
     setup_process()
@@ -100,14 +99,14 @@ def worker(mode: str, data: dict, observables: int) -> dict:
     T = data["time"]["t_final"]
     out: dict = {}
     if mode in ("forward", "gradient"):
-        sim = PDESimulation(problem, MPI.COMM_WORLD)
+        sim = DiscretePDE(problem, MPI.COMM_WORLD)
         out["set_up_mb"] = peak_rss_mb()
         tic = time.process_time()
         while T - sim.t > 1e-12:
             sim.step(T)
         out["forward_s"] = time.process_time() - tic
     if mode in ("adjoint", "gradient"):
-        sim = PDESimulation(problem, MPI.COMM_WORLD)
+        sim = DiscretePDE(problem, MPI.COMM_WORLD)
         out.setdefault("set_up_mb", peak_rss_mb())
         ends = finals(sim, data, observables)
         tic = time.process_time()

@@ -8,7 +8,7 @@ weights of the slices' measures, which share their points, :mod:`meanfield.causa
 batched evaluation per stage (one transform of all of them, or one matrix product), then moves
 each slice; the goal of issue 37 (item 12) is at most 16 non-causal steps at M = 64.  Both
 steps are SSP-RK3 steps of one fixed dt through the run's own objects
-(:class:`meanfield.drivers.pde.PDESimulation`), timed alternately, best of ``--repeat``, one thread,
+(:class:`meanfield.discrete_pde.DiscretePDE`), timed alternately, best of ``--repeat``, one thread,
 in CPU time of the process (wall time on a machine shared with other jobs varied more).  The
 baseline is given twice: the best single non-causal step (a short timing, whose best of a few
 is biased low on a busy machine) and the best of M non-causal steps in a row divided by M
@@ -30,7 +30,7 @@ def simulation(args: argparse.Namespace, slices: int | None):
     from mpi4py import MPI
 
     from meanfield.config import load_config
-    from meanfield.drivers.pde import PDESimulation
+    from meanfield.discrete_pde import DiscretePDE
     from meanfield.problem import Problem
 
     config = {"mesh": {"sphere": args.sphere, "resolution": args.resolution}, "scheme": {"kind": args.scheme},
@@ -41,7 +41,7 @@ def simulation(args: argparse.Namespace, slices: int | None):
         config["positions"] = {"slices": slices}
     if args.sphere == "S1":
         config["initial"] = {"kind": "vmf", "centers": [[1.0, 0.0], [-0.5, 0.8]], "kappas": [4.0, 4.0]}
-    return PDESimulation(Problem(load_config(config)), MPI.COMM_WORLD)
+    return DiscretePDE(Problem(load_config(config)), MPI.COMM_WORLD)
 
 
 def main() -> None:

@@ -92,9 +92,9 @@ def worker(level: int, steps: int, tol: float, out: str | None, baseline: str | 
     from mpi4py import MPI
 
     from meanfield.config import load_config
-    from meanfield.discretisation.ordering import gather_rows as gather_global
-    from meanfield.drivers.pde import build_simulation
+    from meanfield.discrete_pde import DiscretePDE
     from meanfield.nonlocal_field import select
+    from meanfield.problem import Problem
 
     if baseline is not None:  # the same solver with the nonlocal field of another revision
         from baseline import load_baseline
@@ -104,7 +104,7 @@ def worker(level: int, steps: int, tol: float, out: str | None, baseline: str | 
     comm = MPI.COMM_WORLD
     config = load_config(None, [f"mesh.resolution={level}", 'nonlocal.method="fast"', f"nonlocal.tol={tol}",
                                 f"nonlocal.direct_sums={str(direct_sums and baseline is None).lower()}"])
-    sim = build_simulation(config, comm)
+    sim = DiscretePDE(Problem(config), comm)
     state, t = sim.stepper.step(sim.state, 0.0, 10.0)
     best, field = float("inf"), 0.0
     for _ in range(steps):
@@ -116,12 +116,12 @@ def worker(level: int, steps: int, tol: float, out: str | None, baseline: str | 
         if elapsed < best:
             best, field = elapsed, comm.allreduce(sim.velocity.seconds - v0, op=MPI.MAX)
     g = sim.scheme.geometry
-    rho = gather_global(comm, sim.scheme.cell_averages(state), g.original_index, sim.num_cells)
+    rho = sim.gather(sim.scheme.cell_averages(state))
     costs = {
         "ghosts": comm.allreduce(g.num_local - g.num_owned, op=MPI.MAX),
         "exchange": best_seconds(comm, sim.scheme.function.x.scatter_forward),
         "reduction": best_seconds(comm, lambda: comm.allreduce(1.0, op=MPI.MAX)),
-        "gather": best_seconds(comm, lambda: gather_global(comm, state, g.original_index, sim.num_cells), 5),
+        "gather": best_seconds(comm, lambda: sim.gather(state), 5),
     }
     if comm.rank == 0:
         if out:

@@ -63,7 +63,7 @@ def main() -> None:
         evaluator = make_evaluator(problem.model(), comm, args.method, 1e-10)
         attention = cls(msh, attention_velocity(evaluator), rotation.geometry)
         field = _step_time(attention, attention.initial_state(density), args.repeat)
-        targets = comm.allreduce(len(attention._targets))
+        targets = comm.allreduce(len(attention.velocity_points))
         sources = comm.allreduce(len(attention.measure(state)[0]))
         rows.append((name, transport, field, cfl_dt, targets, sources))
     if comm.rank == 0:

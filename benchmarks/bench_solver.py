@@ -40,13 +40,14 @@ def worker(level: int, impl: str, args) -> None:
     from mpi4py import MPI
 
     from meanfield.config import load_config
-    from meanfield.drivers.pde import build_simulation
+    from meanfield.discrete_pde import DiscretePDE
     from meanfield.observables import measure_observables, moment_observables
+    from meanfield.problem import Problem
 
     tol = args.tol if impl == "new" else args.old_tol
     config = load_config(None, [f"mesh.resolution={level}", f'scheme.kind="{args.scheme}"',
                                 'nonlocal.method="fast"', f"nonlocal.tol={tol}"])
-    sim = build_simulation(config, MPI.COMM_SELF)
+    sim = DiscretePDE(Problem(config), MPI.COMM_SELF)
     build_rss = peak_rss_mb()
     if impl == "old":
         from baseline import load_baseline

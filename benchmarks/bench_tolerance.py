@@ -34,19 +34,17 @@ def simulation(scheme: str, level: int, tol: float):
     from mpi4py import MPI
 
     from meanfield.config import load_config
-    from meanfield.drivers.pde import build_simulation
+    from meanfield.discrete_pde import DiscretePDE
+    from meanfield.problem import Problem
 
     config = load_config(None, [f"mesh.resolution={level}", f'scheme.kind="{scheme}"',
                                 'nonlocal.method="fast"', f"nonlocal.tol={tol}"])
-    return build_simulation(config, MPI.COMM_SELF)
+    return DiscretePDE(Problem(config), MPI.COMM_SELF)
 
 
 def final_density(scheme: str, level: int, tol: float, t_final: float) -> dict:
     """Cell averages at t_final in global cell order, areas, seconds per step, estimate."""
-    from meanfield.discretisation.ordering import gather_rows as gather_global
-
     sim = simulation(scheme, level, tol)
-    g = sim.scheme.geometry
     state, t = sim.state, 0.0
     steps, tic = 0, time.perf_counter()
     while t < t_final - 1e-12:
@@ -54,8 +52,8 @@ def final_density(scheme: str, level: int, tol: float, t_final: float) -> dict:
         t += dt
         steps += 1
     wall = time.perf_counter() - tic
-    rho = gather_global(sim.comm, sim.scheme.cell_averages(state), g.original_index, sim.num_cells)
-    areas = gather_global(sim.comm, g.measure[: g.num_owned], g.original_index, sim.num_cells)
+    rho = sim.gather(sim.scheme.cell_averages(state))
+    areas = sim.gather(sim.owned_cells()[1])
     return {"rho": rho, "areas": areas, "step": wall / steps, "steps": steps,
             "estimate": sim.evaluator.diagnostics().get("error_estimate")}
 
@@ -66,7 +64,7 @@ def quadrature_error(scheme: str, level: int) -> float:
 
     coarse = simulation(scheme, level, 1e-12)
     fine = simulation("fv", level + 2, 1e-12)
-    targets = coarse.scheme._targets
+    targets = coarse.scheme.velocity_points
     ev = make_evaluator(coarse.problem.model(), None, "fast", 1e-12)
     x, w = coarse.scheme.measure(coarse.state)
     y, v = fine.scheme.measure(fine.state)

@@ -30,7 +30,7 @@ def mode_errors(sphere: str, resolution: int, scheme: str, t: float, dt: float) 
 
     from meanfield.adjoint import AdjointSolver
     from meanfield.config import load_config
-    from meanfield.drivers.pde import PDESimulation
+    from meanfield.discrete_pde import DiscretePDE
     from meanfield.problem import Problem
     from meanfield.references.exact import growth_rate
 
@@ -44,7 +44,7 @@ def mode_errors(sphere: str, resolution: int, scheme: str, t: float, dt: float) 
     data = {"name": "modes", "mesh": {"sphere": sphere, "resolution": resolution}, "scheme": {"kind": scheme},
             "model": {"attention": "unnormalized", "beta": beta}, "initial": {"kind": "uniform"},
             "time": {"t_final": t, "dt": dt}}
-    solver = AdjointSolver(PDESimulation(Problem(load_config(data)), MPI.COMM_SELF))
+    solver = AdjointSolver(DiscretePDE(Problem(load_config(data)), MPI.COMM_SELF))
     tic = time.process_time()
     solver.forward([t])
     forward = time.process_time() - tic

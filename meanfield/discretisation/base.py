@@ -112,6 +112,11 @@ class SpatialScheme(ABC):
     def measure(self, state: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The discrete measure of this rank: points (n, d) on the sphere and masses (n,)."""
 
+    @property
+    @abstractmethod
+    def velocity_points(self) -> np.ndarray:
+        """(T, d) the points where a right-hand side needs the velocity (this rank's)."""
+
     def vertex_density(self, state: np.ndarray) -> np.ndarray | None:
         """(num_owned, nv) the density at each owned cell's vertices, for schemes with sub-cell
         data (DG1); ``None`` for cell averages only."""

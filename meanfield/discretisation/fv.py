@@ -112,6 +112,11 @@ class FiniteVolumeScheme(SpatialScheme):
     def cell_averages(self, state: np.ndarray) -> np.ndarray:
         return state
 
+    @property
+    def velocity_points(self) -> np.ndarray:
+        """(F, d) the facet midpoints (the upwind fluxes' velocity points)."""
+        return self._targets
+
     def measure(self, state: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return self._sources, state * self._area
 

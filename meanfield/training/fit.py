@@ -343,7 +343,7 @@ def _check_particles(objective: Objective, found: Evaluation, n: int, comm) -> l
     rows = []
     data = objective.parameters.apply(found.theta)
     for i, (pair, target) in enumerate(zip(objective.pairs, objective.targets)):
-        problem = objective._problem(data, pair)
+        problem = objective.problem_for(data, pair)
         rng = np.random.default_rng(problem.particles.seed + i)
         tokens = _move_tokens(problem, sample_initial(problem.initial(), n, rng, problem.particles.sampler),
                               objective.T)

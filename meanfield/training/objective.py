@@ -126,8 +126,8 @@ class Objective:
         from mpi4py import MPI
 
         from ..adjoint import check_supported
+        from ..discrete_pde import DiscretePDE
         from ..drivers.launch import check_size, resolve_problem
-        from ..drivers.pde import PDESimulation
 
         self.comm = comm or MPI.COMM_WORLD
         problem = resolve_problem(config, overrides, self.comm)
@@ -149,8 +149,8 @@ class Objective:
         for i, pair in enumerate(self.pairs):
             check_target(pair.target, self.d, self._field(i))
         check_size(problem, self.comm)
-        self._problems = [self._problem(self.parameters.base, pair) for pair in self.pairs]
-        sims = [PDESimulation(p, self.comm) for p in self._problems]  # checks each input's initial velocity
+        self._problems = [self.problem_for(self.parameters.base, pair) for pair in self.pairs]
+        sims = [DiscretePDE(p, self.comm) for p in self._problems]  # checks each input's initial velocity
         self.targets: list[Target] = []
         for i, (pair, sim) in enumerate(zip(self.pairs, sims)):
             target = resolve_target(pair.target, self._field(i), sim, self.d)
@@ -162,7 +162,8 @@ class Objective:
     def _field(self, i: int) -> str:
         return "--target" if len(self.pairs) == 1 else f"--target (pair {i + 1})"
 
-    def _problem(self, data: dict, pair: Pair):
+    def problem_for(self, data: dict, pair: Pair):
+        """The problem of config data ``data`` with ``pair``'s input as its initial density."""
         from ..problem import Problem
 
         data = copy.deepcopy(data)
@@ -192,7 +193,7 @@ class Objective:
     def evaluate(self, theta: np.ndarray) -> Evaluation:
         """The objective at ``theta`` with each pair's loss and its initial and final cells (collective)."""
         from ..adjoint import AdjointSolver, Sensitivity
-        from ..drivers.pde import PDESimulation
+        from ..discrete_pde import DiscretePDE
         from ..problem import Problem
         from ..velocity import LayerVelocity
 
@@ -210,8 +211,8 @@ class Objective:
         value, gradient = self.regulariser(theta)
         found = Evaluation(theta, 0.0, np.zeros_like(theta))
         for pair, target in zip(self.pairs, self.targets):
-            problem = self._problem(data, pair)
-            sim = PDESimulation(problem, self.comm)
+            problem = self.problem_for(data, pair)
+            sim = DiscretePDE(problem, self.comm)
             f = problem.field
             sensitivities = [Sensitivity(name, h, *(LayerVelocity(p.schedule(), self.comm, f.method, f.tol,
                                                                   fixed_points=True, direct_sums=f.direct_sums)
@@ -222,7 +223,7 @@ class Objective:
             final = solver.forward([self.T])[self.T]
             cells = self._cells(sim, final)
             loss, variation = self.loss(cells, target)
-            M = sim.positions.count
+            M = sim.slice_count
             finals = {self.T: np.tile(variation[None, :, None], (M, 1, 1))}
             running = _RunningCost(self, sim, solver, target) if self.running else None
             _, derivatives = solver.backward(finals, sensitivities, sources=running)
@@ -237,9 +238,8 @@ class Objective:
         return found
 
     def _cells(self, sim, state: np.ndarray) -> Cells:
-        g = sim.scheme.geometry
-        n = g.num_owned
-        return Cells(g.centroid[:n], g.measure[:n], sim.scheme.cell_averages(sim.positions.whole(state)), self.comm)
+        centroids, areas = sim.owned_cells()
+        return Cells(centroids, areas, sim.cell_averages(state), self.comm)
 
 
 class _RunningCost:
@@ -262,4 +262,4 @@ class _RunningCost:
         loss, variation = self.objective.loss(cells, self.target)
         w = self.weight(n)
         self.value += w * loss
-        return np.tile(w * variation[None, :, None], (self.sim.positions.count, 1, 1))
+        return np.tile(w * variation[None, :, None], (self.sim.slice_count, 1, 1))

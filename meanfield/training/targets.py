@@ -102,7 +102,7 @@ def check_target(spec: Any, d: int, field: str) -> None:
 
 
 def resolve_target(spec: Any, field: str, sim: Any, d: int) -> Target:
-    """The target on the run's mesh: ``sim`` a :class:`~meanfield.drivers.pde.PDESimulation`
+    """The target on the run's mesh: ``sim`` a :class:`~meanfield.discrete_pde.DiscretePDE`
     whose cells an expression is integrated over (collective)."""
     name = label(spec)
     if _is_numbers(spec):
@@ -119,6 +119,5 @@ def resolve_target(spec: Any, field: str, sim: Any, d: int) -> Target:
         state = sim.scheme.initial_state(lambda p: density.at(p, 0.5))
     except (InitialDensityError, ValueError) as exc:
         raise ConfigError(f"{field}: {exc}") from None
-    g = sim.scheme.geometry
-    n = g.num_owned
-    return Target(name, Cells(g.centroid[:n], g.measure[:n], sim.scheme.cell_averages(state), sim.comm).gathered())
+    centroids, areas = sim.owned_cells()
+    return Target(name, Cells(centroids, areas, sim.scheme.cell_averages(state), sim.comm).gathered())
