@@ -36,7 +36,6 @@
 
 from __future__ import annotations
 
-import argparse
 import ast
 import importlib.util
 import io
@@ -200,9 +199,8 @@ class CliReference(SphinxDirective):
 
         os.environ["COLUMNS"] = "100"  # argparse wraps help to the terminal width: fix it
         parser = build_parser()
-        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
         text: list[str] = []
-        for name, command in [("meanfield", parser), *((f"meanfield {k}", v) for k, v in sub.choices.items())]:
+        for name, command in [("meanfield", parser), *((f"meanfield {k}", v) for k, v in parser.commands.items())]:
             buffer = io.StringIO()
             with redirect_stdout(buffer):
                 command.print_help()

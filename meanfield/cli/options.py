@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
-#: What a subcommand module's ``add_parser`` receives: the ``add_subparsers`` of ``meanfield``.
-Subparsers = argparse._SubParsersAction
+
+class Subparsers(Protocol):
+    """What a subcommand module's ``add_parser`` receives: the ``add_subparsers`` of ``meanfield``."""
+
+    def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        """The new subcommand's parser (:meth:`argparse.ArgumentParser.add_subparsers`)."""
 
 
 class Options(NamedTuple):

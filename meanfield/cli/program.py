@@ -8,7 +8,7 @@ import os
 import select
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from .. import __version__
 from . import (
@@ -55,14 +55,25 @@ docs/_build/html/index.html from the docs/ folder of the source tree (README.md 
 
 class Parser(argparse.ArgumentParser):
     """An argument parser whose errors are bad input as everywhere in ``meanfield``: one line on
-    standard error naming the command and the argument, with where its options are listed, exit 2."""
+    standard error naming the command and the argument, with where its options are listed, exit 2.
+
+    Attributes
+    ----------
+    commands
+        The subcommands' parsers by name (``meanfield``'s, from :func:`build_parser`; empty for a
+        subcommand's own).
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.commands: dict[str, argparse.ArgumentParser] = {}
 
     def error(self, message: str) -> NoReturn:
         error(f"error: {self.prog}: {message} (`{self.prog} --help` lists the arguments)")
         self.exit(2)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> Parser:
     """The parser of ``meanfield`` and its subcommands; a parsed command's ``handler`` is its action."""
     parser = Parser(prog="meanfield", description=DESCRIPTION, epilog=EPILOG,
                     formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -71,6 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
                                        parser_class=Parser)
     for command in COMMANDS:
         command.add_parser(subparsers)
+    parser.commands = dict(subparsers.choices)
     return parser
 
 
@@ -114,13 +126,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _reader_gone()
 
 
-def _parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+def _parse(parser: Parser, argv: Sequence[str] | None) -> argparse.Namespace:
     """The parsed arguments; arguments no parser knows are refused by their command's parser,
     which names the command (``meanfield run: unrecognized arguments: --bogus``)."""
     args, unknown = parser.parse_known_args(argv)
     if unknown:
-        commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-        commands.choices[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
+        parser.commands[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
     return args
 
 
