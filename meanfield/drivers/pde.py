@@ -31,7 +31,7 @@ from ..nonlocal_field import NonlocalEvaluator
 from ..positions import CausalPositions, NoPositions, PositionsComponent
 from ..problem import Problem
 from ..rundir.layout import BY_POSITION
-from ..rundir.results import RunResult, load_pde_run
+from ..rundir.results import PDERunResult, load_pde_run
 from ..rundir.writers import OutputWriter, pde_run_file
 from ..times import time_tol
 from ..timestepping import SSPRK3, StepStats
@@ -380,7 +380,7 @@ def run(
     quiet: bool = False,
     overwrite: bool = False,
     callbacks: Sequence[Callback] = (),
-) -> RunResult:
+) -> PDERunResult:
     """Run the PDE described by a config and return the run read back from its directory.
 
     Parameters

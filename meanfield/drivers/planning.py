@@ -49,10 +49,9 @@ EVALUATIONS_PER_STEP = 3
 #: Adaptive runs of up to this many cells are set up on one process to measure their initial
 #: step sizes (a level-7 icosphere, 327680 cells, takes about 5 s); larger ones are not estimated.
 ESTIMATE_CELLS = 400_000
-#: A pilot run's mesh is about this many times coarser in cell width (S^2: a power of 2).
+#: A pilot run's mesh is about this many times coarser in cell width (S^2: a power of 2), but no
+#: coarser than its sphere's ``pilot_resolution`` (:mod:`meanfield.spheres`).
 PILOT_COARSENING = 8
-#: Fewest cells of an S^1 pilot run, and lowest refinement level of an S^2 one.
-PILOT_CELLS, PILOT_LEVEL = 64, 3
 #: Seconds after which a pilot run stops at its next output (its steps then extrapolated to t_final).
 PILOT_BUDGET = 30.0
 #: Layers up to which the time line lists each layer's step size (more: their range).
@@ -188,14 +187,9 @@ def pilot_steps(problem: Problem) -> Pilot | None:
     if problem.mesh.file is not None or resolution is None:
         return None
     data = copy.deepcopy(problem.config.data)
-    if problem.sphere == "S2":
-        level = resolution
-        coarse = min(level, max(level - round(math.log2(PILOT_COARSENING)), PILOT_LEVEL))
-        coarsening = 2.0 ** (level - coarse)
-    else:
-        cells = resolution
-        coarse = min(cells, max(cells // PILOT_COARSENING, PILOT_CELLS))
-        coarsening = cells / coarse
+    sphere = sphere_named(problem.sphere)
+    coarse = min(resolution, max(sphere.coarsened(resolution, PILOT_COARSENING), sphere.pilot_resolution))
+    coarsening = sphere.coarsening(resolution, coarse)
     data["mesh"]["resolution"] = coarse
     data["time"]["wall_limit"] = None
     data["output"].update(dir=None, xdmf=False)

@@ -44,7 +44,7 @@ from ..rundir.directory import (
     read_metadata,
 )
 from ..rundir.recovery import resume_point, run_type_from_files
-from ..rundir.results import ParticleRunResult, RunResult, load_run
+from ..rundir.results import ParticleRunResult, PDERunResult, load_run
 from ..times import time_tol
 from .launch import check_size, configure_process, continue_run
 
@@ -158,7 +158,7 @@ def resume(
     quiet: bool = False,
     callbacks: Sequence[Callback] = (),
     analysis: Sequence[Handler] = (),
-) -> RunResult | ParticleRunResult:
+) -> PDERunResult | ParticleRunResult:
     """Continue a run in place from its last checkpoint (collective, any rank count).
 
     Parameters
@@ -180,7 +180,7 @@ def resume(
 
     Returns
     -------
-    RunResult or ParticleRunResult
+    PDERunResult or ParticleRunResult
         The whole run read back.
     """
     from mpi4py import MPI

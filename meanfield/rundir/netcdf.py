@@ -125,6 +125,8 @@ from .layout import BY_POSITION
 if TYPE_CHECKING:
     import xarray
 
+    from .header import RunHeader
+
 CONVENTIONS = "CF-1.11 UGRID-1.0"
 #: Chunk length along time of one-dimensional time series (observables).
 SERIES_CHUNK = 512
@@ -187,16 +189,15 @@ def _time_coordinate(times: np.ndarray) -> tuple[str, np.ndarray, dict[str, str]
     return "time", np.asarray(times, float), {"long_name": "model time t", "units": "1"}
 
 
-def tracker_attributes(config: Mapping[str, Any]) -> dict[str, dict[str, str]]:
-    """Attributes of the variables of the config's own observables (``[[output.observables]]``):
+def tracker_attributes(header: RunHeader) -> dict[str, dict[str, str]]:
+    """Attributes of the variables of the run's own observables (``[[output.observables]]``):
     name -> ``long_name``, ``expression`` and a ``comment`` on when it is evaluated."""
     out = {}
-    for entry in (config.get("output") or {}).get("observables") or []:
-        every = entry.get("every")
+    for entry in header.observables:
+        every = entry.every
         when = "at every output" if every is None else f"every {every:g} model time (nan at the outputs between)"
-        out[str(entry["name"])] = {"long_name": f"observable of one's own: {entry['expression']}",
-                                   "expression": str(entry["expression"]),
-                                   "comment": f"[[output.observables]] entry of the run's config, evaluated {when}"}
+        out[entry.name] = {"long_name": f"observable of one's own: {entry.expression}", "expression": entry.expression,
+                           "comment": f"[[output.observables]] entry of the run's config, evaluated {when}"}
     return out
 
 
@@ -315,7 +316,7 @@ def _atoms(times: np.ndarray, outputs: Mapping[str, np.ndarray]) -> tuple[dict[s
 
 
 def atoms_from_dataset(ds: xarray.Dataset) -> list[Atoms]:
-    """The atoms of every output of a run.nc (or :meth:`RunResult.to_xarray`) Dataset: the
+    """The atoms of every output of a run.nc (or :meth:`PDERunResult.to_xarray`) Dataset: the
     contiguous ragged arrays cut at ``atom_count`` (empty list for a run without atoms)."""
     if "atom_count" not in ds:
         return []
@@ -470,17 +471,18 @@ def model_attributes(model: Mapping[str, Any]) -> dict[str, Any]:
     return attrs
 
 
-def run_attributes(run_type: str, config: Mapping[str, Any]) -> dict[str, Any]:
-    """Global attributes of a run's file, from its config (nested mapping): what made it, and
-    the model's parameters (:func:`model_attributes`)."""
-    attrs: dict[str, Any] = {"Conventions": CONVENTIONS, "source": f"meanfield {__version__}", "kind": run_type,
-                             "name": str(config.get("name", ""))}
-    if run_type == "pde":
-        attrs.update(title=f"meanfield PDE run {attrs['name']}", sphere=str(config["mesh"]["sphere"]),
-                     scheme=str(config["scheme"]["kind"]), mask=str(config.get("model", {}).get("mask", "none")))
+def run_attributes(header: RunHeader) -> dict[str, Any]:
+    """Global attributes of a run's file, from its header: what made it, and the model's
+    parameters (:func:`model_attributes`)."""
+    attrs: dict[str, Any] = {"Conventions": CONVENTIONS, "source": f"meanfield {__version__}",
+                             "kind": header.run_type, "name": header.name}
+    if header.run_type == "pde":
+        assert header.sphere is not None, "a PDE run is on a meshed sphere"
+        attrs.update(title=f"meanfield PDE run {header.name}", sphere=header.sphere.name, scheme=header.scheme,
+                     mask=header.mask)
     else:
-        attrs.update(title=f"meanfield particle run {attrs['name']}")
-    return {**attrs, **model_attributes(config.get("model") or {})}
+        attrs.update(title=f"meanfield particle run {header.name}")
+    return {**attrs, **model_attributes(header.model)}
 
 
 def _encoding(ds: xarray.Dataset) -> dict[str, dict[str, Any]]:
@@ -520,7 +522,7 @@ class RunFile:
         The run directory.
     build
         Builds the run's Dataset from times, per-output arrays and observables (the same
-        function that :meth:`~meanfield.rundir.results.RunResult.to_xarray` uses).
+        function that :meth:`~meanfield.rundir.results.PDERunResult.to_xarray` uses).
     """
 
     def __init__(self, run_dir: Path, build: DatasetBuilder) -> None:

@@ -43,7 +43,7 @@ from ...model import ModelError
 from ...particles.sampling import check_causal_sampler, resolve_sampler
 from ...problem import Problem
 from ...rundir.directory import is_run, prepare_study
-from ...rundir.results import RunResult, load_pde_run
+from ...rundir.results import PDERunResult, load_pde_run
 from ...times import MATCH_TOL, time_tol
 from .compare import PDEReference
 from .prediction import BAND_OUTSIDE, add_predictions, predicted_variances
@@ -184,7 +184,7 @@ def _pde_runs(problem: Problem, fine_problem: Problem | None, out: Path, pde, pd
     run.log, not the terminal, which gets one line when it starts and one when it ends."""
     from ...drivers.pde import run
 
-    def run_quietly(problem: Problem, folder: Path) -> RunResult:
+    def run_quietly(problem: Problem, folder: Path) -> PDERunResult:
         if not quiet and comm.rank == 0:
             print(f"PDE run {folder}: progress in {folder / 'run.log'}", flush=True)
         result = run(problem, out=folder, comm=comm, quiet=True, overwrite=overwrite)
