@@ -76,7 +76,7 @@ arrays and each scalar of the prompt, never a variable per vector or matrix entr
     dimensions:
         time = UNLIMITED ; token = n ; coordinate = d ; prompt = B ; component = d ; component_2 = d ;
     variables:
-        double points(time, token, coordinate) ;
+        double points(time, token, coordinate) ;              a batch: points(time, prompt, token, coordinate)
         double mass(time), order(time), energy(time), mean_inner_product(time),
                clustered_fraction(time), clusters(time), dt(time), wall(time) ;   observables.csv's
         double mean(time, prompt, component) ;                        each prompt's mean vector
@@ -420,7 +420,8 @@ def _prompt_variables(times: np.ndarray, points: np.ndarray, outputs: Mapping[st
 def particle_dataset(times: np.ndarray, outputs: Mapping[str, np.ndarray], observables: Mapping[str, np.ndarray],
                      attrs: Mapping[str, Any], positions: np.ndarray | None = None,
                      trackers: Mapping[str, Mapping[str, str]] | None = None) -> xarray.Dataset:
-    """The Dataset of a particle run (module docstring): ``points`` (T, n, d), the scalar observables
+    """The Dataset of a particle run (module docstring): ``points`` (T, n, d) (a batch: (T, B, n, d)
+    along (time, prompt, token, coordinate)), the scalar observables
     along time (``trackers``: the attributes of the config's own, :func:`tracker_attributes`), each
     prompt's mean vector and second moments and scalars along (time, prompt, ...); a causal run's
     token ``positions`` (n,) in [0, 1] as the coordinate ``position`` of the token dimension.
@@ -434,7 +435,7 @@ def particle_dataset(times: np.ndarray, outputs: Mapping[str, np.ndarray], obser
     d = points.shape[-1]
     labels = list("xyz"[:d]) if d <= 3 else [f"x{i}" for i in range(d)]
     scalars = {k: v for k, v in observables.items() if not MOMENT_ENTRY.fullmatch(k)}
-    data = {"points": (("time", "token", "coordinate"), points,
+    data = {"points": (("time", *((PROMPT_DIM,) if points.ndim == 4 else ()), "token", "coordinate"), points,
                        {"long_name": f"token positions on the unit sphere S^{d - 1} (global token order)",
                         "units": "1"}),
             **_observables(scalars, "1", trackers or {}), **_prompt_variables(times, points, outputs, observables)}
