@@ -37,7 +37,8 @@ from ..particles.pairs import pair_observables
 from ..particles.prompts import check_batch, prompt_batch
 from ..particles.system import token_block
 from ..problem import Problem
-from ..rundir.netcdf import BY_PROMPT, PROMPT_SCALARS
+from ..rundir.layout import BY_PROMPT
+from ..rundir.netcdf import PROMPT_SCALARS
 
 
 def prompt_energies(xp: Any, layer: LayerArrays, params: dict[str, Any], x: Any) -> np.ndarray:

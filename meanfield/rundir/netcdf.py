@@ -120,7 +120,7 @@ from ..point_masses import ATOM_KEYS, Atoms
 from ..version import __version__
 from . import layout
 from .files import DamagedFileError, load_npz, read_csv_columns
-from .layout import BY_POSITION
+from .layout import BY_POSITION, BY_PROMPT
 
 if TYPE_CHECKING:
     import xarray
@@ -142,8 +142,6 @@ COMPONENT_DIMS = ("component", "component_2")
 #: ``<name>`` (along time; observables.csv's column) is their mean over the prompts and
 #: ``<name>_se`` its standard error (a batch of prompts only).
 PROMPT_SCALARS = ("energy", "order", "mean_inner_product", "clustered_fraction", "clusters")
-#: Suffix of a particle run's per-prompt scalars in run.nc (``energy_by_prompt``).
-BY_PROMPT = "_by_prompt"
 #: observables.csv's columns of single entries of the mean vector and the second moments (S^1, S^2).
 MOMENT_ENTRY = re.compile(r"(mean|m2)_\d+")
 
