@@ -11,6 +11,9 @@ import numpy as np
 import pytest
 import xarray as xr
 
+from meanfield.config import load_config
+from meanfield.drivers.batch_size import BatchSize
+from meanfield.problem import Problem
 from meanfield.rundir import layout
 from tests.helpers.cli import refused
 from tests.helpers.tokens import single_runs
@@ -59,6 +62,9 @@ def test_batch_run_is_the_single_runs_and_resumes_after_sigterm(tmp_path, monkey
         assert ds["points"].dims == ("time", "prompt", "token", "coordinate")
         assert ds["energy_by_prompt"].dims == ("time", "prompt") and ds.sizes["prompt"] == 3
         xr.testing.assert_identical(ds, run.to_xarray())
+    size = BatchSize.measure(Problem(load_config(CASE)), ranks=2)  # what `meanfield check` says of the batch
+    assert size.steps == run.metadata["steps"]["steps"] and (size.chunk, size.chunks) == (2, 1)
+    assert "3 prompts of 8 tokens on S^3" in "\n".join(size.lines(3))
 
 
 def test_cli_batch_with_weights_per_prompt(tmp_path):
