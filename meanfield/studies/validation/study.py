@@ -244,7 +244,7 @@ def _prompt_run(result: ParticleRunResult, b: int) -> ParticleRunResult:
 def seed_runs(config: Config, n: int, seeds: int, folder: Path, comm, overwrite: bool = False,
               batch: bool | None = None) -> list[tuple[int, ParticleRunResult]]:
     """The particle runs of n tokens with seeds ``particles.seed + k``, k < seeds, as (seed, run):
-    one batch of ``seeds`` prompts in ``folder/n<N>-s<S>-b<seeds>`` where ``batch`` (default
+    one batch of ``seeds`` > 1 prompts in ``folder/n<N>-s<S>-b<seeds>`` where ``batch`` (default
     :func:`batch_covers`; prompt k is the run with seed + k), else one run per seed in
     ``folder/n<N>-s<S>`` (collective)."""
     from ...drivers.particles import run_particles
@@ -252,7 +252,7 @@ def seed_runs(config: Config, n: int, seeds: int, folder: Path, comm, overwrite:
     base = config.data["particles"]["seed"]
     if batch is None:
         batch = batch_covers(Problem(config), n)
-    if not batch:
+    if not batch or seeds == 1:
         return [(base + k, run_particles(config, n=n, seed=base + k, out=folder / f"n{n}-s{base + k}", comm=comm,
                                          quiet=True, overwrite=overwrite)) for k in range(seeds)]
     data = copy.deepcopy(config.data)
