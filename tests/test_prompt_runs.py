@@ -118,3 +118,24 @@ def test_prompts_split_over_ranks(parallel_comm, tmp_path):
         for name in SCALARS:
             assert np.abs(runs[0].by_prompt[f"{name}_by_prompt"] - runs[1].by_prompt[f"{name}_by_prompt"]).max() \
                 < 1e-12
+
+
+@pytest.mark.slow
+def test_batch_run_in_float32_and_on_jax(tmp_path, monkeypatch):
+    """The run's GPU path, JAX, here on the CPU: the numpy run's numbers to 1e-12; float32 on request
+    computes in float32 (close to float64, not equal)."""
+    import meanfield
+    from meanfield.drivers import prompts
+    from meanfield.particles.arrays import ArrayBackend
+
+    expected = meanfield.run_particles(CASE, out=tmp_path / "numpy", quiet=True)
+    single = meanfield.run_particles({**CASE, "particles": {**CASE["particles"], "precision": "float32"}},
+                                     out=tmp_path / "float32", quiet=True)
+    assert 1e-9 < np.abs(single.points - expected.points).max() < 1e-4
+    monkeypatch.setattr(prompts.ArrayBackend, "for_device",
+                        lambda device, precision: ArrayBackend.make("jax", "cpu", precision))
+    got = meanfield.run_particles(CASE, out=tmp_path / "jax", quiet=True)
+    assert got.metadata["backend"] == "jax float64 on the CPU"
+    assert np.abs(got.points - expected.points).max() < 1e-12
+    for name in SCALARS:
+        assert np.abs(got.by_prompt[f"{name}_by_prompt"] - expected.by_prompt[f"{name}_by_prompt"]).max() < 1e-12
