@@ -68,7 +68,7 @@ def test_batch_run_is_the_single_runs_and_resumes_after_sigterm(tmp_path, monkey
 
 
 def test_cli_batch_with_weights_per_prompt(tmp_path):
-    """``meanfield particles`` with prompts = 3 and ``[model.random] per_prompt``: prompt b is the run
+    """``meanfield particles --prompts 3`` with ``[model.random] per_prompt``: prompt b is the run
     with both seeds shifted by b (a fixed step: the default one is the smallest over the prompts)."""
     from meanfield.cli import main
     from meanfield.rundir.results import load_particle_run
@@ -78,8 +78,9 @@ def test_cli_batch_with_weights_per_prompt(tmp_path):
     (tmp_path / "c.toml").write_text(
         '[mesh]\nsphere = "S2"\nresolution = 1\n[initial]\nkind = "uniform"\n[model]\nbeta = 1.0\n'
         '[model.random]\nlayers = 2\neta = 0.3\nseed = 3\nper_prompt = true\n'
-        '[particles]\nn = 8\nd = 4\nseed = 5\nprompts = 3\ndt = 0.05\n[time]\nt_final = 0.6\noutputs = 2\n')
-    assert main(["particles", str(tmp_path / "c.toml"), "--out", str(tmp_path / "p"), "--quiet"]) == 0
+        '[particles]\nn = 8\nd = 4\nseed = 5\ndt = 0.05\n[time]\nt_final = 0.6\noutputs = 2\n')
+    assert main(["particles", str(tmp_path / "c.toml"), "--prompts", "3", "--out", str(tmp_path / "p"),
+                 "--quiet"]) == 0
     run = load_particle_run(tmp_path / "p")
     single = single_runs(config, 3, [0.0, 0.3, 0.6], shift_random=True)
     assert np.abs(run.points - single.transpose(1, 0, 2, 3)).max() < 1e-12
