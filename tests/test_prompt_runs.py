@@ -85,6 +85,10 @@ def test_cli_batch_with_weights_per_prompt(tmp_path):
     single = single_runs(config, 3, [0.0, 0.3, 0.6], shift_random=True)
     assert np.abs(run.points - single.transpose(1, 0, 2, 3)).max() < 1e-12
     assert run.metadata["prompts"] == 3 and run.metadata["weights"] == "per prompt"
+    assert main(["plot", str(tmp_path / "p")]) == 0  # the observables (means over the prompts) alone
+    assert sorted(p.name for p in (tmp_path / "p" / "plots").iterdir()) == ["observables.png"]
+    assert main(["clusters", str(tmp_path / "p"), "--out", str(tmp_path / "c")]) == 2  # one prompt's tokens only
+    assert not (tmp_path / "c").exists()
 
 
 @pytest.mark.parametrize("text, field", [
