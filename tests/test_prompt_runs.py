@@ -95,10 +95,12 @@ def test_cli_batch_with_weights_per_prompt(tmp_path):
     ("[particles]\nprompts = 0\n", "particles.prompts"),
     ("[particles]\nprompts = 2\ndevice = \"gpu\"\n", "particles.device"),
     ("[particles]\nprompts = 2\n[model.random]\nper_prompt = true\n", "model.random.per_prompt"),
+    ("[particles]\nprompts = 2\nintegrator = \"residual\"\n[model.random]\nlayers = 2\neta = 0.3\n", "time.outputs"),
 ])
 def test_batch_refusals(tmp_path, capsys, monkeypatch, text, field):
     """Refused in one line, exit 2, nothing written: no prompt, a GPU without JAX (JAX hidden here,
-    so that a machine with a GPU refuses too), weights per prompt without random weights."""
+    so that a machine with a GPU refuses too), weights per prompt without random weights, residual
+    steps whose outputs are not on layer boundaries."""
     monkeypatch.setitem(sys.modules, "jax", None)
     head = '[mesh]\nsphere = "S2"\nresolution = 1\n[initial]\nkind = "uniform"\n[time]\nt_final = 0.2\n'
     refused(tmp_path, capsys, head + text.replace("[particles]\n", "[particles]\nn = 4\nd = 3\n"), field,

@@ -39,6 +39,7 @@ from ..particles.system import token_block
 from ..problem import Problem
 from ..rundir.layout import BY_PROMPT
 from ..rundir.netcdf import PROMPT_SCALARS
+from .particles import residual_steps
 
 
 def prompt_energies(xp: Any, layer: LayerArrays, params: dict[str, Any], x: Any) -> np.ndarray:
@@ -94,6 +95,8 @@ class PromptSimulation(Simulation):
             raise ConfigError("output.observables: observables of one's own are not evaluated in a batch of prompts "
                               "(particles.prompts > 1, or a GPU or float32); run the prompts one by one")
         check_batch(problem, p.prompts)
+        if p.integrator == "residual":
+            residual_steps(problem)  # the outputs on layer boundaries
         self.backend = ArrayBackend.for_device(p.device, p.precision)
         self.problem, self.comm, self.t = problem, comm, 0.0
         self.batch = prompt_batch(problem, p.prompts)
