@@ -10,6 +10,10 @@ and keeps its block, and the direct evaluator sums over the gathered tokens in g
 order, so a seed gives the same trajectories on any rank count (to round-off for evaluators
 that reduce partial sums across ranks).  Token count and seed are written into the run's
 config.toml, so the run directory alone describes (and resumes) the run.
+
+A batch of prompts (``[particles] prompts > 1``, ``device = "gpu"`` or ``precision = "float32"``)
+is a run of :class:`~meanfield.drivers.prompts.PromptSimulation` instead
+(:func:`particle_simulation`), with the same handlers and files, along a prompt dimension.
 """
 
 from __future__ import annotations
