@@ -61,6 +61,10 @@ def test_batch_run_is_the_single_runs_and_resumes_after_sigterm(tmp_path, monkey
     with xr.open_dataset(tmp_path / "b" / layout.RUN_FILE) as ds:
         assert ds["points"].dims == ("time", "prompt", "token", "coordinate")
         assert ds["energy_by_prompt"].dims == ("time", "prompt") and ds.sizes["prompt"] == 3
+        assert ds["second_moment"].dims == ("time", "component", "component_2")  # the mean over the prompts
+        second = np.mean([[x.T @ x / 8 for x in frame] for frame in single.transpose(1, 0, 2, 3)], axis=1)
+        assert np.abs(ds["second_moment"].values - second).max() < 1e-12
+        assert np.abs(ds["mean"].values - single.transpose(1, 0, 2, 3).mean(axis=2)).max() < 1e-12
         xr.testing.assert_identical(ds, run.to_xarray())
     size = BatchSize.measure(Problem(load_config(CASE)), ranks=2)  # what `meanfield check` says of the batch
     assert size.steps == run.metadata["steps"]["steps"] and (size.chunk, size.chunks) == (2, 1)
