@@ -246,7 +246,8 @@ class Diagnostics(Handler):
 
         def open_run() -> int:
             result = load_particle_run(state.run_dir)
-            if not result.header.diagnostics or not len(result.times):
+            if not result.header.diagnostics or not len(result.times) \
+                    or result.points.ndim != 3:  # a batch of prompts: its observables hold each prompt's statistics
                 return 0
             _, n, d = result.points.shape
             held.update(result=result, frames=OutputDiagnostics(result.header.mesh, n, d))

@@ -43,6 +43,7 @@ from ..rundir.directory import RunDirectoryError, check_target
 from ..spheres import sphere_named
 from ..wording import counted
 from . import walltime
+from .batch_size import BatchSize
 
 #: Field evaluations per time step (SSP-RK3: one per stage; a causal run: one per stage and slice).
 EVALUATIONS_PER_STEP = 3
@@ -263,6 +264,9 @@ class CheckReport:
     costs
         The seconds of the run's start-up, one step, one output and one checkpoint, measured
         on one process here (:class:`meanfield.drivers.walltime.Costs`), or why they were not.
+    batch
+        What ``meanfield particles`` would cost for a batch of prompts (``[particles] prompts``,
+        :class:`~meanfield.drivers.batch_size.BatchSize`), ``None`` for a config without one.
     """
 
     problem: Problem
@@ -282,6 +286,7 @@ class CheckReport:
     cores: int = field(default_factory=walltime.cores)
     estimate: StepEstimate | None = None
     costs: walltime.Costs | str = "not measured"
+    batch: BatchSize | None = None
 
     @property
     def config(self) -> Config:
@@ -311,6 +316,7 @@ class CheckReport:
                  f"memory:      {self.memory.format()}: {self.memory_state}",
                  f"outputs:     {counted(len(times), 'output')} at t = {shown}; ~{format_bytes(on_disk)} on disk",
                  f"run dir:     {self.directory} ({self.directory_state})",
+                 *([] if self.batch is None else self.batch.lines(len(times))),
                  "", "# details",
                  f"field:       {self._field()}",
                  f"costs:       {self._costs()}",
@@ -600,7 +606,8 @@ def check_config(config: Problem | Config | dict | str | Path | None, overrides:
         f"not measured (more than {ESTIMATE_CELLS} cells, or more memory than is available here)"
     return CheckReport(problem, cells, vertices, fields, targets, sources, steps, t.output_times, directory, state,
                        memory_estimate, memory_state, _files(problem, cells, nv, len(t.output_times)), ranks,
-                       cores or walltime.cores(), estimate, costs)
+                       cores or walltime.cores(), estimate, costs,
+                       BatchSize.measure(problem, ranks) if problem.particles.batched else None)
 
 
 def _costs(problem: Problem, estimate: StepEstimate | None, fields: list[LayerField], cells: int,

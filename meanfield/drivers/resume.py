@@ -189,13 +189,14 @@ def resume(
     run_dir = Path(path)
     plan = on_root(comm, lambda: plan_resume(run_dir, t_final, overrides))
     problem = Problem(Config(plan["config"], plan["source"]))
-    check_size(problem, comm, problem.particles.n if plan["run_type"] == "particles" else None)
+    check_size(problem, comm, problem.particles.n * problem.particles.prompts  # type: ignore[operator]
+               if plan["run_type"] == "particles" else None)
     note = {"t_final": problem.time.t_final, "overrides": list(overrides or []),
             "threads": configure_process(problem.field.threads)}
     if plan["run_type"] == "particles":
-        from .particles import ParticleSimulation, particle_handlers
+        from .particles import particle_handlers, particle_simulation
 
-        continue_run(ParticleSimulation(problem, comm), problem, run_dir, plan["checkpoint"],
+        continue_run(particle_simulation(problem, comm), problem, run_dir, plan["checkpoint"],
                      [*particle_handlers(problem), *analysis], quiet=quiet, note=note,
                      rebuild_metadata=plan["rebuild_metadata"], callbacks=callbacks)
     else:

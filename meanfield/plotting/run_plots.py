@@ -11,7 +11,7 @@ tokens on S^2             ``tokens_initial.FMT``, ``tokens_final.FMT``, ``tokens
 tokens on S^1             as the PDE on S^1 with the tokens' histogram (about sqrt(n) bins),
                           ``tokens.gif`` / ``.mp4``
 every run                 ``observables.FMT`` (time series, the config's own
-                          observables included)
+                          observables included); a batch of prompts: this alone
 causal PDE runs           the pictures above of the whole token distribution, and
                           ``positions.FMT`` (S^1: the density over (theta, s) at up to
                           four times), ``slices_initial.FMT`` / ``slices_final.FMT``
@@ -339,6 +339,8 @@ def plot_run(result: Any, out_dir: str | Path, *, movie: bool = True, fmt: str =
         return w.written
     points = data.points
     assert points is not None  # a particle run: run_data requires its points (and reads no other run type)
+    if points.ndim == 4:  # a batch of prompts: the observables (means over the prompts) only
+        return w.written
     dimension = data.sphere.dimension if data.sphere is not None else None  # None: tokens in d > 3, no pictures
     if dimension == 2:
         _sphere_tokens(data, points, w, list(views), center, max_points, shown)

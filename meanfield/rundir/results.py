@@ -22,7 +22,7 @@ from . import layout
 from .directory import effective_status, is_run, not_a_run_message
 from .files import load_npz, read_csv_columns
 from .header import RunHeader
-from .layout import BY_POSITION
+from .layout import BY_POSITION, BY_PROMPT
 
 if TYPE_CHECKING:
     import pandas
@@ -242,10 +242,12 @@ class ParticleRunResult(RunResult):
     path, header, times, observables, damaged
         As in :class:`RunResult`.
     points
-        (T, n, d) token positions at those times.
+        (T, n, d) token positions at those times; a batch of B prompts: (T, B, n, d).
     positions
         (n,) the tokens' positions ``s_i = (i + 1/2) / n`` of a causal run (``model.mask =
         "causal"``), in token order; ``None`` for a run without a mask.
+    by_prompt
+        A batch of prompts: each prompt's scalars, ``<name>_by_prompt`` -> (T, B) (empty otherwise).
     """
 
     path: Path
@@ -255,9 +257,10 @@ class ParticleRunResult(RunResult):
     observables: dict[str, np.ndarray] = field(default_factory=dict)
     damaged: list[str] = field(default_factory=list)
     positions: np.ndarray | None = None
+    by_prompt: dict[str, np.ndarray] = field(default_factory=dict)
 
     def at(self, t: float) -> np.ndarray:
-        """Token positions (n, d) at the output time nearest ``t``."""
+        """Token positions (n, d) (a batch: (B, n, d)) at the output time nearest ``t``."""
         return self.points[self._nearest(t)]
 
     def to_xarray(self) -> xarray.Dataset:
@@ -265,7 +268,7 @@ class ParticleRunResult(RunResult):
         and the observables, from the snapshots."""
         from .netcdf import particle_dataset, run_attributes, tracker_attributes
 
-        return particle_dataset(self.times, {"points": self.points}, self.observables,
+        return particle_dataset(self.times, {"points": self.points, **self.by_prompt}, self.observables,
                                 run_attributes(self.header), self.positions, tracker_attributes(self.header))
 
 
@@ -333,7 +336,9 @@ def load_run(path: str | Path) -> PDERunResult | ParticleRunResult:
     if header.run_type == "particles":
         points = np.array([s["points"] for s in snapshots]) if snapshots else np.empty((0, 0, header.d))
         positions = token_positions(int(header.tokens or 0)) if header.mask == "causal" else None
-        return ParticleRunResult(path, header, times, points, observables, damaged, positions)
+        by_prompt = {k: np.array([s[k] for s in snapshots]) for k in (snapshots[0] if snapshots else ())
+                     if k.endswith(BY_PROMPT)}
+        return ParticleRunResult(path, header, times, points, observables, damaged, positions, by_prompt)
     try:
         mesh = load_npz(path / layout.MESH)
     except (OSError, ValueError) as exc:

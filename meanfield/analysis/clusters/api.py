@@ -84,6 +84,9 @@ def particle_fields(result: Any, bandwidth: float | None = None,
 
     ``bandwidth`` defaults to :func:`.noise.token_bandwidth` of the run's token count.
     """
+    if result.points.ndim != 3:
+        raise ValueError(f"{getattr(result, 'path', 'the run')}: a batch of {result.points.shape[1]} prompts; cluster "
+                         "analysis takes one set of tokens (prompt b: load_run(...).points[:, b])")
     mesh = AnalysisMesh(_config_mesh(result, resolution))
     if result.points.shape[2] != mesh.d:
         raise ValueError(f"particles live on S^{result.points.shape[2] - 1}; cluster analysis needs S^1 or S^2 "
