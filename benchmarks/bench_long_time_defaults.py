@@ -66,7 +66,7 @@ def s2_config(t_final: float, symmetric: bool = False) -> dict:
             "atoms": {"capture": True}, "output": {"xdmf": False}}
 
 
-def timed_run(config, out: Path, overrides: list[str]) -> tuple[meanfield.RunResult, dict]:
+def timed_run(config, out: Path, overrides: list[str]) -> tuple[meanfield.PDERunResult, dict]:
     """``meanfield.run`` with its wall and CPU seconds, steps, controller split and absorption time."""
     cfg = load_config(config, overrides)
     assert cfg.data["atoms"]["capture"], "the benchmark is about [atoms] capture = true"

@@ -29,8 +29,8 @@ from .version import __version__ as __version__
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 __all__ = ["load_config", "run", "resume", "load_run", "run_particles", "sweep", "collect", "response",
-           "retrieval", "fit", "phase", "AttentionModel", "Config", "Problem", "RunResult", "ParticleRunResult",
-           "RunInterrupted", "StopRun", "OutputState"]
+           "retrieval", "fit", "phase", "AttentionModel", "Config", "Problem", "RunResult", "PDERunResult",
+           "ParticleRunResult", "RunInterrupted", "StopRun", "OutputState"]
 
 _LAZY = {
     "load_config": ("config", "load_config"),
@@ -47,6 +47,7 @@ _LAZY = {
     "fit": ("training.fit", "fit"),
     "phase": ("studies.phase", "phase"),
     "RunResult": ("rundir.results", "RunResult"),
+    "PDERunResult": ("rundir.results", "PDERunResult"),
     "ParticleRunResult": ("rundir.results", "ParticleRunResult"),
     "RunInterrupted": ("engine.controller", "RunInterrupted"),
     "StopRun": ("engine.callbacks", "StopRun"),
@@ -62,7 +63,7 @@ if TYPE_CHECKING:
     from .engine.controller import RunInterrupted
     from .model import AttentionModel
     from .problem import Problem
-    from .rundir.results import ParticleRunResult, RunResult, load_run
+    from .rundir.results import ParticleRunResult, PDERunResult, RunResult, load_run
     from .studies.particle_runs import resume, run_particles
     from .studies.phase import phase
     from .studies.response import response

@@ -147,6 +147,15 @@ class ParticleSpec:
     dt: float | None
     sampler: str
     integrator: str = "rk4"
+    prompts: int = 1
+    device: str = "cpu"
+    precision: str = "float64"
+
+    @property
+    def batched(self) -> bool:
+        """Whether the run moves through the batched engine (:mod:`meanfield.particles.batch`): more
+        than one prompt, a GPU or float32."""
+        return self.prompts != 1 or self.device != "cpu" or self.precision != "float64"
 
 
 @dataclass(frozen=True)
@@ -235,7 +244,7 @@ class Problem:
         nl = data["nonlocal"]
         self.field = FieldSpec(nl["method"], float(nl["tol"]), nl["threads"], bool(nl["direct_sums"]))
         self.particles = ParticleSpec(p["n"], int(p["seed"]), p["d"] or self.mesh.d, p["dt"], p["sampler"],
-                                      p["integrator"])
+                                      p["integrator"], p["prompts"], p["device"], p["precision"])
         a = data["atoms"]
         self.atoms = AtomSpec(bool(a["capture"]), CaptureRule(float(a["core_level"]), int(a["core_cells"]),
                                                              float(a["min_height"]), float(a["core_fraction"])),

@@ -96,6 +96,9 @@ class RandomLayers:
             if key not in RANDOM_KEYS:
                 raise ModelError(f"{prefix}.{key}: unknown key{did_you_mean(str(key), RANDOM_KEYS)}; "
                                  f"allowed: {sorted(RANDOM_KEYS)}")
+        if spec.get("per_prompt") is True and spec.get("layers") is None:
+            raise ModelError(f"{prefix}.per_prompt: weights drawn per prompt need random weights ({prefix}.layers and "
+                             f"{prefix}.eta)")
         for key in ("layers", "eta"):
             if spec.get(key) is None:
                 raise ModelError(f"{prefix}.{key}: required")

@@ -65,6 +65,8 @@ class Sphere(ABC):
         The coordinates of a point in the pictures and cluster tables.
     density_unit
         The density's unit: per radian or per steradian.
+    pilot_resolution
+        The smallest ``mesh.resolution`` of ``meanfield check``'s pilot run (:mod:`meanfield.drivers.planning`).
     """
 
     name: str
@@ -81,6 +83,7 @@ class Sphere(ABC):
     bytes_per_cell: dict[str, float]
     plot_coordinates: tuple[str, ...]
     density_unit: str
+    pilot_resolution: int
 
     @abstractmethod
     def cells(self, resolution: int) -> int:
@@ -89,6 +92,10 @@ class Sphere(ABC):
     @abstractmethod
     def vertices(self, cells: int) -> int:
         """Vertices of a generated mesh of ``cells`` cells."""
+
+    @abstractmethod
+    def coarsened(self, resolution: int, factor: int) -> int:
+        """The resolution of a generated mesh about ``factor`` times coarser (in mesh width) than ``resolution``'s."""
 
     def level(self, resolution: int) -> int | None:
         """The refinement level of the generated mesh of ``resolution``, where the resolution is one."""
@@ -111,6 +118,20 @@ class Sphere(ABC):
         """The masses (T, cells / children) and measures of the parents one ladder level down of
         cells with ``mass`` (T, cells) and ``areas`` (cells,) in global order."""
 
+    @property
+    def dimension(self) -> int:
+        """The sphere's own dimension ``d - 1``: a curve (1) or a surface (2).
+
+        What follows from it is not a sphere's name: a curve's pictures plot the density against
+        its angle and its cluster regions meet at points; a surface's are maps, its regions meet
+        along edges.
+        """
+        return self.d - 1
+
+    def coarsening(self, fine: int, coarse: int) -> float:
+        """How many times wider the cells of the generated mesh of resolution ``coarse`` are than ``fine``'s."""
+        return float((self.cells(fine) / self.cells(coarse)) ** (1.0 / self.dimension))
+
     def mesh_width(self, cells: int) -> float:
         """``h = (|S^{d-1}| / cells)^(1/(d-1))``: 2 pi / cells on S^1, sqrt(4 pi / cells) on S^2."""
         return float((sphere_area(self.d) / cells) ** (1.0 / (self.d - 1)))
@@ -129,6 +150,9 @@ class Circle(Sphere):
 
     def cells(self, resolution: int) -> int:
         return int(resolution)
+
+    def coarsened(self, resolution: int, factor: int) -> int:
+        return int(resolution) // factor
 
     def vertices(self, cells: int) -> int:
         return cells
@@ -149,6 +173,9 @@ class Icosphere(Sphere):
 
     def cells(self, resolution: int) -> int:
         return 20 * 4 ** int(resolution)
+
+    def coarsened(self, resolution: int, factor: int) -> int:
+        return int(resolution) - round(math.log2(factor))
 
     def vertices(self, cells: int) -> int:
         return cells // 2 + 2
@@ -171,7 +198,7 @@ S1 = Circle(
     default_initial={"kind": "vmf", "centers": [[1.0, 0.0], [-0.5, 0.8], [-0.6, -0.8]],
                      "kappas": [4.0, 4.0, 4.0], "weights": [1.0, 1.0, 1.0]},
     core_cells=(3, 1024), bytes_per_cell={"fv": 550.0, "dg1": 1400.0},
-    plot_coordinates=("theta",), density_unit="rad",
+    plot_coordinates=("theta",), density_unit="rad", pilot_resolution=64,
 )
 S2 = Icosphere(
     name="S2", d=3, mesh_generator="icosphere", cell_type="triangle", size_word="level",
@@ -179,7 +206,7 @@ S2 = Icosphere(
     default_initial={"kind": "vmf", "centers": [[0.0, 0.0, 1.0], [1.0, 0.0, 0.0], [0.0, -1.0, -0.2]],
                      "kappas": [2.0, 2.0, 2.0], "weights": [1.0, 1.0, 1.0]},
     core_cells=(7, 4 ** 4 * 20), bytes_per_cell={"fv": 1100.0, "dg1": 4000.0},
-    plot_coordinates=("lon", "lat"), density_unit="sr",
+    plot_coordinates=("lon", "lat"), density_unit="sr", pilot_resolution=3,
 )
 #: The spheres by ``mesh.sphere``, the default first.
 SPHERES: dict[str, Sphere] = {s.name: s for s in (S2, S1)}

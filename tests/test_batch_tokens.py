@@ -9,6 +9,7 @@ from meanfield.config import ConfigError, load_config
 from meanfield.particles.batch import bytes_per_prompt, chunk_size, run_batch
 from meanfield.particles.prompts import prompt_batch
 from meanfield.problem import Problem
+from tests.helpers.tokens import single_runs
 
 RNG = np.random.default_rng(7)
 D = 4
@@ -40,29 +41,6 @@ CASES = {
     "random-shared": {"beta": 1.0, "random": {"layers": 4, "eta": 0.25, "heads": 2, "seed": 11, "ffn_width": 5}},
 }
 POSITIONS = {"causal-sa-alibi": {"decay": 1.5}, "causal-usa-normalised": {"decay": 2.0, "normalise": True}}
-
-
-def single_runs(config: dict, prompts: int, times: list[float], shift_random: bool = False) -> np.ndarray:
-    """(prompts, times, n, d): the single-prompt particle runs with seeds shifted by b."""
-    from mpi4py import MPI
-
-    from meanfield.drivers.particles import ParticleSimulation
-
-    out = []
-    for b in range(prompts):
-        data = {**config, "particles": {**config["particles"], "seed": config["particles"]["seed"] + b}}
-        if shift_random:
-            data["model"] = {**data["model"], "random": {**data["model"]["random"],
-                                                         "seed": data["model"]["random"]["seed"] + b}}
-        sim = ParticleSimulation(Problem(load_config(data)), MPI.COMM_WORLD)
-        frames = []
-        for t in times:
-            while sim.t < t - 1e-12:
-                landing = sim.next_landing(sim.t)
-                sim.step(t if landing is None or landing >= t else landing)
-            frames.append(sim.x.copy())
-        out.append(frames)
-    return np.array(out)
 
 
 def batch_tokens(config: dict, prompts: int, times: list[float], **kwargs) -> np.ndarray:

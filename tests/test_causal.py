@@ -92,9 +92,10 @@ def test_the_batched_slices_equal_one_evaluation_per_slice(monkeypatch, sphere, 
     """The batched evaluation of the slices' fields gives the right-hand side of one evaluation
     per slice: to round-off with the same transforms (direct; fast with its NUFFTs), and to the
     field's tolerance when the fast field's batch takes the exact harmonic sums (one matrix
-    product at the fixed points: the default where their matrix fits), with positional decay."""
+    product at the fixed points: taken here for any number of slices), with positional decay."""
     import meanfield.nonlocal_field.fast as fast
 
+    monkeypatch.setattr(fast, "BATCH_DIRECT_FUNCTIONS_PER_BASIS", 0.0)
     initial = S1_BUMPS if sphere == "S1" else {"kind": "vmf", "centers": [[0.0, 0.0, 1.0]], "kappas": [3.0]}
     for budget, tol in ((0, 1e-12), (fast.BATCH_DIRECT_BYTES, 1e-5))[: 1 if method == "direct" else 2]:
         monkeypatch.setattr(fast, "BATCH_DIRECT_BYTES", budget)

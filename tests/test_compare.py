@@ -16,13 +16,13 @@ S1 = {"name": "c", "mesh": {"sphere": "S1", "resolution": 64}, "model": {"beta":
       "time": {"t_final": 1.0, "outputs": 4}}
 
 
-def _run(tmp_path, name: str, **changes) -> meanfield.RunResult:
+def _run(tmp_path, name: str, **changes) -> meanfield.PDERunResult:
     case = {**S1, **changes}
     return meanfield.run(case, out=tmp_path / name, comm=MPI.COMM_SELF, quiet=True)
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory) -> dict[str, meanfield.RunResult]:
+def runs(tmp_path_factory) -> dict[str, meanfield.PDERunResult]:
     """FV and DG1 of one S^1 case on 64 and 128 cells, and FV on 32 cells with outputs every 0.5."""
     base = tmp_path_factory.mktemp("compare")
     out = {f"{kind}{n}": _run(base, f"{kind}{n}", mesh={"sphere": "S1", "resolution": n}, scheme={"kind": kind})

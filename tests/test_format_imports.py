@@ -11,7 +11,9 @@ modules it may import:
 * ``point_masses``: the record of point masses (masses, positions, ids) and their array names,
   below both the atoms' numerics and the format;
 * ``times``: when two model times are the same;
-* ``sequence``: the tokens' positions along the sequence (``s_k = (k + 1/2) / M``).
+* ``sequence``: the tokens' positions along the sequence (``s_k = (k + 1/2) / M``);
+* ``spheres``: the descriptors of the meshed spheres (dimension, cell type; numpy-free, below
+  every model, and already under ``memory``), which a run's header names.
 
 Not ``atoms``, ``causal``, ``problem``, ``config`` or any other part of the model, the engine
 or the drivers.
@@ -29,7 +31,7 @@ from meanfield.causal import slice_positions
 from meanfield.rundir.results import token_positions
 
 ALLOWED = {"collective", "threads", "_fem", "version", "wording", "memory", "toml_text", "point_masses", "times",
-           "sequence"}
+           "sequence", "spheres"}
 FORBIDDEN = {"atoms", "causal", "problem", "config"}
 PACKAGE = Path(meanfield.rundir.__file__).parent
 

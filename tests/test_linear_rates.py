@@ -39,7 +39,7 @@ def exact_rate(sphere: str, attention: str, beta: float, k: int) -> float:
     return float(rate / special.spherical_in(0, beta) if attention == "softmax" else rate)
 
 
-def run(tmp_path, text: str) -> meanfield.RunResult:
+def run(tmp_path, text: str) -> meanfield.PDERunResult:
     """``meanfield run`` of ``text`` in a fresh process, loaded back."""
     (tmp_path / "case.toml").write_text(text)
     done = cli(["run", "case.toml", "--out", "out", "--quiet"], tmp_path)
@@ -56,7 +56,7 @@ def case(sphere: str, resolution: int, attention: str, beta: float, expression: 
             f'[time]\nt_final = {t_final}\noutputs = 1\n[output]\nxdmf = false\n')
 
 
-def amplitudes(result: meanfield.RunResult, mode) -> np.ndarray:
+def amplitudes(result: meanfield.PDERunResult, mode) -> np.ndarray:
     """Projections of the deviation from the uniform density onto the mode (cell averages and
     centroids): (T,) or, causal, (T, M)."""
     x, y, *rest = np.asarray(result.centroids).T

@@ -18,6 +18,8 @@ from meanfield.analysis.diagnostics import OutputDiagnostics
 from meanfield.drivers.particles import run_particles
 from meanfield.particles.pairs import cluster_count, clustered_fraction, mean_inner_product, sampled_error
 from meanfield.rundir import layout
+from meanfield.rundir.header import MeshTable
+from meanfield.spheres import S2
 
 
 def _config(d: int, **time) -> dict:
@@ -88,8 +90,8 @@ def test_sampled_statistics_stay_within_their_stated_errors():
     for _ in range(20):
         x = np.concatenate([_clusters(rng, n - 400), random_sphere_points(rng, 400, 3)])
         assert abs(clustered_fraction(x, sample=m) - clustered_fraction(x, sample=n)) <= sampled_error(m)
-        sampled = OutputDiagnostics({}, n, 3, rule="links", pair_sample=m)
-        full = OutputDiagnostics({}, n, 3, rule="links", pair_sample=n)
+        sampled = OutputDiagnostics(MeshTable(S2), n, 3, rule="links", pair_sample=m)
+        full = OutputDiagnostics(MeshTable(S2), n, 3, rule="links", pair_sample=n)
         sampled.add(0.0, x)
         full.add(0.0, x)
         a, b = sampled.results(), full.results()

@@ -42,3 +42,19 @@ def test_parents_are_the_coarser_ladder_level(name):
     # parent i is coarse cell i: the children's flat measures (their vertices pushed out onto the
     # sphere) exceed it by a little
     assert np.all(areas >= coarse_areas) and np.allclose(areas, coarse_areas, rtol=0.05)
+
+
+@pytest.mark.parametrize("name", sorted(SPHERES))
+def test_coarsened_mesh_is_wider_by_its_coarsening(name):
+    """The pilot's coarser mesh: its cells about ``factor`` times wider (exactly 8 here), measured
+    as the mean cell width of the two generated meshes; the dimension is the cells' own."""
+    from meanfield.sphere import cell_measure
+
+    sphere = sphere_named(name)
+    fine = sphere.ladder_resolution(8 if sphere.children == 2 else 5)  # 256 segments, 20480 triangles
+    coarse = sphere.coarsened(fine, 8)
+    meshes = [GENERATORS[sphere.mesh_generator](r) for r in (fine, coarse)]
+    assert all(m.cells.shape[1] - 1 == sphere.dimension for m in meshes)  # vertices of a cell: d
+    widths = [cell_measure(m.points[m.cells]).mean() ** (1 / sphere.dimension) for m in meshes]
+    assert sphere.coarsening(fine, coarse) == 8.0
+    assert widths[1] / widths[0] == pytest.approx(8.0, rel=0.015)  # flat cells: 7.99 (S^1), 7.93 (S^2)

@@ -342,3 +342,28 @@ def test_cluster_agreement_converges_on_s1_validation(tmp_path):
         values = [table[(metric, n)] for n in ns]
         assert values[0] > values[1] > values[2], (metric, values)  # measured 0.041, 0.014, 0.0099 (mass)
     assert table[("cluster_mass_error", 8000)] < 0.03  # 3x the binomial noise sqrt(0.63 * 0.37 / 8000)
+
+
+def test_seeds_run_as_one_batch_with_the_numbers_of_single_runs(tmp_path):
+    """validate's seeds of n tokens as one batch of prompts: each seed's tokens and the observables
+    its comparison reads (moments, energy) are those of its own run, to 1e-12."""
+    from mpi4py import MPI
+
+    from meanfield.config import load_config
+    from meanfield.problem import Problem
+    from meanfield.studies.validation.study import batch_covers, seed_runs
+
+    config = load_config({"name": "v", "mesh": {"sphere": "S1", "resolution": 16}, "model": {"beta": 2.0},
+                          "initial": {"kind": "vmf", "centers": [[1, 0]], "kappas": [2.0]},
+                          "time": {"t_final": 0.4, "outputs": 2}, "particles": {"seed": 4},
+                          "output": {"diagnostics": False}})
+    assert batch_covers(Problem(config), 12) and not batch_covers(Problem(config), 4000)
+    assert not batch_covers(Problem(load_config(config.data, ["nonlocal.method=fast"])), 12)
+    batched = seed_runs(config, 12, 3, tmp_path / "b", MPI.COMM_SELF, batch=True)
+    single = seed_runs(config, 12, 3, tmp_path / "s", MPI.COMM_SELF, batch=False)
+    assert (tmp_path / "b" / "n12-s4-b3").is_dir() and (tmp_path / "s" / "n12-s6").is_dir()
+    for (seed, b), (same, s) in zip(batched, single):
+        assert seed == same and b.points.shape == s.points.shape == (3, 12, 2)
+        assert np.abs(b.points - s.points).max() < 1e-12
+        for name in ("mean_0", "mean_1", "m2_00", "m2_01", "m2_11", "energy", "order"):
+            assert np.abs(b.observables[name] - s.observables[name]).max() < 1e-12, name

@@ -134,16 +134,16 @@ def collect(paths: Sequence[str | Path], *, final: bool = False, clusters: bool 
 
     run_dirs = find_runs(paths)
     read = [read_observables(path) for path, _ in run_dirs]
-    configs = [_flat(config) for config, _, _ in read]
+    configs = [_flat(header.config) for header, _ in read]
     keys = _parameters(configs, [params for _, params in run_dirs])
     frames = []
-    for (path, _), (_, meta, observables), config in zip(run_dirs, read, configs):
+    for (path, _), (header, observables), config in zip(run_dirs, read, configs):
         frame = observables_frame(observables)
         frame = frame.tail(1) if final else frame
         if final and frame.empty:
             frame = pd.DataFrame({"t": [np.nan]})
-        described = {"run": str(path), "kind": meta.get("kind"), "status": effective_status(path, meta),
-                     **{k: config.get(k) for k in keys}}
+        described = {"run": str(path), "kind": header.metadata.get("kind"),
+                     "status": effective_status(path, header.metadata), **{k: config.get(k) for k in keys}}
         frames.append(frame.assign(**described)[[*described, *frame.columns]])
     table = pd.concat(frames, ignore_index=True)
     if clusters:
@@ -224,14 +224,14 @@ def with_densities(ds: xarray.Dataset) -> xarray.Dataset:
     ConfigError
         A particle run, or runs on different meshes.
     """
-    from ..rundir.results import RunResult, load_run
+    from ..rundir.results import PDERunResult, load_run
     from .causal import whole_measure
 
     results = [load_run(path) for path in ds["run"].values]
     results = [whole_measure(result) for result in results]
-    first = next((result for result in results if isinstance(result, RunResult)), None)
+    first = next((result for result in results if isinstance(result, PDERunResult)), None)
     for result in results:
-        if not isinstance(result, RunResult):
+        if not isinstance(result, PDERunResult):
             raise ConfigError(f"--densities: {result.path} is a particle run (final densities of PDE runs only)")
         assert first is not None
         if result.cells.shape != first.cells.shape or not np.array_equal(result.cells, first.cells):
@@ -239,7 +239,7 @@ def with_densities(ds: xarray.Dataset) -> xarray.Dataset:
                               f"{len(first.cells)}, or other cells; collect the densities of runs on one mesh")
     assert first is not None
     density = np.array([result.densities[-1] if len(result.times) else np.full(len(result.areas), np.nan)
-                        for result in results if isinstance(result, RunResult)])
+                        for result in results if isinstance(result, PDERunResult)])
     ds = ds.assign(density=(("run", "cell"), density, {"long_name": "density cell averages at the run's last "
                                                                      "output (time t)", "units": "1"}))
     axes = "xyz"[: first.centroids.shape[1]]

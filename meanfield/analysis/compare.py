@@ -30,7 +30,7 @@ import numpy as np
 
 from ..config import ConfigError
 from ..rundir.files import write_text
-from ..rundir.results import RunResult, load_run
+from ..rundir.results import PDERunResult, load_run
 from ..times import MATCH_TOL, same_time
 from .causal import whole_measure
 from .collect import check_table_output
@@ -61,8 +61,8 @@ class Comparison:
         ``"same"``.
     """
 
-    a: RunResult
-    b: RunResult
+    a: PDERunResult
+    b: PDERunResult
     table: pandas.DataFrame
     mesh: str
 
@@ -91,13 +91,13 @@ def check_csv_output(out: str | Path, *, overwrite: bool = False) -> Path:
     return check_table_output(out, overwrite=overwrite)
 
 
-def same_mesh(a: RunResult, b: RunResult) -> bool:
+def same_mesh(a: PDERunResult, b: PDERunResult) -> bool:
     """Whether the runs have the same mesh (vertices to 1e-12, the same cells)."""
     return (a.cells.shape == b.cells.shape and a.vertices.shape == b.vertices.shape
             and np.array_equal(a.cells, b.cells) and np.allclose(a.vertices, b.vertices, rtol=0, atol=1e-12))
 
 
-def transfer(fine: RunResult, coarse: RunResult) -> np.ndarray:
+def transfer(fine: PDERunResult, coarse: PDERunResult) -> np.ndarray:
     """The densities of ``fine`` (T, C_fine) on the cells of ``coarse`` (T, C_coarse), conserving mass.
 
     Each finer cell's mass ``rho |c|`` goes to the coarser cell that holds its centroid; the
@@ -136,7 +136,7 @@ def common_times(a: np.ndarray, b: np.ndarray) -> list[tuple[int, int]]:
     return pairs
 
 
-def compare(run_a: str | Path | RunResult, run_b: str | Path | RunResult) -> Comparison:
+def compare(run_a: str | Path | PDERunResult, run_b: str | Path | PDERunResult) -> Comparison:
     """Compare two PDE runs at their common output times (module docstring).
 
     Parameters
@@ -173,9 +173,9 @@ def compare(run_a: str | Path | RunResult, run_b: str | Path | RunResult) -> Com
     return Comparison(a, b, pandas.DataFrame(columns), mesh)
 
 
-def _pde_result(source: str | Path | RunResult) -> RunResult:
-    result = source if isinstance(source, RunResult) else load_run(source)
-    if not isinstance(result, RunResult):
+def _pde_result(source: str | Path | PDERunResult) -> PDERunResult:
+    result = source if isinstance(source, PDERunResult) else load_run(source)
+    if not isinstance(result, PDERunResult):
         raise ConfigError(f"{result.path}: a particle run; compare takes PDE runs")
     return whole_measure(result)
 

@@ -52,7 +52,7 @@ from __future__ import annotations
 import functools
 import io
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
@@ -68,6 +68,7 @@ from ..mesh import raw_mesh
 from ..particles.pairs import PAIR_SAMPLE, sampled_error
 from ..rundir import layout
 from ..rundir.files import atomic_write, write_text
+from ..rundir.header import MeshTable
 from ..rundir.results import load_particle_run
 from ..sphere import sphere_area, subsample
 from .clusters.api import default_prominence
@@ -135,8 +136,8 @@ class OutputDiagnostics:
 
     Parameters
     ----------
-    config
-        The run's config (nested dict): its mesh is the ``basins`` rule's analysis mesh.
+    mesh
+        The ``[mesh]`` table of the run's header: the ``basins`` rule's analysis mesh.
     n, d
         Tokens per output and their dimension.
     rule, eps, min_fraction, bins
@@ -145,7 +146,7 @@ class OutputDiagnostics:
         The samples' sizes at most (module docstring).
     """
 
-    def __init__(self, config: Mapping[str, Any], n: int, d: int, rule: str = "auto", eps: float = 1e-3,
+    def __init__(self, mesh: MeshTable, n: int, d: int, rule: str = "auto", eps: float = 1e-3,
                  min_fraction: float = 0.01, bins: int = BINS, basin_sample: int = BASIN_SAMPLE,
                  pair_sample: int = PAIR_SAMPLE) -> None:
         self.rule = resolve_rule(rule, d)
@@ -155,8 +156,7 @@ class OutputDiagnostics:
         self.histograms: list[np.ndarray] = []
         self.label = (f"links\neps = {eps:g}, at least {min_fraction:g} of the tokens" if self.rule == "links" else "")
         if self.rule == "basins":
-            mesh = config["mesh"]
-            self.mesh = AnalysisMesh(raw_mesh(mesh["sphere"], mesh.get("resolution"), mesh.get("file")))
+            self.mesh = AnalysisMesh(raw_mesh(mesh.sphere.name, mesh.resolution, mesh.file))
             self.bandwidth = token_bandwidth(self.sample, d, self.mesh.cell_size)
             self.threshold = 1.0 / sphere_area(d)
             self.prominence: float | None = None
@@ -220,7 +220,7 @@ def write_diagnostics(path: str | Path, rule: str = "auto", eps: float = 1e-3, m
     """
     result = load_particle_run(path)
     _, n, d = result.points.shape
-    frames = OutputDiagnostics(result.config, n, d, rule, eps, min_fraction, bins)
+    frames = OutputDiagnostics(result.header.mesh, n, d, rule, eps, min_fraction, bins)
     for t, points in zip(result.times, result.points):
         frames.add(float(t), points)
         between()
@@ -246,10 +246,11 @@ class Diagnostics(Handler):
 
         def open_run() -> int:
             result = load_particle_run(state.run_dir)
-            if not result.config.get("output", {}).get("diagnostics", True) or not len(result.times):
+            if not result.header.diagnostics or not len(result.times) \
+                    or result.points.ndim != 3:  # a batch of prompts: its observables hold each prompt's statistics
                 return 0
             _, n, d = result.points.shape
-            held.update(result=result, frames=OutputDiagnostics(result.config, n, d))
+            held.update(result=result, frames=OutputDiagnostics(result.header.mesh, n, d))
             return len(result.times)
 
         count = on_root(comm, open_run)

@@ -93,17 +93,17 @@ def with_mean_densities(ds: xarray.Dataset, table: pandas.DataFrame, over: str) 
     ConfigError
         A particle run, or runs on different meshes.
     """
-    from ..rundir.results import RunResult, load_run
+    from ..rundir.results import PDERunResult, load_run
 
     keys = group_columns(table, over)
     runs = table.drop_duplicates("run")
-    first: RunResult | None = None
+    first: PDERunResult | None = None
     means = []
     for _, members in runs.groupby(keys, sort=False, dropna=False):
         total = None
         for path in members["run"]:
             result = load_run(path)
-            if not isinstance(result, RunResult) or result.densities.ndim != 2:
+            if not isinstance(result, PDERunResult) or result.densities.ndim != 2:
                 raise ConfigError(f"--densities: {path} is not a PDE run without a mask (mean densities of PDE "
                                   "runs only)")
             first = first or result

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 
 from .options import Options, Subparsers, add_common
 from .terminal import echo
@@ -16,9 +17,24 @@ def add_parser(subparsers: Subparsers) -> None:
     p.add_argument("config", help="TOML config")
     p.add_argument("--n", type=int, default=None, help="number of tokens (default: particles.n)")
     p.add_argument("--seed", type=int, default=None, help="random seed (default: particles.seed)")
+    p.add_argument("--prompts", type=_setting("particles.prompts", int), action="append", dest="set", default=[],
+                   metavar="B", help="B independent prompts in one run, the batched engine (prompt b: seed + b; "
+                                     "particles.prompts)")
+    p.add_argument("--device", type=_setting("particles.device", str), action="append", dest="set", default=[],
+                   metavar="{cpu,gpu}", help="the batched engine's device; 'gpu' needs JAX with CUDA "
+                                             "(particles.device)")
     add_no_diagnostics(p)
-    add_common(p, "run directory (default: runs/<name>-particles-n<n>-s<seed>)")
+    add_common(p, "run directory (default: runs/<name>-particles-n<n>-s<seed>, -b<B> for B prompts)")
     p.set_defaults(handler=main)
+
+
+def _setting(key: str, kind: type) -> Callable[[str], str]:
+    """An option's value as the override ``key=value`` (TOML), ``kind`` checking it."""
+    def override(text: str) -> str:
+        return f"{key}={kind(text)!r}" if kind is str else f"{key}={kind(text)}"
+
+    override.__name__ = kind.__name__  # argparse's error names the type
+    return override
 
 
 def add_no_diagnostics(p: argparse.ArgumentParser) -> None:

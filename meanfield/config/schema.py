@@ -185,6 +185,14 @@ SCHEMA: dict[str, dict[str, tuple[Any, Callable[[Any], bool], str]]] = {
                        "residual update)"),
         "dt": (None, _optional(is_positive), "a time step > 0 (default: 0.25 / Lipschitz bound of the field)"),
         "sampler": ("auto", _one_of(*SAMPLER_NAMES), f"one of {SAMPLER_NAMES}"),
+        "prompts": (1, is_positive_int,
+                    "an integer >= 1 (independent prompts of n tokens moved together by the batched engine: prompt "
+                    "b is the run with particles.seed + b)"),
+        "device": ("cpu", _one_of("cpu", "gpu"),
+                   "'cpu' (numpy) or 'gpu' (JAX on a GPU, pip install 'meanfield[gpu]' with CUDA); 'gpu' runs the "
+                   "batched engine"),
+        "precision": ("float64", _one_of("float64", "float32"),
+                      "'float64' or 'float32' (the batched engine's numbers; float32 runs the batched engine)"),
     },
     "atoms": {
         "capture": (False, lambda v: isinstance(v, bool),

@@ -10,6 +10,10 @@ and keeps its block, and the direct evaluator sums over the gathered tokens in g
 order, so a seed gives the same trajectories on any rank count (to round-off for evaluators
 that reduce partial sums across ranks).  Token count and seed are written into the run's
 config.toml, so the run directory alone describes (and resumes) the run.
+
+A batch of prompts (``[particles] prompts > 1``, ``device = "gpu"`` or ``precision = "float32"``)
+is a run of :class:`~meanfield.drivers.prompts.PromptSimulation` instead
+(:func:`particle_simulation`), with the same handlers and files, along a prompt dimension.
 """
 
 from __future__ import annotations
@@ -245,6 +249,17 @@ class ParticleSimulation(Simulation):
                 **self.positions.facts(evaluator, self.n)}
 
 
+def particle_simulation(problem: Problem, comm) -> Simulation:
+    """The run's simulation: :class:`ParticleSimulation`, or a batch of prompts
+    (:class:`~meanfield.drivers.prompts.PromptSimulation`) where ``particles.prompts``,
+    ``particles.device`` or ``particles.precision`` ask for the batched engine."""
+    if problem.particles.batched:
+        from .prompts import PromptSimulation
+
+        return PromptSimulation(problem, comm)
+    return ParticleSimulation(problem, comm)
+
+
 def particle_handlers(problem: Problem) -> list[Handler]:
     """The handlers of a particle run's output files (observables, snapshots, run.nc)."""
 
@@ -266,11 +281,13 @@ def build_particles(config: Problem | Config | Mapping | str | Path | None, n: i
 
 
 def default_directory(problem: Problem) -> Path:
-    """``runs/<name>-particles-n<n>-s<seed>`` (:func:`~meanfield.rundir.names.derived_directory`)."""
+    """``runs/<name>-particles-n<n>-s<seed>``, with ``-b<B>`` for a batch of B > 1 prompts
+    (:func:`~meanfield.rundir.names.derived_directory`)."""
     from ..rundir.names import derived_directory
 
     p = problem.particles
-    return derived_directory(problem.output.directory, "particles", f"n{p.n}", f"s{p.seed}")
+    batch = [f"b{p.prompts}"] if p.prompts > 1 else []
+    return derived_directory(problem.output.directory, "particles", f"n{p.n}", f"s{p.seed}", *batch)
 
 
 def run_particles(
@@ -321,9 +338,9 @@ def run_particles(
     problem = counted_problem(config, overrides, n, seed, comm)
     run_dir = Path(out) if out is not None else default_directory(problem)
     check_new_target(run_dir, overwrite, comm)
-    check_size(problem, comm, problem.particles.n)
+    check_size(problem, comm, problem.particles.n * problem.particles.prompts)  # type: ignore[operator]
     threads = configure_process(problem.field.threads)
-    sim = ParticleSimulation(problem, comm)
+    sim = particle_simulation(problem, comm)
     start_run(sim, problem, run_dir, [*particle_handlers(problem), *analysis], overwrite=overwrite, quiet=quiet,
               facts={"threads": threads}, callbacks=callbacks)
     return everywhere(comm, lambda: load_particle_run(run_dir))

@@ -21,7 +21,7 @@ from ..engine.handlers import Handler, file_outputs, user_observables
 from ..engine.simulation import Simulation
 from ..problem import Problem
 from ..rundir.layout import BY_POSITION
-from ..rundir.results import RunResult, load_pde_run
+from ..rundir.results import PDERunResult, load_pde_run
 from ..rundir.writers import OutputWriter, pde_run_file
 from ..timestepping import StepStats
 from .launch import check_new_target, check_size, configure_process, resolve_problem, start_run
@@ -179,7 +179,7 @@ def run(
     quiet: bool = False,
     overwrite: bool = False,
     callbacks: Sequence[Callback] = (),
-) -> RunResult:
+) -> PDERunResult:
     """Run the PDE described by a config and return the run read back from its directory.
 
     Parameters

@@ -43,16 +43,16 @@ from ..rundir.directory import RunDirectoryError, check_target
 from ..spheres import sphere_named
 from ..wording import counted
 from . import walltime
+from .batch_size import BatchSize
 
 #: Field evaluations per time step (SSP-RK3: one per stage; a causal run: one per stage and slice).
 EVALUATIONS_PER_STEP = 3
 #: Adaptive runs of up to this many cells are set up on one process to measure their initial
 #: step sizes (a level-7 icosphere, 327680 cells, takes about 5 s); larger ones are not estimated.
 ESTIMATE_CELLS = 400_000
-#: A pilot run's mesh is about this many times coarser in cell width (S^2: a power of 2).
+#: A pilot run's mesh is about this many times coarser in cell width (S^2: a power of 2), but no
+#: coarser than its sphere's ``pilot_resolution`` (:mod:`meanfield.spheres`).
 PILOT_COARSENING = 8
-#: Fewest cells of an S^1 pilot run, and lowest refinement level of an S^2 one.
-PILOT_CELLS, PILOT_LEVEL = 64, 3
 #: Seconds after which a pilot run stops at its next output (its steps then extrapolated to t_final).
 PILOT_BUDGET = 30.0
 #: Layers up to which the time line lists each layer's step size (more: their range).
@@ -183,14 +183,9 @@ def pilot_steps(problem: Problem) -> Pilot | None:
     if problem.mesh.file is not None or resolution is None:
         return None
     data = copy.deepcopy(problem.config.data)
-    if problem.sphere == "S2":
-        level = resolution
-        coarse = min(level, max(level - round(math.log2(PILOT_COARSENING)), PILOT_LEVEL))
-        coarsening = 2.0 ** (level - coarse)
-    else:
-        cells = resolution
-        coarse = min(cells, max(cells // PILOT_COARSENING, PILOT_CELLS))
-        coarsening = cells / coarse
+    sphere = sphere_named(problem.sphere)
+    coarse = min(resolution, max(sphere.coarsened(resolution, PILOT_COARSENING), sphere.pilot_resolution))
+    coarsening = sphere.coarsening(resolution, coarse)
     data["mesh"]["resolution"] = coarse
     data["time"]["wall_limit"] = None
     data["output"].update(dir=None, xdmf=False)
@@ -264,6 +259,9 @@ class CheckReport:
     costs
         The seconds of the run's start-up, one step, one output and one checkpoint, measured
         on one process here (:class:`meanfield.drivers.walltime.Costs`), or why they were not.
+    batch
+        What ``meanfield particles`` would cost for a batch of prompts (``[particles] prompts``,
+        :class:`~meanfield.drivers.batch_size.BatchSize`), ``None`` for a config without one.
     """
 
     problem: Problem
@@ -283,6 +281,7 @@ class CheckReport:
     cores: int = field(default_factory=walltime.cores)
     estimate: StepEstimate | None = None
     costs: walltime.Costs | str = "not measured"
+    batch: BatchSize | None = None
 
     @property
     def config(self) -> Config:
@@ -312,6 +311,7 @@ class CheckReport:
                  f"memory:      {self.memory.format()}: {self.memory_state}",
                  f"outputs:     {counted(len(times), 'output')} at t = {shown}; ~{format_bytes(on_disk)} on disk",
                  f"run dir:     {self.directory} ({self.directory_state})",
+                 *([] if self.batch is None else self.batch.lines(len(times))),
                  "", "# details",
                  f"field:       {self._field()}",
                  f"costs:       {self._costs()}",
@@ -601,7 +601,8 @@ def check_config(config: Problem | Config | dict | str | Path | None, overrides:
         f"not measured (more than {ESTIMATE_CELLS} cells, or more memory than is available here)"
     return CheckReport(problem, cells, vertices, fields, targets, sources, steps, t.output_times, directory, state,
                        memory_estimate, memory_state, _files(problem, cells, nv, len(t.output_times)), ranks,
-                       cores or walltime.cores(), estimate, costs)
+                       cores or walltime.cores(), estimate, costs,
+                       BatchSize.measure(problem, ranks) if problem.particles.batched else None)
 
 
 def _costs(problem: Problem, estimate: StepEstimate | None, fields: list[LayerField], cells: int,

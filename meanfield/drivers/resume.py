@@ -44,7 +44,7 @@ from ..rundir.directory import (
     read_metadata,
 )
 from ..rundir.recovery import resume_point, run_type_from_files
-from ..rundir.results import ParticleRunResult, RunResult, load_run
+from ..rundir.results import ParticleRunResult, PDERunResult, load_run
 from ..times import time_tol
 from .launch import check_size, configure_process, continue_run
 
@@ -158,7 +158,7 @@ def resume(
     quiet: bool = False,
     callbacks: Sequence[Callback] = (),
     analysis: Sequence[Handler] = (),
-) -> RunResult | ParticleRunResult:
+) -> PDERunResult | ParticleRunResult:
     """Continue a run in place from its last checkpoint (collective, any rank count).
 
     Parameters
@@ -180,7 +180,7 @@ def resume(
 
     Returns
     -------
-    RunResult or ParticleRunResult
+    PDERunResult or ParticleRunResult
         The whole run read back.
     """
     from mpi4py import MPI
@@ -189,13 +189,14 @@ def resume(
     run_dir = Path(path)
     plan = on_root(comm, lambda: plan_resume(run_dir, t_final, overrides))
     problem = Problem(Config(plan["config"], plan["source"]))
-    check_size(problem, comm, problem.particles.n if plan["run_type"] == "particles" else None)
+    check_size(problem, comm, problem.particles.n * problem.particles.prompts  # type: ignore[operator]
+               if plan["run_type"] == "particles" else None)
     note = {"t_final": problem.time.t_final, "overrides": list(overrides or []),
             "threads": configure_process(problem.field.threads)}
     if plan["run_type"] == "particles":
-        from .particles import ParticleSimulation, particle_handlers
+        from .particles import particle_handlers, particle_simulation
 
-        continue_run(ParticleSimulation(problem, comm), problem, run_dir, plan["checkpoint"],
+        continue_run(particle_simulation(problem, comm), problem, run_dir, plan["checkpoint"],
                      [*particle_handlers(problem), *analysis], quiet=quiet, note=note,
                      rebuild_metadata=plan["rebuild_metadata"], callbacks=callbacks)
     else:

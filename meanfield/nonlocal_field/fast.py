@@ -91,6 +91,12 @@ ESTIMATE_SAMPLES = 2048
 #: by the direct sums, one matrix product: about 0.04 ns per point, function and basis value
 #: against 45 ns per point and function for a NUFFT (S^2, tol 1e-6; one core, measured).
 BATCH_DIRECT_BYTES = 64 * 2**20
+#: Functions per basis value from which a batched call takes the direct sums at all: they read
+#: their whole matrix at every call (memory-bound, about 1 ns per point and basis value here),
+#: which a NUFFT's 45 ns per point and function repays only for a few dozen functions at once
+#: (measured, S^2, 8000 points: at L = 20, 4 functions 9.3 ms direct against 1.9 ms by NUFFT, 64
+#: functions 19 ms against 24 ms; a DG1 adjoint's 4 columns took twice as long by the direct sums).
+BATCH_DIRECT_FUNCTIONS_PER_BASIS = 1 / 16
 #: Relative spread of the singular values of ``Q^T K`` up to which a head counts as spectral.
 SPECTRAL_RTOL = 1e-12
 
@@ -503,7 +509,7 @@ class FastEvaluator(NonlocalEvaluator):
         targets = np.ascontiguousarray(targets, dtype=float)
         spectral = self.spectral_heads
         synthesis = self._targets_plan(used, source_plan, targets, fixed_targets,
-                                       max(self.degrees[h] for h in spectral)) if spectral else None
+                                       max(self.degrees[h] for h in spectral), totals.size) if spectral else None
         out = np.empty((len(model.heads), targets.shape[0], totals.size))
         for h, head in enumerate(model.heads):
             if h not in spectral:  # the per-target expansion, its moments from the coefficients
@@ -546,8 +552,8 @@ class FastEvaluator(NonlocalEvaluator):
         used: dict = {}
         coeffs, totals, source_plan = self._column_coefficients(used, sources, columns, fixed_sources)
         targets = np.ascontiguousarray(targets, dtype=float)
-        synthesis = self._targets_plan(used, source_plan, targets, fixed_targets, max(self.degrees))
         k, m, H = totals.shape[0], targets.shape[0], len(model.heads)
+        synthesis = self._targets_plan(used, source_plan, targets, fixed_targets, max(self.degrees), k * (d + 1))
         vector = spectrum_for(d, self.coefficient_degree).vector_moments(coeffs)  # (d, k) + spectrum, degree L + 1
         values = FieldValues.empty(H, k * m, d)  # the k measures' values one after the other, as k m targets
         for h in range(H):
@@ -595,7 +601,7 @@ class FastEvaluator(NonlocalEvaluator):
         coeffs, sums, source_plan = self._column_coefficients(used, sources, columns, fixed_sources)
         totals = sums[:, -1]
         targets = np.ascontiguousarray(targets, dtype=float)
-        synthesis = self._targets_plan(used, source_plan, targets, fixed_targets, max(self.degrees) + 1)
+        synthesis = self._targets_plan(used, source_plan, targets, fixed_targets, max(self.degrees) + 1, k)
         out = np.empty((len(model.heads), targets.shape[0], k))
         for h in range(len(model.heads)):
             kernel = self._kernel_sets(h, coeffs)
@@ -623,7 +629,7 @@ class FastEvaluator(NonlocalEvaluator):
         ``[sum w y, sum w]`` (k, d + 1), with one adjoint transform and one ``Allreduce``; and
         the sources with their transform (for targets that are the same points, :func:`plan_of`)."""
         sources, columns = np.asarray(sources, dtype=float), np.asarray(columns, dtype=float)
-        plan = self._batch_transform(used, "sources", sources, fixed, self.coefficient_degree, True)
+        plan = self._batch_transform(used, "sources", sources, fixed, self.coefficient_degree, True, columns.shape[1])
         local = plan.adjoint(np.ascontiguousarray(columns.T))
         sums = np.concatenate([columns.T @ sources, columns.sum(axis=0)[:, None]], axis=1)  # (k, d + 1)
         flat = allreduce_sum(self.comm, np.concatenate([local.ravel().view(float), sums.ravel()]))
@@ -631,28 +637,32 @@ class FastEvaluator(NonlocalEvaluator):
             (sources, plan)
 
     def _targets_plan(self, used: dict, source_plan: tuple[np.ndarray, Transform], targets: np.ndarray,
-                      fixed: bool, L: int) -> Transform:
+                      fixed: bool, L: int, functions: int) -> Transform:
         """The synthesis transform of degree at least L at the targets: the sources' plan when
-        they are the same points, else one of degree L kept for fixed targets."""
+        they are the same points, else one of degree L kept for fixed targets, for ``functions``
+        functions at a time."""
         shared = plan_of([source_plan], targets)
         if shared is not None and shared.L >= L:
             return shared
-        return self._batch_transform(used, "targets", targets, fixed, L, False)
+        return self._batch_transform(used, "targets", targets, fixed, L, False, functions)
 
     def _batch_transform(self, used: dict, role: str, points: np.ndarray, fixed: bool, L: int,
-                         adjoint: bool) -> Transform:
-        """The transform of ``points`` at degree L for the batched calls (several measures or
-        functions at once): for a fixed point set whose harmonics fit
+                         adjoint: bool, functions: int) -> Transform:
+        """The transform of ``points`` at degree L for the batched calls of ``functions``
+        measures or functions at once: for a fixed point set whose harmonics fit
         :data:`BATCH_DIRECT_BYTES` per rank (over all ranks, so every rank chooses alike:
-        collective when a plan is made), the direct sums (:class:`~.transforms.DirectTransform`:
-        one matrix product for all of them, several times cheaper per function than a NUFFT,
-        and exact); else a NUFFT as :meth:`evaluate_groups` plans.  Kept per fixed group apart
-        from :meth:`evaluate_groups`' plans."""
-        key = (role, L, array_key(points) if fixed else None)
+        collective when a plan is made) and at least :data:`BATCH_DIRECT_FUNCTIONS_PER_BASIS`
+        functions per basis value, the direct sums (:class:`~.transforms.DirectTransform`: one
+        matrix product for all of them, cheaper per function than a NUFFT, and exact); else a
+        NUFFT as :meth:`evaluate_groups` plans.  Kept per fixed group and kind apart from
+        :meth:`evaluate_groups`' plans."""
+        basis = basis_size(self.model.d, L)
+        many = functions >= basis * BATCH_DIRECT_FUNCTIONS_PER_BASIS
+        key = (role, L, array_key(points) if fixed else None, many)
         plan = self._batch_plans.get(key) if fixed else None
         if plan is None:
-            size = basis_size(self.model.d, L) * 8.0  # bytes per point of the direct sums' matrix
-            total = float(allreduce_sum(self.comm, np.array([points.shape[0] * size]))[0]) if fixed else np.inf
+            total = float(allreduce_sum(self.comm, np.array([points.shape[0] * basis * 8.0]))[0]) \
+                if fixed and many else np.inf
             direct = total <= BATCH_DIRECT_BYTES * (1 if self.comm is None else self.comm.size)
             plan = DirectTransform(points, L) if direct else point_transform(
                 np.ascontiguousarray(points, dtype=float), L, self.epsilon, adjoint, self.direct_sums and fixed)

@@ -296,7 +296,7 @@ class BatchReport:
     timings: dict[str, float] = field(default_factory=dict)
 
 
-class _Compiled:
+class CompiledSteps:
     """The compiled step loops of a backend, one per (structure, integrator)."""
 
     def __init__(self, backend: ArrayBackend) -> None:
@@ -345,7 +345,7 @@ def run_batch(batch: PromptBatch, times: Sequence[float], observe: Observer, bac
                          f"of model.random.eta = {batch.dts[0]:g}")
     at = {b: i for i, b in enumerate(times)}
     chunk = batch.chunk(backend, memory)
-    compiled = _Compiled(backend)
+    compiled = CompiledSteps(backend)
     drift, started = 0.0, time.perf_counter()
     with backend.context():
         for first in range(0, batch.prompts, chunk):

@@ -26,6 +26,7 @@ import numpy as np
 from matplotlib.colors import Normalize, TwoSlopeNorm
 from matplotlib.figure import Figure
 
+from ..spheres import S1, S2
 from .circle import circle_segments, theta_axis
 from .projections import Mollweide
 from .sphere_maps import MapPanel
@@ -88,12 +89,12 @@ def position_images(vertices: np.ndarray, cells: np.ndarray, positions: np.ndarr
         theta_axis(ax)
         ax.set_title(f"t = {t:g}" + (" (own linear scale)" if alone else ""), fontsize=10)
         if alone:
-            fig.colorbar(image, ax=ax, label=density_label("S1"))
+            fig.colorbar(image, ax=ax, label=density_label(S1))
         else:
             shared.append((ax, image))
     axes[0].set_ylabel("token position s")
     if shared:
-        fig.colorbar(shared[-1][1], ax=[ax for ax, _ in shared], label=density_label("S1"))
+        fig.colorbar(shared[-1][1], ax=[ax for ax, _ in shared], label=density_label(S1))
     if title:
         fig.suptitle(title)
     return fig
@@ -184,7 +185,7 @@ def slice_maps(vertices: np.ndarray, cells: np.ndarray, positions: np.ndarray, d
         artist = panel.draw_density(cv, norm, "viridis", gouraud=np.ndim(densities[k]) == 2)
         ax.set_title(f"s = {positions[k]:.3g}", fontsize=10)
     if artist is not None:
-        fig.colorbar(artist, ax=list(axes), shrink=0.8, label=density_label("S2"))
+        fig.colorbar(artist, ax=list(axes), shrink=0.8, label=density_label(S2))
     if title:
         fig.suptitle(title)
     return fig

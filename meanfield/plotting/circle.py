@@ -20,6 +20,7 @@ from matplotlib.colors import LogNorm, Normalize
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
+from ..spheres import S1
 from .data import corner_values
 from .geometry import interpolate
 from .style import ATOM_STYLE, clip_to, color_norm, density_label, marker_sizes
@@ -125,7 +126,7 @@ def theta_axis(ax) -> None:
 
 def _density_axes(ax, norm: Normalize) -> None:
     theta_axis(ax)
-    ax.set_ylabel(density_label("S1"))
+    ax.set_ylabel(density_label(S1))
     if norm.vmax is None:
         raise ValueError("the density axis needs the norm's vmax (color_norm sets it)")
     if isinstance(norm, LogNorm):
@@ -293,7 +294,7 @@ def circle_spacetime(vertices: np.ndarray, cells: np.ndarray, times: np.ndarray,
         t_edges = times[0] + np.array([-0.5, 0.5])
     norm = color_norm(densities, log=log, vmin=vmin, vmax=vmax)
     columns = int(SPACETIME_SIZE[0] * dpi / PIXELS_PER_COLUMN)
-    label = density_label("S1")
+    label = density_label(S1)
     if len(seg.index) > columns:
         theta_edges, values = pooled_columns(seg, densities, columns)
         label += f"\n(each column the max of its {len(cells) / columns:.2g} cells)"

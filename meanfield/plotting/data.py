@@ -1,15 +1,18 @@
 """What the plots read from a run: the one place that knows the run objects' attribute names.
 
-A PDE run result has ``sphere``, ``vertices``, ``cells``, ``times``, ``densities`` (T, C),
-``vertex_densities`` (T, C, nv) or None, ``observables``, ``metadata``, ``path`` and, for a
-hybrid run, ``atoms`` (one :class:`~meanfield.atoms.Atoms` per output, or None), and for a
-causal run ``positions`` (M,) with ``densities`` (T, M, C), ``vertex_densities`` (T, M, C, nv)
-and ``observables_by_position``; a particle run result has ``times``, ``points`` (T, n, d),
-``observables``, ``metadata`` and ``path``.
+A run result's :class:`~meanfield.rundir.header.RunHeader` (``header``) gives its name, layers,
+own observables and model; a result without one (duck-typed) is read for them from its
+``config`` and ``metadata``.  A PDE run result has ``sphere`` (its name), ``vertices``, ``cells``,
+``times``, ``densities`` (T, C), ``vertex_densities`` (T, C, nv) or None, ``observables``,
+``path`` and, for a hybrid run, ``atoms`` (one :class:`~meanfield.atoms.Atoms` per output, or
+None), and for a causal run ``positions`` (M,) with ``densities`` (T, M, C),
+``vertex_densities`` (T, M, C, nv) and ``observables_by_position``; a particle run result has
+``times``, ``points`` (T, n, d), ``observables`` and ``path``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -17,8 +20,9 @@ from typing import Any
 import numpy as np
 
 from ..atoms import Atoms
+from ..rundir.header import RunHeader
+from ..spheres import Sphere, sphere_named, sphere_of_dimension
 
-SPHERE_OF_DIMENSION = {2: "S1", 3: "S2"}
 NEEDED = {"pde": ("sphere", "vertices", "cells", "times", "densities"), "particles": ("times", "points")}
 
 
@@ -31,7 +35,8 @@ class RunData:
     run_type
         "pde" or "particles".
     sphere
-        "S1" or "S2"; None for tokens in dimension d > 3 (time series only).
+        The descriptor of the run's sphere (:mod:`meanfield.spheres`); None for tokens in
+        dimension d > 3 (time series only).
     name
         The run's name, for titles.
     times
@@ -59,7 +64,7 @@ class RunData:
     """
 
     run_type: str
-    sphere: str | None
+    sphere: Sphere | None
     name: str
     times: np.ndarray
     observables: dict[str, np.ndarray] = field(default_factory=dict)
@@ -136,18 +141,15 @@ def _observables(result: Any) -> dict[str, np.ndarray]:
     return out
 
 
-def _layer_ends(result: Any, times: np.ndarray) -> tuple[float, ...]:
+def _layer_ends(header: RunHeader, times: np.ndarray) -> tuple[float, ...]:
     """The ends of the run's layers (its config's ``[[model.layers]]``) before its last output."""
-    config = getattr(result, "config", None) or {}
-    layers = (config.get("model") or {}).get("layers") or []
     last = float(times[-1]) if len(times) else 0.0
-    return tuple(float(layer["t_end"]) for layer in layers if float(layer["t_end"]) < last)
+    return tuple(t for t in header.layer_ends if t < last)
 
 
-def model_label(config: dict) -> str:
-    """The model of a run config in words: ``softmax attention, β = 9``, with the velocity when
-    it is not attention, the mask, layers and heads where the config has them."""
-    model = config.get("model") or {}
+def model_label(model: Mapping[str, Any]) -> str:
+    """The model of a run (its config's ``[model]`` table) in words: ``softmax attention, β = 9``,
+    with the velocity when it is not attention, the mask, layers and heads where it has them."""
     if not model:
         return ""
     velocity = model.get("velocity", "attention")
@@ -164,19 +166,16 @@ def model_label(config: dict) -> str:
     return ", ".join(parts)
 
 
-def _trackers(result: Any) -> dict[str, str]:
-    """The run's own observables (its config's ``[[output.observables]]``): name -> expression."""
-    config = getattr(result, "config", None) or {}
-    entries = (config.get("output") or {}).get("observables") or []
-    return {str(entry["name"]): str(entry["expression"]) for entry in entries}
-
-
 def run_data(result: Any) -> RunData:
     """Read a PDE or particle run result (duck-typed, see the module docstring)."""
-    meta = getattr(result, "metadata", None) or {}
+    header = getattr(result, "header", None)
+    if header is None:
+        meta = getattr(result, "metadata", None) or {}
+        kind = meta.get("kind") or ("particles" if getattr(result, "points", None) is not None else "pde")
+        header = RunHeader.of(kind, getattr(result, "config", None) or {}, meta)
     path = getattr(result, "path", None)
-    name = meta.get("name") or (Path(path).name if path is not None else "run")
-    run_type = meta.get("kind") or ("particles" if getattr(result, "points", None) is not None else "pde")
+    name = header.metadata.get("name") or (Path(path).name if path is not None else "run")
+    run_type = header.run_type
     missing = [a for a in NEEDED.get(run_type, ()) if getattr(result, a, None) is None]
     if run_type not in NEEDED or missing:
         raise TypeError(f"cannot plot a {type(result).__name__} of run type {run_type!r}: "
@@ -184,25 +183,30 @@ def run_data(result: Any) -> RunData:
     times = np.asarray(result.times, float)
     if run_type == "particles":
         points = np.asarray(result.points, float)
-        return RunData("particles", SPHERE_OF_DIMENSION.get(points.shape[-1]), name, times, _observables(result),
-                       points=points, layer_ends=_layer_ends(result, times), trackers=_trackers(result),
-                       model=model_label(getattr(result, "config", None) or {}))
+        return RunData("particles", sphere_of_dimension(points.shape[-1]), name, times, _observables(result),
+                       points=points, layer_ends=_layer_ends(header, times), trackers=_trackers(header),
+                       model=model_label(header.model))
     from ..analysis.causal import whole_measure
 
     whole = whole_measure(result)  # a causal run: the whole token distribution; any other run as it is
     atoms = getattr(result, "atoms", None)
-    data = RunData("pde", result.sphere, name, times, _observables(result),
+    data = RunData("pde", sphere_named(result.sphere), name, times, _observables(result),
                    vertices=np.asarray(result.vertices, float), cells=np.asarray(result.cells),
                    densities=_floats(whole.densities),
                    vertex_densities=_floats(getattr(whole, "vertex_densities", None)),
-                   atoms=None if atoms is None else list(atoms), layer_ends=_layer_ends(result, times),
-                   trackers=_trackers(result), model=model_label(getattr(result, "config", None) or {}))
+                   atoms=None if atoms is None else list(atoms), layer_ends=_layer_ends(header, times),
+                   trackers=_trackers(header), model=model_label(header.model))
     if whole is result:
         return data
     by_position = getattr(result, "observables_by_position", None) or {}
     return replace(data, positions=_floats(result.positions), slice_densities=_floats(result.densities),
                    slice_vertex_densities=_floats(result.vertex_densities),
                    by_position={k: np.asarray(v, float) for k, v in by_position.items()})
+
+
+def _trackers(header: RunHeader) -> dict[str, str]:
+    """The run's own observables (its config's ``[[output.observables]]``): name -> expression."""
+    return {entry.name: entry.expression for entry in header.observables}
 
 
 def _floats(values: Any) -> np.ndarray | None:

@@ -11,7 +11,7 @@ tokens on S^2             ``tokens_initial.FMT``, ``tokens_final.FMT``, ``tokens
 tokens on S^1             as the PDE on S^1 with the tokens' histogram (about sqrt(n) bins),
                           ``tokens.gif`` / ``.mp4``
 every run                 ``observables.FMT`` (time series, the config's own
-                          observables included)
+                          observables included); a batch of prompts: this alone
 causal PDE runs           the pictures above of the whole token distribution, and
                           ``positions.FMT`` (S^1: the density over (theta, s) at up to
                           four times), ``slices_initial.FMT`` / ``slices_final.FMT``
@@ -238,7 +238,8 @@ def _causal_pictures(data: RunData, result: Any, w: _Writer, scale: Scale, shown
     T, M = len(data.times), len(positions)
     picked = shown if shown is not None else sorted({round(i) for i in np.linspace(0, T - 1, min(T, 4))})
     log = scale.log
-    if data.sphere == "S1":
+    assert data.sphere is not None  # a PDE run's
+    if data.sphere.dimension == 1:  # a curve: the positions' densities as images over (theta, s)
         w.figure(position_images(data.vertices, data.cells, positions, data.times[picked], slices[picked], log=log,
                                  vmin=scale.vmin, vmax=scale.vmax, title=data.title), "positions")
     else:
@@ -328,7 +329,8 @@ def plot_run(result: Any, out_dir: str | Path, *, movie: bool = True, fmt: str =
         vertices, cells, densities = data.vertices, data.cells, data.densities
         assert vertices is not None and cells is not None and densities is not None  # run_data requires them
         scale = Scale(auto_log(densities) if log is None else log, vmin, vmax)
-        if data.sphere == "S2":
+        assert data.sphere is not None  # a PDE run's
+        if data.sphere.dimension == 2:  # a surface: maps
             _sphere_density(data, vertices, cells, w, scale, list(views), center, shown)
         else:
             _circle_density(data, vertices, cells, data.frames(), densities, w, scale, "density", shown)
@@ -337,9 +339,12 @@ def plot_run(result: Any, out_dir: str | Path, *, movie: bool = True, fmt: str =
         return w.written
     points = data.points
     assert points is not None  # a particle run: run_data requires its points (and reads no other run type)
-    if data.sphere == "S2":
+    if points.ndim == 4:  # a batch of prompts: the observables (means over the prompts) only
+        return w.written
+    dimension = data.sphere.dimension if data.sphere is not None else None  # None: tokens in d > 3, no pictures
+    if dimension == 2:
         _sphere_tokens(data, points, w, list(views), center, max_points, shown)
-    elif data.sphere == "S1":
+    elif dimension == 1:
         from ..mesh import circle
 
         mesh = circle(histogram_bins(points.shape[1]))

@@ -23,6 +23,7 @@ from matplotlib.patheffects import withStroke
 from matplotlib.tri import Triangulation
 
 from ..sphere import subsample
+from ..spheres import S2
 from .data import corner_values
 from .projections import MapTriangles, Mollweide, Orthographic, Projection, graticule
 from .style import (
@@ -160,7 +161,7 @@ class SphereMaps:
 
     def __init__(self, views: Sequence[Projection], *, mesh: tuple[np.ndarray, np.ndarray] | None = None,
                  norm: Normalize | None = None, cmap: str = "viridis", shading: str | None = None,
-                 markers: str = "atoms", colorbar_label: str = density_label("S2")) -> None:
+                 markers: str = "atoms", colorbar_label: str = density_label(S2)) -> None:
         widths = [2.0 if isinstance(p, Mollweide) else 1.0 for p in views]
         self.figure = Figure(figsize=(3.3 * sum(widths) + (1.3 if mesh is not None else 0.3), 3.6),
                              layout="constrained")

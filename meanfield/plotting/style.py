@@ -7,7 +7,7 @@ from typing import TypedDict
 import numpy as np
 from matplotlib.colors import LogNorm, Normalize
 
-from ..spheres import sphere_named
+from ..spheres import Sphere
 
 
 class MarkerStyle(TypedDict, total=False):
@@ -30,9 +30,9 @@ COLOURED_TOKEN_STYLE: MarkerStyle = {"alpha": 0.8, "linewidths": 0}  # coloured 
 TOKEN_DENSITY_LABEL = "token density [1/sr]\n(fraction of tokens in a cap around each)"
 
 
-def density_label(sphere: str) -> str:
-    """Colour-bar / axis label with the density's unit: per steradian on S^2, per radian on S^1."""
-    return f"{DENSITY_LABEL} [1/{sphere_named(sphere).density_unit}]"
+def density_label(sphere: Sphere) -> str:
+    """Colour-bar / axis label with the density's unit (the sphere's): per steradian on S^2, per radian on S^1."""
+    return f"{DENSITY_LABEL} [1/{sphere.density_unit}]"
 
 
 def color_norm(values: np.ndarray, *, log: bool = False, vmin: float | None = None,

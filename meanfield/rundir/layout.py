@@ -12,7 +12,8 @@
     snapshots/NNNN.npz   output NNNN: t and the solution (PDE: cell averages, DG1 also its whole
                          state, hybrid runs also the atoms (meanfield.point_masses.ATOM_KEYS), causal runs
                          one row per position slice and <observable>_by_position (BY_POSITION);
-                         particles: all tokens), global order; and the step controller's
+                         particles: all tokens, a batch of prompts (B, n, d) and each prompt's
+                         scalars <observable>_by_prompt (BY_PROMPT)), global order; and the step controller's
                          state at that output (STEPPER, JSON), so that a run resumes from it
                          exactly; written atomically
     checkpoint.npz       the whole state at the last checkpoint (written atomically)
@@ -72,6 +73,8 @@ LEGACY_PARAVIEW_DATA = "density.h5"
 PREVIOUS = ".meanfield-previous"
 #: Suffix of a snapshot's per-position observables of a causal run (``mean_0_by_position``).
 BY_POSITION = "_by_position"
+#: Suffix of a snapshot's per-prompt scalars of a batch of prompts (``energy_by_prompt``).
+BY_PROMPT = "_by_prompt"
 
 #: Plain files a run may write at the top of its directory.
 RUN_FILES: tuple[str, ...] = (CONFIG, METADATA, OBSERVABLES, MESH, WEIGHTS, CHECKPOINT, CHECKPOINT_PREVIOUS, LOG,

@@ -76,11 +76,13 @@ arrays and each scalar of the prompt, never a variable per vector or matrix entr
     dimensions:
         time = UNLIMITED ; token = n ; coordinate = d ; prompt = B ; component = d ; component_2 = d ;
     variables:
-        double points(time, token, coordinate) ;
+        double points(time, token, coordinate) ;              a batch: points(time, prompt, token, coordinate)
         double mass(time), order(time), energy(time), mean_inner_product(time),
                clustered_fraction(time), clusters(time), dt(time), wall(time) ;   observables.csv's
         double mean(time, prompt, component) ;                        each prompt's mean vector
-        double second_moment(time, prompt, component, component_2) ; each prompt's int x x^T dmu
+        double second_moment(time, prompt, component, component_2) ; the prompt's int x x^T dmu
+                                          (a batch: second_moment(time, component, component_2), the mean
+                                          over the prompts; B d x d matrices outgrow the tokens once d > n)
         double energy_by_prompt(time, prompt), order_by_prompt(...), mean_inner_product_by_prompt(...),
                clustered_fraction_by_prompt(...), clusters_by_prompt(...) ;   each prompt's scalars
 
@@ -120,10 +122,12 @@ from ..point_masses import ATOM_KEYS, Atoms
 from ..version import __version__
 from . import layout
 from .files import DamagedFileError, load_npz, read_csv_columns
-from .layout import BY_POSITION
+from .layout import BY_POSITION, BY_PROMPT
 
 if TYPE_CHECKING:
     import xarray
+
+    from .header import RunHeader
 
 CONVENTIONS = "CF-1.11 UGRID-1.0"
 #: Chunk length along time of one-dimensional time series (observables).
@@ -142,8 +146,6 @@ COMPONENT_DIMS = ("component", "component_2")
 #: ``<name>`` (along time; observables.csv's column) is their mean over the prompts and
 #: ``<name>_se`` its standard error (a batch of prompts only).
 PROMPT_SCALARS = ("energy", "order", "mean_inner_product", "clustered_fraction", "clusters")
-#: Suffix of a particle run's per-prompt scalars in run.nc (``energy_by_prompt``).
-BY_PROMPT = "_by_prompt"
 #: observables.csv's columns of single entries of the mean vector and the second moments (S^1, S^2).
 MOMENT_ENTRY = re.compile(r"(mean|m2)_\d+")
 
@@ -187,16 +189,15 @@ def _time_coordinate(times: np.ndarray) -> tuple[str, np.ndarray, dict[str, str]
     return "time", np.asarray(times, float), {"long_name": "model time t", "units": "1"}
 
 
-def tracker_attributes(config: Mapping[str, Any]) -> dict[str, dict[str, str]]:
-    """Attributes of the variables of the config's own observables (``[[output.observables]]``):
+def tracker_attributes(header: RunHeader) -> dict[str, dict[str, str]]:
+    """Attributes of the variables of the run's own observables (``[[output.observables]]``):
     name -> ``long_name``, ``expression`` and a ``comment`` on when it is evaluated."""
     out = {}
-    for entry in (config.get("output") or {}).get("observables") or []:
-        every = entry.get("every")
+    for entry in header.observables:
+        every = entry.every
         when = "at every output" if every is None else f"every {every:g} model time (nan at the outputs between)"
-        out[str(entry["name"])] = {"long_name": f"observable of one's own: {entry['expression']}",
-                                   "expression": str(entry["expression"]),
-                                   "comment": f"[[output.observables]] entry of the run's config, evaluated {when}"}
+        out[entry.name] = {"long_name": f"observable of one's own: {entry.expression}", "expression": entry.expression,
+                           "comment": f"[[output.observables]] entry of the run's config, evaluated {when}"}
     return out
 
 
@@ -315,7 +316,7 @@ def _atoms(times: np.ndarray, outputs: Mapping[str, np.ndarray]) -> tuple[dict[s
 
 
 def atoms_from_dataset(ds: xarray.Dataset) -> list[Atoms]:
-    """The atoms of every output of a run.nc (or :meth:`RunResult.to_xarray`) Dataset: the
+    """The atoms of every output of a run.nc (or :meth:`PDERunResult.to_xarray`) Dataset: the
     contiguous ragged arrays cut at ``atom_count`` (empty list for a run without atoms)."""
     if "atom_count" not in ds:
         return []
@@ -383,29 +384,27 @@ def pde_dataset(mesh: Mapping[str, np.ndarray], times: np.ndarray, outputs: Mapp
     return xr.Dataset(data, coords=coords, attrs=dict(attrs))
 
 
-def token_moments(points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Each prompt's mean vector (B, d) and second-moment matrix (B, d, d), tokens weighing 1/n alike:
-    ``points`` (n, d) (one prompt) or (B, n, d)."""
-    x = np.asarray(points, float)
-    x = x.reshape(-1, *x.shape[-2:])
-    return x.mean(axis=1), np.stack([(p.T @ p) / len(p) for p in x])
-
-
 def _prompt_variables(times: np.ndarray, points: np.ndarray, outputs: Mapping[str, np.ndarray],
                       observables: Mapping[str, np.ndarray]) -> dict[str, Any]:
-    """A particle run's variables along (time, prompt, ...): each prompt's moments (from its tokens,
-    output by output) and scalars (``<name>_by_prompt`` from ``outputs``, else, for one prompt, the
-    observable itself)."""
+    """A particle run's variables along (time, prompt, ...): each prompt's mean vector (from its
+    tokens, output by output) and scalars (``<name>_by_prompt`` from ``outputs``, else, for one
+    prompt, the observable itself); the second moments of the prompt, or of a batch the mean over
+    its prompts (B matrices of d x d would outgrow the tokens, B n d, as soon as d > n: 17 GB an
+    output at B = 2048, d = 1024; each prompt's is ``x^T x / n`` of its tokens)."""
     count, d = len(times), points.shape[-1]
     prompts = points.shape[1] if points.ndim == 4 else 1
-    moments = [token_moments(p) for p in points]
-    means = np.array([m for m, _ in moments]).reshape(count, prompts, d)
-    seconds = np.array([s for _, s in moments]).reshape(count, prompts, d, d)
+    x = np.asarray(points, float).reshape(count, prompts, -1, d)
+    means = x.mean(axis=2)
+    seconds = np.einsum("tbni,tbnj->tij", x, x) / (prompts * x.shape[2])
+    second = (("time", PROMPT_DIM, *COMPONENT_DIMS), seconds[:, None],
+              {"long_name": "second-moment matrix int x x^T dmu of each prompt's tokens", "units": "1"}) \
+        if prompts == 1 else (("time", *COMPONENT_DIMS), seconds,
+                              {"long_name": "second-moment matrix int x x^T dmu of the tokens, mean over the prompts",
+                               "units": "1"})
     data: dict[str, Any] = {
         "mean": (("time", PROMPT_DIM, COMPONENT_DIMS[0]), means,
                  {"long_name": "mean vector int x dmu of each prompt's tokens", "units": "1"}),
-        "second_moment": (("time", PROMPT_DIM, *COMPONENT_DIMS), seconds,
-                          {"long_name": "second-moment matrix int x x^T dmu of each prompt's tokens", "units": "1"})}
+        "second_moment": second}
     for name in PROMPT_SCALARS:
         values = outputs.get(f"{name}{BY_PROMPT}")
         if values is None and prompts == 1 and name in observables:
@@ -420,7 +419,8 @@ def _prompt_variables(times: np.ndarray, points: np.ndarray, outputs: Mapping[st
 def particle_dataset(times: np.ndarray, outputs: Mapping[str, np.ndarray], observables: Mapping[str, np.ndarray],
                      attrs: Mapping[str, Any], positions: np.ndarray | None = None,
                      trackers: Mapping[str, Mapping[str, str]] | None = None) -> xarray.Dataset:
-    """The Dataset of a particle run (module docstring): ``points`` (T, n, d), the scalar observables
+    """The Dataset of a particle run (module docstring): ``points`` (T, n, d) (a batch: (T, B, n, d)
+    along (time, prompt, token, coordinate)), the scalar observables
     along time (``trackers``: the attributes of the config's own, :func:`tracker_attributes`), each
     prompt's mean vector and second moments and scalars along (time, prompt, ...); a causal run's
     token ``positions`` (n,) in [0, 1] as the coordinate ``position`` of the token dimension.
@@ -434,7 +434,7 @@ def particle_dataset(times: np.ndarray, outputs: Mapping[str, np.ndarray], obser
     d = points.shape[-1]
     labels = list("xyz"[:d]) if d <= 3 else [f"x{i}" for i in range(d)]
     scalars = {k: v for k, v in observables.items() if not MOMENT_ENTRY.fullmatch(k)}
-    data = {"points": (("time", "token", "coordinate"), points,
+    data = {"points": (("time", *((PROMPT_DIM,) if points.ndim == 4 else ()), "token", "coordinate"), points,
                        {"long_name": f"token positions on the unit sphere S^{d - 1} (global token order)",
                         "units": "1"}),
             **_observables(scalars, "1", trackers or {}), **_prompt_variables(times, points, outputs, observables)}
@@ -470,17 +470,18 @@ def model_attributes(model: Mapping[str, Any]) -> dict[str, Any]:
     return attrs
 
 
-def run_attributes(run_type: str, config: Mapping[str, Any]) -> dict[str, Any]:
-    """Global attributes of a run's file, from its config (nested mapping): what made it, and
-    the model's parameters (:func:`model_attributes`)."""
-    attrs: dict[str, Any] = {"Conventions": CONVENTIONS, "source": f"meanfield {__version__}", "kind": run_type,
-                             "name": str(config.get("name", ""))}
-    if run_type == "pde":
-        attrs.update(title=f"meanfield PDE run {attrs['name']}", sphere=str(config["mesh"]["sphere"]),
-                     scheme=str(config["scheme"]["kind"]), mask=str(config.get("model", {}).get("mask", "none")))
+def run_attributes(header: RunHeader) -> dict[str, Any]:
+    """Global attributes of a run's file, from its header: what made it, and the model's
+    parameters (:func:`model_attributes`)."""
+    attrs: dict[str, Any] = {"Conventions": CONVENTIONS, "source": f"meanfield {__version__}",
+                             "kind": header.run_type, "name": header.name}
+    if header.run_type == "pde":
+        assert header.sphere is not None, "a PDE run is on a meshed sphere"
+        attrs.update(title=f"meanfield PDE run {header.name}", sphere=header.sphere.name, scheme=header.scheme,
+                     mask=header.mask)
     else:
-        attrs.update(title=f"meanfield particle run {attrs['name']}")
-    return {**attrs, **model_attributes(config.get("model") or {})}
+        attrs.update(title=f"meanfield particle run {header.name}")
+    return {**attrs, **model_attributes(header.model)}
 
 
 def _encoding(ds: xarray.Dataset) -> dict[str, dict[str, Any]]:
@@ -520,7 +521,7 @@ class RunFile:
         The run directory.
     build
         Builds the run's Dataset from times, per-output arrays and observables (the same
-        function that :meth:`~meanfield.rundir.results.RunResult.to_xarray` uses).
+        function that :meth:`~meanfield.rundir.results.PDERunResult.to_xarray` uses).
     """
 
     def __init__(self, run_dir: Path, build: DatasetBuilder) -> None:

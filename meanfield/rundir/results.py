@@ -21,7 +21,8 @@ from ..sequence import slice_positions
 from . import layout
 from .directory import effective_status, is_run, not_a_run_message
 from .files import load_npz, read_csv_columns
-from .layout import BY_POSITION
+from .header import RunHeader
+from .layout import BY_POSITION, BY_PROMPT
 
 if TYPE_CHECKING:
     import pandas
@@ -39,10 +40,49 @@ def observables_frame(observables: dict[str, np.ndarray]) -> pandas.DataFrame:
     return frame
 
 
-class _Tabulated:
-    """What both kinds of results share: the observables as a table."""
+class RunResult:
+    """A run read back from its directory: what a PDE run's (:class:`PDERunResult`) and a
+    particle run's (:class:`ParticleRunResult`) results share.
 
+    Attributes
+    ----------
+    path
+        The run directory.
+    header
+        What the run says about itself, read once from its config.toml and metadata.json
+        (:class:`~meanfield.rundir.header.RunHeader`).
+    times
+        (T,) output times that were written.
+    observables
+        Column name -> (T,) array, from observables.csv.
+    damaged
+        Files that could not be read (the outputs stop before the first of them).
+    """
+
+    path: Path
+    header: RunHeader
+    times: np.ndarray
     observables: dict[str, np.ndarray]
+    damaged: list[str]
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """The run's resolved config (nested dict, as config.toml holds it)."""
+        return self.header.config
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """The run's metadata.json."""
+        return self.header.metadata
+
+    @property
+    def status(self) -> str:
+        """completed, failed, interrupted, running, or killed (running, but no process holds the run)."""
+        return effective_status(self.path, self.metadata)
+
+    def _nearest(self, t: float) -> int:
+        """The index of the output time nearest ``t``."""
+        return int(np.argmin(np.abs(self.times - t)))
 
     def to_dataframe(self) -> pandas.DataFrame:
         """The observables as a pandas DataFrame: one row per output written, columns ``t``, ``mass``, ...
@@ -58,15 +98,13 @@ class RunReadError(FileNotFoundError):
 
 
 @dataclass
-class RunResult(_Tabulated):
+class PDERunResult(RunResult):
     """A PDE run read back from its directory; all arrays in global (rank-independent) order.
 
     Attributes
     ----------
-    path, config, metadata
-        The run directory, its resolved config (nested dict) and metadata.json.
-    times
-        (T,) output times that were written.
+    path, header, times, observables, damaged
+        As in :class:`RunResult`.
     vertices, cells
         (V, d) mesh vertices and (C, nv) cell connectivity (nv = 2 on S^1, 3 on S^2).
     centroids, areas
@@ -75,8 +113,8 @@ class RunResult(_Tabulated):
         (T, C) density cell averages; a causal run's (``model.mask = "causal"``): (T, M, C), the
         density of each of the M position slices (each a probability density).
     observables
-        Column name -> (T,) array, from observables.csv (a causal run's: of the whole token
-        distribution, the mean of the slices' densities).
+        As in :class:`RunResult` (a causal run's: of the whole token distribution, the mean of
+        the slices' densities).
     vertex_densities
         DG1 runs: (T, C, nv) the density at each cell's vertices (in ``cells`` order), causal
         runs (T, M, C, nv); else None.
@@ -85,8 +123,6 @@ class RunResult(_Tabulated):
     vertex_jacobians
         DG1 runs: (C, nv) the area element of the curved cells at their vertices (the scheme's
         unknown is ``density * jacobian``, linear on the reference cell); else None.
-    damaged
-        Files that could not be read (the outputs stop before the first of them).
     atoms
         Hybrid runs (``[atoms]``): the point masses of every output, one
         :class:`~meanfield.atoms.Atoms` per output time (their count varies; ids persist);
@@ -99,8 +135,7 @@ class RunResult(_Tabulated):
     """
 
     path: Path
-    config: dict
-    metadata: dict
+    header: RunHeader
     times: np.ndarray
     vertices: np.ndarray
     cells: np.ndarray
@@ -117,7 +152,9 @@ class RunResult(_Tabulated):
 
     @property
     def sphere(self) -> str:
-        return "S1" if self.vertices.shape[1] == 2 else "S2"
+        """``mesh.sphere``: the name of the run's sphere (:attr:`RunHeader.sphere` is its descriptor)."""
+        assert self.header.sphere is not None, "a PDE run is on a meshed sphere"
+        return self.header.sphere.name
 
     @property
     def causal(self) -> bool:
@@ -136,17 +173,9 @@ class RunResult(_Tabulated):
                              "position": np.tile(self.positions, T),
                              **{k: np.asarray(v, float).ravel() for k, v in self.observables_by_position.items()}})
 
-    @property
-    def status(self) -> str:
-        """completed, failed, interrupted, running, or killed (running, but no process holds the run)."""
-        return effective_status(self.path, self.metadata)
-
     def density(self, t: float) -> np.ndarray:
         """Cell averages at the output time nearest ``t`` ((M, C) for a causal run)."""
         return self.densities[self._nearest(t)]
-
-    def _nearest(self, t: float) -> int:
-        return int(np.argmin(np.abs(self.times - t)))
 
     def atoms_at(self, t: float) -> Atoms:
         """The atoms at the output time nearest ``t`` (none for a run without atoms)."""
@@ -155,7 +184,7 @@ class RunResult(_Tabulated):
         return self.atoms[self._nearest(t)]
 
     def to_dataframe(self) -> pandas.DataFrame:
-        """The observables as a pandas DataFrame (one row per output; see :class:`_Tabulated`).
+        """The observables as a pandas DataFrame (one row per output; see :class:`RunResult`).
 
         A hybrid run's table has the columns ``atom_count`` and ``atom_mass`` (taken from the
         atoms themselves when observables.csv lacks them); :meth:`atoms_dataframe` lists the atoms.
@@ -200,56 +229,52 @@ class RunResult(_Tabulated):
             outputs["vertex_density"] = self.vertex_densities
         if self.atoms is not None:
             outputs.update(ragged_atoms([a.arrays() for a in self.atoms]))
-        return pde_dataset(mesh, self.times, outputs, self.observables, run_attributes("pde", self.config),
-                           tracker_attributes(self.config))
+        return pde_dataset(mesh, self.times, outputs, self.observables, run_attributes(self.header),
+                           tracker_attributes(self.header))
 
 
 @dataclass
-class ParticleRunResult(_Tabulated):
+class ParticleRunResult(RunResult):
     """A particle run read back from its directory (token order is global, rank-independent).
 
     Attributes
     ----------
-    path, config, metadata, observables, damaged
+    path, header, times, observables, damaged
         As in :class:`RunResult`.
-    times
-        (T,) output times that were written.
     points
-        (T, n, d) token positions at those times.
+        (T, n, d) token positions at those times; a batch of B prompts: (T, B, n, d).
     positions
         (n,) the tokens' positions ``s_i = (i + 1/2) / n`` of a causal run (``model.mask =
         "causal"``), in token order; ``None`` for a run without a mask.
+    by_prompt
+        A batch of prompts: each prompt's scalars, ``<name>_by_prompt`` -> (T, B) (empty otherwise).
     """
 
     path: Path
-    config: dict
-    metadata: dict
+    header: RunHeader
     times: np.ndarray
     points: np.ndarray
     observables: dict[str, np.ndarray] = field(default_factory=dict)
     damaged: list[str] = field(default_factory=list)
     positions: np.ndarray | None = None
-
-    @property
-    def status(self) -> str:
-        return effective_status(self.path, self.metadata)
+    by_prompt: dict[str, np.ndarray] = field(default_factory=dict)
 
     def at(self, t: float) -> np.ndarray:
-        """Token positions (n, d) at the output time nearest ``t``."""
-        return self.points[int(np.argmin(np.abs(self.times - t)))]
+        """Token positions (n, d) (a batch: (B, n, d)) at the output time nearest ``t``."""
+        return self.points[self._nearest(t)]
 
     def to_xarray(self) -> xarray.Dataset:
         """The run as an xarray Dataset laid out like its run.nc: ``points`` (time, token, coordinate)
         and the observables, from the snapshots."""
         from .netcdf import particle_dataset, run_attributes, tracker_attributes
 
-        return particle_dataset(self.times, {"points": self.points}, self.observables,
-                                run_attributes("particles", self.config), self.positions,
-                                tracker_attributes(self.config))
+        return particle_dataset(self.times, {"points": self.points, **self.by_prompt}, self.observables,
+                                run_attributes(self.header), self.positions, tracker_attributes(self.header))
 
 
-def read_header(run_dir: Path) -> tuple[dict, dict]:
-    """A run directory's config (as TOML data) and metadata.json; raises :class:`RunReadError` naming the problem."""
+def read_header(run_dir: Path) -> RunHeader:
+    """A run directory's header, from its config.toml and metadata.json, read once; raises
+    :class:`RunReadError` naming the problem."""
     if not is_run(run_dir):
         raise RunReadError(not_a_run_message(run_dir))
     try:
@@ -257,7 +282,7 @@ def read_header(run_dir: Path) -> tuple[dict, dict]:
         config = tomllib.loads((run_dir / layout.CONFIG).read_text())
     except (OSError, ValueError) as exc:
         raise RunReadError(f"{run_dir}: cannot read the run's metadata.json or config.toml: {exc}") from None
-    return config, meta
+    return RunHeader.read(config, meta)
 
 
 def _leading_snapshots(run_dir: Path) -> list[Path]:
@@ -294,10 +319,10 @@ def token_positions(n: int) -> np.ndarray:
     return slice_positions(n)
 
 
-def load_run(path: str | Path) -> RunResult | ParticleRunResult:
+def load_run(path: str | Path) -> PDERunResult | ParticleRunResult:
     """Read a run directory written by :func:`meanfield.run` or :func:`meanfield.run_particles`.
 
-    Returns a :class:`RunResult` for PDE runs and a :class:`ParticleRunResult` for particle runs.
+    Returns a :class:`PDERunResult` for PDE runs and a :class:`ParticleRunResult` for particle runs.
 
     Raises
     ------
@@ -305,15 +330,15 @@ def load_run(path: str | Path) -> RunResult | ParticleRunResult:
         For a directory that is not a run, naming the file that is missing or unreadable.
     """
     path = Path(path)
-    config, meta = read_header(path)
+    header = read_header(path)
     snapshots, observables, damaged = _outputs(path)
     times = np.array([float(s["t"]) for s in snapshots])
-    if meta.get("kind") == "particles":
-        d = config.get("particles", {}).get("d") or (2 if config.get("mesh", {}).get("sphere") == "S1" else 3)
-        points = np.array([s["points"] for s in snapshots]) if snapshots else np.empty((0, 0, d))
-        positions = token_positions(int(config["particles"]["n"])) \
-            if config.get("model", {}).get("mask") == "causal" else None
-        return ParticleRunResult(path, config, meta, times, points, observables, damaged, positions)
+    if header.run_type == "particles":
+        points = np.array([s["points"] for s in snapshots]) if snapshots else np.empty((0, 0, header.d))
+        positions = token_positions(int(header.tokens or 0)) if header.mask == "causal" else None
+        by_prompt = {k: np.array([s[k] for s in snapshots]) for k in (snapshots[0] if snapshots else ())
+                     if k.endswith(BY_PROMPT)}
+        return ParticleRunResult(path, header, times, points, observables, damaged, positions, by_prompt)
     try:
         mesh = load_npz(path / layout.MESH)
     except (OSError, ValueError) as exc:
@@ -329,7 +354,7 @@ def load_run(path: str | Path) -> RunResult | ParticleRunResult:
     atoms = [Atoms.from_arrays(s, d) for s in snapshots] if hybrid else None
     by_position = {k.removesuffix(BY_POSITION): np.array([s[k] for s in snapshots]).reshape(per_output)
                    for k in (snapshots[0] if snapshots and positions is not None else ()) if k.endswith(BY_POSITION)}
-    return RunResult(path, config, meta, times, mesh["vertices"], cells, mesh["centroids"], mesh["areas"],
+    return PDERunResult(path, header, times, mesh["vertices"], cells, mesh["centroids"], mesh["areas"],
                      densities, observables, vertex, mesh["vertex_jacobian"] if dg1 else None, damaged, atoms,
                      positions, by_position)
 
@@ -342,16 +367,16 @@ def load_particle_run(path: str | Path) -> ParticleRunResult:
     return result
 
 
-def load_pde_run(path: str | Path) -> RunResult:
+def load_pde_run(path: str | Path) -> PDERunResult:
     """:func:`load_run` for a directory that must hold a PDE run."""
     result = load_run(path)
-    if not isinstance(result, RunResult):
+    if not isinstance(result, PDERunResult):
         raise RunReadError(f"{path} is not a PDE run (metadata kind {result.metadata.get('kind')!r})")
     return result
 
 
-def read_observables(run_dir: str | Path) -> tuple[dict, dict, dict[str, np.ndarray]]:
-    """A run's config, metadata.json and observables, without reading its arrays (for tables of many runs).
+def read_observables(run_dir: str | Path) -> tuple[RunHeader, dict[str, np.ndarray]]:
+    """A run's header and observables, without reading its arrays (for tables of many runs).
 
     The observables are cut to the outputs that have a snapshot file (:func:`load_run` also
     stops before a snapshot that cannot be read).
@@ -362,10 +387,10 @@ def read_observables(run_dir: str | Path) -> tuple[dict, dict, dict[str, np.ndar
         For a directory that is not a run.
     """
     run_dir = Path(run_dir)
-    config, meta = read_header(run_dir)
+    header = read_header(run_dir)
     observables, _ = read_csv_columns(run_dir / layout.OBSERVABLES)
     count = len(_leading_snapshots(run_dir))
-    return config, meta, {k: v[:count] for k, v in observables.items()}
+    return header, {k: v[:count] for k, v in observables.items()}
 
 
 def describe(run_dir: str | Path) -> dict[str, Any]:
@@ -377,12 +402,12 @@ def describe(run_dir: str | Path) -> dict[str, Any]:
     (``None`` otherwise).
     """
     run_dir = Path(run_dir)
-    config, meta = read_header(run_dir)
+    header = read_header(run_dir)
+    meta = header.metadata
     facts = {"path": str(run_dir), "kind": meta.get("kind"), "name": meta.get("name"),
              "status": effective_status(run_dir, meta), "t_reached": meta.get("t_reached"),
-             "t_final": config.get("time", {}).get("t_final"), "error": meta.get("error"),
-             "interrupted_by": meta.get("interrupted_by"), "mask": config.get("model", {}).get("mask", "none"),
-             "slices": config.get("positions", {}).get("slices")}
+             "t_final": header.t_final, "error": meta.get("error"), "interrupted_by": meta.get("interrupted_by"),
+             "mask": header.mask, "slices": header.slices}
     observables, _ = read_csv_columns(run_dir / layout.OBSERVABLES)
     if len(observables.get("atom_count", ())):
         facts["atoms"] = {"count": int(observables["atom_count"][-1]), "mass": float(observables["atom_mass"][-1])}

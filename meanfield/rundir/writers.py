@@ -18,6 +18,7 @@ import numpy as np
 
 from . import layout
 from .files import append_csv_row, read_csv_columns, save_npz, write_csv_columns
+from .header import RunHeader
 from .netcdf import DatasetBuilder, RunFile, particle_dataset, pde_dataset, run_attributes, tracker_attributes
 from .paraview import AtomPoints, XdmfFiles
 
@@ -122,7 +123,8 @@ def pde_run_file(run_dir: Path, static: Mapping[str, np.ndarray], config: Mappin
                  paraview: bool) -> RunFileOutput:
     """run.nc of a PDE run from its static arrays (mesh.npz) and config, with the ParaView files if
     ``paraview`` (XDMF; hybrid runs also the atoms' point files)."""
-    attrs, trackers = run_attributes("pde", config), tracker_attributes(config)
+    header = RunHeader.of("pde", config)
+    attrs, trackers = run_attributes(header), tracker_attributes(header)
 
     def build(times: np.ndarray, outputs: Mapping[str, np.ndarray], observables: Mapping[str, np.ndarray]):
         return pde_dataset(static, times, outputs, observables, attrs, trackers)
@@ -136,7 +138,8 @@ def pde_run_file(run_dir: Path, static: Mapping[str, np.ndarray], config: Mappin
 
 def particle_run_file(run_dir: Path, config: Mapping[str, Any], positions: np.ndarray | None = None) -> RunFileOutput:
     """run.nc of a particle run (with the token ``positions`` of a causal run)."""
-    attrs, trackers = run_attributes("particles", config), tracker_attributes(config)
+    header = RunHeader.of("particles", config)
+    attrs, trackers = run_attributes(header), tracker_attributes(header)
 
     def build(times: np.ndarray, outputs: Mapping[str, np.ndarray], observables: Mapping[str, np.ndarray]):
         return particle_dataset(times, outputs, observables, attrs, positions, trackers)

@@ -17,7 +17,7 @@ from typing import Any
 from ..analysis.diagnostics import Diagnostics
 from ..drivers import particles
 from ..drivers import resume as resuming
-from ..rundir.results import ParticleRunResult, RunResult
+from ..rundir.results import ParticleRunResult, PDERunResult
 
 
 @functools.wraps(particles.run_particles)
@@ -26,5 +26,5 @@ def run_particles(config: Any = None, **keywords: Any) -> ParticleRunResult:
 
 
 @functools.wraps(resuming.resume)
-def resume(path: str | Path, **keywords: Any) -> RunResult | ParticleRunResult:
+def resume(path: str | Path, **keywords: Any) -> PDERunResult | ParticleRunResult:
     return resuming.resume(path, analysis=[Diagnostics()], **keywords)

@@ -380,12 +380,14 @@ def _write_influence(path: Path, config: Config, mesh: Mapping[str, np.ndarray] 
                      densities: Mapping[float, np.ndarray | None]) -> None:
     """influence.nc: the run's mesh and the density at each time (:func:`~meanfield.rundir.netcdf.pde_dataset`)
     and ``influence_<k>`` (time, [position,] cell) per observable k, named in its attributes."""
+    from ..rundir.header import RunHeader
     from ..rundir.netcdf import pde_dataset, run_attributes, write_dataset
 
     assert mesh is not None and influence is not None
     causal = "positions" in mesh
     stacked = np.array([densities[t] for t in times])[..., 0]  # (T, M, C)
-    attrs = {**run_attributes("pde", config.data), "title": f"meanfield influence functions {config.data['name']}"}
+    header = RunHeader.of("pde", config.data)
+    attrs = {**run_attributes(header), "title": f"meanfield influence functions {header.name}"}
     ds = pde_dataset(mesh, np.array(times), {"density": stacked if causal else stacked[:, 0]}, {}, attrs)
     P = len(observables)
     dims = ("time", "position", "cell") if causal else ("time", "cell")

@@ -39,6 +39,7 @@ import numpy as np
 
 from ..config import Config, ConfigError
 from ..references.retrieval import codeword_weights, retrieval_mode, score_modes
+from ..spheres import S1, sphere_named
 from .response import open_adjoint_study, parse_observable, recorded_forward, swept_backward
 
 #: The score sums the modes whose codeword weight e^{-pi^2 n^2 / (2 M^2)} is above this (the
@@ -98,7 +99,7 @@ def profiles_of(problem: Any, modes: Sequence[int], codewords: int | None, obser
         phis = [parse_observable(text) for text in sources]
         names = {i + 1: f"pair {i + 1}: {psi} / {phi}" for i, (psi, phi) in enumerate(zip(observables, sources))}
         return Profiles(list(psis), list(phis), [(i + 1, [(1.0, i, i)]) for i in range(len(psis))], names)
-    if problem.sphere != "S1":
+    if sphere_named(problem.sphere) is not S1:
         raise ConfigError("--modes: Fourier modes need S^1; on S^2 give pairs --observable PSI --source PHI")
     modes = list(modes) if modes or codewords is not None else [1]
     weights = None
@@ -121,7 +122,7 @@ def dgr_setting(problem: Any) -> bool:
     iid uniform tokens on S^1, unnormalised attention with Q = K = V = I in one layer, positional
     weights normalised over positions."""
     data = problem.config.data
-    return (problem.sphere == "S1" and problem.causal and problem.normalise
+    return (sphere_named(problem.sphere) is S1 and problem.causal and problem.normalise
             and data["model"].get("attention") == "unnormalized" and data["initial"].get("kind") == "uniform"
             and len(problem.schedule().layers) == 1 and problem.model().is_identity)
 

@@ -71,13 +71,13 @@ def _tokens(path: Path, d: int, field: str) -> np.ndarray:
 
 
 def _run(path: Path, d: int, field: str) -> Measure:
-    from ..rundir.results import RunResult, load_run
+    from ..rundir.results import PDERunResult, load_run
 
     try:
         result = load_run(path)
     except (OSError, ValueError) as exc:
         raise ConfigError(f"{field}: cannot read the run {path}: {exc}") from None
-    if not isinstance(result, RunResult):
+    if not isinstance(result, PDERunResult):
         raise ConfigError(f"{field}: {path} is a particle run; give its tokens as a .npy file, or a PDE run")
     if result.centroids.shape[1] != d:
         raise ConfigError(f"{field}: {path} is a run on {result.sphere}; this run is on S{d - 1}")

@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Any
 
 from meanfield.config import Config
-from meanfield.rundir.results import RunResult
+from meanfield.rundir.results import PDERunResult
 
 
-def pde_result(config: Config | Mapping[str, Any], times: Sequence[float], out: Path) -> RunResult:
+def pde_result(config: Config | Mapping[str, Any], times: Sequence[float], out: Path) -> PDERunResult:
     """A serial PDE run of ``config`` with outputs at ``times`` (no ParaView files) written to
     ``out`` (a folder that does not exist yet), read back by ``load_run`` (DG1 runs carry
     ``vertex_densities``)."""

@@ -25,8 +25,9 @@ from ...merging import MERGE_DISTANCE
 from ...mesh import RawMesh, raw_mesh
 from ...references.spectral_circle import CircleSolution
 from ...rundir.directory import check_output_folder
+from ...rundir.header import RunHeader
 from ...rundir.results import load_run
-from ...spheres import sphere_area, sphere_named
+from ...spheres import S1, sphere_area, sphere_named
 from ..causal import position_slice, whole_measure
 from ..events import Event
 from .atoms import WithAtoms
@@ -45,11 +46,13 @@ from .spectral import FourierField, grid_mesh
 PROMINENCE = 0.01
 
 
-def _config_mesh(config: dict, resolution: int | None = None) -> RawMesh:
-    mesh = config["mesh"]
+def _config_mesh(result: Any, resolution: int | None = None) -> RawMesh:
+    """The mesh a run's config describes (its header's ``[mesh]`` table), or its sphere's generated mesh of
+    ``resolution``; a result without a header (duck-typed) is read for it from its ``config``."""
+    header = getattr(result, "header", None) or RunHeader.of("pde", result.config)
     if resolution is not None:
-        return raw_mesh(mesh["sphere"], resolution)
-    return raw_mesh(mesh["sphere"], mesh.get("resolution"), mesh.get("file"))
+        return raw_mesh(header.mesh.sphere.name, resolution)
+    return raw_mesh(header.mesh.sphere.name, header.mesh.resolution, header.mesh.file)
 
 
 def pde_fields(result: Any) -> tuple[AnalysisMesh, list[tuple[float, Field]]]:
@@ -60,7 +63,7 @@ def pde_fields(result: Any) -> tuple[AnalysisMesh, list[tuple[float, Field]]]:
     atoms (``result.atoms``; :mod:`.atoms`).
     """
     vertices = getattr(result, "vertices", None)
-    raw = RawMesh(vertices, result.cells) if vertices is not None else _config_mesh(result.config)
+    raw = RawMesh(vertices, result.cells) if vertices is not None else _config_mesh(result)
     mesh = AnalysisMesh(raw)
     mesh.check_centroids(np.asarray(result.centroids), str(getattr(result, "path", "run")))
     vertex = getattr(result, "vertex_densities", None)
@@ -81,7 +84,10 @@ def particle_fields(result: Any, bandwidth: float | None = None,
 
     ``bandwidth`` defaults to :func:`.noise.token_bandwidth` of the run's token count.
     """
-    mesh = AnalysisMesh(_config_mesh(result.config, resolution))
+    if result.points.ndim != 3:
+        raise ValueError(f"{getattr(result, 'path', 'the run')}: a batch of {result.points.shape[1]} prompts; cluster "
+                         "analysis takes one set of tokens (prompt b: load_run(...).points[:, b])")
+    mesh = AnalysisMesh(_config_mesh(result, resolution))
     if result.points.shape[2] != mesh.d:
         raise ValueError(f"particles live on S^{result.points.shape[2] - 1}; cluster analysis needs S^1 or S^2 "
                          f"matching the config's mesh ({mesh.sphere})")
@@ -211,7 +217,7 @@ def analyse_spectral(solution: CircleSolution, *, threshold: float | None = None
     """The cluster analysis of a spectral S^1 reference solution (:mod:`.spectral`)."""
     mesh = grid_mesh(solution.modes)
     fields = [(float(t), FourierField(mesh, solution, i)) for i, t in enumerate(solution.times)]
-    history = analyse_fields(fields, "S1", threshold=threshold, prominence=prominence, factors=factors,
+    history = analyse_fields(fields, S1.name, threshold=threshold, prominence=prominence, factors=factors,
                              source="spectral reference")
     history.info.update(data=FourierField.source, cells=mesh.num_cells)
     return history

@@ -60,6 +60,9 @@ class AnalysisMesh:
         self.cells = np.asarray(mesh.cells, np.int64)
         self.d = self.vertices.shape[1]
         self.sphere = mesh.sphere
+        #: The sphere's own dimension (:attr:`meanfield.spheres.Sphere.dimension`): on a curve (1)
+        #: two clusters' regions meet at a point, on a surface (2) along edges.
+        self.dimension = self.d - 1
         corners = self.vertices[self.cells]
         self.centroids = normalize(corners.mean(axis=1))
         self.areas = cell_measure(corners)

@@ -144,7 +144,7 @@ class CellAverages(Field):
         q = masses.shape[1]
         mass, second = region_integrals(points.reshape(-1, self.mesh.d), masses.ravel(), np.repeat(labels, q),
                                         positions)
-        if self.mesh.sphere == "S1":
+        if self.mesh.dimension == 1:  # regions meet at points
             self._move_ends(labels, positions, mass, second)
         return mass, widths(mass, second)
 

@@ -39,7 +39,7 @@ class BasinHistory:
     Attributes
     ----------
     sphere
-        ``"S1"`` or ``"S2"``.
+        ``mesh.sphere``: the sphere's name (:mod:`meanfield.spheres`).
     frames
         One :class:`~.frame.Frame` per output time.
     ids

@@ -141,7 +141,7 @@ class TokenField(Field):
         lie on; where no minimum is found the vertex stays the end.
         """
         token_labels = labels[self.cells]
-        if self.mesh.sphere == "S1":
+        if self.mesh.dimension == 1:  # regions meet at points
             for c, n, v in self.mesh.region_ends(labels):
                 vertex = self.mesh.vertices[v]
                 end, found = self._newton(vertex.copy(), maximum=False)

@@ -12,6 +12,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from ...spheres import sphere_named
 from .coords import angle_columns
 from .history import BasinHistory
 
@@ -22,6 +23,12 @@ def _broken(x: np.ndarray, y: np.ndarray, angle: np.ndarray) -> tuple[np.ndarray
     """The curve (x, y) with a gap (NaN) wherever ``angle`` wraps around (jumps by more than pi)."""
     jumps = np.flatnonzero(np.abs(np.diff(angle)) > np.pi) + 1
     return np.insert(np.asarray(x, float), jumps, np.nan), np.insert(np.asarray(y, float), jumps, np.nan)
+
+
+def _on_curve(history: BasinHistory) -> bool:
+    """Whether the history's sphere is a curve (S^1): its peaks' angle is drawn against t; on a
+    surface (S^2) their trajectories are drawn on a longitude-latitude map."""
+    return sphere_named(history.sphere).dimension == 1
 
 
 def _finite(values: np.ndarray) -> np.ndarray:
@@ -38,6 +45,7 @@ def basin_history_figure(history: BasinHistory) -> Figure:
     to the atoms' mass; its height (infinite) is not drawn.
     """
     fig = Figure(figsize=(15, 4.2), layout="constrained")
+    curve = _on_curve(history)
     count, paths, heights = fig.subplots(1, 3)
     t = history.times
     count.step(t, history.counts, where="post")
@@ -49,7 +57,7 @@ def basin_history_figure(history: BasinHistory) -> Figure:
         tr = history.track(cluster)
         angles = angle_columns(tr["positions"])
         style = {"color": colours[cluster], "lw": 1.2}
-        if history.sphere == "S1":
+        if curve:
             x, y = tr["t"], angles["theta"]
             paths.plot(*_broken(x, y, y), **style)
         else:
@@ -63,7 +71,7 @@ def basin_history_figure(history: BasinHistory) -> Figure:
     heights.semilogy(t, _finite(history.maxima) / u, "k--", lw=0.8, label="global max")
     _mark_merges(history, count, paths, heights)
     dots = " (dots: atoms, area ~ mass)" if history.has_atoms else ""
-    if history.sphere == "S1":
+    if curve:
         paths.set(xlabel="t", ylabel="theta (rad)", ylim=(-np.pi, np.pi), title="peak positions" + dots)
     else:
         paths.set(xlabel="longitude (deg)", ylabel="latitude (deg)", xlim=(-180, 180), ylim=(-90, 90),
@@ -80,11 +88,12 @@ def _mark_merges(history: BasinHistory, count, paths, heights) -> None:
     """Each merge: a dotted line at its time on the t panels, its time written on the count
     panel, a cross at the survivor's peak on the S^1 trajectories."""
     merges = [e for e in history.events if e.kind == "merge"]
+    curve = _on_curve(history)
     for k, e in enumerate(merges):
-        axes = (count, heights, paths) if history.sphere == "S1" else (count, heights)
+        axes = (count, heights, paths) if curve else (count, heights)
         for ax in axes:
             ax.axvline(e.time, color="k", ls=":", lw=0.9, label=f"merge at t = {e.time:.4g}" if ax is count else None)
-        if history.sphere == "S1":
+        if curve:
             track = history.track(e.kept)
             after = np.flatnonzero(track["t"] >= e.time)
             if after.size:

@@ -35,7 +35,7 @@ from ...analysis.causal import whole_measure
 from ...mesh import raw_mesh
 from ...problem import Problem
 from ...references.exact import ExactDensity, exact_solution
-from ...rundir.results import RunResult, load_pde_run
+from ...rundir.results import PDERunResult, load_pde_run
 from ...sphere import cell_averages
 from .ladder import ConvergenceError, Ladder, level_of, mesh_width, resolution
 
@@ -69,7 +69,7 @@ def density_norms(error: np.ndarray, areas: np.ndarray) -> dict[str, np.ndarray]
     return {"L1": np.abs(error) @ areas, "L2": np.sqrt(error**2 @ areas), "max": np.abs(error).max(axis=1)}
 
 
-def observable_errors(result: RunResult, ref: RunResult) -> dict[str, np.ndarray]:
+def observable_errors(result: PDERunResult, ref: PDERunResult) -> dict[str, np.ndarray]:
     """Errors of the energy and of the moments (largest entry) per output time."""
     keys = [k for k in result.observables if k.startswith(("mean_", "m2_"))]
     moments = np.max([np.abs(result.observables[k] - ref.observables[k]) for k in keys], axis=0)
@@ -136,7 +136,7 @@ def error_rows(ladder: Ladder, reference: str | Path = "finest") -> list[Row]:
         for i in range(n - 1):
             emit(i, diff(i, n - 1), orders)
 
-    def density_diff(i: int, ref: RunResult) -> dict[str, np.ndarray]:
+    def density_diff(i: int, ref: PDERunResult) -> dict[str, np.ndarray]:
         result = ladder.results[i]
         return density_norms(result.densities - ladder.transfer(ref, i), result.areas)
 

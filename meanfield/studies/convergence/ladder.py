@@ -18,7 +18,7 @@ import numpy as np
 from ...analysis.causal import whole_measure
 from ...config import Config, load_config
 from ...problem import Problem
-from ...rundir.results import RunResult
+from ...rundir.results import PDERunResult
 from ...spheres import sphere_named
 
 
@@ -108,7 +108,7 @@ class Ladder:
 
     problem: Problem
     levels: list[int]
-    results: list[RunResult]
+    results: list[PDERunResult]
     axis: str = "mesh"
 
     @property
@@ -120,7 +120,7 @@ class Ladder:
 
     def step(self, i: int) -> float:
         result = self.results[i]
-        fixed = result.config.get("time", {}).get("dt")
+        fixed = result.header.dt
         return float(fixed) if fixed else float(result.times[-1] / max(result.metadata["steps"]["steps"], 1))
 
     def width(self, i: int) -> float:
@@ -128,7 +128,7 @@ class Ladder:
             return 1.0 / self.levels[i]
         return self.step(i) if self.axis == "dt" else mesh_width(self.sphere, self.cells(i))
 
-    def transfer(self, ref: RunResult, i: int) -> np.ndarray:
+    def transfer(self, ref: PDERunResult, i: int) -> np.ndarray:
         """A finer run's densities on the mesh of run i."""
         if self.axis != "mesh":
             return ref.densities

@@ -29,7 +29,8 @@ from ...config import Config, load_config
 from ...problem import Problem
 from ...references.lagrangian_circle import ATOL, RTOL, SERIES_TOL, iterate_tokens, quantile_tokens
 from ...rundir.directory import check_output_folder
-from ...rundir.results import RunResult, load_pde_run, read_header
+from ...rundir.results import PDERunResult, load_pde_run, read_header
+from ...spheres import S1
 
 T_EARLY, DT_EARLY, DT_LATE = 20.0, 0.1, 0.5
 #: Reference tokens of a study by default.
@@ -109,7 +110,7 @@ def reference_history(
     return point_set_history(((t, a, w, ids) for t, a in frames), delta=delta, min_mass=min_mass)
 
 
-def run_frames(run: str | Path | RunResult, cell_floor: float = CELL_FLOOR) -> Iterator[
+def run_frames(run: str | Path | PDERunResult, cell_floor: float = CELL_FLOOR) -> Iterator[
         tuple[float, np.ndarray, np.ndarray, np.ndarray]]:
     """``(t, angles, masses, ids)`` of a hybrid S^1 run's outputs: its atoms, and its cells of mass > cell_floor.
 
@@ -118,7 +119,7 @@ def run_frames(run: str | Path | RunResult, cell_floor: float = CELL_FLOOR) -> I
     :func:`~meanfield.rundir.results.load_pde_run`.
     """
     result = load_pde_run(run) if isinstance(run, (str, Path)) else run
-    if result.sphere != "S1":
+    if result.header.sphere is not S1:
         raise ValueError(f"{result.path}: run_frames needs an S1 run")
     centroid = np.arctan2(result.centroids[:, 1], result.centroids[:, 0])
     atoms: list[Atoms | None] = list(result.atoms) if result.atoms is not None else [None] * len(result.times)
@@ -216,10 +217,10 @@ def check_study_inputs(problem: Problem, out: str | Path, betas: Sequence[float]
     if betas is not None and not all(np.isfinite(b) and b > 0 for b in betas):
         raise ValueError(f"--betas: must be numbers > 0, got {list(betas)}")
     if run_dir is not None:
-        config, meta = read_header(Path(run_dir))
-        if meta.get("kind") != "pde" or config.get("mesh", {}).get("sphere") != "S1":
-            raise ValueError(f"--run {run_dir}: needs a PDE run on S1, got a {meta.get('kind')} run on "
-                             f"{config.get('mesh', {}).get('sphere')}")
+        header = read_header(Path(run_dir))
+        if header.run_type != "pde" or header.sphere is not S1:
+            raise ValueError(f"--run {run_dir}: needs a PDE run on S1, got a {header.run_type} run on "
+                             f"{header.sphere.name if header.sphere else f'S{header.d - 1}'}")
     return check_output_folder(out, owns, "long-time study files", overwrite=overwrite)
 
 

@@ -33,7 +33,7 @@ import numpy as np
 from ...analysis import metrics
 from ...discretisation.registry import scheme_class
 from ...mesh import CellLocator, raw_mesh
-from ...rundir.results import RunResult
+from ...rundir.results import PDERunResult
 from ...times import MATCH_TOL, same_time
 
 #: Exact W_1 (``ot.emd2``) is computed only when the dense cost matrix has at most this many entries.
@@ -65,17 +65,17 @@ class PDEReference:
         Kernel width of the MMD.
     """
 
-    coarse: RunResult
-    fine: RunResult | None = None
+    coarse: PDERunResult
+    fine: PDERunResult | None = None
     mmd_scale: float = 0.5
 
     def __post_init__(self) -> None:
-        mesh = self.coarse.config["mesh"]
-        raw = raw_mesh(mesh["sphere"], mesh.get("resolution"), mesh.get("file"))
+        mesh = self.coarse.header.mesh
+        raw = raw_mesh(mesh.sphere.name, mesh.resolution, mesh.file)
         self.d = raw.points.shape[1]
         self.locator = CellLocator(raw)
 
-    def measure(self, t: float, result: RunResult | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def measure(self, t: float, result: PDERunResult | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Cell centroids and cell masses of a PDE run (default: the coarse one) at time t (a
         causal run's: of the whole measure, the mean of its slices)."""
         result = result or self.coarse
@@ -85,7 +85,7 @@ class PDEReference:
     def _extrapolated(self, coarse: dict, fine: dict | None) -> dict:
         if fine is None:
             return coarse
-        order = scheme_class(self.coarse.config.get("scheme", {}).get("kind", "fv")).order
+        order = scheme_class(self.coarse.header.scheme or "fv").order
         return {k: fine[k] + (fine[k] - coarse[k]) / (2.0**order - 1.0) for k in coarse}
 
     def observables(self, t: float) -> dict[str, float]:
@@ -94,11 +94,11 @@ class PDEReference:
         fine = None if self.fine is None else _row(self.fine.observables, _time_index(self.fine.observables["t"], t))
         return self._extrapolated(coarse, fine)
 
-    def slice_means(self, t: float, result: RunResult | None = None) -> np.ndarray:
+    def slice_means(self, t: float, result: PDERunResult | None = None) -> np.ndarray:
         """(M, d) the first moment of each position slice of a causal run at t (default: the
         reference, extrapolated like :meth:`observables`)."""
 
-        def means(r: RunResult) -> np.ndarray:
+        def means(r: PDERunResult) -> np.ndarray:
             i = _time_index(r.times, t)
             return np.column_stack([r.observables_by_position[f"mean_{k}"][i] for k in range(self.d)])
 

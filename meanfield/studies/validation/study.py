@@ -6,7 +6,9 @@ system for every n and seed (``particles.seed + k``, k < seeds), each compared w
 at every output time.  Files written (rank 0) under the study directory::
 
     pde/, pde-fine/          the PDE runs (unless given)
-    particles/n<N>-s<S>/     the particle runs
+    particles/n<N>-s<S>-b<B>/ the particle runs: one batch of B = seeds prompts per n (prompt k is
+                             the run with seed S + k) where the batched engine covers the model
+                             (seed_runs), else particles/n<N>-s<S>/, one run per seed
     validation.csv           metric, time, n, seed, value (with the cluster-level metrics of
                              meanfield.analysis.clusters.compare.ClusterValidation)
     summary.csv              per error metric at the final time (not hist_l1_noise, the iid
@@ -26,7 +28,9 @@ at every output time.  Files written (rank 0) under the study directory::
 
 from __future__ import annotations
 
+import copy
 import csv
+import dataclasses
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -43,7 +47,8 @@ from ...model import ModelError
 from ...particles.sampling import check_causal_sampler, resolve_sampler
 from ...problem import Problem
 from ...rundir.directory import is_run, prepare_study
-from ...rundir.results import RunResult, load_pde_run
+from ...rundir.layout import BY_PROMPT
+from ...rundir.results import ParticleRunResult, PDERunResult, load_pde_run
 from ...times import MATCH_TOL, time_tol
 from .compare import PDEReference
 from .prediction import BAND_OUTSIDE, add_predictions, predicted_variances
@@ -184,7 +189,7 @@ def _pde_runs(problem: Problem, fine_problem: Problem | None, out: Path, pde, pd
     run.log, not the terminal, which gets one line when it starts and one when it ends."""
     from ...drivers.pde import run
 
-    def run_quietly(problem: Problem, folder: Path) -> RunResult:
+    def run_quietly(problem: Problem, folder: Path) -> PDERunResult:
         if not quiet and comm.rank == 0:
             print(f"PDE run {folder}: progress in {folder / 'run.log'}", flush=True)
         result = run(problem, out=folder, comm=comm, quiet=True, overwrite=overwrite)
@@ -199,6 +204,62 @@ def _pde_runs(problem: Problem, fine_problem: Problem | None, out: Path, pde, pd
     elif fine_problem is not None:
         fine = run_quietly(fine_problem, out / "pde-fine")
     return PDEReference(coarse, fine)
+
+
+def batch_covers(problem: Problem, n: int) -> bool:
+    """Whether the seeds of n tokens run as one batch of prompts (:func:`seed_runs`): the batched
+    engine covers the model (:func:`~meanfield.particles.prompts.check_batch`), the config does not
+    ask for the fast field (the engine sums exactly, as the direct evaluator does) and one prompt's
+    O(n^2) attention matrices fit in the numpy engine's chunk
+    (:data:`~meanfield.particles.batch.DEFAULT_MEMORY`), beyond which the single runs' fast field
+    costs less."""
+    from ...drivers.particles import with_counts
+    from ...particles.batch import DEFAULT_MEMORY, bytes_per_prompt
+    from ...particles.prompts import check_batch
+
+    if problem.field.method == "fast" or len(problem.output.trackers) or problem.particles.batched:
+        return False
+    try:
+        check_batch(problem if problem.particles.n == n else Problem(with_counts(problem.config, n)), 1)
+    except ConfigError:
+        return False
+    heads = max((len(layer.attention.heads) for layer in problem.schedule(problem.particles.d).layers
+                 if layer.attention is not None), default=1)
+    return bytes_per_prompt(n, problem.particles.d, heads) <= DEFAULT_MEMORY["numpy"]
+
+
+def _prompt_run(result: ParticleRunResult, b: int) -> ParticleRunResult:
+    """Prompt b of a batch as the run of its seed: its tokens, its scalars and its moment entries
+    (:func:`~meanfield.observables.moment_observables` of its tokens) as observables."""
+    from ...observables import moment_observables
+
+    points = result.points[:, b]
+    n = points.shape[1]
+    moments = [moment_observables(None, x, np.full(n, 1.0 / n)) for x in points]
+    observables = {"t": result.observables["t"], **{k: np.array([m[k] for m in moments]) for k in moments[0]},
+                   **{k.removesuffix(BY_PROMPT): v[:, b] for k, v in result.by_prompt.items()}}
+    return dataclasses.replace(result, points=points, observables=observables, by_prompt={})
+
+
+def seed_runs(config: Config, n: int, seeds: int, folder: Path, comm, overwrite: bool = False,
+              batch: bool | None = None) -> list[tuple[int, ParticleRunResult]]:
+    """The particle runs of n tokens with seeds ``particles.seed + k``, k < seeds, as (seed, run):
+    one batch of ``seeds`` > 1 prompts in ``folder/n<N>-s<S>-b<seeds>`` where ``batch`` (default
+    :func:`batch_covers`; prompt k is the run with seed + k), else one run per seed in
+    ``folder/n<N>-s<S>`` (collective)."""
+    from ...drivers.particles import run_particles
+
+    base = config.data["particles"]["seed"]
+    if batch is None:
+        batch = batch_covers(Problem(config), n)
+    if not batch or seeds == 1:
+        return [(base + k, run_particles(config, n=n, seed=base + k, out=folder / f"n{n}-s{base + k}", comm=comm,
+                                         quiet=True, overwrite=overwrite)) for k in range(seeds)]
+    data = copy.deepcopy(config.data)
+    data["particles"]["prompts"] = seeds
+    result = run_particles(Config(data, config.source), n=n, seed=base, out=folder / f"n{n}-s{base}-b{seeds}",
+                           comm=comm, quiet=True, overwrite=overwrite)
+    return [(base + k, _prompt_run(result, k)) for k in range(seeds)]
 
 
 def validate(
@@ -246,7 +307,6 @@ def validate(
     """
     from mpi4py import MPI
 
-    from ...drivers.particles import run_particles
     from ...rundir.names import derived_directory
 
     comm = comm or MPI.COMM_WORLD
@@ -277,10 +337,7 @@ def validate(
     rows: list[dict] = []
     finals: dict[tuple[int, int], np.ndarray] = {}
     for n in ns:
-        for k in range(seeds):
-            seed = base + k
-            result = run_particles(config, n=n, seed=seed, out=path / "particles" / f"n{n}-s{seed}", comm=comm,
-                                quiet=True, overwrite=overwrite)
+        for seed, result in seed_runs(config, n, seeds, path / "particles", comm, overwrite):
 
             def compare(result=result, n=n, seed=seed) -> None:
                 for i, t in enumerate(result.times):
