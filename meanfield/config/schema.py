@@ -21,6 +21,7 @@ import numpy as np
 
 from ..choices import FIELD_METHODS, FIELD_TOL, SCHEME_DESCRIPTIONS, SPHERES, STEP_TOL
 from ..layers import attention_settings
+from ..masks import mask_names
 from ..model import did_you_mean
 from ..spheres import DEFAULT_SPHERE, sphere_named
 from ..spheres import SPHERES as SPHERE_DESCRIPTORS
@@ -43,8 +44,9 @@ MAX_STEPS = 100_000_000
 KAPPA_MAX = 1.0e4
 #: A run name: letters, digits, '.', '_', '-', starting with a letter or digit.
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-#: ``[model] mask`` values: every token attends to every token, or to the positions up to its own.
-MASKS: tuple[str, ...] = ("none", "causal")
+#: ``[model] mask`` values: the registered masks (:mod:`meanfield.masks`; the package's: every token
+#: attends to every token, or to the positions up to its own).
+MASKS: tuple[str, ...] = mask_names()
 #: Position slices of a causal run without ``positions.slices``.
 DEFAULT_SLICES = 32
 #: Names of the particle samplers (``meanfield.particles.sampling.SAMPLERS`` must agree).

@@ -1,0 +1,206 @@
+"""Attention masks: which tokens a token attends to, registered by name (``model.mask``).
+
+Pure numpy, below the model, and importing nothing of the package but the one position formula
+(:mod:`meanfield.sequence`), so the config, the PDE, the tokens and the run-directory format
+all take it.  A mask kind is one class that registers itself under its config name when it is
+defined (as the attention kinds of :mod:`meanfield.attention` do): :func:`mask_names` lists
+the registered names (the config schema's choices) and :func:`make_mask` builds the mask of a
+run from its name and its ``[positions]`` settings.  A mask owns what differs between the
+masks wherever a run is built, written or read back:
+
+- its positions: the PDE's slices (:attr:`Mask.slices`, :meth:`Mask.slice_positions`) and the
+  tokens' positions (:meth:`Mask.token_positions`), and whether an initial density may depend
+  on the position (:attr:`Mask.positional`);
+- its token kernel for the batched tokens (:meth:`Mask.token_arrays`: the logits' bias and the
+  rows' scale);
+- its words: the log's description, the summary of ``meanfield check``, the run's facts in
+  metadata.json, the heading of the density pictures;
+- its read-back: the whole token distribution of per-slice arrays (:meth:`Mask.whole`).
+
+Its components on higher floors register themselves under the mask's name: the PDE's
+(:func:`meanfield.positions.positions_component`) and the tokens'
+(:func:`meanfield.particles.positions.token_component`).  The run files keep a ``position``
+dimension when the mask has positions (:mod:`meanfield.rundir.netcdf`).  "Adding a variant" in
+the docs says what a new mask touches.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from .sequence import slice_positions
+
+#: The registered mask kinds by config name, in the order they were defined.
+_KINDS: dict[str, type[Mask]] = {}
+
+
+def mask_names() -> tuple[str, ...]:
+    """The names of the registered masks (the choices of ``model.mask``)."""
+    return tuple(_KINDS)
+
+
+def mask_kind(name: str) -> type[Mask]:
+    """The registered mask class called ``name`` (``KeyError`` for an unknown name)."""
+    return _KINDS[name]
+
+
+def make_mask(name: str = "none", positions: Mapping[str, Any] | None = None) -> Mask:
+    """The mask ``name`` with the resolved ``[positions]`` settings of a run (absent: none)."""
+    return _KINDS[name].from_settings(positions or {})
+
+
+class Mask(ABC):
+    """A mask kind; a subclass with a ``name`` registers itself (see the module docstring)."""
+
+    #: The config name (``model.mask``); a class without one is not registered.
+    name: ClassVar[str] = ""
+    #: Whether a density may depend on the token position ``s`` (``initial.expression``).
+    positional: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.__dict__.get("name"):
+            _KINDS[cls.name] = cls
+
+    @classmethod
+    @abstractmethod
+    def from_settings(cls, positions: Mapping[str, Any]) -> Mask:
+        """The mask of a run's resolved ``[positions]`` settings."""
+
+    @property
+    @abstractmethod
+    def slices(self) -> int | None:
+        """The number M of the PDE's position slices; ``None``: one density, no positions."""
+
+    @property
+    def count(self) -> int:
+        """The number of densities the PDE's state holds (M, or 1 without slices)."""
+        return self.slices or 1
+
+    @abstractmethod
+    def slice_positions(self) -> np.ndarray | None:
+        """(M,) the PDE slices' positions; ``None`` without positions."""
+
+    @abstractmethod
+    def token_positions(self, n: int) -> np.ndarray | None:
+        """(n,) the positions of ``n`` tokens; ``None`` without positions."""
+
+    @abstractmethod
+    def token_arrays(self, n: int, normalised: bool) -> dict[str, np.ndarray]:
+        """The batched tokens' arrays of ``n`` tokens for an attention kind (``normalised``:
+        softmax): ``bias`` (n, n) added to the logits (``-inf``: a masked pair; absent: none)
+        and, unnormalised, ``scale`` (n, 1), the factor of each row."""
+
+    def describe(self) -> str:
+        """The mask on the log's description of a PDE run (empty: nothing to say)."""
+        return ""
+
+    def summary(self) -> list[str]:
+        """The lines of ``meanfield check``'s summary on the mask (none: nothing to say)."""
+        return []
+
+    def facts(self) -> dict[str, Any]:
+        """The mask in a run's metadata.json."""
+        return {"mask": self.name, "slices": self.slices}
+
+    def heading(self, title: str) -> str:
+        """The title of a run's density pictures (which show the whole token distribution)."""
+        return title
+
+    @abstractmethod
+    def whole(self, values: np.ndarray) -> np.ndarray:
+        """The whole token distribution's values of per-output arrays read back from a run:
+        (T, M, ...) slices' values -> (T, ...); arrays without slices as they are."""
+
+
+@dataclass(frozen=True)
+class NoMask(Mask):
+    """No mask: every token attends to every token; one density, no positions."""
+
+    name: ClassVar[str] = "none"
+
+    @classmethod
+    def from_settings(cls, positions: Mapping[str, Any]) -> NoMask:
+        return cls()
+
+    @property
+    def slices(self) -> int | None:
+        return None
+
+    def slice_positions(self) -> np.ndarray | None:
+        return None
+
+    def token_positions(self, n: int) -> np.ndarray | None:
+        return None
+
+    def token_arrays(self, n: int, normalised: bool) -> dict[str, np.ndarray]:
+        return {} if normalised else {"scale": np.full((n, 1), 1.0 / n)}
+
+    def whole(self, values: np.ndarray) -> np.ndarray:
+        return values
+
+
+@dataclass(frozen=True)
+class Causal(Mask):
+    """The causal (decoder) mask: the token at position s attends to the positions s' <= s.
+
+    The PDE keeps M position slices at ``s_k = (k + 1/2) / M`` (:mod:`meanfield.causal`), the
+    tokens sit at ``s_i = (i + 1/2) / n``; ``decay`` adds ``-decay (s - s')`` to the logits
+    and ``normalise`` divides an unnormalised row by its positional mass.
+    """
+
+    name: ClassVar[str] = "causal"
+    positional: ClassVar[bool] = True
+
+    slice_count: int
+    decay: float = 0.0
+    normalise: bool = False
+
+    @classmethod
+    def from_settings(cls, positions: Mapping[str, Any]) -> Causal:
+        return cls(int(positions["slices"]), float(positions.get("decay") or 0.0), bool(positions.get("normalise")))
+
+    @property
+    def slices(self) -> int:
+        return self.slice_count
+
+    def slice_positions(self) -> np.ndarray:
+        return slice_positions(self.slice_count)
+
+    def token_positions(self, n: int) -> np.ndarray:
+        return slice_positions(n)
+
+    def token_arrays(self, n: int, normalised: bool) -> dict[str, np.ndarray]:
+        s = slice_positions(n)
+        gap = s[:, None] - s[None, :]
+        bias = np.where(gap >= 0, -self.decay * gap, -np.inf)
+        if normalised:
+            return {"bias": bias}
+        scale = np.full((n, 1), 1.0 / n)
+        if self.normalise:
+            scale = scale / np.exp(bias).sum(axis=1, keepdims=True) * n
+        return {"bias": bias, "scale": scale}
+
+    def describe(self) -> str:
+        text = f", causal mask, {self.slice_count} position slices"
+        if self.decay > 0:
+            text += f", positional decay {self.decay:g}"
+        if self.normalise:
+            text += ", normalised over positions"
+        return text
+
+    def summary(self) -> list[str]:
+        M = self.slice_count
+        return [f"mask:        causal, M = {M} position slices at s_k = (k + 1/2)/M (a density per slice; "
+                f"{M} field evaluations per stage)"]
+
+    def heading(self, title: str) -> str:
+        return f"{title}\nthe mean over the {self.slice_count} token positions"
+
+    def whole(self, values: np.ndarray) -> np.ndarray:
+        return values.mean(axis=1)
