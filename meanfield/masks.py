@@ -15,20 +15,22 @@ masks wherever a run is built, written or read back:
   rows' scale);
 - its words: the log's description, the summary of ``meanfield check``, the run's facts in
   metadata.json, the heading of the density pictures;
-- its read-back: the whole token distribution of per-slice arrays (:meth:`Mask.whole`).
+- its run files' slice axes (:attr:`Mask.slice_shape`, :meth:`Mask.slice_arrays`; netCDF's
+  ``position`` dimension, :mod:`meanfield.rundir.netcdf`);
+- its read-back: a PDE run as the plain run of the whole token distribution or of each slice
+  (:meth:`Mask.whole_run`, :meth:`Mask.slice_runs`, :func:`whole_measure`).
 
 Its components on higher floors register themselves under the mask's name: the PDE's
 (:func:`meanfield.positions.positions_component`) and the tokens'
-(:func:`meanfield.particles.positions.token_component`).  The run files keep a ``position``
-dimension when the mask has positions (:mod:`meanfield.rundir.netcdf`).  "Adding a variant" in
-the docs says what a new mask touches.
+(:func:`meanfield.particles.positions.token_component`).  "Adding a variant" in the docs says
+what a new mask touches.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 import numpy as np
@@ -52,6 +54,19 @@ def mask_kind(name: str) -> type[Mask]:
 def make_mask(name: str = "none", positions: Mapping[str, Any] | None = None) -> Mask:
     """The mask ``name`` with the resolved ``[positions]`` settings of a run (absent: none)."""
     return _KINDS[name].from_settings(positions or {})
+
+
+def mask_of(config: Mapping[str, Any]) -> Mask:
+    """The mask of a run's resolved config as a nested dict (config.toml read back; a config
+    without ``model.mask``: no mask)."""
+    return make_mask(config.get("model", {}).get("mask", "none"), config.get("positions"))
+
+
+def whole_measure(result: Any) -> Any:
+    """A PDE run read back as the plain run of its whole token distribution (its mask's
+    :meth:`Mask.whole_run`); a result without a mask (particles) as it is."""
+    mask: Mask = getattr(result, "mask", NO_MASK)
+    return mask.whole_run(result)
 
 
 class Mask(ABC):
@@ -112,10 +127,35 @@ class Mask(ABC):
         """The title of a run's density pictures (which show the whole token distribution)."""
         return title
 
+    @property
     @abstractmethod
-    def whole(self, values: np.ndarray) -> np.ndarray:
-        """The whole token distribution's values of per-output arrays read back from a run:
-        (T, M, ...) slices' values -> (T, ...); arrays without slices as they are."""
+    def slice_shape(self) -> tuple[int, ...]:
+        """The slice axes of a PDE run file's per-output arrays: ``()`` or ``(M,)``."""
+
+    @abstractmethod
+    def slice_arrays(self, name: str) -> list[tuple[str, tuple[int, ...]]]:
+        """The arrays of one per-output quantity ``name`` in a format of one array per density
+        (XDMF): each array's name and its index in the slice axes."""
+
+    def slice_columns(self, times: np.ndarray) -> dict[str, np.ndarray]:
+        """The columns ``output``, ``t`` and ``position`` of a table of the slices' values at
+        ``times``, one row per output and slice (none without slices)."""
+        return {}
+
+    def info(self, run_type: str) -> list[str]:
+        """The lines of ``meanfield info`` on the mask of a ``run_type`` run."""
+        return []
+
+    def whole_run(self, result: Any) -> Any:
+        """A PDE run read back (:class:`~meanfield.rundir.results.RunResult`) as the plain run
+        of the whole token distribution (a run without slices: as it is)."""
+        return result
+
+    def slice_runs(self, result: Any) -> list[Any]:
+        """A PDE run read back as the plain runs of its slices, in position order (``ValueError``
+        for a mask without slices)."""
+        raise ValueError(f"{getattr(result, 'path', 'run')}: not a causal run (model.mask = {self.name!r}): "
+                         "no positions")
 
 
 @dataclass(frozen=True)
@@ -141,8 +181,16 @@ class NoMask(Mask):
     def token_arrays(self, n: int, normalised: bool) -> dict[str, np.ndarray]:
         return {} if normalised else {"scale": np.full((n, 1), 1.0 / n)}
 
-    def whole(self, values: np.ndarray) -> np.ndarray:
-        return values
+    @property
+    def slice_shape(self) -> tuple[int, ...]:
+        return ()
+
+    def slice_arrays(self, name: str) -> list[tuple[str, tuple[int, ...]]]:
+        return [(name, ())]
+
+
+#: The mask of a run without one.
+NO_MASK = NoMask()
 
 
 @dataclass(frozen=True)
@@ -202,5 +250,35 @@ class Causal(Mask):
     def heading(self, title: str) -> str:
         return f"{title}\nthe mean over the {self.slice_count} token positions"
 
-    def whole(self, values: np.ndarray) -> np.ndarray:
-        return values.mean(axis=1)
+    @property
+    def slice_shape(self) -> tuple[int, ...]:
+        return (self.slice_count,)
+
+    def slice_arrays(self, name: str) -> list[tuple[str, tuple[int, ...]]]:
+        return [(f"{name}_s{s:.4f}", (j,)) for j, s in enumerate(self.slice_positions())]
+
+    def slice_columns(self, times: np.ndarray) -> dict[str, np.ndarray]:
+        T, M = len(times), self.slice_count
+        return {"output": np.repeat(np.arange(T), M), "t": np.repeat(times, M),
+                "position": np.tile(self.slice_positions(), T)}
+
+    def info(self, run_type: str) -> list[str]:
+        if run_type == "particles":
+            return ["mask:       causal, token i at s_i = (i + 1/2)/n attends to the tokens j <= i"]
+        return [f"mask:       causal, M = {self.slice_count} position slices (a density per slice)"]
+
+    def whole_run(self, result: Any) -> Any:
+        """The mean of the slices' densities (each a probability density, so the mean has mass 1;
+        the run's observables are already the whole distribution's)."""
+        return self._plain(result, result.densities.mean(axis=1),
+                           None if result.vertex_densities is None else result.vertex_densities.mean(axis=1))
+
+    def slice_runs(self, result: Any) -> list[Any]:
+        vertex = result.vertex_densities
+        return [self._plain(result, result.densities[:, k], None if vertex is None else vertex[:, k])
+                for k in range(self.slice_count)]
+
+    @staticmethod
+    def _plain(result: Any, densities: np.ndarray, vertex_densities: np.ndarray | None) -> Any:
+        return replace(result, densities=densities, vertex_densities=vertex_densities, positions=None,
+                       observables_by_position={}, mask=NO_MASK)

@@ -11,7 +11,9 @@ modules it may import:
 * ``point_masses``: the record of point masses (masses, positions, ids) and their array names,
   below both the atoms' numerics and the format;
 * ``times``: when two model times are the same;
-* ``sequence``: the tokens' positions along the sequence (``s_k = (k + 1/2) / M``).
+* ``sequence``: the tokens' positions along the sequence (``s_k = (k + 1/2) / M``);
+* ``masks``: the attention masks (numpy only, importing only ``sequence``), which own the run
+  files' slice axes and read their slices back.
 
 Not ``atoms``, ``causal``, ``problem``, ``config`` or any other part of the model, the engine
 or the drivers.
@@ -22,14 +24,10 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import numpy as np
-
 import meanfield.rundir
-from meanfield.causal import slice_positions
-from meanfield.rundir.results import token_positions
 
 ALLOWED = {"collective", "threads", "_fem", "version", "wording", "memory", "toml_text", "point_masses", "times",
-           "sequence"}
+           "sequence", "masks"}
 FORBIDDEN = {"atoms", "causal", "problem", "config"}
 PACKAGE = Path(meanfield.rundir.__file__).parent
 
@@ -73,9 +71,3 @@ def test_the_check_sees_a_forbidden_import(tmp_path):
     assert _meanfield_imports(source) == {"atoms", "problem", "causal", "config", "rundir"}
     assert _outside(_meanfield_imports(source)) == sorted(FORBIDDEN)
 
-
-def test_token_positions_are_the_causal_slices():
-    """A causal particle run's token positions, as the format reads them back, are the slices'
-    midpoints the causal model gives its tokens."""
-    for n in (1, 2, 7, 1000):
-        assert np.array_equal(token_positions(n), slice_positions(n))
