@@ -142,6 +142,11 @@ class Mask(ABC):
         ``times``, one row per output and slice (none without slices)."""
         return {}
 
+    def whole_density(self, density: np.ndarray) -> np.ndarray:
+        """The whole token distribution's density of one output read back: (M, C) slices'
+        densities -> (C,); a density without slices as it is."""
+        return density
+
     def info(self, run_type: str) -> list[str]:
         """The lines of ``meanfield info`` on the mask of a ``run_type`` run."""
         return []
@@ -261,6 +266,9 @@ class Causal(Mask):
         T, M = len(times), self.slice_count
         return {"output": np.repeat(np.arange(T), M), "t": np.repeat(times, M),
                 "position": np.tile(self.slice_positions(), T)}
+
+    def whole_density(self, density: np.ndarray) -> np.ndarray:
+        return density.mean(axis=0)
 
     def info(self, run_type: str) -> list[str]:
         if run_type == "particles":

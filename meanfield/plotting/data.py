@@ -187,7 +187,7 @@ def run_data(result: Any) -> RunData:
         return RunData("particles", SPHERE_OF_DIMENSION.get(points.shape[-1]), name, times, _observables(result),
                        points=points, layer_ends=_layer_ends(result, times), trackers=_trackers(result),
                        model=model_label(getattr(result, "config", None) or {}))
-    from ..analysis.causal import whole_measure
+    from ..masks import whole_measure
 
     whole = whole_measure(result)  # a causal run: the whole token distribution; any other run as it is
     atoms = getattr(result, "atoms", None)
