@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..atoms import Atoms
+from ..masks import NO_MASK, Mask
 
 SPHERE_OF_DIMENSION = {2: "S1", 3: "S2"}
 NEEDED = {"pde": ("sphere", "vertices", "cells", "times", "densities"), "particles": ("times", "points")}
@@ -56,6 +57,10 @@ class RunData:
         are then the whole token distribution's (the mean over the slices), and
         ``slice_densities`` (T, M, C), ``slice_vertex_densities`` (T, M, C, nv) or None and
         ``by_position`` (observable -> (T, M)) each slice's.
+    mask
+        The run's mask (:mod:`meanfield.masks`): it says what the density pictures show
+        (:attr:`heading`) and which pictures of its slices are drawn
+        (:class:`~meanfield.plotting.run_plots.SlicePictures`).
     """
 
     run_type: str
@@ -76,6 +81,7 @@ class RunData:
     slice_vertex_densities: np.ndarray | None = None
     by_position: dict[str, np.ndarray] = field(default_factory=dict)
     model: str = ""
+    mask: Mask = NO_MASK
 
     @property
     def title(self) -> str:
@@ -86,9 +92,7 @@ class RunData:
     def heading(self) -> str:
         """The title of the density pictures: :attr:`title`, and for a causal run what they show
         (the whole token distribution: the mean over the positions)."""
-        if self.positions is None:
-            return self.title
-        return f"{self.title}\nthe mean over the {len(self.positions)} token positions"
+        return self.mask.heading(self.title)
 
     def point_masses(self) -> list[tuple[np.ndarray, np.ndarray]] | None:
         """Positions (k, d) and masses (k,) of the atoms of every output; None for a run without atoms."""
@@ -200,7 +204,8 @@ def run_data(result: Any) -> RunData:
     if whole is result:
         return data
     by_position = getattr(result, "observables_by_position", None) or {}
-    return replace(data, positions=_floats(result.positions), slice_densities=_floats(result.densities),
+    return replace(data, mask=result.mask, positions=_floats(result.positions),
+                   slice_densities=_floats(result.densities),
                    slice_vertex_densities=_floats(result.vertex_densities),
                    by_position={k: np.asarray(v, float) for k, v in by_position.items()})
 
