@@ -29,13 +29,19 @@ what a new mask touches.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from .sequence import slice_positions
+
+if TYPE_CHECKING:
+    from .attention import Attention
+
+#: Position slices of a causal run without ``positions.slices``.
+DEFAULT_SLICES = 32
 
 #: The registered mask kinds by config name, in the order they were defined.
 _KINDS: dict[str, type[Mask]] = {}
@@ -86,6 +92,17 @@ class Mask(ABC):
     @abstractmethod
     def from_settings(cls, positions: Mapping[str, Any]) -> Mask:
         """The mask of a run's resolved ``[positions]`` settings."""
+
+    @classmethod
+    def resolve(cls, positions: dict[str, Any]) -> None:
+        """Fill in place the defaults of a config's ``[positions]`` settings (none: nothing)."""
+        return None
+
+    @classmethod
+    def refusal(cls, data: Mapping[str, Any], attention: Sequence[Attention]) -> str | None:
+        """What the mask refuses in a config's validated keys ``data`` whose layers name the
+        ``attention`` kinds: ``field: why``, or ``None``."""
+        return None
 
     @property
     @abstractmethod
@@ -173,6 +190,14 @@ class NoMask(Mask):
     def from_settings(cls, positions: Mapping[str, Any]) -> NoMask:
         return cls()
 
+    @classmethod
+    def refusal(cls, data: Mapping[str, Any], attention: Sequence[Attention]) -> str | None:
+        """``[positions]`` only with a mask that has positions."""
+        for key, value in data["positions"].items():
+            if value is not None:
+                return f"positions.{key}: needs model.mask = 'causal' (a run without a mask has no positions)"
+        return None
+
     @property
     def slices(self) -> int | None:
         return None
@@ -217,6 +242,27 @@ class Causal(Mask):
     @classmethod
     def from_settings(cls, positions: Mapping[str, Any]) -> Causal:
         return cls(int(positions["slices"]), float(positions.get("decay") or 0.0), bool(positions.get("normalise")))
+
+    @classmethod
+    def resolve(cls, positions: dict[str, Any]) -> None:
+        for key, default in (("slices", DEFAULT_SLICES), ("decay", 0.0), ("normalise", False)):
+            if positions[key] is None:
+                positions[key] = default
+
+    @classmethod
+    def refusal(cls, data: Mapping[str, Any], attention: Sequence[Attention]) -> str | None:
+        """A causal run only of attention without atoms; ``positions.normalise`` only for kinds
+        that do not normalise."""
+        if data["positions"]["normalise"] and any(kind.normalised for kind in attention):
+            return ("positions.normalise: needs model.attention = 'unnormalized' (softmax attention is already "
+                    "normalised over positions)")
+        if data["model"]["velocity"] != "attention":
+            return "model.mask: 'causal' needs model.velocity = 'attention'"
+        for key in ("capture", "initial"):
+            if data["atoms"][key]:
+                return (f"atoms.{key}: atoms are not supported with model.mask = 'causal' (set "
+                        f"atoms.{key} = {'false' if key == 'capture' else '[]'} or model.mask = 'none')")
+        return None
 
     @property
     def slices(self) -> int:
