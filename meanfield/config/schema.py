@@ -127,9 +127,8 @@ SCHEMA: dict[str, dict[str, tuple[Any, Callable[[Any], bool], str]]] = {
                    "per_prompt ([model.random]: weights drawn at random for every layer and head)"),
         "rotation_rate": (1.0, _is_number, "a number (angular velocity of the prescribed rotation)"),
         "rotation_axis": ([0.0, 0.0, 1.0], _axis, "a non-zero 3-vector"),
-        "mask": ("none", lambda v: v in mask_names(), "a registered mask: 'none' (every token attends to every token) "
-                 "or 'causal' (a decoder: "
-                                         "the token at position s attends to the positions up to s)"),
+        "mask": ("none", lambda v: v in mask_names(), "'none' (every token attends to every token) or 'causal' (a "
+                 "decoder: the token at position s attends to the positions up to s)"),
     },
     "positions": {
         "slices": (None, _optional(is_positive_int),
