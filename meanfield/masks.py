@@ -58,7 +58,11 @@ def mask_kind(name: str) -> type[Mask]:
 
 
 def make_mask(name: str = "none", positions: Mapping[str, Any] | None = None) -> Mask:
-    """The mask ``name`` with the resolved ``[positions]`` settings of a run (absent: none)."""
+    """The mask ``name`` with the resolved ``[positions]`` settings of a run (absent: none);
+    ``ValueError`` for a name no mask is registered under."""
+    if name not in _KINDS:
+        raise ValueError(f"model.mask: {name!r} is not a registered mask (registered: {', '.join(_KINDS)}; "
+                         "import the module that defines it)")
     return _KINDS[name].from_settings(positions or {})
 
 

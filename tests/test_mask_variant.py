@@ -23,7 +23,7 @@ from meanfield.plotting.run_plots import CausalPictures, slice_pictures
 from meanfield.positions import CausalPositions, pde_component
 from meanfield.problem import Problem
 from meanfield.rundir.info import format_description
-from meanfield.rundir.results import describe
+from meanfield.rundir.results import RunReadError, describe
 
 
 class Prefix(Causal):
@@ -68,6 +68,10 @@ def test_a_run_with_the_registered_mask_is_the_causal_run(tmp_path):
     np.testing.assert_allclose(whole.densities, causal.densities.mean(axis=1), rtol=0, atol=1e-14)
     assert len(ours.position_dataframe()) == 3 * 3
     assert "M = 3 position slices" in format_description(describe(tmp_path / "prefix"))
+    config = tmp_path / "prefix" / "config.toml"  # a run of a mask this process has not registered
+    config.write_text(config.read_text().replace('mask = "prefix"', 'mask = "window"'))
+    with pytest.raises(RunReadError, match="'window' is not a registered mask"):
+        meanfield.load_run(tmp_path / "prefix")
 
 
 def test_the_tokens_with_the_registered_mask_are_the_causal_tokens():

@@ -296,7 +296,10 @@ def load_run(path: str | Path) -> RunResult | ParticleRunResult:
     config, meta = read_header(path)
     snapshots, observables, damaged = _outputs(path)
     times = np.array([float(s["t"]) for s in snapshots])
-    mask = mask_of(config)
+    try:
+        mask = mask_of(config)
+    except ValueError as exc:
+        raise RunReadError(f"{path}: {exc}") from None
     if meta.get("kind") == "particles":
         d = config.get("particles", {}).get("d") or (2 if config.get("mesh", {}).get("sphere") == "S1" else 3)
         points = np.array([s["points"] for s in snapshots]) if snapshots else np.empty((0, 0, d))
