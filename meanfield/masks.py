@@ -8,6 +8,8 @@ the registered names (the config schema's choices) and :func:`make_mask` builds 
 run from its name and its ``[positions]`` settings.  A mask owns what differs between the
 masks wherever a run is built, written or read back:
 
+- its config keys: the defaults it fills in ``[positions]`` and what it refuses
+  (:meth:`Mask.resolve`, :meth:`Mask.refusal`);
 - its positions: the PDE's slices (:attr:`Mask.slices`, :meth:`Mask.slice_positions`) and the
   tokens' positions (:meth:`Mask.token_positions`), and whether an initial density may depend
   on the position (:attr:`Mask.positional`);
@@ -20,10 +22,11 @@ masks wherever a run is built, written or read back:
 - its read-back: a PDE run as the plain run of the whole token distribution or of each slice
   (:meth:`Mask.whole_run`, :meth:`Mask.slice_runs`, :func:`whole_measure`).
 
-Its components on higher floors register themselves under the mask's name: the PDE's
-(:func:`meanfield.positions.positions_component`) and the tokens'
-(:func:`meanfield.particles.positions.token_component`).  "Adding a variant" in the docs says
-what a new mask touches.
+What needs a mesh, an evaluator or matplotlib registers under the mask's name on the floors
+above: the PDE's component (:func:`meanfield.positions.pde_component`), the tokens'
+(:func:`meanfield.particles.positions.tokens_component`) and the pictures of the slices
+(:func:`meanfield.plotting.run_plots.slice_pictures`, optional).  "Adding a variant" in the
+docs says what a new mask touches.
 """
 
 from __future__ import annotations
