@@ -28,7 +28,7 @@ from ..engine.simulation import Simulation
 from ..mesh import RawMesh, distribute
 from ..model import VelocityField
 from ..nonlocal_field import NonlocalEvaluator
-from ..positions import CausalPositions, NoPositions, PositionsComponent
+from ..positions import PositionsComponent, positions_component
 from ..problem import Problem
 from ..rundir.layout import BY_POSITION
 from ..rundir.results import PDERunResult, load_pde_run
@@ -114,7 +114,7 @@ class PDESimulation(Simulation):
             raw = problem.mesh.build()
             if problem.mesh.file is not None:  # its size is known now, before dolfinx builds anything
                 check_memory(pde_estimate(problem.sphere, problem.scheme.kind, len(raw.cells),
-                                          f"mesh.file {problem.mesh.file}", comm.size, problem.slices), here)
+                                          f"mesh.file {problem.mesh.file}", comm.size, problem.mask.slices), here)
             return raw
 
         self.raw = on_root(comm, build, MeshError, broadcast=False)
@@ -132,9 +132,7 @@ class PDESimulation(Simulation):
         def scheme(velocity: VelocityField) -> SpatialScheme:
             return scheme_class(name)(msh, velocity, **scheme_options(name, problem.scheme))
 
-        self.positions: PositionsComponent = (
-            NoPositions(self.velocity, scheme) if problem.slices is None
-            else CausalPositions(self.velocity, problem.slices, problem.decay, problem.normalise, scheme))
+        self.positions: PositionsComponent = positions_component(problem.mask, self.velocity, scheme)
         self.scheme = self.positions.scheme
         self.num_cells = msh.topology.index_map(msh.topology.dim).size_global
         self.atoms_component: AtomsComponent = (NoAtoms(self.positions.stepping) if coupling is None
@@ -340,8 +338,7 @@ class PDESimulation(Simulation):
 
     def facts(self) -> dict[str, Any]:
         evaluator = self.field.evaluator
-        return {"cells": self.num_cells, "scheme": self.scheme.name, "mask": self.problem.mask,
-                "slices": self.problem.slices,
+        return {"cells": self.num_cells, "scheme": self.scheme.name, **self.problem.mask.facts(),
                 "evaluator": None if evaluator is None else evaluator.collective_diagnostics()}
 
     def timings(self) -> dict[str, float]:
