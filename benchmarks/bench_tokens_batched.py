@@ -60,14 +60,15 @@ def main() -> None:
     setup_process()
 
     from meanfield.layers import LayerSchedule
+    from meanfield.masks import NoMask
     from meanfield.particles.arrays import ArrayBackend
-    from meanfield.particles.batch import Mask, PromptBatch, run_batch, shared_layers
+    from meanfield.particles.batch import PromptBatch, run_batch, shared_layers
     from meanfield.particles.sampling import uniform_sphere
 
     B, n, d, S, dt, beta = args.prompts, args.n, args.d, args.steps, 0.01, 1.0
     x0 = np.stack([uniform_sphere(np.random.default_rng(b), n, d) for b in range(B)])
     schedule = LayerSchedule.build(d, {"beta": beta})
-    batch = PromptBatch(B, n, d, (0.0,), [dt], shared_layers(schedule, Mask(), n),
+    batch = PromptBatch(B, n, d, (0.0,), [dt], shared_layers(schedule, NoMask(), n),
                         lambda chunk: x0[chunk.start:chunk.stop])
     memory = None if args.memory is None else int(args.memory * 2**20)
     final: dict[str, np.ndarray] = {}

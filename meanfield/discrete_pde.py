@@ -28,7 +28,7 @@ from .discretisation.registry import scheme_class, scheme_options
 from .mesh import RawMesh, distribute
 from .model import VelocityField
 from .nonlocal_field import NonlocalEvaluator
-from .positions import CausalPositions, NoPositions, PositionsComponent
+from .positions import PositionsComponent, positions_component
 from .problem import Problem
 from .times import time_tol
 from .timestepping import SSPRK3, SteppedScheme, StepStats
@@ -130,7 +130,7 @@ class DiscretePDE:
             raw = problem.mesh.build()
             if problem.mesh.file is not None:  # its size is known now, before dolfinx builds anything
                 check_memory(pde_estimate(problem.sphere, problem.scheme.kind, len(raw.cells),
-                                          f"mesh.file {problem.mesh.file}", comm.size, problem.slices), here)
+                                          f"mesh.file {problem.mesh.file}", comm.size, problem.mask.slices), here)
             return raw
 
         self.raw = on_root(comm, build, MeshError, broadcast=False)
@@ -148,9 +148,7 @@ class DiscretePDE:
         def scheme(velocity: VelocityField) -> SpatialScheme:
             return scheme_class(name)(msh, velocity, **scheme_options(name, problem.scheme))
 
-        self.positions: PositionsComponent = (
-            NoPositions(self.velocity, scheme) if problem.slices is None
-            else CausalPositions(self.velocity, problem.slices, problem.decay, problem.normalise, scheme))
+        self.positions: PositionsComponent = positions_component(problem.mask, self.velocity, scheme)
         self.scheme = self.positions.scheme
         self.num_cells = msh.topology.index_map(msh.topology.dim).size_global
         self.atoms_component: AtomsComponent = (NoAtoms(self.positions.stepping) if coupling is None

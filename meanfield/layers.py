@@ -238,10 +238,11 @@ def _build_layer(d: int, raw: Mapping[str, Any], prefix: str) -> Layer:
     if heads is not None and not (isinstance(heads, Sequence) and not isinstance(heads, str) and heads
                                   and all(isinstance(h, Mapping) for h in heads)):
         raise ModelError(f"{prefix}.heads: must be a non-empty list of tables with Q, K, V, weight, got {heads!r}")
-    model = AttentionModel.build(d, raw.get("beta"), "softmax" if attention == "none" else attention,  # type: ignore[arg-type]
+    alone = attention == "none"  # the feed-forward flow alone: the attention matrices are checked as softmax's
+    model = AttentionModel.build(d, raw.get("beta"), "softmax" if alone else attention,  # type: ignore[arg-type]
                                  raw.get("Q"), raw.get("K"), raw.get("V"), heads, prefix=prefix)
     ffn = None if raw.get("ffn") is None else FeedForward.build(d, raw["ffn"], f"{prefix}.ffn")
-    return Layer(None if attention == "none" else model, ffn)
+    return Layer(None if alone else model, ffn)
 
 
 def _inherit(previous: dict[str, Any], changes: Mapping[str, Any]) -> dict[str, Any]:

@@ -133,7 +133,7 @@ def problem_estimate(problem, ranks: int = 1, tokens: int | None = None) -> Esti
     if problem.mesh.cells is None:
         return None
     return pde_estimate(problem.sphere, problem.scheme.kind, problem.mesh.cells,
-                        f"mesh.resolution = {problem.mesh.resolution}", ranks, problem.slices)
+                        f"mesh.resolution = {problem.mesh.resolution}", ranks, problem.mask.slices)
 
 
 def _read_int(path: Path) -> int | None:

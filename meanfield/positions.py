@@ -1,25 +1,27 @@
-"""The token positions as a component of the PDE simulation: one slice without a mask, M with.
+"""The token positions as a component of the PDE simulation: the PDE side of a mask.
 
-The PDE simulation holds one of two components and calls it at the same places whatever the
-run, as it does its atoms (:mod:`meanfield.atoms.component`): :class:`NoPositions` for a run
-without a mask (the state is one density, stepped by the spatial scheme) and
-:class:`CausalPositions` for a causal run (``model.mask = "causal"``: the state stacks the
-densities of M position slices, stepped by a :class:`~meanfield.causal.CausalScheme` whose
-slices move with the prefix sums of :class:`~meanfield.causal.CausalVelocity`).  Either
-component builds the spatial scheme with the velocity it moves with, so nothing is rewired
-afterwards.
+The PDE simulation holds one component and calls it at the same places whatever the run, as it
+does its atoms (:mod:`meanfield.atoms.component`).  Each mask kind (:mod:`meanfield.masks`)
+has its component, registered under the mask's name (:func:`pde_component`) and built by
+:func:`positions_component`: :class:`NoPositions` for a run without a mask (the state is one
+density, stepped by the spatial scheme) and :class:`CausalPositions` for a causal run
+(``model.mask = "causal"``: the state stacks the densities of M position slices, stepped by a
+:class:`~meanfield.causal.CausalScheme` whose slices move with the prefix sums of
+:class:`~meanfield.causal.CausalVelocity`).  A component builds the spatial scheme with the
+velocity it moves with, so nothing is rewired afterwards.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 import numpy as np
 
 from .causal import CausalScheme, CausalVelocity
 from .discretisation.base import SpatialScheme
 from .initial import InitialDensity
+from .masks import Causal, Mask
 from .model import VelocityField
 from .timestepping import SteppedScheme
 
@@ -76,11 +78,35 @@ class PositionsComponent(Protocol):
         """The mask on the log's description of the run (empty without a mask)."""
 
 
+#: The PDE components by mask name (:func:`pde_component`).
+_COMPONENTS: dict[str, Callable[[Mask, VelocityField, SchemeBuilder], PositionsComponent]] = {}
+_Component = TypeVar("_Component", bound=type)
+
+
+def pde_component(mask: str) -> Callable[[_Component], _Component]:
+    """Registers the decorated class as the PDE component of the mask called ``mask``: it is
+    built as ``cls(mask, velocity, build)`` (the run's :class:`~meanfield.masks.Mask`)."""
+
+    def register(cls: _Component) -> _Component:
+        _COMPONENTS[mask] = cls
+        return cls
+
+    return register
+
+
+def positions_component(mask: Mask, velocity: VelocityField, build: SchemeBuilder) -> PositionsComponent:
+    """The PDE component of ``mask``, moving with ``velocity``, its scheme built by ``build``."""
+    return _COMPONENTS[mask.name](mask, velocity, build)
+
+
+@pde_component("none")
 class NoPositions:
     """The component of a run without a mask: one density, stepped by the scheme.
 
     Parameters
     ----------
+    mask
+        The run's mask (:class:`~meanfield.masks.NoMask`).
     velocity
         The velocity the density moves with.
     build
@@ -90,7 +116,7 @@ class NoPositions:
     count = 1
     s: np.ndarray | None = None
 
-    def __init__(self, velocity: VelocityField, build: SchemeBuilder) -> None:
+    def __init__(self, mask: Mask, velocity: VelocityField, build: SchemeBuilder) -> None:
         self.scheme = build(velocity)
         self.stepping: SteppedScheme = self.scheme
 
@@ -124,26 +150,28 @@ class NoPositions:
         return ""
 
 
+@pde_component("causal")
 class CausalPositions:
     """The component of a causal run: M position slices (:mod:`meanfield.causal`).
 
     Parameters
     ----------
+    mask
+        The run's mask (:class:`~meanfield.masks.Causal`): the slices and their weights
+        (:class:`~meanfield.causal.CausalVelocity`).
     field
         The velocity of the active layer (attention and feed-forward block) of one measure.
-    slices, decay, normalise
-        The slices and their weights (:class:`~meanfield.causal.CausalVelocity`).
     build
         Builds the spatial scheme of one slice from the slices' velocity.
     """
 
-    def __init__(self, field: VelocityField, slices: int, decay: float, normalise: bool,
-                 build: SchemeBuilder) -> None:
-        self.velocity = CausalVelocity(field, slices, decay, normalise)
+    def __init__(self, mask: Causal, field: VelocityField, build: SchemeBuilder) -> None:
+        self.mask = mask
+        self.velocity = CausalVelocity(field, mask.slice_count, mask.decay, mask.normalise)
         self.causal = CausalScheme(build(self.velocity), self.velocity)
         self.scheme = self.causal.scheme
         self.stepping: SteppedScheme = self.causal
-        self.count, self.decay, self.normalise = slices, decay, normalise
+        self.count = mask.slice_count
         self.s: np.ndarray = self.causal.positions
 
     def initial_state(self, density: InitialDensity) -> np.ndarray:
@@ -180,9 +208,4 @@ class CausalPositions:
         return {"positions": self.s}
 
     def describe(self) -> str:
-        text = f", causal mask, {self.count} position slices"
-        if self.decay > 0:
-            text += f", positional decay {self.decay:g}"
-        if self.normalise:
-            text += ", normalised over positions"
-        return text
+        return self.mask.describe()

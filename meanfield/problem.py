@@ -21,13 +21,13 @@ from typing import Any
 import numpy as np
 
 from .atoms.capture import CaptureRule
-from .causal import slice_positions
 from .choices import SPHERES
 from .config import KAPPA_MAX, Config, ConfigError, check_schedule_end
 from .discretisation.registry import scheme_class
 from .expression import ExpressionError
 from .initial import InitialDensity, InitialDensityError, make_initial_density
 from .layers import LayerSchedule
+from .masks import Mask, make_mask
 from .memory import cells_of
 from .mesh import RawMesh, raw_mesh
 from .model import AttentionModel, ModelError, VelocityField, rotation_velocity
@@ -214,19 +214,9 @@ class Problem:
     Attributes
     ----------
     mask
-        ``"none"`` (every token attends to every token) or ``"causal"`` (a decoder, see
-        :mod:`meanfield.causal`).
-    slices
-        The number M of position slices of a causal run; ``None`` for a run without a mask (it
-        has no positions; a causal run with one slice is a different model).
-    positions
-        The slices' positions ``s_k = (k + 1/2) / M`` (M,) of a causal run, ``None`` without a mask.
-    decay
-        The positional decay lambda >= 0 of a causal run (``-lambda (s - s')`` added to the
-        logits; 0 without a mask).
-    normalise
-        Whether a causal run divides each position's field by its positional mass (unnormalized
-        attention; ``False`` without a mask).
+        The attention mask (:mod:`meanfield.masks`: :class:`~meanfield.masks.NoMask`, every token
+        attends to every token, or :class:`~meanfield.masks.Causal`, a decoder, with its position
+        slices, decay and normalisation).
 
     The initial density of position s at points is ``problem.initial(d).at(points, s)``.
     """
@@ -250,11 +240,7 @@ class Problem:
                                                              float(a["min_height"]), float(a["core_fraction"])),
                               float(a["merge_distance"]), float(a["absorb_mass"]), float(a["lipschitz_step"]),
                               np.array(a["initial"], dtype=float).reshape(len(a["initial"]), 1 + self.mesh.d))
-        self.mask: str = m["mask"]
-        self.slices: int | None = data["positions"]["slices"] if self.causal else None
-        self.positions: np.ndarray | None = None if self.slices is None else slice_positions(self.slices)
-        self.decay: float = float(data["positions"]["decay"] or 0.0) if self.causal else 0.0
-        self.normalise: bool = bool(data["positions"]["normalise"]) if self.causal else False
+        self.mask: Mask = make_mask(m["mask"], data["positions"])
         try:
             observables = Trackers.from_config(o["observables"], self.time.output_times)
         except ExpressionError as exc:
@@ -282,7 +268,7 @@ class Problem:
                     self._drawn = DrawnWeights.read(self.random.weights, self.random, d)
             else:
                 self._schedules[d] = LayerSchedule.build(d, m)
-            self._initials[d] = make_initial_density(data["initial"], d, causal=self.causal)
+            self._initials[d] = make_initial_density(data["initial"], d, causal=self.mask.positional)
         except (ModelError, InitialDensityError) as exc:
             raise ConfigError(str(exc)) from None
         if self.random is None:
@@ -295,11 +281,6 @@ class Problem:
                     raise ConfigError(f"{origin}.beta: beta * ||Q^T K||_2 = {kappa:.3g} exceeds {KAPPA_MAX:g}: the "
                                       "attention kernel is a Dirac mass in double precision")
         check_schedule_end(data)
-
-    @property
-    def causal(self) -> bool:
-        """A causal (decoder) run: ``mask == "causal"``."""
-        return self.mask == "causal"
 
     @property
     def sphere(self) -> str:
@@ -341,7 +322,7 @@ class Problem:
         the density of position s."""
         d = d or self.d
         if d not in self._initials:
-            self._initials[d] = make_initial_density(self.config.data["initial"], d, causal=self.causal)
+            self._initials[d] = make_initial_density(self.config.data["initial"], d, causal=self.mask.positional)
         return self._initials[d]
 
     def model(self, d: int | None = None) -> AttentionModel:

@@ -18,6 +18,7 @@ from mpi4py import MPI
 import meanfield
 from meanfield.config import DEFAULT_SLICES, load_config
 from meanfield.drivers.pde import build_simulation
+from meanfield.masks import Causal, NoMask
 from meanfield.problem import Problem
 
 CAUSAL = '[model]\nmask = "causal"\n'
@@ -51,8 +52,8 @@ def test_problem_has_mask_slices_positions_and_the_density_of_each_position():
     problem = Problem(load_config({"mesh": {"sphere": "S1", "resolution": 16}, "model": {"mask": "causal"},
                                    "positions": {"slices": 4},
                                    "initial": {"kind": "expression", "expression": "1 + s*x"}}))
-    assert problem.causal and problem.mask == "causal" and problem.slices == 4
-    assert np.allclose(problem.positions, [0.125, 0.375, 0.625, 0.875])
+    assert problem.mask == Causal(4) and problem.mask.slices == 4 and problem.mask.positional
+    assert np.allclose(problem.mask.slice_positions(), [0.125, 0.375, 0.625, 0.875])
     points = np.array([[1.0, 0.0], [0.0, 1.0]])
     density = problem.initial()
     assert density.depends_on_position and np.allclose(density.at(points, 0.25), [1.25, 1.0])
@@ -62,13 +63,14 @@ def test_problem_has_mask_slices_positions_and_the_density_of_each_position():
 
 def test_defaults_without_mask_and_without_slices():
     plain = Problem(load_config({"mesh": {"sphere": "S1", "resolution": 16}}))
-    assert plain.mask == "none" and not plain.causal and plain.slices is None and plain.positions is None
+    assert plain.mask == NoMask() and not plain.mask.positional and plain.mask.slices is None
+    assert plain.mask.slice_positions() is None and plain.mask.count == 1
     assert "[positions]" not in plain.config.to_toml()
     causal = load_config({"mesh": {"sphere": "S1", "resolution": 16}, "model": {"mask": "causal"},
                           "initial": {"kind": "vmf", "centers": [[1.0, 0.0]]}})
-    assert Problem(causal).slices == DEFAULT_SLICES
+    assert Problem(causal).mask.slices == DEFAULT_SLICES
     again = Problem(load_config(tomllib.loads(causal.to_toml())))
-    assert again.slices == DEFAULT_SLICES and not again.initial().depends_on_position
+    assert again.mask.slices == DEFAULT_SLICES and not again.initial().depends_on_position
 
 
 # -- runs ------------------------------------------------------------------------------------
@@ -132,8 +134,8 @@ def test_cli_run_writes_a_density_per_position(tmp_path):
     done = cli(["run", "causal.toml", "--out", "run", "--quiet"], tmp_path)
     assert done.returncode == 0, done.stderr
     run = meanfield.load_run(tmp_path / "run")
-    assert run.causal and run.densities.shape == (3, 4, 64) and np.allclose(run.positions, [0.125, 0.375, 0.625,
-                                                                                             0.875])
+    assert run.mask == Causal(4) and run.densities.shape == (3, 4, 64)
+    assert np.allclose(run.positions, [0.125, 0.375, 0.625, 0.875])
     assert np.allclose(run.densities @ run.areas, 1.0, atol=1e-13)
     first_moment = np.einsum("tmc,c,cd->tmd", run.densities, run.areas, run.centroids)
     for i in range(2):
@@ -217,6 +219,6 @@ def test_a_non_finite_value_is_named_at_its_cell_and_slice(slices):
     state[5, -1, 1] = np.nan
     where = rf"first at cell {int(g.original_index[5])} at x = .*"
     if slices is not None:
-        where += rf", position slice {slices - 1} \(s = {sim.problem.positions[-1]:.6g}\)"
+        where += rf", position slice {slices - 1} \(s = {sim.problem.mask.slice_positions()[-1]:.6g}\)"
     with pytest.raises(BlowUpError, match=where):
         sim.stepper._check_finite(state.ravel(), 0.0)

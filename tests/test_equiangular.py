@@ -74,7 +74,8 @@ def test_orthonormal_tokens_rk4_order() -> None:
 def test_rate_matches_a_direct_derivative() -> None:
     """g' of the ODE is the inner products' derivative of an equiangular configuration (one velocity evaluation)."""
     from meanfield.layers import LayerSchedule
-    from meanfield.particles.batch import LayerArrays, Mask, velocity
+    from meanfield.masks import NoMask
+    from meanfield.particles.batch import LayerArrays, velocity
 
     n, d, g = 5, 6, 0.3
     L = np.linalg.cholesky(np.full((n, n), g) + (1 - g) * np.eye(n))  # rows with <x_i, x_j> = g
@@ -82,7 +83,7 @@ def test_rate_matches_a_direct_derivative() -> None:
     x[0, :, :n] = L
     for attention in ("softmax", "unnormalized"):
         layer = LayerSchedule.build(d, {"beta": 2.5, "attention": attention}).layers[0]
-        arrays = LayerArrays.stack([layer], Mask(), n)
+        arrays = LayerArrays.stack([layer], NoMask(), n)
         v = velocity(np, arrays.structure, arrays.arrays, x)[0]
         derivative = (v @ x[0].T + x[0] @ v.T)[0, 1]
         assert derivative == pytest.approx(float(equiangular_rate(g, 2.5, n, attention)), rel=1e-12)

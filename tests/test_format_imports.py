@@ -14,6 +14,8 @@ modules it may import:
 * ``sequence``: the tokens' positions along the sequence (``s_k = (k + 1/2) / M``);
 * ``spheres``: the descriptors of the meshed spheres (dimension, cell type; numpy-free, below
   every model, and already under ``memory``), which a run's header names.
+* ``masks``: the attention masks (numpy only, importing only ``sequence``), which own the run
+  files' slice axes and read their slices back.
 
 Not ``atoms``, ``causal``, ``problem``, ``config`` or any other part of the model, the engine
 or the drivers.
@@ -24,14 +26,10 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import numpy as np
-
 import meanfield.rundir
-from meanfield.causal import slice_positions
-from meanfield.rundir.results import token_positions
 
 ALLOWED = {"collective", "threads", "_fem", "version", "wording", "memory", "toml_text", "point_masses", "times",
-           "sequence", "spheres"}
+           "sequence", "spheres", "masks"}
 FORBIDDEN = {"atoms", "causal", "problem", "config"}
 PACKAGE = Path(meanfield.rundir.__file__).parent
 
@@ -75,9 +73,3 @@ def test_the_check_sees_a_forbidden_import(tmp_path):
     assert _meanfield_imports(source) == {"atoms", "problem", "causal", "config", "rundir"}
     assert _outside(_meanfield_imports(source)) == sorted(FORBIDDEN)
 
-
-def test_token_positions_are_the_causal_slices():
-    """A causal particle run's token positions, as the format reads them back, are the slices'
-    midpoints the causal model gives its tokens."""
-    for n in (1, 2, 7, 1000):
-        assert np.array_equal(token_positions(n), slice_positions(n))

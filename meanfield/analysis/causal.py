@@ -19,13 +19,13 @@ half as much from one's own.
 :func:`attention_map` evaluates it from the slices' cell averages (the midpoint rule on the
 cells: sources at the centroids with weights ``area * rho``), one field evaluation per slice
 with the run's nonlocal evaluator (direct or fast, as ``nonlocal.method`` picks).
-:func:`whole_measure` and :func:`position_slice` turn a causal run into the plain run of the
-whole token distribution or of one position, for the analyses made for plain runs (clusters).
+The mask reads a causal run back as the plain run of the whole token distribution or of each
+position (:func:`meanfield.masks.whole_measure`, :meth:`meanfield.masks.Mask.slice_runs`), for
+the analyses made for plain runs (clusters).
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -173,22 +173,3 @@ def attention_map(result: Any, t: float, *, method: str | None = None) -> np.nda
     attention, problem = _attention_layer(result, t)
     return attention_shares(attention, np.asarray(result.centroids), np.asarray(result.areas),
                             result.density(t), method=method or problem.field.method, tol=problem.field.tol)
-
-
-def whole_measure(result: Any) -> Any:
-    """A causal PDE run result as the plain run of the whole token distribution: the mean of the
-    slices' densities (each a probability density, so the mean has mass 1; its observables are
-    already the whole distribution's).  Any other run (without positions, or of particles)
-    is returned as it is."""
-    if getattr(result, "positions", None) is None or getattr(result, "densities", None) is None:
-        return result
-    vertex = result.vertex_densities
-    return replace(result, densities=result.densities.mean(axis=1), positions=None, observables_by_position={},
-                   vertex_densities=None if vertex is None else vertex.mean(axis=1))
-
-
-def position_slice(result: Any, k: int) -> Any:
-    """A causal run result as the plain run of slice ``k`` (position ``result.positions[k]``)."""
-    vertex = result.vertex_densities
-    return replace(result, densities=result.densities[:, k], positions=None, observables_by_position={},
-                   vertex_densities=None if vertex is None else vertex[:, k])

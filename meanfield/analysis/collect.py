@@ -224,8 +224,8 @@ def with_densities(ds: xarray.Dataset) -> xarray.Dataset:
     ConfigError
         A particle run, or runs on different meshes.
     """
+    from ..masks import whole_measure
     from ..rundir.results import PDERunResult, load_run
-    from .causal import whole_measure
 
     results = [load_run(path) for path in ds["run"].values]
     results = [whole_measure(result) for result in results]

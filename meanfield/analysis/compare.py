@@ -29,10 +29,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..config import ConfigError
+from ..masks import whole_measure
 from ..rundir.files import write_text
 from ..rundir.results import PDERunResult, load_run
 from ..times import MATCH_TOL, same_time
-from .causal import whole_measure
 from .collect import check_table_output
 from .metrics import w1_circle, w1_exact
 

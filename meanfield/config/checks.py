@@ -14,6 +14,7 @@ from typing import Any
 
 from ..attention import Attention, attention_kind, attention_names
 from ..choices import SPHERES
+from ..masks import mask_kind
 from .schema import MAX_OUTPUTS, MAX_STEPS, ConfigError
 
 
@@ -39,24 +40,12 @@ def check_times(data: Mapping[str, Any]) -> None:
 
 
 def check_mask(data: Mapping[str, Any]) -> None:
-    """``[positions]`` only with ``model.mask = 'causal'``, and a causal run only of attention
-    without atoms (the initial density's use of ``s`` is checked where it is built)."""
-    m = data["model"]
-    if m["mask"] != "causal":
-        for key, value in data["positions"].items():
-            if value is not None:
-                raise ConfigError(f"positions.{key}: needs model.mask = 'causal' (a run without a mask has no "
-                                  "positions)")
-        return
-    if data["positions"]["normalise"] and any(kind.normalised for kind in _attention_kinds(m)):
-        raise ConfigError("positions.normalise: needs model.attention = 'unnormalized' (softmax attention is "
-                          "already normalised over positions)")
-    if m["velocity"] != "attention":
-        raise ConfigError("model.mask: 'causal' needs model.velocity = 'attention'")
-    for key in ("capture", "initial"):
-        if data["atoms"][key]:
-            raise ConfigError(f"atoms.{key}: atoms are not supported with model.mask = 'causal' (set "
-                              f"atoms.{key} = {'false' if key == 'capture' else '[]'} or model.mask = 'none')")
+    """What the run's mask refuses in the config (:meth:`meanfield.masks.Mask.refusal`: the
+    package's causal mask, ``[positions]`` without it, ...; the initial density's use of ``s``
+    is checked where it is built)."""
+    refusal = mask_kind(data["model"]["mask"]).refusal(data, _attention_kinds(data["model"]))
+    if refusal is not None:
+        raise ConfigError(refusal)
 
 
 def _attention_kinds(model: Mapping[str, Any]) -> list[Attention]:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..masks import mask_kind
 from ..model import did_you_mean
 from ..spheres import DEFAULT_SPHERE, sphere_named
 from .checks import check_mask, check_model, check_times
@@ -25,7 +26,6 @@ from .schema import (
     DEFAULT_INITIAL,
     DEFAULT_NAME,
     DEFAULT_OUTPUTS,
-    DEFAULT_SLICES,
     NAME_PATTERN,
     OUTPUT_KEYS,
     SCHEMA,
@@ -143,10 +143,7 @@ def _resolve(data: dict, base_dir: Path | None, default_name: str) -> None:
     mesh = data["mesh"]
     if mesh["file"] is None and mesh["resolution"] is None:
         mesh["resolution"] = sphere_named(mesh["sphere"]).default_resolution
-    if data["model"]["mask"] == "causal":
-        for key, default in (("slices", DEFAULT_SLICES), ("decay", 0.0), ("normalise", False)):
-            if data["positions"][key] is None:
-                data["positions"][key] = default
+    mask_kind(data["model"]["mask"]).resolve(data["positions"])
     if data["atoms"]["core_cells"] is None:
         data["atoms"]["core_cells"] = default_core_cells(mesh["sphere"], mesh["resolution"] if mesh["file"] is None
                                                          else None)

@@ -21,6 +21,7 @@ import numpy as np
 
 from ..choices import FIELD_METHODS, FIELD_TOL, SCHEME_DESCRIPTIONS, SPHERES, STEP_TOL
 from ..layers import attention_settings
+from ..masks import DEFAULT_SLICES, mask_names
 from ..model import did_you_mean
 from ..spheres import DEFAULT_SPHERE, sphere_named
 from ..spheres import SPHERES as SPHERE_DESCRIPTORS
@@ -43,10 +44,6 @@ MAX_STEPS = 100_000_000
 KAPPA_MAX = 1.0e4
 #: A run name: letters, digits, '.', '_', '-', starting with a letter or digit.
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-#: ``[model] mask`` values: every token attends to every token, or to the positions up to its own.
-MASKS: tuple[str, ...] = ("none", "causal")
-#: Position slices of a causal run without ``positions.slices``.
-DEFAULT_SLICES = 32
 #: Names of the particle samplers (``meanfield.particles.sampling.SAMPLERS`` must agree).
 SAMPLER_NAMES: tuple[str, ...] = ("auto", "exact", "rejection", "mesh", "quantile", "fibonacci")
 
@@ -130,8 +127,8 @@ SCHEMA: dict[str, dict[str, tuple[Any, Callable[[Any], bool], str]]] = {
                    "per_prompt ([model.random]: weights drawn at random for every layer and head)"),
         "rotation_rate": (1.0, _is_number, "a number (angular velocity of the prescribed rotation)"),
         "rotation_axis": ([0.0, 0.0, 1.0], _axis, "a non-zero 3-vector"),
-        "mask": ("none", _one_of(*MASKS), "'none' (every token attends to every token) or 'causal' (a decoder: "
-                                         "the token at position s attends to the positions up to s)"),
+        "mask": ("none", lambda v: v in mask_names(), "'none' (every token attends to every token) or 'causal' (a "
+                 "decoder: the token at position s attends to the positions up to s)"),
     },
     "positions": {
         "slices": (None, _optional(is_positive_int),

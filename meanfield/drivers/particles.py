@@ -25,17 +25,15 @@ from typing import Any
 
 import numpy as np
 
-from ..causal import slice_positions
 from ..collective import on_root
 from ..config import MAX_STEPS, Config, ConfigError
 from ..engine.callbacks import Callback
 from ..engine.handlers import Handler, file_outputs, user_observables
 from ..engine.simulation import Simulation
 from ..nonlocal_field import NonlocalEvaluator
-from ..particles.causal import PositionalDecay
 from ..particles.integrator import INTEGRATORS, EqualSteps
 from ..particles.pairs import pair_observables
-from ..particles.positions import CausalTokenPositions, NoTokenPositions, TokenPositions
+from ..particles.positions import TokenPositions, token_component
 from ..particles.sampling import resolve_sampler
 from ..particles.system import ParticleSystem, default_dt, token_block
 from ..problem import Problem
@@ -125,10 +123,8 @@ class ParticleSimulation(Simulation):
         self.schedule = problem.schedule(d)
         self.field = LayerVelocity(self.schedule, comm, problem.field.method, problem.field.tol)
         #: The token positions as a component (:mod:`meanfield.particles.positions`).
-        self.positions: TokenPositions = (
-            CausalTokenPositions(self.field, comm, n, PositionalDecay(problem.decay, problem.normalise))
-            if problem.causal else NoTokenPositions(self.field))
-        field = self.positions.velocity
+        self.positions: TokenPositions = token_component(problem.mask, n)
+        field = self.positions.moving(self.field, comm)
         if not problem.velocity.is_attention:
             if d not in (2, 3):
                 raise ConfigError(f"model.velocity: 'rotation' needs d = 2 or 3, got d = {d}")
@@ -243,7 +239,8 @@ class ParticleSimulation(Simulation):
 
     def facts(self) -> dict[str, Any]:
         evaluator = self.field.evaluator
-        return {"n": self.n, "seed": self.seed, "d": self.problem.particles.d, "dt": self.dt, "mask": self.problem.mask,
+        return {"n": self.n, "seed": self.seed, "d": self.problem.particles.d, "dt": self.dt,
+                "mask": self.problem.mask.name,
                 "layer_dt": self.dts, "integrator": self.problem.particles.integrator, "sampler": self.sampler,
                 "evaluator": None if evaluator is None else evaluator.collective_diagnostics(),
                 **self.positions.facts(evaluator, self.n)}
@@ -265,7 +262,7 @@ def particle_handlers(problem: Problem) -> list[Handler]:
 
     def run_file(run_dir: Path, static: Mapping[str, np.ndarray] | None) -> OutputWriter:
         n = problem.particles.n
-        positions = slice_positions(n) if problem.causal and n is not None else None
+        positions = None if n is None else problem.mask.token_positions(n)
         return particle_run_file(run_dir, problem.config.data, positions)
 
     return [*user_observables(problem.output.trackers), *file_outputs(run_file)]

@@ -139,8 +139,7 @@ class PDESimulation(DiscretePDE, Simulation):
 
     def facts(self) -> dict[str, Any]:
         evaluator = self.field.evaluator
-        return {"cells": self.num_cells, "scheme": self.scheme.name, "mask": self.problem.mask,
-                "slices": self.problem.slices,
+        return {"cells": self.num_cells, "scheme": self.scheme.name, **self.problem.mask.facts(),
                 "evaluator": None if evaluator is None else evaluator.collective_diagnostics()}
 
     def timings(self) -> dict[str, float]:

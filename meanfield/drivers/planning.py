@@ -203,9 +203,9 @@ def pilot_steps(problem: Problem) -> Pilot | None:
 
 
 def evaluations_per_step(problem: Problem) -> int:
-    """Field evaluations of one time step: :data:`EVALUATIONS_PER_STEP`, times the position
-    slices of a causal run (:mod:`meanfield.causal`)."""
-    return EVALUATIONS_PER_STEP * (problem.slices or 1)
+    """Field evaluations of one time step: :data:`EVALUATIONS_PER_STEP`, times the densities of
+    the run (a causal run's position slices, :attr:`meanfield.masks.Mask.count`)."""
+    return EVALUATIONS_PER_STEP * problem.mask.count
 
 
 @dataclass(frozen=True)
@@ -301,9 +301,7 @@ class CheckReport:
                  if not isinstance(self.costs, str) else "# summary (nothing was run or written)",
                  f"mesh:        {p.sphere} ({mesh}): {self.cells} cells, {self.vertices} vertices; "
                  f"scheme {p.scheme.kind}",
-                 *([] if p.slices is None else
-                   [f"mask:        causal, M = {p.slices} position slices at s_k = (k + 1/2)/M (a density per slice; "
-                    f"{p.slices} field evaluations per stage)"]),
+                 *p.mask.summary(),
                  f"ranks:       {self.ranks} (the estimates below are for {counted(self.ranks, 'rank')}; "
                  f"--ranks N for another count){self._oversubscribed()}",
                  f"time:        0 -> {p.time.t_final:g}, {step}",
@@ -495,7 +493,7 @@ def _fields(problem: Problem, targets: int, sources: int) -> list[LayerField]:
 def _files(problem: Problem, cells: int, nv: int, outputs: int) -> dict[str, int | None]:
     """What a run writes (layout.py), with sizes of the large files (8-byte values, no overhead)."""
     dg1 = scheme_class(problem.scheme.kind).vertex_values
-    slices = problem.slices or 1
+    slices = problem.mask.count
     per_output = 8 * cells * slices * (1 + (nv if dg1 else 0))
     files: dict[str, int | None] = {name: None for name in (layout.CONFIG, layout.METADATA, layout.OBSERVABLES,
                                                             layout.LOG)}
@@ -529,7 +527,8 @@ def _estimate(problem: Problem, cells: int, ranks: int) -> Estimate:
     from ..memory import pde_estimate
 
     return problem_estimate(problem, ranks) or pde_estimate(problem.sphere, problem.scheme.kind, cells,
-                                                            f"mesh.file {problem.mesh.file}", ranks, problem.slices)
+                                                            f"mesh.file {problem.mesh.file}", ranks,
+                                                            problem.mask.slices)
 
 
 def _fits(estimate: Estimate, ranks: int) -> bool:
@@ -614,7 +613,7 @@ def _costs(problem: Problem, estimate: StepEstimate | None, fields: list[LayerFi
     finite = [dt for dt in (estimate.dts if estimate else ()) if math.isfinite(dt)]
     dt = t.dt if t.dt is not None else min(finite) if finite else t.t_final / 1000
     field_cost = evaluations_per_step(problem) * max((f.costs[f.evaluator] for f in fields), default=0.0)
-    guess = max(field_cost, STEP_COST_PER_CELL * cells * (problem.slices or 1), 1e-3)
+    guess = max(field_cost, STEP_COST_PER_CELL * cells * problem.mask.count, 1e-3)
     try:
         return walltime.Costs.measure(problem.config, dt, guess, directory)
     except Exception as exc:  # noqa: BLE001 - the check goes on without the measured costs, saying why

@@ -47,7 +47,7 @@ import numpy as np
 
 from ..attention import attention_kind
 from ..layers import Layer, LayerSchedule
-from ..sequence import slice_positions
+from ..masks import Mask
 from ..times import time_tol
 from .arrays import ArrayBackend
 from .integrator import EqualSteps, rk4_step
@@ -76,7 +76,8 @@ class Structure:
     activation
         The feed-forward block's activation, ``None`` without a block.
     masked
-        Whether the logits carry a mask (causal, with decay).
+        Whether the logits carry the mask's bias (:meth:`meanfield.masks.Mask.token_arrays`: causal,
+        with decay).
     """
 
     attention: str | None
@@ -85,31 +86,6 @@ class Structure:
     value: bool
     activation: str | None
     masked: bool
-
-
-@dataclass(frozen=True)
-class Mask:
-    """The causal mask: token i at ``s_i = (i + 1/2) / n`` attends to ``j <= i`` with logits
-    shifted by ``-decay (s_i - s_j)``; ``normalise`` divides a USA row by its positional mass."""
-
-    causal: bool = False
-    decay: float = 0.0
-    normalise: bool = False
-
-    def arrays(self, n: int, softmax: bool) -> dict[str, np.ndarray]:
-        """``bias`` (n, n) added to the logits (causal only) and ``scale`` (n, 1), the USA
-        factor of each row (``1/n``, or ``1 / (n mass_i)`` normalised)."""
-        out: dict[str, np.ndarray] = {}
-        scale = np.full((n, 1), 1.0 / n)
-        if self.causal:
-            s = slice_positions(n)
-            gap = s[:, None] - s[None, :]
-            out["bias"] = np.where(gap >= 0, -self.decay * gap, -np.inf)
-            if self.normalise and not softmax:
-                scale = scale / np.exp(out["bias"]).sum(axis=1, keepdims=True) * n
-        if not softmax:
-            out["scale"] = scale
-        return out
 
 
 def _stacked(items: Sequence[np.ndarray]) -> np.ndarray:
@@ -149,14 +125,14 @@ class LayerArrays:
                 arrays["V"] = _stacked(V)
             arrays["w"] = np.array([h.weight for h in model.heads])
             arrays["beta"] = np.array(model.beta)
-            arrays.update(mask.arrays(n, model.kind.normalised))
+            arrays.update(mask.token_arrays(n, model.kind.normalised))
         if ffn is not None:
             blocks = [layer.ffn for layer in layers]
             arrays["W"] = _stacked([f.W for f in blocks])  # type: ignore[union-attr]
             arrays["Af"] = _stacked([f.A for f in blocks])  # type: ignore[union-attr]
             arrays["b"] = _stacked([f.b[None, :] for f in blocks])  # type: ignore[union-attr]
         structure = Structure(None if model is None else model.attention, heads, interaction, value,
-                              None if ffn is None else ffn.activation, mask.causal and model is not None)
+                              None if ffn is None else ffn.activation, "bias" in arrays)
         return cls(structure, arrays)
 
 

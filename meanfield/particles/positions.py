@@ -1,21 +1,24 @@
-"""The token positions of a particle run as a component: none without a mask, ``s_i`` with.
+"""The token positions of a particle run as a component: the tokens' side of a mask.
 
-The particle simulation holds one of two components and calls it at the same places whatever
-the run, as the PDE simulation does its positions (:mod:`meanfield.positions`):
-:class:`NoTokenPositions` for a run without a mask (tokens drawn from the initial density,
-moving with the layer's field) and :class:`CausalTokenPositions` for a causal run (token i at
-``s_i = (i + 1/2) / n``, drawn from the density of its position, moving with the masked field
-of :class:`~.causal.CausalTokenField`).
+The particle simulation (and a batch of prompts, :mod:`meanfield.particles.prompts`) holds one
+component and calls it at the same places whatever the run, as the PDE simulation does its
+positions (:mod:`meanfield.positions`).  Each mask kind (:mod:`meanfield.masks`) has its
+component, registered under the mask's name (:func:`tokens_component`) and built by
+:func:`token_component`: :class:`NoTokenPositions` for a run without a mask (tokens drawn from
+the initial density, moving with the layer's field) and :class:`CausalTokenPositions` for a
+causal run (token i at ``s_i = (i + 1/2) / n``, drawn from the density of its position, moving
+with the masked field of :class:`~.causal.CausalTokenField`).
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
-from ..causal import slice_positions
 from ..initial import InitialDensity
+from ..masks import Causal, Mask
 from ..mesh import RawMesh
 from ..model import VelocityField
 from ..nonlocal_field.base import NonlocalEvaluator
@@ -31,9 +34,9 @@ class TokenPositions(Protocol):
     def s(self) -> np.ndarray | None:
         """(n,) the tokens' positions, ``None`` without a mask."""
 
-    @property
-    def velocity(self) -> VelocityField:
-        """The tokens' velocity in a run of attention."""
+    def moving(self, field: LayerVelocity, comm) -> VelocityField:
+        """The tokens' velocity in a run of attention with the layer velocity ``field`` (one
+        measure's) on the tokens' communicator."""
 
     def sample(self, density: InitialDensity, n: int, rng: np.random.Generator, sampler: str,
                mesh: RawMesh | None) -> np.ndarray:
@@ -46,13 +49,38 @@ class TokenPositions(Protocol):
         """Solver facts of the mask for metadata.json."""
 
 
+#: The token components by mask name (:func:`tokens_component`).
+_COMPONENTS: dict[str, Callable[[Mask, int], TokenPositions]] = {}
+_Component = TypeVar("_Component", bound=type)
+
+
+def tokens_component(mask: str) -> Callable[[_Component], _Component]:
+    """Registers the decorated class as the tokens' component of the mask called ``mask``: it is
+    built as ``cls(mask, n)`` (the run's :class:`~meanfield.masks.Mask`, the number of tokens)."""
+
+    def register(cls: _Component) -> _Component:
+        _COMPONENTS[mask] = cls
+        return cls
+
+    return register
+
+
+def token_component(mask: Mask, n: int) -> TokenPositions:
+    """The tokens' component of ``mask`` for ``n`` tokens."""
+    return _COMPONENTS[mask.name](mask, n)
+
+
+@tokens_component("none")
 class NoTokenPositions:
-    """The component of a run without a mask: the tokens move with ``field``."""
+    """The component of a run without a mask: the tokens move with the layer's field."""
 
     s: np.ndarray | None = None
 
-    def __init__(self, field: VelocityField) -> None:
-        self.velocity = field
+    def __init__(self, mask: Mask, n: int) -> None:
+        pass
+
+    def moving(self, field: LayerVelocity, comm) -> VelocityField:
+        return field
 
     def sample(self, density: InitialDensity, n: int, rng: np.random.Generator, sampler: str,
                mesh: RawMesh | None) -> np.ndarray:
@@ -65,25 +93,29 @@ class NoTokenPositions:
         return {}
 
 
+@tokens_component("causal")
 class CausalTokenPositions:
     """The component of a causal run: token i at ``s_i = (i + 1/2) / n``.
 
     Parameters
     ----------
-    field
-        The layer velocity of the run (:class:`~.causal.CausalTokenField`).
-    comm
-        MPI communicator of the tokens.
+    mask
+        The run's mask (:class:`~meanfield.masks.Causal`: the positional decay and normalisation).
     n
         The number of tokens.
-    decay
-        The positional decay and normalisation.
     """
 
-    def __init__(self, field: LayerVelocity, comm, n: int, decay: PositionalDecay) -> None:
-        self.field = CausalTokenField(field, comm, decay=decay)
-        self.velocity: VelocityField = self.field
-        self.s: np.ndarray = slice_positions(n)
+    #: The masked field (:meth:`moving`).
+    field: CausalTokenField
+
+    def __init__(self, mask: Causal, n: int) -> None:
+        self.decay = PositionalDecay(mask.decay, mask.normalise)
+        self.s: np.ndarray = mask.token_positions(n)
+
+    def moving(self, field: LayerVelocity, comm) -> VelocityField:
+        """The masked field of the layer velocity ``field`` (:class:`~.causal.CausalTokenField`)."""
+        self.field = CausalTokenField(field, comm, decay=self.decay)
+        return self.field
 
     def sample(self, density: InitialDensity, n: int, rng: np.random.Generator, sampler: str,
                mesh: RawMesh | None) -> np.ndarray:

@@ -22,13 +22,13 @@ from typing import Any
 import numpy as np
 
 from ..attention import attention_kind
-from ..causal import slice_positions
 from ..config import ConfigError
 from ..layers import LayerSchedule
 from ..problem import Problem
 from ..random_weights import RandomLayers
-from .batch import LayerArrays, LayerSource, Mask, PromptBatch, default_dts, shared_layers
-from .sampling import resolve_sampler, sample_initial, sample_tokens
+from .batch import LayerArrays, LayerSource, PromptBatch, default_dts, shared_layers
+from .positions import token_component
+from .sampling import resolve_sampler
 
 
 def prompt_schedule(problem: Problem, law: RandomLayers, prompt: int) -> LayerSchedule:
@@ -72,19 +72,14 @@ def prompt_batch(problem: Problem, prompts: int, per_prompt: bool | None = None)
     own = check_batch(problem, prompts, per_prompt)
     p, d = problem.particles, problem.particles.d
     n = int(p.n)  # type: ignore[arg-type]  # checked
-    mask = Mask(problem.causal, problem.decay, problem.normalise)
+    mask = problem.mask
     density = problem.initial(d)
     sampler = resolve_sampler(density.kind, p.sampler)
     mesh = problem.mesh.build() if sampler == "mesh" else None
-    positions = slice_positions(n) if problem.causal else None
+    tokens = token_component(mask, n)
 
     def initial(chunk: range) -> np.ndarray:
-        draws = []
-        for b in chunk:
-            rng = np.random.default_rng(p.seed + b)
-            draws.append(sample_initial(density, n, rng, sampler, mesh) if positions is None
-                         else sample_tokens(density, positions, rng, sampler, mesh))
-        return np.stack(draws)
+        return np.stack([tokens.sample(density, n, np.random.default_rng(p.seed + b), sampler, mesh) for b in chunk])
 
     law = problem.random
     schedule = problem.schedule(d)
@@ -120,5 +115,5 @@ def prompt_batch(problem: Problem, prompts: int, per_prompt: bool | None = None)
 def describe(batch: PromptBatch, problem: Problem) -> dict[str, Any]:
     """Facts of a batch for metadata: prompts, tokens, dimension, the steps' sizes, the weights' sharing."""
     return {"prompts": batch.prompts, "n": batch.n, "d": batch.d, "dts": batch.dts, "integrator": batch.integrator,
-            "weights": "per prompt" if batch.own_weights else "shared", "mask": problem.mask,
+            "weights": "per prompt" if batch.own_weights else "shared", "mask": problem.mask.name,
             "seed": problem.particles.seed}

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..atoms import Atoms
+from ..masks import NO_MASK, Mask
 from ..rundir.header import RunHeader
 from ..spheres import Sphere, sphere_named, sphere_of_dimension
 
@@ -61,6 +62,10 @@ class RunData:
         are then the whole token distribution's (the mean over the slices), and
         ``slice_densities`` (T, M, C), ``slice_vertex_densities`` (T, M, C, nv) or None and
         ``by_position`` (observable -> (T, M)) each slice's.
+    mask
+        The run's mask (:mod:`meanfield.masks`): it says what the density pictures show
+        (:attr:`heading`) and which pictures of its slices are drawn
+        (:class:`~meanfield.plotting.run_plots.SlicePictures`).
     """
 
     run_type: str
@@ -81,6 +86,7 @@ class RunData:
     slice_vertex_densities: np.ndarray | None = None
     by_position: dict[str, np.ndarray] = field(default_factory=dict)
     model: str = ""
+    mask: Mask = NO_MASK
 
     @property
     def title(self) -> str:
@@ -91,9 +97,7 @@ class RunData:
     def heading(self) -> str:
         """The title of the density pictures: :attr:`title`, and for a causal run what they show
         (the whole token distribution: the mean over the positions)."""
-        if self.positions is None:
-            return self.title
-        return f"{self.title}\nthe mean over the {len(self.positions)} token positions"
+        return self.mask.heading(self.title)
 
     def point_masses(self) -> list[tuple[np.ndarray, np.ndarray]] | None:
         """Positions (k, d) and masses (k,) of the atoms of every output; None for a run without atoms."""
@@ -186,7 +190,7 @@ def run_data(result: Any) -> RunData:
         return RunData("particles", sphere_of_dimension(points.shape[-1]), name, times, _observables(result),
                        points=points, layer_ends=_layer_ends(header, times), trackers=_trackers(header),
                        model=model_label(header.model))
-    from ..analysis.causal import whole_measure
+    from ..masks import whole_measure
 
     whole = whole_measure(result)  # a causal run: the whole token distribution; any other run as it is
     atoms = getattr(result, "atoms", None)
@@ -199,7 +203,8 @@ def run_data(result: Any) -> RunData:
     if whole is result:
         return data
     by_position = getattr(result, "observables_by_position", None) or {}
-    return replace(data, positions=_floats(result.positions), slice_densities=_floats(result.densities),
+    return replace(data, mask=result.mask, positions=_floats(result.positions),
+                   slice_densities=_floats(result.densities),
                    slice_vertex_densities=_floats(result.vertex_densities),
                    by_position={k: np.asarray(v, float) for k, v in by_position.items()})
 

@@ -223,42 +223,81 @@ def _sphere_tokens(data: RunData, points: np.ndarray, w: _Writer, views: list[Vi
     w.animation(maps.figure, update, len(data.times), "tokens")
 
 
-def _causal_pictures(data: RunData, result: Any, w: _Writer, scale: Scale, shown: list[int] | None,
-                     attending_positions: Sequence[float] | None) -> None:
-    """The pictures of a causal run's positions (module docstring)."""
-    from ..analysis.attending import attending, attending_slices, write_attending
-    from ..analysis.causal import attention_map
-    from ..analysis.clusters import analyse_positions
-    from ..sphere import sphere_area
-    from .causal import attending_figure, attention_figure, position_clusters, position_images, slice_maps
+class SlicePictures:
+    """The pictures of a mask's position slices, registered under the mask's name
+    (:func:`slice_pictures`); a mask without its own draws none and takes no ``attending``."""
 
-    assert data.positions is not None and data.slice_densities is not None and data.vertices is not None
-    assert data.cells is not None
-    positions, slices = data.positions, data.slice_densities
-    T, M = len(data.times), len(positions)
-    picked = shown if shown is not None else sorted({round(i) for i in np.linspace(0, T - 1, min(T, 4))})
-    log = scale.log
-    assert data.sphere is not None  # a PDE run's
-    if data.sphere.dimension == 1:  # a curve: the positions' densities as images over (theta, s)
-        w.figure(position_images(data.vertices, data.cells, positions, data.times[picked], slices[picked], log=log,
-                                 vmin=scale.vmin, vmax=scale.vmax, title=data.title), "positions")
-    else:
-        values = data.slice_vertex_densities if data.slice_vertex_densities is not None else slices
-        picks = sorted({round(k) for k in np.linspace(0, M - 1, min(M, 4))})
-        for name, i in (("initial", 0), ("final", T - 1)):
-            w.figure(slice_maps(data.vertices, data.cells, positions, values[i], picks, log=log, vmin=scale.vmin,
-                                vmax=scale.vmax, title=f"{data.title}   t = {data.times[i]:g}"), f"slices_{name}")
-    counts = np.array([history.counts for history in analyse_positions(result)]).T  # (T, M)
-    w.figure(position_clusters(data.times, positions, counts, data.by_position.get("rho_max"),
-                               1.0 / sphere_area(data.vertices.shape[1]), title=data.title), "position_clusters")
-    times = data.times[sorted({round(i) for i in np.linspace(0, T - 1, min(T, 3))})]
-    w.figure(attention_figure([(float(t), attention_map(result, float(t))) for t in times], positions,
-                              title=f"{data.name}: what each position draws from the positions before it"),
-             "attention")
-    items = attending(result, [float(t) for t in (data.times[shown] if shown is not None else times)],
-                      attending_slices(positions, attending_positions))
-    w.figure(attending_figure(items, title=f"{data.name}: whom a position attends to (absolute shares)"), "attending")
-    w.written.append(write_attending(w.out_dir / "attending.csv", items))
+    def check(self, data: RunData, attending_positions: Sequence[float] | None) -> None:
+        """Refuse ``attending`` positions this mask cannot show, before anything is drawn."""
+        if attending_positions is not None:
+            raise ValueError("--attending: only a causal run (model.mask = 'causal') has token positions")
+
+    def draw(self, data: RunData, result: Any, w: _Writer, scale: Scale, shown: list[int] | None,
+             attending_positions: Sequence[float] | None) -> None:
+        """Write the pictures of the slices of the run ``result`` (its ``data``)."""
+
+
+#: The slices' pictures by mask name (:func:`slice_pictures`).
+_SLICE_PICTURES: dict[str, SlicePictures] = {}
+
+
+def slice_pictures(mask: str) -> Callable[[type[SlicePictures]], type[SlicePictures]]:
+    """Registers the decorated :class:`SlicePictures` as the pictures of the mask called ``mask``."""
+
+    def register(cls: type[SlicePictures]) -> type[SlicePictures]:
+        _SLICE_PICTURES[mask] = cls()
+        return cls
+
+    return register
+
+
+@slice_pictures("causal")
+class CausalPictures(SlicePictures):
+    """The pictures of a causal run's positions (module docstring)."""
+
+    def check(self, data: RunData, attending_positions: Sequence[float] | None) -> None:
+        from ..analysis.attending import attending_slices
+
+        assert data.positions is not None
+        if attending_positions is not None:
+            attending_slices(data.positions, attending_positions)
+
+    def draw(self, data: RunData, result: Any, w: _Writer, scale: Scale, shown: list[int] | None,
+             attending_positions: Sequence[float] | None) -> None:
+        from ..analysis.attending import attending, attending_slices, write_attending
+        from ..analysis.causal import attention_map
+        from ..analysis.clusters import analyse_positions
+        from ..sphere import sphere_area
+        from .causal import attending_figure, attention_figure, position_clusters, position_images, slice_maps
+
+        assert data.positions is not None and data.slice_densities is not None and data.vertices is not None
+        assert data.cells is not None
+        positions, slices = data.positions, data.slice_densities
+        T, M = len(data.times), len(positions)
+        picked = shown if shown is not None else sorted({round(i) for i in np.linspace(0, T - 1, min(T, 4))})
+        log = scale.log
+        assert data.sphere is not None  # a PDE run's
+        if data.sphere.dimension == 1:  # a curve: the positions' densities as images over (theta, s)
+            w.figure(position_images(data.vertices, data.cells, positions, data.times[picked], slices[picked], log=log,
+                                     vmin=scale.vmin, vmax=scale.vmax, title=data.title), "positions")
+        else:
+            values = data.slice_vertex_densities if data.slice_vertex_densities is not None else slices
+            picks = sorted({round(k) for k in np.linspace(0, M - 1, min(M, 4))})
+            for name, i in (("initial", 0), ("final", T - 1)):
+                w.figure(slice_maps(data.vertices, data.cells, positions, values[i], picks, log=log, vmin=scale.vmin,
+                                    vmax=scale.vmax, title=f"{data.title}   t = {data.times[i]:g}"), f"slices_{name}")
+        counts = np.array([history.counts for history in analyse_positions(result)]).T  # (T, M)
+        w.figure(position_clusters(data.times, positions, counts, data.by_position.get("rho_max"),
+                                   1.0 / sphere_area(data.vertices.shape[1]), title=data.title), "position_clusters")
+        times = data.times[sorted({round(i) for i in np.linspace(0, T - 1, min(T, 3))})]
+        w.figure(attention_figure([(float(t), attention_map(result, float(t))) for t in times], positions,
+                                  title=f"{data.name}: what each position draws from the positions before it"),
+                 "attention")
+        items = attending(result, [float(t) for t in (data.times[shown] if shown is not None else times)],
+                          attending_slices(positions, attending_positions))
+        w.figure(attending_figure(items, title=f"{data.name}: whom a position attends to (absolute shares)"),
+                 "attending")
+        w.written.append(write_attending(w.out_dir / "attending.csv", items))
 
 
 def plot_run(result: Any, out_dir: str | Path, *, movie: bool = True, fmt: str = "png", log: bool | None = None,
@@ -313,12 +352,8 @@ def plot_run(result: Any, out_dir: str | Path, *, movie: bool = True, fmt: str =
     if not len(data.times):
         raise ValueError(f"run {data.name!r} has no output times to plot")
     shown = None if times is None else still_indices(data.times, times)
-    if attending is not None:
-        from ..analysis.attending import attending_slices
-
-        if data.positions is None:
-            raise ValueError("--attending: only a causal run (model.mask = 'causal') has token positions")
-        attending_slices(data.positions, attending)  # refused before anything is drawn
+    pictures = _SLICE_PICTURES.get(data.mask.name, SlicePictures())
+    pictures.check(data, attending)  # refused before anything is drawn
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     w = _Writer(out, fmt, dpi, movie, max_frames, fps, frames)
@@ -334,8 +369,7 @@ def plot_run(result: Any, out_dir: str | Path, *, movie: bool = True, fmt: str =
             _sphere_density(data, vertices, cells, w, scale, list(views), center, shown)
         else:
             _circle_density(data, vertices, cells, data.frames(), densities, w, scale, "density", shown)
-        if data.positions is not None:
-            _causal_pictures(data, result, w, scale, shown, attending)
+        pictures.draw(data, result, w, scale, shown, attending)
         return w.written
     points = data.points
     assert points is not None  # a particle run: run_data requires its points (and reads no other run type)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..masks import make_mask
 from ..memory import format_bytes
 from ..wording import counted, format_duration
 
@@ -24,10 +25,7 @@ def format_description(facts: dict[str, Any]) -> str:
     lines = [f"run:        {facts['name']} ({facts['kind']} run in {facts['path']})",
              f"status:     {facts['status']}" + (f" (by {facts['interrupted_by']})" if facts.get("interrupted_by")
                                                   else "")]
-    if facts.get("mask") == "causal" and facts["kind"] == "particles":
-        lines.append("mask:       causal, token i at s_i = (i + 1/2)/n attends to the tokens j <= i")
-    elif facts.get("mask") == "causal":
-        lines.append(f"mask:       causal, M = {facts.get('slices')} position slices (a density per slice)")
+    lines += make_mask(facts.get("mask", "none"), {"slices": facts.get("slices")}).info(facts["kind"])
     if facts.get("error"):
         lines.append(f"error:      {facts['error']}")
     reached, final = facts.get("t_reached"), facts.get("t_final")

@@ -48,6 +48,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..masks import NO_MASK, Mask
 from ..point_masses import ATOM_KEYS
 from . import layout
 from .files import write_text
@@ -72,17 +73,18 @@ class XdmfFiles:
         The mesh (global order).
     dg1
         Also write density-dg1.xdmf (the run has ``vertex_density``).
-    positions
-        A causal run's slice positions (M,): one array per slice; ``None``: one density.
+    mask
+        The run's mask (:mod:`meanfield.masks`): one array per density (a causal run's: one per
+        position slice, :meth:`~meanfield.masks.Mask.slice_arrays`).
     """
 
     def __init__(self, run_dir: Path, vertices: np.ndarray, cells: np.ndarray, dg1: bool,
-                 positions: np.ndarray | None = None) -> None:
+                 mask: Mask = NO_MASK) -> None:
         self.run_dir = Path(run_dir)
         self.vertices = _padded(np.asarray(vertices, float))
         self.cells = np.asarray(cells, np.int64)
         self.dg1 = dg1
-        self.positions = positions
+        self.mask = mask
         self.data = self.run_dir / layout.RUN_FILE
         self.script_written = False
 
@@ -129,9 +131,7 @@ class XdmfFiles:
         domain = ET.SubElement(root, "Domain")
         series = ET.SubElement(domain, "Grid", Name="density", GridType="Collection", CollectionType="Temporal")
         shape = " ".join(map(str, row))
-        arrays = [("density", ())] if self.positions is None else \
-            [(f"density_s{s:.4f}", (j,)) for j, s in enumerate(self.positions)]
-        blocks = () if self.positions is None else (len(self.positions),)
+        arrays, blocks = self.mask.slice_arrays("density"), self.mask.slice_shape
         for k, t in enumerate(times):
             frame = ET.SubElement(series, "Grid", Name=f"t{k}", GridType="Uniform")
             ET.SubElement(frame, "Time", Value=repr(t))

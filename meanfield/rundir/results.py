@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..masks import NO_MASK, Mask, mask_of
 from ..point_masses import ATOM_KEYS, Atoms
-from ..sequence import slice_positions
 from . import layout
 from .directory import effective_status, is_run, not_a_run_message
 from .files import load_npz, read_csv_columns
@@ -132,6 +132,9 @@ class PDERunResult(RunResult):
     observables_by_position
         Causal runs: observable name (``mass``, ``order``, ``energy``, ``mean_0``, ...,
         ``rho_min``, ``rho_max``) -> (T, M) its value for each position slice; else empty.
+    mask
+        The run's mask (:mod:`meanfield.masks`, from its config), which reads its slices back
+        (:func:`meanfield.masks.whole_measure`).
     """
 
     path: Path
@@ -149,6 +152,7 @@ class PDERunResult(RunResult):
     atoms: list[Atoms] | None = None
     positions: np.ndarray | None = None
     observables_by_position: dict[str, np.ndarray] = field(default_factory=dict)
+    mask: Mask = NO_MASK
 
     @property
     def sphere(self) -> str:
@@ -156,21 +160,12 @@ class PDERunResult(RunResult):
         assert self.header.sphere is not None, "a PDE run is on a meshed sphere"
         return self.header.sphere.name
 
-    @property
-    def causal(self) -> bool:
-        """A causal run: a density per token position (:attr:`positions`)."""
-        return self.positions is not None
-
     def position_dataframe(self) -> pandas.DataFrame:
         """A causal run's observables of each position slice, one row per output and slice:
         columns ``output``, ``t``, ``position`` and the observables (empty without positions)."""
         import pandas as pd
 
-        if self.positions is None:
-            return pd.DataFrame()
-        T, M = len(self.times), len(self.positions)
-        return pd.DataFrame({"output": np.repeat(np.arange(T), M), "t": np.repeat(self.times, M),
-                             "position": np.tile(self.positions, T),
+        return pd.DataFrame({**self.mask.slice_columns(self.times),
                              **{k: np.asarray(v, float).ravel() for k, v in self.observables_by_position.items()}})
 
     def density(self, t: float) -> np.ndarray:
@@ -312,13 +307,6 @@ def _outputs(run_dir: Path) -> tuple[list[dict[str, np.ndarray]], dict[str, np.n
     return snapshots[:count], {k: v[:count] for k, v in observables.items()}, damaged
 
 
-def token_positions(n: int) -> np.ndarray:
-    """The positions ``s_i = (i + 1/2) / n`` of a causal particle run's n tokens, in token order:
-    the ``position`` coordinate of its run.nc (:func:`meanfield.sequence.slice_positions`, which
-    the run's driver hands the writer)."""
-    return slice_positions(n)
-
-
 def load_run(path: str | Path) -> PDERunResult | ParticleRunResult:
     """Read a run directory written by :func:`meanfield.run` or :func:`meanfield.run_particles`.
 
@@ -333,9 +321,13 @@ def load_run(path: str | Path) -> PDERunResult | ParticleRunResult:
     header = read_header(path)
     snapshots, observables, damaged = _outputs(path)
     times = np.array([float(s["t"]) for s in snapshots])
+    try:
+        mask = mask_of(header.config)
+    except ValueError as exc:
+        raise RunReadError(f"{path}: {exc}") from None
     if header.run_type == "particles":
         points = np.array([s["points"] for s in snapshots]) if snapshots else np.empty((0, 0, header.d))
-        positions = token_positions(int(header.tokens or 0)) if header.mask == "causal" else None
+        positions = mask.token_positions(int(header.tokens or 0))
         by_prompt = {k: np.array([s[k] for s in snapshots]) for k in (snapshots[0] if snapshots else ())
                      if k.endswith(BY_PROMPT)}
         return ParticleRunResult(path, header, times, points, observables, damaged, positions, by_prompt)
@@ -345,7 +337,7 @@ def load_run(path: str | Path) -> PDERunResult | ParticleRunResult:
         raise RunReadError(f"{path / layout.MESH}: cannot read the run's mesh ({exc})") from None
     cells = mesh["cells"]
     positions = mesh.get("positions")
-    per_output = (len(snapshots),) if positions is None else (len(snapshots), len(positions))
+    per_output = (len(snapshots), *mask.slice_shape)
     densities = np.array([s["density"] for s in snapshots]).reshape(*per_output, len(cells))
     dg1 = "vertex_jacobian" in mesh
     vertex = np.array([s["vertex_density"] for s in snapshots]).reshape(*per_output, *cells.shape) if dg1 else None
@@ -353,10 +345,10 @@ def load_run(path: str | Path) -> PDERunResult | ParticleRunResult:
     hybrid = any(ATOM_KEYS[0] in s for s in snapshots)
     atoms = [Atoms.from_arrays(s, d) for s in snapshots] if hybrid else None
     by_position = {k.removesuffix(BY_POSITION): np.array([s[k] for s in snapshots]).reshape(per_output)
-                   for k in (snapshots[0] if snapshots and positions is not None else ()) if k.endswith(BY_POSITION)}
+                   for k in (snapshots[0] if snapshots else ()) if k.endswith(BY_POSITION)}
     return PDERunResult(path, header, times, mesh["vertices"], cells, mesh["centroids"], mesh["areas"],
                      densities, observables, vertex, mesh["vertex_jacobian"] if dg1 else None, damaged, atoms,
-                     positions, by_position)
+                     positions, by_position, mask)
 
 
 def load_particle_run(path: str | Path) -> ParticleRunResult:
@@ -397,9 +389,9 @@ def describe(run_dir: str | Path) -> dict[str, Any]:
     """Status facts of a run directory without reading its arrays (for `meanfield info RUN`).
 
     A hybrid run (its observables.csv has ``atom_count``) also reports ``atoms``: the number
-    and total mass of the atoms at its last output.  ``mask`` is the run's ``model.mask``
-    (``"none"`` or ``"causal"``) and ``slices`` a causal run's number of position slices
-    (``None`` otherwise).
+    and total mass of the atoms at its last output.  ``mask`` and ``slices`` are the
+    run's mask's facts (:meth:`meanfield.masks.Mask.facts`: its name, a causal run's position
+    slices).
     """
     run_dir = Path(run_dir)
     header = read_header(run_dir)
@@ -407,7 +399,7 @@ def describe(run_dir: str | Path) -> dict[str, Any]:
     facts = {"path": str(run_dir), "kind": meta.get("kind"), "name": meta.get("name"),
              "status": effective_status(run_dir, meta), "t_reached": meta.get("t_reached"),
              "t_final": header.t_final, "error": meta.get("error"), "interrupted_by": meta.get("interrupted_by"),
-             "mask": header.mask, "slices": header.slices}
+             **mask_of(header.config).facts()}
     observables, _ = read_csv_columns(run_dir / layout.OBSERVABLES)
     if len(observables.get("atom_count", ())):
         facts["atoms"] = {"count": int(observables["atom_count"][-1]), "mass": float(observables["atom_mass"][-1])}

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from ..masks import mask_of
 from . import layout
 from .files import append_csv_row, read_csv_columns, save_npz, write_csv_columns
 from .header import RunHeader
@@ -132,7 +133,7 @@ def pde_run_file(run_dir: Path, static: Mapping[str, np.ndarray], config: Mappin
     if not paraview:
         return RunFileOutput(run_dir, build)
     return RunFileOutput(run_dir, build, XdmfFiles(run_dir, static["vertices"], static["cells"],
-                                                   "vertex_jacobian" in static, static.get("positions")),
+                                                   "vertex_jacobian" in static, mask_of(config)),
                          AtomPoints(run_dir))
 
 

@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from ..config import Config, ConfigError
+from ..masks import Causal
 from ..references.retrieval import codeword_weights, retrieval_mode, score_modes
 from ..spheres import S1, sphere_named
 from .response import open_adjoint_study, parse_observable, recorded_forward, swept_backward
@@ -81,9 +82,10 @@ def _fourier(points: np.ndarray, n: int) -> np.ndarray:
 def profiles_of(problem: Any, modes: Sequence[int], codewords: int | None, observables: Sequence[str],
                 sources: Sequence[str]) -> Profiles:
     """The profiles asked for, checked against the problem (``ConfigError`` naming the field)."""
-    if not problem.causal:
+    slices = problem.mask.slices
+    if not slices:
         raise ConfigError("--retrieval: needs a causal run (model.mask = 'causal')")
-    if problem.slices is None or problem.slices < 2:
+    if slices < 2:
         raise ConfigError("positions.slices: the retrieval profile needs at least 2 slices")
     if len(observables) != len(sources):
         raise ConfigError(f"--source: give one per --observable (got {len(sources)} for {len(observables)})")
@@ -122,7 +124,7 @@ def dgr_setting(problem: Any) -> bool:
     iid uniform tokens on S^1, unnormalised attention with Q = K = V = I in one layer, positional
     weights normalised over positions."""
     data = problem.config.data
-    return (sphere_named(problem.sphere) is S1 and problem.causal and problem.normalise
+    return (sphere_named(problem.sphere) is S1 and isinstance(problem.mask, Causal) and problem.mask.normalise
             and data["model"].get("attention") == "unnormalized" and data["initial"].get("kind") == "uniform"
             and len(problem.schedule().layers) == 1 and problem.model().is_identity)
 
@@ -133,7 +135,7 @@ def closed_form(problem: Any, asked: Profiles, last: float) -> Callable[[float, 
     :func:`dgr_setting` or for pairs of expressions."""
     if not dgr_setting(problem) or any(name.startswith("pair") for name in asked.names.values()):
         return None
-    beta, decay = problem.model().beta, problem.decay
+    beta, decay = problem.model().beta, problem.mask.decay
     weights = codeword_weights(asked.codewords, score_modes(asked.codewords, SCORE_WEIGHT_CUTOFF)) \
         if asked.codewords is not None else np.zeros(0)
 

@@ -162,7 +162,7 @@ def fit(config: Config | Mapping | str | Path | None, params: Sequence[str] = ()
     if check_particles is not None and (isinstance(check_particles, bool) or not isinstance(check_particles, int)
                                         or check_particles < 1):
         raise ConfigError(f"--check-particles: must be a positive integer, got {check_particles!r}")
-    if check_particles is not None and problem.causal:
+    if check_particles is not None and problem.mask.positional:
         raise ConfigError("--check-particles: not for a causal run (its tokens carry positions)")
     pairs = _pairs({**s, "target": list(targets) if targets else s["target"]}, inputs)
     objective = Objective(config, s["params"] or [], pairs,

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from ...masks import NO_MASK, Mask, whole_measure
 from ...merging import MERGE_DISTANCE
 from ...mesh import RawMesh, raw_mesh
 from ...references.spectral_circle import CircleSolution
@@ -28,7 +29,6 @@ from ...rundir.directory import check_output_folder
 from ...rundir.header import RunHeader
 from ...rundir.results import load_run
 from ...spheres import S1, sphere_area, sphere_named
-from ..causal import position_slice, whole_measure
 from ..events import Event
 from .atoms import WithAtoms
 from .cells import AnalysisMesh
@@ -186,11 +186,9 @@ def analyse_positions(run: Any, *, threshold: float | None = None, prominence: f
     """A causal PDE run's clusters position by position: one history per slice (parameters as
     in :func:`analyse_run`)."""
     result = load_run(run) if isinstance(run, (str, Path)) else run
-    positions = getattr(result, "positions", None)
-    if positions is None:
-        raise ValueError(f"{getattr(result, 'path', 'run')}: not a causal run (model.mask = 'causal'): no positions")
-    return [analyse_run(position_slice(result, k), threshold=threshold, prominence=prominence, factors=factors,
-                        plots=False) for k in range(len(positions))]
+    mask: Mask = getattr(result, "mask", NO_MASK)
+    return [analyse_run(part, threshold=threshold, prominence=prominence, factors=factors, plots=False)
+            for part in mask.slice_runs(result)]
 
 
 def _when(crossing: Crossing) -> str:

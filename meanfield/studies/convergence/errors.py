@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ...analysis.causal import whole_measure
+from ...masks import whole_measure
 from ...mesh import raw_mesh
 from ...problem import Problem
 from ...references.exact import ExactDensity, exact_solution
@@ -97,7 +97,7 @@ def check_reference(problem: Problem, reference: str | Path, axis: str = "mesh")
     if reference == "exact" and axis != "mesh":
         option = "--dt-ladder: a dt ladder" if axis == "dt" else "--slices: a slices ladder"
         raise ConvergenceError(f"--reference exact: {option} is measured against its finest run (--reference finest)")
-    if reference == "exact" and problem.causal and problem.initial().depends_on_position:
+    if reference == "exact" and problem.initial().depends_on_position:
         raise ConvergenceError("--reference exact: a causal run whose initial density depends on s has no exact "
                                "solution; use --reference finest")
     if reference == "exact" and exact_solution(problem) is None:

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ...analysis.causal import whole_measure
 from ...config import Config, load_config
+from ...masks import whole_measure
 from ...problem import Problem
 from ...rundir.results import PDERunResult
 from ...spheres import sphere_named
@@ -104,7 +104,7 @@ def coarsen(values: np.ndarray, areas: np.ndarray, sphere: str, times: int = 1) 
 @dataclass
 class Ladder:
     """The runs of a study and what each was run with (a causal run as its whole token
-    distribution, :func:`~meanfield.analysis.causal.whole_measure`)."""
+    distribution, :func:`~meanfield.masks.whole_measure`)."""
 
     problem: Problem
     levels: list[int]
@@ -151,7 +151,7 @@ def level_config(problem: Problem, level: int, axis: str = "mesh") -> Config:
             raise ConvergenceError("--dt-ladder: set time.dt (the step of level 0) in the config")
         override = f"time.dt={problem.time.dt / 2**level!r}"
     elif axis == "slices":
-        if not problem.causal:
+        if not problem.mask.slices:
             raise ConvergenceError("--slices: refines the token positions of a causal run; set model.mask = "
                                    "'causal' in the config")
         override = f"positions.slices={level}"

@@ -80,7 +80,7 @@ class PDEReference:
         causal run's: of the whole measure, the mean of its slices)."""
         result = result or self.coarse
         density = result.densities[_time_index(result.times, t)]
-        return result.centroids, (density.mean(axis=0) if result.causal else density) * result.areas
+        return result.centroids, result.mask.whole_density(density) * result.areas
 
     def _extrapolated(self, coarse: dict, fine: dict | None) -> dict:
         if fine is None:
@@ -139,7 +139,7 @@ class PDEReference:
         out = metrics.moment_errors(row, self.observables(t), self.d)
         out.update(self.distances(points, np.full(n, 1.0 / n), t))
         out["hist_l1_noise"] = metrics.hist_l1_noise(self.measure(t)[1], n)
-        if positions is not None and self.coarse.causal:
+        if positions is not None and self.coarse.observables_by_position:
             out["mean_error_by_position"] = self.slice_mean_error(points, positions, t)
         return out
 
@@ -152,7 +152,7 @@ class PDEReference:
         out = metrics.moment_errors(coarse, fine, self.d)
         x, a = self.measure(t, self.fine)
         out.update(self.distances(x, a, t))
-        if self.coarse.causal and self.fine.causal:
+        if self.coarse.observables_by_position and self.fine.observables_by_position:
             difference = self.slice_means(t, self.coarse) - self.slice_means(t, self.fine)
             out["mean_error_by_position"] = float(np.sqrt(np.mean(np.sum(difference**2, axis=1))))
         return out

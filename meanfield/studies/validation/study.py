@@ -38,11 +38,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ...analysis.causal import whole_measure
 from ...analysis.clusters.compare import ClusterValidation
 from ...collective import everywhere, on_root
 from ...config import Config, ConfigError, load_config
 from ...drivers.launch import check_size, resolve_problem
+from ...masks import whole_measure
 from ...model import ModelError
 from ...particles.sampling import check_causal_sampler, resolve_sampler
 from ...problem import Problem
@@ -132,7 +132,7 @@ def _check_inputs(problem: Problem, ns: Sequence[int], seeds: int) -> None:
         raise ConfigError(f"particles.d: validation needs the mesh's d = {problem.d}, got {problem.particles.d}")
     if not problem.velocity.is_attention:
         raise ConfigError("model.velocity: validation compares attention dynamics; got 'rotation'")
-    if problem.causal:
+    if problem.mask.positional:
         check_causal_sampler(problem.initial(), resolve_sampler(problem.initial().kind, problem.particles.sampler))
     if not ns or any(isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n <= 0 for n in ns):
         raise ConfigError(f"--n: must be positive integers, got {list(ns)!r}")
@@ -169,8 +169,8 @@ def check_pde_run(config: Problem | Config, run_dir: str | Path, option: str) ->
         differences.append(f"mesh.sphere {theirs_p.sphere} (config: {ours_p.sphere})")
     elif theirs_p.velocity != ours_p.velocity or _schedule(theirs_p, option, path) != _schedule(ours_p, option, path):
         differences.append("the model (model.*)")
-    elif theirs_p.mask != ours_p.mask:
-        differences.append(f"model.mask {theirs_p.mask!r} (config: {ours_p.mask!r})")
+    elif theirs_p.mask.name != ours_p.mask.name:
+        differences.append(f"model.mask {theirs_p.mask.name!r} (config: {ours_p.mask.name!r})")
     if theirs.data["initial"] != config.data["initial"]:
         differences.append("the initial density (initial.*)")
     missing = [t for t in ours_p.time.output_times if not np.isclose(theirs_p.time.output_times, t, rtol=0,
