@@ -54,6 +54,10 @@ def test_parameters_expand_wildcards_matrices_and_inherited_keys():
     assert moved["model"]["layers"][1]["V"] == [[5.0, 6.0], [7.0, 8.0]] and moved["model"]["V"] == [[1, 0.3], [-0.2, 1]]
     q = Parameters(data, ["model.Q"])  # unset at the top: the identity
     assert q.values().tolist() == [1, 0, 0, 1]
+    shared = {"b": [0.0, 0.0], "W": [[1, 0], [0, 1]], "A": [[0, 0], [0, 0]], "activation": "identity"}
+    data = load_config(case(model={"layers": [{"t_end": 0.5, "ffn": shared}, {"t_end": 1.0, "ffn": shared}]})).data
+    moved = Parameters(data, ["model.layers[*].ffn.b[1]"]).apply(np.array([1.0, 2.0]))  # one table, two layers
+    assert [layer["ffn"]["b"][1] for layer in moved["model"]["layers"]] == [1.0, 2.0]
 
 
 @pytest.mark.parametrize("text, message", [
