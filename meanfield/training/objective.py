@@ -11,10 +11,11 @@ the bracket the running cost: the trapezoidal rule over the forward run's own st
 (weights w_n).  Its gradient: for each pair, the run forward to T, then the adjoint
 (:class:`~meanfield.adjoint.AdjointSolver`) back from ``Phi(T) = dD/drho(T)`` (the loss's first
 variation at the cells; for the running cost ``w_n dD/drho(t_n)`` added at every step end),
-accumulating ``dL/dtheta`` as the ``--wrt`` sensitivities do.  For the finite-volume scheme
-this is the exact derivative of the discrete L (a Taylor test is second order) as long as the
-step sizes do not depend on theta: give ``time.dt`` (an adaptive step is frozen along the
-forward run; its change with theta is not differentiated).  The l1 term is not differentiable
+accumulating ``dL/dtheta`` as the ``--wrt`` sensitivities do.  For the finite-volume and DG1
+schemes (both adjoints are the exact discrete ones; the loss sees DG1's cell averages) this is
+the exact derivative of the discrete L (a Taylor test is second order) as long as the step
+sizes do not depend on theta: give ``time.dt`` (an adaptive step is frozen along the forward
+run; its change with theta is not differentiated).  The l1 term is not differentiable
 at 0: :meth:`Objective.__call__` returns ``l1 sign(theta)``; :mod:`.fit` splits theta into
 positive and negative parts instead.
 
