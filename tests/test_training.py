@@ -121,6 +121,21 @@ def test_running_cost_and_regularisers_taylor(comm):
     assert_second_order(found)
 
 
+def test_progress_of_the_forward_run_and_the_backward_sweep(comm, capsys, monkeypatch):
+    """With progress on (``meanfield fit`` unless quiet) each evaluation logs its forward run
+    and backward sweep without a terminal (here at every step: no minute between lines)."""
+    from meanfield.engine import progress
+
+    monkeypatch.setattr(progress, "REPORT_EVERY", 0.0)
+    objective = Objective(case(mesh={"resolution": 16}), ["model.beta"], target="exp(2*x)", comm=comm)
+    objective(objective.start)
+    assert capsys.readouterr().err == ""
+    objective.progress = True
+    objective(objective.start)
+    err = capsys.readouterr().err if comm.rank == 0 else ""
+    assert comm.rank != 0 or ("forward run: t 1/1 (100%)" in err and "backward sweep: step 20/20 (100%)" in err), err
+
+
 def test_pairs_add_up(comm):
     """Two pairs with shared weights: the value and gradient are the sums of each pair's alone."""
     pairs = [Pair(None, "exp(2*x)"), Pair({"kind": "expression", "expression": "1 + 0.5*sin(y)"}, "exp(-x)")]

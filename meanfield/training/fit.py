@@ -188,6 +188,7 @@ def fit(config: Config | Mapping | str | Path | None, params: Sequence[str] = ()
     history = everywhere(comm, lambda: _read_history(path / "fit.csv", objective.names))
     theta = np.array([history[-1][n] for n in objective.names]) if history else objective.start.copy()
     started = time.perf_counter()
+    objective.progress = not quiet
     fitter = _Fitter(objective, l1_weight, path, history, quiet, comm, started)
     try:
         with SignalWatch() as watch:

@@ -118,6 +118,12 @@ class Objective:
         Weights of the regularisers.
     overrides, comm
         ``--set`` overrides, MPI communicator (default COMM_WORLD).
+
+    Attributes
+    ----------
+    progress
+        Show each evaluation's forward run and backward sweep on rank 0 (a bar on a terminal,
+        else a log line a minute); off by default, on in ``meanfield fit`` unless quiet.
     """
 
     def __init__(self, config: Config | Mapping | str | Path | None, params: Sequence[str],
@@ -159,6 +165,7 @@ class Objective:
             self.targets.append(target)
         self.start = self.parameters.values()
         self.evaluations = 0
+        self.progress = False
 
     def _field(self, i: int) -> str:
         return "--target" if len(self.pairs) == 1 else f"--target (pair {i + 1})"
@@ -194,6 +201,7 @@ class Objective:
         """The objective at ``theta`` with each pair's loss and its initial and final cells (collective)."""
         from ..adjoint import AdjointSolver, Sensitivity
         from ..drivers.pde import PDESimulation
+        from ..engine.progress import sweep_progress
         from ..problem import Problem
         from ..velocity import LayerVelocity
 
@@ -210,7 +218,9 @@ class Objective:
                                               for s in (step, -step))))
         value, gradient = self.regulariser(theta)
         found = Evaluation(theta, 0.0, np.zeros_like(theta))
-        for pair, target in zip(self.pairs, self.targets):
+        quiet = not self.progress
+        for i, (pair, target) in enumerate(zip(self.pairs, self.targets)):
+            what = "" if len(self.pairs) == 1 else f"pair {i + 1}: "
             problem = self._problem(data, pair)
             sim = PDESimulation(problem, self.comm)
             f = problem.field
@@ -220,13 +230,16 @@ class Objective:
                              for name, h, plus, minus in moved]
             solver = AdjointSolver(sim)
             found.initials.append(self._cells(sim, solver.initial))
-            final = solver.forward([self.T])[self.T]
+            with sweep_progress(self.comm, f"{what}forward run", self.T, "t", quiet, share=None) as shown:
+                final = solver.forward([self.T], shown.update)[self.T]
             cells = self._cells(sim, final)
             loss, variation = self.loss(cells, target)
             M = sim.positions.count
             finals = {self.T: np.tile(variation[None, :, None], (M, 1, 1))}
             running = _RunningCost(self, sim, solver, target) if self.running else None
-            _, derivatives = solver.backward(finals, sensitivities, sources=running)
+            with sweep_progress(self.comm, f"{what}backward sweep", len(solver.trajectory.steps), "step", quiet,
+                                share=None) as shown:
+                _, derivatives = solver.backward(finals, sensitivities, sources=running, progress=shown.update)
             if running is not None:
                 loss += running.value + running.weight(-1) * self.loss(found.initials[-1], target)[0]
             found.losses.append(loss)
