@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from ..config import Config, ConfigError, load_config
-from .losses import LOSSES, MMD, Cells, Loss, ObservableErrors, Sinkhorn, Target
+from .losses import LOSSES, MMD, Cells, CircleW2, Loss, ObservableErrors, Sinkhorn, Target
 from .parameters import Parameters
 from .targets import check_target, initial_table, label, resolve_target
 
@@ -82,6 +82,8 @@ def make_loss(name: str, *, kappa: float | None = None, epsilon: float | None = 
         raise ConfigError(f"--observable: only with --loss observables (the loss is {name})")
     if name == "mmd":
         return MMD(1.0 if kappa is None else kappa)
+    if name == "w2":
+        return CircleW2()
     return Sinkhorn(0.05 if epsilon is None else epsilon)
 
 
