@@ -299,7 +299,8 @@ class CircleW2(Loss):
     def __call__(self, cells: Cells, target: Target) -> tuple[float, np.ndarray]:
         assert target.measure is not None
         value, potential = self._transport(cells.gathered(), target.measure)
-        start = 0 if cells.comm is None or cells.comm.size == 1 else cells.comm.exscan(len(cells.density)) or 0
+        comm: Any = cells.comm
+        start = 0 if comm is None or comm.size == 1 else comm.exscan(len(cells.density)) or 0  # this rank's first cell
         return value, potential[start: start + len(cells.density)]
 
     def of_measure(self, measure: Measure, target: Target) -> float:
