@@ -227,6 +227,7 @@ def test_running_cost_and_l1_controls_vanish_after_a_stopping_time(tmp_path, com
     first, *rest = result.theta
     assert first > 0.5 and rest == [0.0, 0.0], result.theta
     assert (tmp_path / "f" / "controls.png").is_file()  # the weights against depth
+    assert float(rows(tmp_path / "f" / "fit.csv")[-1]["loss"]) == pytest.approx(result.loss, rel=1e-12)
     gradient = Objective(pushes(3, 1.5), params, target=PUSHED, running=True, comm=comm)(result.theta)[1]
     assert gradient[0] == pytest.approx(-l1, rel=1e-3) and np.all(np.abs(gradient[1:]) < 0.5 * l1), gradient
     gradient = Objective(pushes(3, 1.5), params, target=PUSHED, comm=comm)(result.theta)[1]

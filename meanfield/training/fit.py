@@ -290,8 +290,8 @@ class _Fitter:
         bounds = self.split.variable_bounds()
         projected = np.array([0.0 if (lo is not None and zi <= lo and gi > 0) else gi
                               for zi, gi, (lo, _) in zip(z, g, bounds)])
-        row = {"iteration": float(len(self.history)), "loss": value, "grad_norm": float(np.linalg.norm(projected)),
-               **dict(zip(self.objective.names, found.theta.tolist()))}
+        row = {"iteration": float(len(self.history)), "loss": float(value),
+               "grad_norm": float(np.linalg.norm(projected)), **dict(zip(self.objective.names, found.theta.tolist()))}
         self.history.append(row)
         if self.best is None or value <= self.best.value:
             self.best = found

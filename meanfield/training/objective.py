@@ -244,9 +244,9 @@ class Objective:
                 _, derivatives = solver.backward(finals, sensitivities, sources=running, progress=shown.update)
             if running is not None:
                 loss += running.value + running.weight(-1) * self.loss(found.initials[-1], target)[0]
-            found.losses.append(loss)
+            found.losses.append(float(loss))
             found.finals.append(cells)
-            value += loss
+            value += float(loss)
             gradient += derivatives[:, 0]
         found.value, found.gradient = value, gradient
         self.evaluations += 1
