@@ -174,9 +174,12 @@ class Sinkhorn(Loss):
 
     Log-domain Sinkhorn iterations on the dual potentials, the symmetric problems ``OT(a, a)``
     by averaged updates (Feydy et al., "Interpolating between optimal transport and MMD using
-    Sinkhorn divergences", 2019).  POT's ``sinkhorn_log`` was measured here to need over 20 000
-    iterations (30 s for 25 points) without converging on ``OT(a, a)``, which the averaged
-    update solves in tens of iterations.
+    Sinkhorn divergences", 2019).  POT's solvers were measured on ``OT(a, a)`` (25 points on S^1,
+    ``eps = 0.05``): ``sinkhorn_log`` after 100 000 iterations (135 s) and ``sinkhorn_stabilized``
+    after 20 000 (1.7 s) still return two potentials 0.029 apart (the symmetric problem's are
+    equal), their mean within 1e-8 of the averaged update's; ``sinkhorn_epsilon_scaling`` is 6e-2
+    off.  The averaged update converges in tens of iterations; on ``OT(a, b)`` POT and this loop
+    agree to 1e-12.
     """
 
     name = "ot"
