@@ -189,8 +189,8 @@ def test_failure_at_tried_weights_is_recorded(tmp_path):
     """Weights the optimiser tries that break the fixed step's CFL bound: exit 1 naming the
     iteration and why, fit.csv kept, metadata.json says failed."""
     example = Path(__file__).parents[1] / "runs" / "examples" / "s1-fit-transport.toml"
-    done = cli(["fit", str(example), "--set", "time.dt=0.02", "--set", "mesh.resolution=96", "--max-iter", "5",
-                "--out", "f", "--quiet"], tmp_path)
+    done = cli(["fit", str(example), "--set", "time.dt=0.02", "--set", "mesh.resolution=96", "--set",
+                "model.ffn.b=[0.0, 0.0]", "--max-iter", "5", "--out", "f", "--quiet"], tmp_path)
     assert done.returncode == 1 and "stability bound" in done.stderr and "fit.csv kept" in done.stderr, done.stderr
     assert len(rows(tmp_path / "f" / "fit.csv")) >= 1
     assert json.loads((tmp_path / "f" / "metadata.json").read_text())["status"] == "failed"
