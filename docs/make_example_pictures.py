@@ -88,6 +88,7 @@ PARAVIEW_RUN = "focus"
 FITS: dict[str, str] = {
     "s1-fit-transport": "pair-1.png",
     "s1-fit-two-pairs": "pair-2.png",
+    "s1-fit-turnpike": "controls.png",
 }
 
 

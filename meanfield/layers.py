@@ -1,6 +1,6 @@
 """The complete transformer layer (attention + feed-forward block) and layer schedules.
 
-Pure numpy (and scipy.special): nothing here knows of meshes, files or MPI.
+Pure numpy (and scipy.special, imported where the GELU is evaluated): nothing here knows of meshes, files or MPI.
 
 Feed-forward block (MODEL.md)
     ``F(x) = P_x( W sigma(A x + b) )`` with ``W`` (d x m), ``A`` (m x d), ``b`` (m) and
@@ -27,12 +27,12 @@ Layer schedules
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy import special
 
 from .attention import attention_names
 from .model import AttentionModel, ModelError, did_you_mean, positive_number, project_tangent
@@ -59,10 +59,14 @@ def _tanh_derivative(z: np.ndarray) -> np.ndarray:
 
 
 def _gelu(z: np.ndarray) -> np.ndarray:
+    from scipy import special  # here: the config imports this module, and scipy.special is heavy
+
     return z * special.ndtr(z)
 
 
 def _gelu_derivative(z: np.ndarray) -> np.ndarray:
+    from scipy import special
+
     return special.ndtr(z) + z * np.exp(-0.5 * z * z) / _SQRT_2PI
 
 
@@ -71,7 +75,8 @@ _ACTIVATION_FUNCTIONS: dict[str, tuple[Callable[[np.ndarray], np.ndarray], Calla
                                        float]] = {
     "relu": (lambda z: np.maximum(z, 0.0), _relu_derivative, 1.0),
     "tanh": (np.tanh, _tanh_derivative, 1.0),
-    "gelu": (_gelu, _gelu_derivative, float(_gelu_derivative(np.array(np.sqrt(2.0))))),  # max at z = sqrt 2
+    # GELU's slope is largest at z = sqrt 2: Phi(sqrt 2) + sqrt 2 phi(sqrt 2)
+    "gelu": (_gelu, _gelu_derivative, 0.5 * (1.0 + math.erf(1.0)) + math.sqrt(2.0) * math.exp(-1.0) / _SQRT_2PI),
     "identity": (lambda z: z, np.ones_like, 1.0),
 }
 

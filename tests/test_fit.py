@@ -189,8 +189,46 @@ def test_failure_at_tried_weights_is_recorded(tmp_path):
     """Weights the optimiser tries that break the fixed step's CFL bound: exit 1 naming the
     iteration and why, fit.csv kept, metadata.json says failed."""
     example = Path(__file__).parents[1] / "runs" / "examples" / "s1-fit-transport.toml"
-    done = cli(["fit", str(example), "--set", "time.dt=0.02", "--set", "mesh.resolution=96", "--max-iter", "5",
-                "--out", "f", "--quiet"], tmp_path)
+    done = cli(["fit", str(example), "--set", "time.dt=0.02", "--set", "mesh.resolution=96", "--set",
+                "model.ffn.b=[0.0, 0.0]", "--max-iter", "5", "--out", "f", "--quiet"], tmp_path)
     assert done.returncode == 1 and "stability bound" in done.stderr and "fit.csv kept" in done.stderr, done.stderr
     assert len(rows(tmp_path / "f" / "fit.csv")) >= 1
     assert json.loads((tmp_path / "f" / "metadata.json").read_text())["status"] == "failed"
+
+
+def pushes(layers: int, t_final: float, cells: int = 8, dt: float = 0.1) -> dict:
+    """Feed-forward blocks alone (no attention), one constant push ``P_x((0, c_l))`` per layer:
+    ``theta' = c_l cos(theta)``, so ``y`` moves by ``y' = c_l (1 - y^2)``; zero weights leave
+    every density where it is."""
+    ffn = {"W": [[1, 0], [0, 1]], "A": [[0, 0], [0, 0]], "b": [0.0, 0.0], "activation": "identity"}
+    return {"name": "push", "mesh": {"sphere": "S1", "resolution": cells},
+            "model": {"attention": "none",
+                      "layers": [{"t_end": t_final * (k + 1) / layers, "ffn": ffn} for k in range(layers)]},
+            "initial": {"kind": "expression", "expression": "exp(2*x)"},
+            "time": {"t_final": t_final, "dt": dt, "outputs": 1}}
+
+
+#: exp(2x) pushed by c = 1 for half a unit of time: y -> tanh(atanh(y) + 1/2) in closed form.
+PUSHED = "exp(2*x/(cosh(0.5) - y*sinh(0.5)))/(cosh(0.5) - y*sinh(0.5))"
+
+
+def test_running_cost_and_l1_controls_vanish_after_a_stopping_time(tmp_path, comm):
+    """MODEL.md (Esteve-Yague and Geshkovski): with the running cost and the l1 penalty the
+    fitted controls are exactly zero after a stopping time.  Three layers of pushes, a target
+    the first layer reaches: the fit moves in the first layer and stops there (the optimality
+    condition: the gradient of the rest is -l1 sign(theta) where theta != 0, at most l1 in size
+    where theta = 0).  The terminal loss alone has no such order: at the fitted weights its
+    gradient is the same in the two idle layers and of the first's size and sign (it sees only
+    the total push), so the order of the zeros comes from the running cost."""
+    l1 = 1e-2
+    params = ["model.layers[*].ffn.b[1]"]
+    result = meanfield.fit(pushes(3, 1.5), params, [PUSHED], running=True, l1=l1, max_iter=20,
+                           out=tmp_path / "f", quiet=True, comm=comm)
+    first, *rest = result.theta
+    assert first > 0.5 and rest == [0.0, 0.0], result.theta
+    assert (tmp_path / "f" / "controls.png").is_file()  # the weights against depth
+    assert float(rows(tmp_path / "f" / "fit.csv")[-1]["loss"]) == pytest.approx(result.loss, rel=1e-12)
+    gradient = Objective(pushes(3, 1.5), params, target=PUSHED, running=True, comm=comm)(result.theta)[1]
+    assert gradient[0] == pytest.approx(-l1, rel=1e-3) and np.all(np.abs(gradient[1:]) < 0.5 * l1), gradient
+    gradient = Objective(pushes(3, 1.5), params, target=PUSHED, comm=comm)(result.theta)[1]
+    assert gradient[1] == pytest.approx(gradient[2], rel=1e-6) and gradient[2] > 0.5 * gradient[0] > 0, gradient

@@ -83,11 +83,16 @@ class Sensitivity:
     h: float
     plus: LayerVelocity
     minus: LayerVelocity
+    #: Layer indices (of the plus and minus schedules) -> whether they differ, found once per layer.
+    _differ: dict[tuple[int, int], bool] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def moves(self, t: float) -> bool:
         """Whether the two moved schedules differ in the layer in force from ``t`` on."""
-        a, b = (v.schedule.layers[v.schedule.index_from(t)] for v in (self.plus, self.minus))
-        return a is not b and a.to_dict() != b.to_dict()
+        key = (self.plus.schedule.index_from(t), self.minus.schedule.index_from(t))
+        if key not in self._differ:
+            a, b = self.plus.schedule.layers[key[0]], self.minus.schedule.layers[key[1]]
+            self._differ[key] = a is not b and a.to_dict() != b.to_dict()
+        return self._differ[key]
 
 
 class AdjointSolver:

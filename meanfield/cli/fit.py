@@ -21,9 +21,9 @@ def add_parser(subparsers: Subparsers) -> None:
     p.add_argument("--input", action="append", default=[], metavar="EXPR",
                    help="the input density of the pair of the --target of the same rank (default: the config's "
                         "[initial])")
-    p.add_argument("--loss", choices=["mmd", "observables", "ot"],
-                   help="squared MMD (kernel e^{kappa <x,y>}), observables' squared errors, or the Sinkhorn "
-                        "divergence (default mmd)")
+    p.add_argument("--loss", choices=["mmd", "observables", "ot", "w2"],
+                   help="squared MMD (kernel e^{kappa <x,y>}), observables' squared errors, the Sinkhorn "
+                        "divergence, or on S^1 the exact squared 2-Wasserstein distance (default mmd)")
     p.add_argument("--observable", action="append", default=[], metavar="[NAME=]EXPR",
                    help="an observable of --loss observables; repeatable")
     p.add_argument("--values", type=_numbers, metavar="C1,C2,...",

@@ -239,7 +239,7 @@ SCHEMA: dict[str, dict[str, tuple[Any, Callable[[Any], bool], str]]] = {
         "pairs": (None, _optional(lambda v: isinstance(v, list) and len(v) > 0 and all(isinstance(x, dict)
                                                                                       for x in v)),
                   "a non-empty list of tables with input and target ([[fit.pairs]])"),
-        "loss": (None, _optional(_one_of("mmd", "observables", "ot")), "'mmd', 'observables' or 'ot'"),
+        "loss": (None, _optional(_one_of("mmd", "observables", "ot", "w2")), "'mmd', 'observables', 'ot' or 'w2'"),
         "observables": (None, _optional(lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v)),
                         "a list of observables, 'EXPR' or 'NAME=EXPR'"),
         "kappa": (None, _optional(is_positive), "a number > 0 (default 1)"),

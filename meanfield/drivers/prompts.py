@@ -232,7 +232,7 @@ class PromptSimulation(Simulation):
                 f"{weights}, seeds {self.seed}..{self.seed + self.prompts - 1}")
 
     def facts(self) -> dict[str, Any]:
-        return {"n": self.n, "seed": self.seed, "d": self.batch.d, "dt": self.dt, "mask": self.problem.mask,
+        return {"n": self.n, "seed": self.seed, "d": self.batch.d, "dt": self.dt, "mask": self.problem.mask.name,
                 "layer_dt": self.batch.dts, "integrator": self.batch.integrator, "prompts": self.prompts,
                 "backend": self.backend.describe(), "chunk": self.chunk,
                 "weights": "per prompt" if self.batch.own_weights else "shared",

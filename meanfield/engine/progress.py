@@ -216,9 +216,9 @@ class Progress:
 class SweepProgress:
     """Progress through a known amount of work (the adjoint's forward recording in model time,
     its backward sweep in steps), on rank 0: a bar on a terminal, else log lines (``what``,
-    the share done, wall time, ETA at the average pace) at every tenth of the work and every
-    :data:`REPORT_EVERY` seconds; nothing when ``quiet``.  Log lines reach the terminal
-    through the handlers of :func:`run_logging`.
+    the share done, wall time, ETA at the average pace) at every ``share`` of the work (default a
+    tenth; ``None``: not by share) and every :data:`REPORT_EVERY` seconds; nothing when
+    ``quiet``.  Log lines reach the terminal through the handlers of :func:`run_logging`.
 
     Parameters
     ----------
@@ -232,10 +232,14 @@ class SweepProgress:
         The amount's unit on the bar and the lines (``"step"``, ``"t"``).
     quiet
         Show nothing.
+    share
+        The share of the work between two log lines (``None``: lines by wall time alone, for
+        work repeated many times, e.g. each evaluation of a fit).
     """
 
-    def __init__(self, comm, what: str, total: float, unit: str, quiet: bool) -> None:
-        self.what, self.total, self.unit = what, max(float(total), 1e-300), unit
+    def __init__(self, comm, what: str, total: float, unit: str, quiet: bool,
+                 share: float | None = REPORT_SHARE) -> None:
+        self.what, self.total, self.unit, self.share = what, max(float(total), 1e-300), unit, share
         self.active = comm.rank == 0 and not quiet
         self._start = time.perf_counter()
         self._last = (self._start, 0.0)  # wall time and amount at the last line
@@ -255,7 +259,9 @@ class SweepProgress:
         now = time.perf_counter()
         wall, last = self._last
         share = done / self.total
-        if now - wall >= REPORT_EVERY or share - last / self.total >= REPORT_SHARE * (1 - 1e-9) or done >= self.total:
+        by_share = self.share is not None and (share - last / self.total >= self.share * (1 - 1e-9)
+                                               or done >= self.total)
+        if now - wall >= REPORT_EVERY or by_share:
             self._last = (now, done)
             elapsed = now - self._start
             eta = elapsed * (self.total - done) / done if done > 0 else float("inf")
@@ -268,11 +274,12 @@ class SweepProgress:
 
 
 @contextmanager
-def sweep_progress(comm, what: str, total: float, unit: str, quiet: bool) -> Iterator[SweepProgress]:
+def sweep_progress(comm, what: str, total: float, unit: str, quiet: bool,
+                   share: float | None = REPORT_SHARE) -> Iterator[SweepProgress]:
     """A :class:`SweepProgress` for the duration of the block, with :func:`run_logging`'s
     terminal handler (no log file), closed at the end."""
     with run_logging(comm, quiet, None):
-        progress = SweepProgress(comm, what, total, unit, quiet)
+        progress = SweepProgress(comm, what, total, unit, quiet, share)
         try:
             yield progress
         finally:

@@ -1,5 +1,5 @@
-"""Pictures of a fit (:mod:`meanfield.training.fit`): the loss history and each pair's input,
-fitted output and target.
+"""Pictures of a fit (:mod:`meanfield.training.fit`): the loss history, each pair's input,
+fitted output and target, and the fitted per-layer weights against depth.
 
 Measures are drawn as densities of equal-area bins, so cells of any mesh and token samples
 are drawn alike: on S^1 against the angle theta, on S^2 in the cylindrical equal-area
@@ -8,7 +8,7 @@ projection (longitude, z).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 from matplotlib.figure import Figure
@@ -31,6 +31,25 @@ def loss_history(iterations: Sequence[float], losses: Sequence[float], grad_norm
     ax.set_title("fit: loss history")
     ax.legend()
     ax.grid(True, which="both", alpha=0.3)
+    return fig
+
+
+def controls_picture(t_ends: Sequence[float], controls: Mapping[str, Mapping[int, float]]) -> Figure:
+    """Fitted per-layer weights against depth t: each weight (label -> layer index -> value)
+    constant over its layer's interval ``[t_end of the layer before, t_end]``."""
+    fig = Figure(figsize=(7.0, 4.0), layout="constrained")
+    ax = fig.add_subplot()
+    starts = [0.0, *t_ends[:-1]]
+    for label, values in controls.items():
+        layers = sorted(values)
+        ax.step([starts[k] for k in layers] + [t_ends[layers[-1]]], [values[k] for k in layers] + [values[layers[-1]]],
+                where="post", label=label)
+    ax.axhline(0.0, color="0.6", lw=0.8)
+    ax.set_xlabel("depth t (one constant weight per layer)")
+    ax.set_ylabel("fitted weight")
+    ax.set_title("fit: fitted weights against depth")
+    ax.legend(fontsize=8, ncol=max(1, len(controls) // 6))
+    ax.grid(True, alpha=0.3)
     return fig
 
 

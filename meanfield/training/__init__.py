@@ -10,9 +10,9 @@
 
 from __future__ import annotations
 
-from .losses import LOSSES, MMD, Cells, Loss, Measure, ObservableErrors, Sinkhorn, Target
+from .losses import LOSSES, MMD, Cells, CircleW2, Loss, Measure, ObservableErrors, Sinkhorn, Target
 from .objective import Evaluation, Objective, Pair, make_loss, make_pairs
 from .parameters import Parameter, Parameters
 
-__all__ = ["LOSSES", "MMD", "Cells", "Evaluation", "Loss", "Measure", "Objective", "ObservableErrors", "Pair",
-           "Parameter", "Parameters", "Sinkhorn", "Target", "make_loss", "make_pairs"]
+__all__ = ["LOSSES", "MMD", "Cells", "CircleW2", "Evaluation", "Loss", "Measure", "Objective", "ObservableErrors",
+           "Pair", "Parameter", "Parameters", "Sinkhorn", "Target", "make_loss", "make_pairs"]

@@ -9,6 +9,7 @@ parts, both >= 0, so the l1 term is linear and exact zeros are reachable) and wr
     fitted.toml     the config with the fitted weights (named <name>-fitted; the first pair's
                     input), which ``meanfield run`` reproduces as is
     loss.png        the loss and gradient norm against the iteration
+    controls.png    with per-layer parameters: the fitted weights against depth
     pair-<i>.png    input, fitted output and target of pair i
     particles.csv   with ``check_particles``: the token-level loss beside the density-level one
     config.toml, metadata.json, study.json
@@ -128,7 +129,8 @@ def fit(config: Config | Mapping | str | Path | None, params: Sequence[str] = ()
         Targets (:mod:`.targets`), and with several, one input density each (expressions or
         ``[initial]`` tables; none: the config's initial density for one target).
     loss, observables, kappa, epsilon
-        ``"mmd"`` (kernel e^{kappa <x,y>}), ``"observables"`` (their squared errors) or ``"ot"``
+        ``"mmd"`` (kernel e^{kappa <x,y>}), ``"observables"`` (their squared errors), ``"w2"``
+        (on S^1, the exact squared 2-Wasserstein distance) or ``"ot"``
         (Sinkhorn divergence with blur epsilon).
     running, l2, l1
         The running cost; the weights of the l2 and l1 regularisers.
@@ -188,6 +190,7 @@ def fit(config: Config | Mapping | str | Path | None, params: Sequence[str] = ()
     history = everywhere(comm, lambda: _read_history(path / "fit.csv", objective.names))
     theta = np.array([history[-1][n] for n in objective.names]) if history else objective.start.copy()
     started = time.perf_counter()
+    objective.progress = not quiet
     fitter = _Fitter(objective, l1_weight, path, history, quiet, comm, started)
     try:
         with SignalWatch() as watch:
@@ -287,8 +290,8 @@ class _Fitter:
         bounds = self.split.variable_bounds()
         projected = np.array([0.0 if (lo is not None and zi <= lo and gi > 0) else gi
                               for zi, gi, (lo, _) in zip(z, g, bounds)])
-        row = {"iteration": float(len(self.history)), "loss": value, "grad_norm": float(np.linalg.norm(projected)),
-               **dict(zip(self.objective.names, found.theta.tolist()))}
+        row = {"iteration": float(len(self.history)), "loss": float(value),
+               "grad_norm": float(np.linalg.norm(projected)), **dict(zip(self.objective.names, found.theta.tolist()))}
         self.history.append(row)
         if self.best is None or value <= self.best.value:
             self.best = found
@@ -375,12 +378,21 @@ def _move_tokens(problem, x: np.ndarray, T: float) -> np.ndarray:
 
 def _pictures(path: Path, history: list[dict[str, float]], best: Evaluation, objective: Objective,
               measures: list[tuple[Any, Any]]) -> None:
-    """loss.png and pair-<i>.png (rank 0; ``measures``: each pair's input and fitted output, gathered)."""
-    from ..plotting.training import loss_history, pair_picture
+    """loss.png, controls.png and pair-<i>.png (rank 0; ``measures``: each pair's input and fitted
+    output, gathered)."""
+    from ..plotting.training import controls_picture, loss_history, pair_picture
 
     fig = loss_history([r["iteration"] for r in history], [r["loss"] for r in history],
                        [r["grad_norm"] for r in history])
     fig.savefig(path / "loss.png", dpi=120)
+    controls: dict[str, dict[int, float]] = {}
+    for parameter, value in zip(objective.parameters.items, best.theta):
+        keys = parameter.keys
+        if len(keys) > 3 and keys[1] == "layers" and isinstance(keys[2], int):
+            controls.setdefault(parameter.name.split("]", 1)[1].lstrip("."), {})[keys[2]] = float(value)
+    if controls:
+        t_ends = [min(float(layer["t_end"]), objective.T) for layer in objective.config.data["model"]["layers"]]
+        controls_picture(t_ends, controls).savefig(path / "controls.png", dpi=120)
     for i, (pair, target, (initial, final)) in enumerate(zip(objective.pairs, objective.targets, measures)):
         fig = pair_picture(initial.points, initial.weights, final.points, final.weights,
                            None if target.measure is None else target.measure.points,

@@ -11,10 +11,11 @@ the bracket the running cost: the trapezoidal rule over the forward run's own st
 (weights w_n).  Its gradient: for each pair, the run forward to T, then the adjoint
 (:class:`~meanfield.adjoint.AdjointSolver`) back from ``Phi(T) = dD/drho(T)`` (the loss's first
 variation at the cells; for the running cost ``w_n dD/drho(t_n)`` added at every step end),
-accumulating ``dL/dtheta`` as the ``--wrt`` sensitivities do.  For the finite-volume scheme
-this is the exact derivative of the discrete L (a Taylor test is second order) as long as the
-step sizes do not depend on theta: give ``time.dt`` (an adaptive step is frozen along the
-forward run; its change with theta is not differentiated).  The l1 term is not differentiable
+accumulating ``dL/dtheta`` as the ``--wrt`` sensitivities do.  For the finite-volume and DG1
+schemes (both adjoints are the exact discrete ones; the loss sees DG1's cell averages) this is
+the exact derivative of the discrete L (a Taylor test is second order) as long as the step
+sizes do not depend on theta: give ``time.dt`` (an adaptive step is frozen along the forward
+run; its change with theta is not differentiated).  The l1 term is not differentiable
 at 0: :meth:`Objective.__call__` returns ``l1 sign(theta)``; :mod:`.fit` splits theta into
 positive and negative parts instead.
 
@@ -36,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from ..config import Config, ConfigError, load_config
-from .losses import LOSSES, MMD, Cells, Loss, ObservableErrors, Sinkhorn, Target
+from .losses import LOSSES, MMD, Cells, CircleW2, Loss, ObservableErrors, Sinkhorn, Target
 from .parameters import Parameters
 from .targets import check_target, initial_table, label, resolve_target
 
@@ -81,6 +82,8 @@ def make_loss(name: str, *, kappa: float | None = None, epsilon: float | None = 
         raise ConfigError(f"--observable: only with --loss observables (the loss is {name})")
     if name == "mmd":
         return MMD(1.0 if kappa is None else kappa)
+    if name == "w2":
+        return CircleW2()
     return Sinkhorn(0.05 if epsilon is None else epsilon)
 
 
@@ -117,6 +120,12 @@ class Objective:
         Weights of the regularisers.
     overrides, comm
         ``--set`` overrides, MPI communicator (default COMM_WORLD).
+
+    Attributes
+    ----------
+    progress
+        Show each evaluation's forward run and backward sweep on rank 0 (a bar on a terminal,
+        else a log line a minute); off by default, on in ``meanfield fit`` unless quiet.
     """
 
     def __init__(self, config: Config | Mapping | str | Path | None, params: Sequence[str],
@@ -158,6 +167,7 @@ class Objective:
             self.targets.append(target)
         self.start = self.parameters.values()
         self.evaluations = 0
+        self.progress = False
 
     def _field(self, i: int) -> str:
         return "--target" if len(self.pairs) == 1 else f"--target (pair {i + 1})"
@@ -194,11 +204,12 @@ class Objective:
         """The objective at ``theta`` with each pair's loss and its initial and final cells (collective)."""
         from ..adjoint import AdjointSolver, Sensitivity
         from ..discrete_pde import DiscretePDE
-        from ..problem import Problem
+        from ..engine.progress import sweep_progress
         from ..velocity import LayerVelocity
 
         theta = np.asarray(theta, dtype=float)
         data = self.parameters.apply(theta)
+        model = {"model": data["model"]}  # what the moved schedules need (every parameter is in it)
         moved = []
         for i in range(len(theta)):
             h = PARAMETER_STEP * max(1.0, abs(theta[i]))
@@ -206,36 +217,47 @@ class Objective:
                 h = min(h, 0.5 * theta[i])  # both moved values stay > 0
             step = np.zeros_like(theta)
             step[i] = h
-            moved.append((self.names[i], h, *(Problem(load_config(self.parameters.apply(theta + s)))
-                                              for s in (step, -step))))
+            # the moved schedules alone (the config was checked at theta; a step of 1e-5 changes no check)
+            moved.append((self.names[i], h, *(self._schedule(theta + s, model) for s in (step, -step))))
         value, gradient = self.regulariser(theta)
         found = Evaluation(theta, 0.0, np.zeros_like(theta))
-        for pair, target in zip(self.pairs, self.targets):
+        quiet = not self.progress
+        for i, (pair, target) in enumerate(zip(self.pairs, self.targets)):
+            what = "" if len(self.pairs) == 1 else f"pair {i + 1}: "
             problem = self.problem_for(data, pair)
             sim = DiscretePDE(problem, self.comm)
             f = problem.field
-            sensitivities = [Sensitivity(name, h, *(LayerVelocity(p.schedule(), self.comm, f.method, f.tol,
+            sensitivities = [Sensitivity(name, h, *(LayerVelocity(schedule, self.comm, f.method, f.tol,
                                                                   fixed_points=True, direct_sums=f.direct_sums)
-                                                    for p in (plus, minus)))
+                                                    for schedule in (plus, minus)))
                              for name, h, plus, minus in moved]
             solver = AdjointSolver(sim)
             found.initials.append(self._cells(sim, solver.initial))
-            final = solver.forward([self.T])[self.T]
+            with sweep_progress(self.comm, f"{what}forward run", self.T, "t", quiet, share=None) as shown:
+                final = solver.forward([self.T], shown.update)[self.T]
             cells = self._cells(sim, final)
             loss, variation = self.loss(cells, target)
             M = sim.slice_count
             finals = {self.T: np.tile(variation[None, :, None], (M, 1, 1))}
             running = _RunningCost(self, sim, solver, target) if self.running else None
-            _, derivatives = solver.backward(finals, sensitivities, sources=running)
+            with sweep_progress(self.comm, f"{what}backward sweep", len(solver.trajectory.steps), "step", quiet,
+                                share=None) as shown:
+                _, derivatives = solver.backward(finals, sensitivities, sources=running, progress=shown.update)
             if running is not None:
                 loss += running.value + running.weight(-1) * self.loss(found.initials[-1], target)[0]
-            found.losses.append(loss)
+            found.losses.append(float(loss))
             found.finals.append(cells)
-            value += loss
+            value += float(loss)
             gradient += derivatives[:, 0]
         found.value, found.gradient = value, gradient
         self.evaluations += 1
         return found
+
+    def _schedule(self, theta: np.ndarray, model: dict):
+        """The layer schedule with the parameters at ``theta`` (``model``: ``{"model": ...}``, checked)."""
+        from ..layers import LayerSchedule
+
+        return LayerSchedule.build(self.d, self.parameters.apply(theta, model)["model"])
 
     def _cells(self, sim, state: np.ndarray) -> Cells:
         centroids, areas = sim.owned_cells()

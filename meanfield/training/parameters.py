@@ -108,6 +108,17 @@ def _materialise(data: dict, keys: list[str | int], text: str) -> None:
             parent[last] = 1.0
 
 
+def _unshared(node: Any) -> Any:
+    """A copy of nested tables and lists in which no two places share a container
+    (``copy.deepcopy`` keeps the sharing of a Python config that puts one table in several
+    layers, and setting one layer's weight would then set them all)."""
+    if isinstance(node, dict):
+        return {key: _unshared(value) for key, value in node.items()}
+    if isinstance(node, list):
+        return [_unshared(value) for value in node]
+    return copy.deepcopy(node)
+
+
 def _has(container: Any, key: str | int) -> bool:
     if isinstance(key, int):
         return isinstance(container, list) and 0 <= key < len(container)
@@ -173,7 +184,7 @@ class Parameters:
     def __init__(self, data: dict, texts: Sequence[str]) -> None:
         if not texts:
             raise ConfigError("--param: give at least one parameter to fit (e.g. model.beta)")
-        self.base = copy.deepcopy(data)
+        self.base = _unshared(data)
         if self.base["model"].get("random") is not None:
             raise ConfigError("--param: a [model.random] schedule has no weights in the config to fit; write them "
                               "out as [[model.layers]]")
@@ -204,7 +215,7 @@ class Parameters:
 
     def apply(self, theta: np.ndarray, data: dict | None = None) -> dict:
         """A copy of ``data`` (default :attr:`base`) with the parameters set to ``theta``."""
-        out = copy.deepcopy(self.base if data is None else data)
+        out = _unshared(self.base if data is None else data)
         for p, value in zip(self.items, np.asarray(theta, dtype=float)):
             parent = _resolve(out, p.keys[:-1])
             parent[p.keys[-1]] = float(value)
