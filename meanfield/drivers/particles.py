@@ -31,7 +31,7 @@ from ..engine.callbacks import Callback
 from ..engine.handlers import Handler, file_outputs, user_observables
 from ..engine.simulation import Simulation
 from ..nonlocal_field import NonlocalEvaluator
-from ..particles.integrator import INTEGRATORS, EqualSteps
+from ..particles.integrator import INTEGRATORS, EqualSteps, residual_steps
 from ..particles.pairs import pair_observables
 from ..particles.positions import TokenPositions, token_component
 from ..particles.sampling import resolve_sampler
@@ -80,24 +80,6 @@ def counted_problem(source: Problem | Config | Mapping | str | Path | None, over
     return Problem(with_counts(resolve_config(source, overrides, comm), n, seed))
 
 
-def residual_steps(problem: Problem) -> list[float]:
-    """The steps of ``particles.integrator = "residual"``: one per layer of ``[model.random]``, whose
-    output times must then be layer boundaries (multiples of eta)."""
-    law = problem.random
-    if law is None:
-        raise ConfigError("particles.integrator: 'residual' (one step per layer) needs [model.random] layers")
-    if problem.particles.dt is not None:
-        raise ConfigError("particles.dt: the 'residual' integrator takes one step per layer (model.random.eta); "
-                          "leave particles.dt unset")
-    layers = problem.time.output_times / law.eta
-    off = np.abs(layers - np.round(layers)) > 1e-9 * np.maximum(1.0, layers)
-    if np.any(off):
-        raise ConfigError(f"time.outputs: the 'residual' integrator takes one step per layer, so outputs must fall on "
-                          f"multiples of model.random.eta = {law.eta:g}; t = {problem.time.output_times[off][0]:g} "
-                          "does not")
-    return [law.eta] * law.layers
-
-
 class ParticleSimulation(Simulation):
     """n tokens on S^{d-1} advanced by RK4 in equal steps per interval (see :class:`Simulation`).
 
@@ -131,7 +113,7 @@ class ParticleSimulation(Simulation):
             field = problem.velocity.rotation(d)
         if self.sampler == "mesh" and d != problem.d:
             raise ConfigError(f"particles.sampler: 'mesh' samples the mesh's sphere (d = {problem.d}), not d = {d}")
-        self.dts = residual_steps(problem) if p.integrator == "residual" else \
+        self.dts = residual_steps(problem.random, p.dt, problem.time.output_times) if p.integrator == "residual" else \
             [p.dt if p.dt is not None else default_dt(layer) for layer in self.schedule.layers]
         steps = sum(t / dt for t, dt in zip(self.schedule.durations(problem.time.t_final), self.dts))
         if steps > MAX_STEPS:

@@ -32,14 +32,13 @@ from ..engine.simulation import Simulation
 from ..observables import moment_observables
 from ..particles.arrays import ArrayBackend
 from ..particles.batch import CompiledSteps, LayerArrays
-from ..particles.integrator import EqualSteps
+from ..particles.integrator import EqualSteps, residual_steps
 from ..particles.pairs import pair_observables
 from ..particles.prompts import check_batch, prompt_batch
 from ..particles.system import token_block
 from ..problem import Problem
 from ..rundir.layout import BY_PROMPT
 from ..rundir.netcdf import PROMPT_SCALARS
-from .particles import residual_steps
 
 
 def prompt_energies(xp: Any, layer: LayerArrays, params: dict[str, Any], x: Any) -> np.ndarray:
@@ -96,7 +95,7 @@ class PromptSimulation(Simulation):
                               "(particles.prompts > 1, or a GPU or float32); run the prompts one by one")
         check_batch(problem, p.prompts)
         if p.integrator == "residual":
-            residual_steps(problem)  # the outputs on layer boundaries
+            residual_steps(problem.random, problem.particles.dt, problem.time.output_times)  # outputs on layer ends
         self.backend = ArrayBackend.for_device(p.device, p.precision)
         self.problem, self.comm, self.t = problem, comm, 0.0
         self.batch = prompt_batch(problem, p.prompts)

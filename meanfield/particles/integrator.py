@@ -28,6 +28,9 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from ..config import ConfigError
+from ..random_weights import RandomLayers
+
 #: Velocity of the local tokens, (n_local, d) -> (n_local, d); collective under MPI.
 Velocity = Callable[[np.ndarray], np.ndarray]
 
@@ -125,3 +128,21 @@ def advance(velocity: Velocity, x: np.ndarray, t0: float, t1: float, dt: float) 
         plan.done += 1
         drift = max(drift, step_drift)
     return x, StepReport(plan.count, plan.h, drift)
+
+
+def residual_steps(law: RandomLayers | None, dt: float | None, output_times: np.ndarray) -> list[float]:
+    """The steps of ``particles.integrator = "residual"``: one per layer of the random weights'
+    law ``law`` (``[model.random]``), whose output times must then be layer boundaries (multiples
+    of eta); ``dt`` is ``particles.dt``, which must be unset."""
+    if law is None:
+        raise ConfigError("particles.integrator: 'residual' (one step per layer) needs [model.random] layers")
+    if dt is not None:
+        raise ConfigError("particles.dt: the 'residual' integrator takes one step per layer (model.random.eta); "
+                          "leave particles.dt unset")
+    layers = output_times / law.eta
+    off = np.abs(layers - np.round(layers)) > 1e-9 * np.maximum(1.0, layers)
+    if np.any(off):
+        raise ConfigError(f"time.outputs: the 'residual' integrator takes one step per layer, so outputs must fall on "
+                          f"multiples of model.random.eta = {law.eta:g}; t = {output_times[off][0]:g} "
+                          "does not")
+    return [law.eta] * law.layers
