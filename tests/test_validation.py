@@ -310,7 +310,9 @@ def test_validate_verdict_table_and_picture_through_the_cli(tmp_path):
                                                         and r["n"] == n and r["time"] == t) for n in ns])
 
     done = cli(["info", "v"], tmp_path)  # the study's summary: its runs and its verdicts
-    assert done.returncode == 0 and "runs:       7: 7 completed" in done.stdout, done.stderr
+    # the PDE, the 2 seeds of n = 50 and of n = 200 as one batch each, n = 800 seed by seed (its (n, n)
+    # matrices outgrow the batched engine's chunk: studies.validation.study.batch_covers)
+    assert done.returncode == 0 and "runs:       5: 5 completed" in done.stdout, done.stderr
     assert f"  mean_error: {summary['mean_error']['verdict']}\n" in done.stdout
 
     done = cli(["validate", "case.toml", "--n", "50,200,800", "--seeds", "2", "--pde", "other", "--force",
