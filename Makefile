@@ -21,7 +21,7 @@ find_python = $(shell \
     $$p -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null && { echo $$p; exit 0; }; \
   done)
 
-.PHONY: demo test test-quick test-serial test-mpi test-kernel test-tools mpirun-check lint docs venv bench clean
+.PHONY: demo test test-quick test-serial test-exhaustive test-mpi test-kernel test-tools mpirun-check lint docs venv bench clean
 
 $(VENV)/.installed: pyproject.toml
 	@base="$(find_python)"; \
@@ -40,6 +40,10 @@ demo: venv
 	$(VENV)/bin/mpirun -n $(NP) $(VENV)/bin/meanfield run --overwrite
 
 test: test-tools mpirun-check lint docs test-serial test-mpi test-kernel
+
+# under `make test` the serial pass reads the site `make docs` has just built (tests/test_docs_site.py)
+# instead of building its own; `make test-serial` alone builds one
+test: MEANFIELD_DOCS_SITE = $(DOCS_SITE)
 
 # What the ParaView checks (tests/test_paraview.py) need: Debian's ParaView (pvbatch and its Python)
 # and Xvfb (Debian's pvbatch draws through X only).  Installed when make runs as root where
@@ -65,8 +69,9 @@ test-quick: venv
 # the documentation site, warnings as errors (docs/_build/html/index.html); -E: always read
 # every page again, since pages are written from the code (config schema, CLI, imports).  It
 # executes the demos (demos/*.py, sphinx-gallery: pages in docs/demos); one that fails fails it
+DOCS_SITE = docs/_build/html
 docs: venv
-	$(PY) -m sphinx -E -W --keep-going -q -b html docs docs/_build/html
+	$(PY) -m sphinx -E -W --keep-going -q -b html docs $(DOCS_SITE)
 
 lint: venv
 	$(VENV)/bin/ruff check meanfield tests benchmarks meshes demos
@@ -76,7 +81,12 @@ lint: venv
 PYTEST_OK = rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 5 ] || exit $$rc
 
 test-serial: venv
-	$(PY) -m pytest -n $(WORKERS) tests; $(PYTEST_OK)
+	MEANFIELD_DOCS_SITE=$(MEANFIELD_DOCS_SITE) $(PY) -m pytest -n $(WORKERS) -m "not exhaustive" tests; $(PYTEST_OK)
+
+# the combinations `make test` leaves out (tests marked exhaustive: more rank pairs of the resume
+# matrix, more kinds of job interrupted by SIGTERM to mpirun)
+test-exhaustive: venv
+	$(PY) -m pytest -n $(WORKERS) -m exhaustive tests; $(PYTEST_OK)
 
 # the mpirun of the MPI tests, found as tests/helpers/mpi.py says (MEANFIELD_MPIRUN, the bin
 # folder of the venv's Python, PATH); where there is none, one line says how to get one
@@ -87,7 +97,7 @@ mpirun-check: venv
 
 # each rank gets its own pytest temporary folder (rank-0 paths are broadcast where shared)
 test-mpi: venv
-	mpirun=$$($(FIND_MPIRUN)) && timeout 1200 $$mpirun -n $(NP) sh -c 'exec $(PY) -m pytest -m mpi -p no:cacheprovider -q \
+	mpirun=$$($(FIND_MPIRUN)) && timeout 1200 $$mpirun -n $(NP) sh -c 'exec $(PY) -m pytest -m "mpi and not exhaustive" -p no:cacheprovider -q \
 	  --basetemp=$${TMPDIR:-/tmp}/meanfield-pytest-rank$${PMI_RANK:-$${OMPI_COMM_WORLD_RANK:-0}} tests'; $(PYTEST_OK)
 
 # the serial pass's tests that are not slow, again under another OpenBLAS kernel: it rounds
@@ -95,13 +105,15 @@ test-mpi: venv
 # or Zen: OpenBLAS 0.3.34's dgemm kernels for those crash on AMD CPUs with AVX-512.)
 KERNEL ?= Sandybridge
 # Narrowed to the tests whose numbers depend on round-off: the modules below check files, the
-# command line, refusals, locks, thread counts, plots and ParaView's view of the files, or compare
-# a run with itself resumed (one code path), whose outcome no BLAS kernel changes, and are left out.
-KERNEL_SKIP = atoms_log bad_input cli_documented collect controller conventions damaged_runs expression_depth \
-              memory_guard paraview plot_focus plotting refusals rundir runfile run_threads sweep watching
+# command line, refusals, locks, thread counts, sizing, job control, plots and pictures and
+# ParaView's view of the files, or compare a run with itself resumed (one code path, on any
+# ranks), whose outcome no BLAS kernel changes, and are left out.
+KERNEL_SKIP = atoms_log bad_input causal_analysis check cli_documented collect controller conventions damaged_runs \
+              expression_depth memory_guard mpi_jobs paraview picture_labels plot_focus plotting refusals \
+              resume_atom_keys resume_matrix rundir run_pictures runfile run_threads sweep watching
 
 test-kernel: venv
-	OPENBLAS_CORETYPE=$(KERNEL) $(PY) -m pytest -n $(WORKERS) -q -m "not slow" \
+	OPENBLAS_CORETYPE=$(KERNEL) $(PY) -m pytest -n $(WORKERS) -q -m "not slow and not exhaustive" \
 	  $(foreach m,$(KERNEL_SKIP),--ignore=tests/test_$(m).py) tests; $(PYTEST_OK)
 
 bench: venv

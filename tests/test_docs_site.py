@@ -1,10 +1,12 @@
 """The documentation as readers get it: ``sphinx -b html docs`` (as ``make docs`` builds it),
 then the home page and the style sheet checked in the HTML.  The demos' code is not executed
-here (``-D plot_gallery=0``): ``make docs`` executes it, and fails when a demo fails."""
+here (``-D plot_gallery=0``): ``make docs`` executes it, and fails when a demo fails.  Under
+``make test`` the site is the one ``make docs`` has just built (``MEANFIELD_DOCS_SITE``)."""
 
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 import subprocess
 import sys
@@ -19,6 +21,11 @@ HOME_PICTURES = ("s1-long-time.png", "s1-causal.png", "validation-errors.png")
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory) -> Path:
+    """The HTML site: the one ``make docs`` built just before (``MEANFIELD_DOCS_SITE``, set by
+    ``make test``), else one built here."""
+    built = os.environ.get("MEANFIELD_DOCS_SITE")
+    if built and (Path(built) / "index.html").is_file():
+        return Path(built)
     if any(importlib.util.find_spec(name) is None for name in ("sphinx", "furo", "sphinx_gallery")):
         pytest.skip("sphinx, furo and sphinx-gallery are not installed (pip install -e .[docs])")
     out = tmp_path_factory.mktemp("site")
