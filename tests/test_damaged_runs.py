@@ -40,13 +40,18 @@ def cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
                           timeout=300, env=env)
 
 
-def start(folder: Path, kind: str, out: str, *extra: str) -> Path:
+def start(folder: Path, kind: str, out: str, t_final: float = 0.4, outputs: int = 4) -> Path:
+    """The run of ``kind`` to ``t_final`` made through the Python API in this process (the runs
+    that are damaged and their references; what is tested, ``resume``, runs through the CLI)."""
+    from mpi4py import MPI
+
     command, text = KINDS[kind]
-    (folder / f"{kind}.toml").write_text(text)
-    args = [command, f"{kind}.toml", "--out", out, "--quiet", *extra] + (["--n", "300"] if command == "particles"
-                                                                        else [])
-    done = cli(args, folder)
-    assert done.returncode == 0, done.stderr
+    config = folder / f"{out}.toml"
+    config.write_text(text.replace("t_final = 0.4\noutputs = 4", f"t_final = {t_final}\noutputs = {outputs}"))
+    if command == "particles":
+        meanfield.run_particles(config, n=300, out=folder / out, comm=MPI.COMM_SELF, quiet=True)
+    else:
+        meanfield.run(config, out=folder / out, comm=MPI.COMM_SELF, quiet=True)
     return folder / out
 
 
@@ -54,8 +59,7 @@ def start(folder: Path, kind: str, out: str, *extra: str) -> Path:
 def runs(tmp_path_factory) -> dict[str, tuple[Path, Path]]:
     """Per kind: a run to t = 0.4 (copied by each test) and the uninterrupted reference to t = 0.8."""
     folder = tmp_path_factory.mktemp("damaged-runs")
-    return {kind: (start(folder, kind, f"{kind}-short"),
-                   start(folder, kind, f"{kind}-long", "--set", "time.t_final=0.8", "--set", "time.outputs=8"))
+    return {kind: (start(folder, kind, f"{kind}-short"), start(folder, kind, f"{kind}-long", 0.8, 8))
             for kind in ("fv", "dg1", "particles")}
 
 
