@@ -8,7 +8,11 @@ independently, with Gaussian entries::
 
     Q, K ~ N(0, qk_std^2),   V ~ N(0, v_std^2)      (d x d, entrywise)
 
-and, with ``ffn_width = m > 0``, a feed-forward block per layer with ``W`` (d x m) entries
+or, with ``value = "qk"`` or ``"-qk"``, ``V = +Q^T K`` or ``-Q^T K`` (the matrix of the logits'
+bilinear form ``<Q x, K y> = x^T Q^T K y``: the symmetric choices of the random-weight
+experiments, ``V = Q^T K`` attracting and ``-Q^T K`` repelling; V's entries are still drawn
+and then replaced, so Q and K are those of ``value = "random"`` with the same seed); and,
+with ``ffn_width = m > 0``, a feed-forward block per layer with ``W`` (d x m) entries
 ``N(0, 1 / m)``, ``A`` (m x d) entries ``N(0, 1 / d)`` and ``b = 0``.  The defaults
 ``qk_std = v_std = 1 / sqrt(d)`` are the usual (LeCun / Xavier) initialisation with fan-in d:
 ``|V x|``, ``|Q x|`` and ``|K x|`` are about 1 for a unit token, so the attention output has
@@ -36,8 +40,10 @@ from .layers import ACTIVATIONS, FeedForward, Layer, LayerSchedule
 from .model import AttentionModel, Head, ModelError, did_you_mean, positive_number
 
 #: Keys of a ``[model.random]`` table.
-RANDOM_KEYS: tuple[str, ...] = ("layers", "eta", "heads", "qk_std", "v_std", "seed", "ffn_width", "ffn_activation",
-                                "weights", "per_prompt")
+RANDOM_KEYS: tuple[str, ...] = ("layers", "eta", "heads", "qk_std", "v_std", "value", "seed", "ffn_width",
+                                "ffn_activation", "weights", "per_prompt")
+#: ``[model.random] value``: V drawn (``random``), or ``V = sign Q^T K`` with that sign.
+VALUE_SIGNS: dict[str, float | None] = {"random": None, "qk": 1.0, "-qk": -1.0}
 #: Arrays of a weights file: always ``Q``, ``K``, ``V``; ``W``, ``A``, ``b`` with a feed-forward block.
 ATTENTION_ARRAYS: tuple[str, ...] = ("Q", "K", "V")
 FFN_ARRAYS: tuple[str, ...] = ("W", "A", "b")
@@ -63,6 +69,8 @@ class RandomLayers:
         Heads H per layer, each of weight ``1 / H``.
     qk_std, v_std
         Standard deviations of the entries of Q and K, and of V (``None``: ``1 / sqrt(d)``).
+    value
+        ``"random"`` (V drawn), ``"qk"`` or ``"-qk"`` (``V = +-Q^T K``, module docstring).
     seed
         Seed of ``numpy.random.Generator(PCG64(seed))``.
     ffn_width
@@ -81,6 +89,7 @@ class RandomLayers:
     heads: int = 1
     qk_std: float | None = None
     v_std: float | None = None
+    value: str = "random"
     seed: int = 0
     ffn_width: int = 0
     ffn_activation: str = "relu"
@@ -108,6 +117,10 @@ class RandomLayers:
         if activation not in ACTIVATIONS:
             hint = did_you_mean(activation, ACTIVATIONS) if isinstance(activation, str) else ""
             raise ModelError(f"{prefix}.ffn_activation: must be one of {list(ACTIVATIONS)}, got {activation!r}{hint}")
+        value = spec.get("value", "random")
+        if value not in VALUE_SIGNS:
+            hint = did_you_mean(value, VALUE_SIGNS) if isinstance(value, str) else ""
+            raise ModelError(f"{prefix}.value: must be one of {list(VALUE_SIGNS)}, got {value!r}{hint}")
         weights = spec.get("weights")
         if weights is not None and (not isinstance(weights, str) or not weights):
             raise ModelError(f"{prefix}.weights: must be the path of a weights file (.npz), got {weights!r}")
@@ -122,7 +135,7 @@ class RandomLayers:
                    heads=_integer(spec.get("heads", 1), f"{prefix}.heads", 1),
                    seed=_integer(spec.get("seed", 0), f"{prefix}.seed", 0),
                    ffn_width=_integer(spec.get("ffn_width", 0), f"{prefix}.ffn_width", 0),
-                   ffn_activation=activation, weights=weights, per_prompt=per_prompt, **stds)
+                   ffn_activation=activation, weights=weights, per_prompt=per_prompt, value=value, **stds)
 
     @property
     def depth(self) -> float:
@@ -146,6 +159,9 @@ class RandomLayers:
             for head in range(H):
                 for name, std in zip(ATTENTION_ARRAYS, (qk, qk, v)):
                     arrays[name][layer, head] = std * rng.standard_normal((d, d))
+                sign = VALUE_SIGNS[self.value]
+                if sign is not None:
+                    arrays["V"][layer, head] = sign * arrays["Q"][layer, head].T @ arrays["K"][layer, head]
             if m:
                 arrays["W"][layer] = rng.standard_normal((d, m)) / np.sqrt(m)
                 arrays["A"][layer] = rng.standard_normal((m, d)) / np.sqrt(d)

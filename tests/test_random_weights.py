@@ -59,6 +59,22 @@ def test_draws_follow_the_documented_order():
     assert not drawn.b.any()
 
 
+@pytest.mark.parametrize("value, sign", [("qk", 1.0), ("-qk", -1.0)])
+def test_value_qk_is_plus_or_minus_q_transpose_k_of_the_same_draw(value, sign):
+    """``value = "qk"`` / ``"-qk"``: V = +-Q^T K per layer and head (so that <Q x, K y> = <x, V y>
+    up to the sign), with Q, K and the blocks those of the same seed's random draw."""
+    drawn = RandomLayers(layers=2, eta=0.1, heads=2, seed=5, value=value, ffn_width=3).draw(3)
+    plain = RandomLayers(layers=2, eta=0.1, heads=2, seed=5, ffn_width=3).draw(3)
+    for name in ("Q", "K", "W", "A"):
+        assert np.array_equal(getattr(drawn, name), getattr(plain, name))
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=3), rng.normal(size=3)
+    for layer in range(2):
+        for head in range(2):
+            Q, K, V = drawn.Q[layer, head], drawn.K[layer, head], drawn.V[layer, head]
+            assert np.dot(Q @ x, K @ y) == pytest.approx(sign * np.dot(x, V @ y), rel=1e-12)
+
+
 def test_default_laws_are_the_fan_in_initialisation():
     """qk_std = v_std = 1 / sqrt(d): the sample variance of many entries is 1 / d."""
     drawn = RandomLayers(layers=50, eta=0.1, heads=4).draw(8)
@@ -90,6 +106,8 @@ def test_t_final_defaults_to_the_depth():
     ("layers = 2\neta = 0.1\nheads = 1.5\n", "", "model.random.heads"),
     ("layers = 2\neta = -0.1\n", "", "model.random.eta: must be a finite number > 0"),
     ("layers = 2\neta = 0.1\nv_std = 0\n", "", "model.random.v_std"),
+    ("layers = 2\neta = 0.1\nvalue = \"qkk\"\n", "", "model.random.value: must be one of ['random', 'qk', '-qk'], got "
+                                                 "'qkk' (did you mean 'qk'?)"),
     ("layers = 2\neta = 0.1\nffn_width = 3\nffn_activation = \"relux\"\n", "", "model.random.ffn_activation"),
     ("layers = 2\neta = 0.1\nweights = \"nowhere.npz\"\n", "", "model.random.weights: no such file"),
     ("layers = 2\neta = 0.1\n", "V = [[1, 0], [0, 1]]\n", "model.V: give either model.random"),

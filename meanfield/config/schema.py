@@ -123,7 +123,7 @@ SCHEMA: dict[str, dict[str, tuple[Any, Callable[[Any], bool], str]]] = {
                                                                                         for x in v)),
                    "a non-empty list of tables with t_end and the model keys that change ([[model.layers]])"),
         "random": (None, _optional(lambda v: isinstance(v, dict)),
-                   "a table with layers, eta, heads, qk_std, v_std, seed, ffn_width, ffn_activation, weights, "
+                   "a table with layers, eta, heads, qk_std, v_std, value, seed, ffn_width, ffn_activation, weights, "
                    "per_prompt ([model.random]: weights drawn at random for every layer and head)"),
         "rotation_rate": (1.0, _is_number, "a number (angular velocity of the prescribed rotation)"),
         "rotation_axis": ([0.0, 0.0, 1.0], _axis, "a non-zero 3-vector"),
