@@ -119,7 +119,7 @@ class RandomLayers:
             raise ModelError(f"{prefix}.ffn_activation: must be one of {list(ACTIVATIONS)}, got {activation!r}{hint}")
         value = spec.get("value", "random")
         if value not in VALUE_SIGNS:
-            hint = did_you_mean(value, VALUE_SIGNS) if isinstance(value, str) else ""
+            hint = did_you_mean(value, list(VALUE_SIGNS)) if isinstance(value, str) else ""
             raise ModelError(f"{prefix}.value: must be one of {list(VALUE_SIGNS)}, got {value!r}{hint}")
         weights = spec.get("weights")
         if weights is not None and (not isinstance(weights, str) or not weights):

@@ -25,11 +25,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..config import ConfigError
-from ..random_weights import RandomLayers
+if TYPE_CHECKING:
+    from ..random_weights import RandomLayers
 
 #: Velocity of the local tokens, (n_local, d) -> (n_local, d); collective under MPI.
 Velocity = Callable[[np.ndarray], np.ndarray]
@@ -134,6 +135,8 @@ def residual_steps(law: RandomLayers | None, dt: float | None, output_times: np.
     """The steps of ``particles.integrator = "residual"``: one per layer of the random weights'
     law ``law`` (``[model.random]``), whose output times must then be layer boundaries (multiples
     of eta); ``dt`` is ``particles.dt``, which must be unset."""
+    from ..config import ConfigError  # here: the tokens' integrators stay below the config (import weight)
+
     if law is None:
         raise ConfigError("particles.integrator: 'residual' (one step per layer) needs [model.random] layers")
     if dt is not None:
