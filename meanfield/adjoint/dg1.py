@@ -99,10 +99,12 @@ class DG1AdjointOperator(AdjointOperator):
 
     def linearise(self, slices: Sequence[np.ndarray], known: Evaluation | None = None) -> DG1Linearisation:
         """The :class:`DG1Linearisation` at a forward state given as its slices' states (collective).
-        ``known`` is not used: DG1 linearises at its own points, which no forward evaluation shares."""
+        ``known``: the forward run's evaluation of the field at that state, whose values are taken
+        when it was this one (one density: the right-hand side evaluates the field at the same
+        velocity points from the same sources and weights), else the field is evaluated here."""
         points = self.scheme.measure(slices[0])[0]
         weights = self.kernel @ np.array([self.scheme.measure(s)[1] for s in slices])
-        model, X, inverse_Z, ratio = self.fields(points, weights)
+        model, X, inverse_Z, ratio = self.fields(points, weights, known)
         facets = [self.dg1.facet_state(s, x) for s, x in zip(slices, X)]
         return DG1Linearisation(points, weights, np.array([u for u, _ in facets]), np.array([r for _, r in facets]),
                                 model, inverse_Z, ratio, velocity=X, states=np.array(slices))
