@@ -31,7 +31,7 @@ from ..engine.callbacks import Callback
 from ..engine.handlers import Handler, file_outputs, user_observables
 from ..engine.simulation import Simulation
 from ..nonlocal_field import NonlocalEvaluator
-from ..particles.integrator import INTEGRATORS, EqualSteps, residual_steps
+from ..particles.integrator import INTEGRATORS, residual_steps
 from ..particles.pairs import pair_observables
 from ..particles.positions import TokenPositions, token_component
 from ..particles.sampling import resolve_sampler
@@ -41,6 +41,7 @@ from ..rundir.results import ParticleRunResult, load_particle_run
 from ..rundir.writers import OutputWriter, particle_run_file
 from ..velocity import LayerVelocity
 from .launch import check_new_target, check_size, configure_process, resolve_config, start_run
+from .token_steps import EqualStepping, scatter_tokens
 
 
 def resolve_counts(config: Config, n: int | None, seed: int | None) -> tuple[int, int]:
@@ -80,7 +81,7 @@ def counted_problem(source: Problem | Config | Mapping | str | Path | None, over
     return Problem(with_counts(resolve_config(source, overrides, comm), n, seed))
 
 
-class ParticleSimulation(Simulation):
+class ParticleSimulation(EqualStepping, Simulation):
     """n tokens on S^{d-1} advanced by RK4 in equal steps per interval (see :class:`Simulation`).
 
     The intervals are those between consecutive output times and layer boundaries; each layer
@@ -128,8 +129,6 @@ class ParticleSimulation(Simulation):
         tokens = self.positions.sample(density, n, rng, self.sampler, mesh)[self.block]
         self.x = np.ascontiguousarray(tokens)
         self.system = ParticleSystem(field, np.full(self.block.stop - self.block.start, 1.0 / n))
-        self.plan: EqualSteps | None = None
-        self.steps, self.max_drift = 0, 0.0
 
     @property
     def evaluator(self) -> NonlocalEvaluator | None:
@@ -146,26 +145,11 @@ class ParticleSimulation(Simulation):
         return self.schedule.next_boundary(t)
 
     def step(self, t_end: float) -> float:
-        from mpi4py import MPI
-
         layer = self.schedule.index_from(self.t)
         self.field.enter(layer)
-        if self.plan is None or self.plan.t1 != t_end or self.plan.done == self.plan.count:
-            self.plan = EqualSteps.over(self.t, t_end, self.dts[layer])
-        self.x, drift = INTEGRATORS[self.problem.particles.integrator](self.system.velocity, self.x, self.plan.h)
-        self.plan.done += 1
-        self.steps += 1
-        self.max_drift = max(self.max_drift, self.comm.allreduce(drift, op=MPI.MAX))
-        if not self.comm.allreduce(bool(np.all(np.isfinite(self.x))), op=MPI.LAND):
-            from ..timestepping import BlowUpError
-
-            raise BlowUpError(f"tokens became non-finite at t = {self.plan.time():.6g}; lower particles.dt")
-        self.t = self.plan.time()
-        return self.plan.h
-
-    def step_info(self) -> dict[str, Any]:
-        return {"steps": self.steps, "dt": self.dt, "max_drift": self.max_drift,
-                "plan": None if self.plan is None else self.plan.to_dict()}
+        h = self.step_size(t_end, self.dts[layer])
+        self.x, drift = INTEGRATORS[self.problem.particles.integrator](self.system.velocity, self.x, h)
+        return self.step_taken(drift, bool(np.all(np.isfinite(self.x))))
 
     # -- observing -----------------------------------------------------------------------
     def observables(self) -> dict[str, float]:
@@ -174,7 +158,7 @@ class ParticleSimulation(Simulation):
         row = self.field.observables(self.x, self.system.weights)
         tokens = self._all_tokens()
         row.update(on_root(self.comm, lambda: pair_observables(tokens)))  # type: ignore[arg-type]
-        row.update(rho_min=np.nan, rho_max=np.nan, dt=self.plan.h if self.plan is not None else np.nan)
+        row.update(rho_min=np.nan, rho_max=np.nan, dt=self.last_step())
         return row
 
     def distribution(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -194,22 +178,10 @@ class ParticleSimulation(Simulation):
         return self.snapshot()
 
     def restore(self, t: float, state: dict[str, np.ndarray] | None, info: dict[str, Any]) -> None:
-        def check() -> None:
-            assert state is not None
-            if state["points"].shape != (self.n, self.problem.particles.d):
-                raise ValueError(f"checkpoint: it holds tokens of shape {state['points'].shape}, this run needs "
-                                 f"({self.n}, {self.problem.particles.d})")
-
-        on_root(self.comm, check)
-        blocks = [token_block(self.n, r, self.comm.size) for r in range(self.comm.size)]
-        parts = [np.ascontiguousarray(state["points"][b]) for b in blocks] if state is not None else None
-        self.x = self.comm.scatter(parts, root=0)
+        self.x = scatter_tokens(self.comm, state, (self.n, self.problem.particles.d))
         self.t = t
         self.field.enter(self.schedule.index_until(t))
-        step = info.get("step", {})
-        self.steps, self.max_drift = int(step.get("steps", 0)), float(step.get("max_drift", 0.0))
-        plan = step.get("plan")
-        self.plan = None if plan is None else EqualSteps(**plan)
+        self.restore_steps(info)
 
     # -- facts -----------------------------------------------------------------------------
     def describe(self) -> str:

@@ -32,13 +32,14 @@ from ..engine.simulation import Simulation
 from ..observables import moment_observables
 from ..particles.arrays import ArrayBackend
 from ..particles.batch import CompiledSteps, LayerArrays
-from ..particles.integrator import EqualSteps, residual_steps
+from ..particles.integrator import residual_steps
 from ..particles.pairs import pair_observables
 from ..particles.prompts import check_batch, prompt_batch
 from ..particles.system import token_block
 from ..problem import Problem
 from ..rundir.layout import BY_PROMPT
 from ..rundir.netcdf import PROMPT_SCALARS
+from .token_steps import EqualStepping, scatter_tokens
 
 
 def prompt_energies(xp: Any, layer: LayerArrays, params: dict[str, Any], x: Any) -> np.ndarray:
@@ -75,7 +76,7 @@ def prompt_summary(values: dict[str, np.ndarray]) -> dict[str, float]:
     return row
 
 
-class PromptSimulation(Simulation):
+class PromptSimulation(EqualStepping, Simulation):
     """B prompts of n tokens on S^{d-1}, moved together by the batched engine (module docstring).
 
     Parameters
@@ -112,8 +113,6 @@ class PromptSimulation(Simulation):
                            for layers in self.layers]
         self._set_tokens(np.concatenate([self.batch.initial(c) for c in self.chunks])
                          if self.chunks else np.empty((0, self.n, self.batch.d)))
-        self.plan: EqualSteps | None = None
-        self.steps, self.max_drift = 0, 0.0
         self._last: dict[str, np.ndarray] | None = None  # the prompts' observables of the last output (rank 0)
 
     def _set_tokens(self, x: np.ndarray) -> None:
@@ -138,33 +137,17 @@ class PromptSimulation(Simulation):
         return self.schedule.next_boundary(t)
 
     def step(self, t_end: float) -> float:
-        from mpi4py import MPI
-
         layer = self.schedule.index_from(self.t)
-        if self.plan is None or self.plan.t1 != t_end or self.plan.done == self.plan.count:
-            self.plan = EqualSteps.over(self.t, t_end, self.batch.dts[layer])
+        step = self.step_size(t_end, self.batch.dts[layer])
         drifts = [0.0]
         with self.backend.context():
-            h = self.backend.asarray(self.plan.h)
+            h = self.backend.asarray(step)
             for i, layers in enumerate(self.layers):
                 loop = self.compiled(layers[layer].structure, self.batch.integrator)
                 self.x[i], worst = loop(self.params[i][layer], self.x[i], self.backend.asarray(0.0), 1, h)
                 drifts.append(float(worst))  # nan where a token became non-finite
         finite = bool(np.all(np.isfinite(drifts)))
-        drift = max(drifts) if finite else 0.0
-        self.plan.done += 1
-        self.steps += 1
-        self.max_drift = max(self.max_drift, self.comm.allreduce(drift, op=MPI.MAX))
-        if not self.comm.allreduce(finite, op=MPI.LAND):
-            from ..timestepping import BlowUpError
-
-            raise BlowUpError(f"tokens became non-finite at t = {self.plan.time():.6g}; lower particles.dt")
-        self.t = self.plan.time()
-        return self.plan.h
-
-    def step_info(self) -> dict[str, Any]:
-        return {"steps": self.steps, "dt": self.dt, "max_drift": self.max_drift,
-                "plan": None if self.plan is None else self.plan.to_dict()}
+        return self.step_taken(max(drifts) if finite else 0.0, finite)
 
     # -- observing -----------------------------------------------------------------------
     def _values(self) -> dict[str, np.ndarray] | None:
@@ -183,7 +166,7 @@ class PromptSimulation(Simulation):
         """The means over the prompts of their observables and the standard errors (module docstring)."""
         values = self._last = self._values()
         row = on_root(self.comm, lambda: prompt_summary(values))  # type: ignore[arg-type]
-        row.update(rho_min=np.nan, rho_max=np.nan, dt=self.plan.h if self.plan is not None else np.nan)
+        row.update(rho_min=np.nan, rho_max=np.nan, dt=self.last_step())
         return row
 
     def _all_tokens(self) -> np.ndarray | None:
@@ -205,23 +188,9 @@ class PromptSimulation(Simulation):
         return None if points is None else {"points": points}
 
     def restore(self, t: float, state: dict[str, np.ndarray] | None, info: dict[str, Any]) -> None:
-        shape = (self.prompts, self.n, self.batch.d)
-
-        def check() -> None:
-            assert state is not None
-            if state["points"].shape != shape:
-                raise ValueError(f"checkpoint: it holds tokens of shape {state['points'].shape}, this run needs "
-                                 f"{shape}")
-
-        on_root(self.comm, check)
-        blocks = [token_block(self.prompts, r, self.comm.size) for r in range(self.comm.size)]
-        parts = [np.ascontiguousarray(state["points"][b]) for b in blocks] if state is not None else None
-        self._set_tokens(self.comm.scatter(parts, root=0))
+        self._set_tokens(scatter_tokens(self.comm, state, (self.prompts, self.n, self.batch.d)))
         self.t = t
-        step = info.get("step", {})
-        self.steps, self.max_drift = int(step.get("steps", 0)), float(step.get("max_drift", 0.0))
-        plan = step.get("plan")
-        self.plan = None if plan is None else EqualSteps(**plan)
+        self.restore_steps(info)
 
     # -- facts -----------------------------------------------------------------------------
     def describe(self) -> str:
