@@ -151,30 +151,42 @@ def _activation(xp: Any, name: str) -> Callable[[Any], Any]:
 
 
 def velocity(xp: Any, structure: Structure, p: dict[str, Any], x: Any) -> Any:
-    """The layer's velocity of every token of every prompt, x of shape (B, n, d) (module docstring)."""
+    """The layer's velocity of every token of every prompt, x of shape (B, n, d) (module docstring).
+
+    The (B, H, n, n) and (B, n, d) arrays made here are updated in place (augmented assignments:
+    numpy writes into the array, JAX binds the new one), so numpy allocates and reads each once
+    less per operation; x and the parameters are never written.
+    """
     total = None
     if structure.attention is not None:
         xa = x[:, None]  # (B, 1, n, d): every head
         left = xa @ p["A"] if structure.interaction else xa  # rows x_i^T A
-        logits = p["beta"] * (left @ xp.swapaxes(xa, -1, -2))  # (B, H, n, n)
+        logits = left @ xp.swapaxes(xa, -1, -2)  # (B, H, n, n)
+        logits *= p["beta"]
         if structure.masked:
-            logits = logits + p["bias"]
+            logits += p["bias"]
         top = xp.max(logits, axis=-1, keepdims=True)
-        E = xp.exp(logits - top)
+        logits -= top
+        E = xp.exp(logits)
+        # the heads' weights and the softmax's division (or USA's factor) scale E's rows: (B, H, n, 1)
+        # factors on n x n numbers, fewer than the n x d of the sums when n <= d
+        w = p["w"][:, None, None]
+        E *= w / xp.sum(E, axis=-1, keepdims=True) if attention_kind(structure.attention).normalised \
+            else w * xp.exp(top) * p["scale"]
         values = xa @ xp.swapaxes(p["V"], -1, -2) if structure.value else xa  # rows (V x_j)^T
         N = E @ values
-        # the heads' weights and the softmax's division (or USA's factor) go on the (B, H, n, 1) factors
-        w = p["w"][:, None, None]
-        factor = w / xp.sum(E, axis=-1, keepdims=True) if attention_kind(structure.attention).normalised \
-            else w * xp.exp(top) * p["scale"]
-        total = (N * factor)[:, 0] if structure.heads == 1 else xp.sum(N * factor, axis=1)
+        total = N[:, 0] if structure.heads == 1 else xp.sum(N, axis=1)
     if structure.activation is not None:
         block = _activation(xp, structure.activation)(x @ xp.swapaxes(p["Af"], -1, -2) + p["b"]) \
             @ xp.swapaxes(p["W"], -1, -2)
-        total = block if total is None else total + block
+        if total is None:
+            total = block
+        else:
+            total += block
     if total is None:
         return xp.zeros_like(x)
-    return total - xp.vecdot(x, total)[..., None] * x
+    total -= xp.vecdot(x, total)[..., None] * x
+    return total
 
 
 def _steps(xp: Any, repeat: Callable[..., Any], structure: Structure, integrator: str, p: dict[str, Any], x: Any,
@@ -186,7 +198,8 @@ def _steps(xp: Any, repeat: Callable[..., Any], structure: Structure, integrator
         y, worst = carry
         y = y + h * field_(y) if integrator == "residual" else rk4_step(field_, y, h)
         norms = xp.sqrt(xp.vecdot(y, y))[..., None]
-        return y / norms, xp.maximum(worst, xp.max(xp.abs(1.0 - norms)))
+        y /= norms  # y is the step's new array
+        return y, xp.maximum(worst, xp.max(xp.abs(1.0 - norms)))
 
     return repeat(count, body, (x, drift))
 
