@@ -159,23 +159,25 @@ def velocity(xp: Any, structure: Structure, p: dict[str, Any], x: Any) -> Any:
     """
     total = None
     if structure.attention is not None:
-        xa = x[:, None]  # (B, 1, n, d): every head
-        left = xa @ p["A"] if structure.interaction else xa  # rows x_i^T A
-        logits = left @ xp.swapaxes(xa, -1, -2)  # (B, H, n, n)
+        single = structure.heads == 1  # then no heads' axis: (B, n, d) and (B, n, n) arrays
+        xa = x if single else x[:, None]  # (B, 1, n, d): every head
+        head = (lambda a: a[:, 0]) if single else (lambda a: a)
+        left = xa @ head(p["A"]) if structure.interaction else xa  # rows x_i^T A
+        logits = left @ xp.swapaxes(xa, -1, -2)  # (B, [H,] n, n)
         logits *= p["beta"]
         if structure.masked:
             logits += p["bias"]
         top = xp.max(logits, axis=-1, keepdims=True)
         logits -= top
         E = xp.exp(logits)
-        # the heads' weights and the softmax's division (or USA's factor) scale E's rows: (B, H, n, 1)
+        # the heads' weights and the softmax's division (or USA's factor) scale E's rows: (B, [H,] n, 1)
         # factors on n x n numbers, fewer than the n x d of the sums when n <= d
         w = p["w"][:, None, None]
         E *= w / xp.sum(E, axis=-1, keepdims=True) if attention_kind(structure.attention).normalised \
             else w * xp.exp(top) * p["scale"]
-        values = xa @ xp.swapaxes(p["V"], -1, -2) if structure.value else xa  # rows (V x_j)^T
+        values = xa @ xp.swapaxes(head(p["V"]), -1, -2) if structure.value else xa  # rows (V x_j)^T
         N = E @ values
-        total = N[:, 0] if structure.heads == 1 else xp.sum(N, axis=1)
+        total = N if single else xp.sum(N, axis=1)
     if structure.activation is not None:
         block = _activation(xp, structure.activation)(x @ xp.swapaxes(p["Af"], -1, -2) + p["b"]) \
             @ xp.swapaxes(p["W"], -1, -2)
