@@ -86,11 +86,20 @@ def check_new_target(run_dir: Path, overwrite: bool, comm) -> None:
 
 def check_size(problem: Any, comm, tokens: int | None = None) -> None:
     """Refuse a run bigger than this node's available memory before anything is built (collective;
-    :mod:`meanfield.memory`).  ``tokens``: a particle run of that many tokens, else a PDE run."""
-    from ..memory import check_memory, problem_estimate, ranks_on_node
+    :mod:`meanfield.memory`).  ``tokens``: a particle run of that many tokens (a batch of prompts:
+    the batched engine's peak), else a PDE run."""
+    from ..memory import Estimate, batch_estimate, check_memory, problem_estimate, ranks_on_node
+
+    def estimate() -> Estimate | None:
+        p = problem.particles
+        if tokens is None or p.prompts == 1:
+            return problem_estimate(problem, comm.size, tokens)
+        from ..particles.prompts import prompt_memory
+
+        return batch_estimate(prompt_memory(problem, comm.size)[1], p.prompts, p.n, comm.size)
 
     here = ranks_on_node(comm)
-    on_root(comm, lambda: check_memory(problem_estimate(problem, comm.size, tokens), here))
+    on_root(comm, lambda: check_memory(estimate(), here))
 
 
 def _segment(command: str, t_start: float, environment: dict[str, Any]) -> dict[str, Any]:

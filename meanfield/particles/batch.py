@@ -271,8 +271,23 @@ class PromptBatch:
 
     def chunk(self, backend: ArrayBackend, memory: int | None = None) -> int:
         """The prompts of a chunk (:func:`chunk_size`) for ``memory`` bytes (default :data:`DEFAULT_MEMORY`)."""
-        per = bytes_per_prompt(self.n, self.d, self.heads, self.width, backend.itemsize, self.own_weights)
-        return chunk_size(self.prompts, per, DEFAULT_MEMORY[backend.library] if memory is None else memory)
+        return self.peak(backend, 1, memory)[0]
+
+    def peak(self, backend: ArrayBackend, ranks: int = 1, memory: int | None = None) -> tuple[int, int]:
+        """(prompts of a chunk, bytes) at the busiest rank's peak (:func:`engine_peak`)."""
+        return engine_peak(self.prompts, self.n, self.d, backend, ranks, memory, self.heads, self.width,
+                           self.own_weights)
+
+
+def engine_peak(prompts: int, n: int, d: int, backend: ArrayBackend, ranks: int = 1, memory: int | None = None,
+                heads: int = 1, width: int = 0, own_weights: int = 0) -> tuple[int, int]:
+    """(prompts of a chunk, bytes) at the busiest rank's peak when ``ranks`` ranks share ``prompts``
+    prompts: a chunk at the peak of a step (:func:`bytes_per_prompt`), the rank's tokens between
+    outputs, and on rank 0 an output's tokens of every prompt gathered in float64."""
+    per = bytes_per_prompt(n, d, heads, width, backend.itemsize, own_weights)
+    busiest = -(-prompts // ranks)
+    chunk = min(chunk_size(prompts, per, DEFAULT_MEMORY[backend.library] if memory is None else memory), busiest)
+    return chunk, chunk * per + busiest * n * d * backend.itemsize + prompts * n * d * 8
 
 
 @dataclass
