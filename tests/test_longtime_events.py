@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from scipy import optimize
 
-from meanfield.analysis.longtime import group_points, point_set_history
-from meanfield.analysis.longtime.events import circular_mean, separation
+from meanfield.analysis.longtime import LINK_DENSITY, group_points, point_set_history
+from meanfield.analysis.longtime.events import circular_mean, member_centre
 
 
 def test_group_points_wraps_around_the_circle():
@@ -23,8 +24,11 @@ def test_group_points_wraps_around_the_circle():
     assert group_points(np.zeros(0), 0.1) == []
 
 
-def test_separation_and_mean_on_the_circle():
-    assert separation(np.array([0.01, 1.0]), np.array([2 * np.pi - 0.02, 3.0])) == pytest.approx(0.03)
+def test_centres_on_the_circle():
+    ids = np.arange(4)
+    theta, masses = np.array([0.01, 2 * np.pi - 0.03, 3.0, 1.0]), np.array([1.0, 1.0, 2.0, 1.0])
+    assert member_centre(theta, masses, ids, np.array([0, 1])) == pytest.approx(-0.01, abs=1e-12)  # across 0
+    assert member_centre(theta, masses, ids, np.array([7])) is None  # members gone
     assert circular_mean(np.array([-0.1, 0.3]), np.array([1.0, 1.0])) == pytest.approx(0.1, abs=1e-12)
     assert circular_mean(np.array([0.5, 2 * np.pi - 0.1]), np.array([1.0, 5.0])) == pytest.approx(
         np.angle(np.exp(0.5j) + 5 * np.exp(-0.1j)))  # in (-pi, pi], as every cluster table
@@ -75,7 +79,9 @@ def test_states_and_metastable_times():
 
     h = point_set_history(frames(), delta=1e-2)
     times = [e.time for e in h.merges()]
-    assert times == pytest.approx([np.log(100.0), 10.0 + np.log(200.0)], rel=1e-9)
+    # the second merge: atom 2 against the centre of atoms 0 and 1, 0.625 e^{-t} nearer than atom 1
+    second = optimize.brentq(lambda t: 2.0 * np.exp(-(t - 10.0)) + 0.625 * np.exp(-t) - 1e-2, 10.0, 20.0)
+    assert times == pytest.approx([np.log(100.0), second], rel=1e-9)
     states = h.states()
     assert [s.count for s in states] == [3, 2, 1]
     assert states[0].start == 0.0 and states[1].duration == pytest.approx(times[1] - times[0])
@@ -103,23 +109,36 @@ def test_tokens_split_strays_and_formation():
     assert np.allclose(h.masses[-1], n // 2 / (n + 1))
 
 
-def test_links_need_ten_times_the_uniform_density():
-    """Tokens at the uniform density are not linked (no cluster); a bump 20x denser is a cluster,
-    a light chain of tokens between two clusters does not bridge them."""
+def test_links_need_the_cluster_threshold():
+    """Tokens below the uniform density (the threshold of every cluster count) are not linked
+    (no cluster), above it they are (one cluster around the circle); a bump 20x denser is a
+    cluster, a light chain of tokens between two clusters does not bridge them; the bumps of a
+    perturbed uniform density are clusters from the start, as ``meanfield clusters`` counts them."""
+    from meanfield.peaks import LEVEL
+    from meanfield.spheres import S1
+
+    assert LINK_DENSITY == LEVEL * S1.uniform_density
     n = 400
     uniform = np.linspace(0.0, 2 * np.pi, n, endpoint=False)
-    h = point_set_history([(0.0, uniform, np.full(n, 1 / n), np.arange(n))], delta=0.05)
-    assert h.counts.tolist() == [0] and h.stray[0] == pytest.approx(1.0)
+    for mass, count in ((0.9, 0), (1.1, 1)):  # 0.9 and 1.1 times the uniform density
+        h = point_set_history([(0.0, uniform, np.full(n, mass / n), np.arange(n))], delta=0.05)
+        assert h.counts.tolist() == [count] and h.stray[0] == pytest.approx(mass * (1 - count))
     bumps = np.concatenate([1.0 + np.linspace(0, 0.01, 50), 1.01 + np.linspace(0.004, 0.086, 49),  # chain
                             1.1 + np.linspace(0, 0.01, 50)])
-    w = np.concatenate([np.full(50, 0.4 / 50), np.full(49, 0.02 / 49), np.full(50, 0.4 / 50)])
+    w = np.concatenate([np.full(50, 0.4 / 50), np.full(49, 0.01 / 49), np.full(50, 0.4 / 50)])
     h = point_set_history([(0.0, bumps, w, np.arange(149))], delta=0.05)
-    assert h.counts.tolist() == [2] and h.stray[0] == pytest.approx(0.02)  # the chain: 0.22 / rad
+    assert h.counts.tolist() == [2] and h.stray[0] == pytest.approx(0.01)  # the chain: 0.12 / rad < 1 / (2 pi)
     atoms = np.array([1.0, 1.004, 1.008, 1.012, 1.0175])  # two atoms 0.0175 apart, light points between
     h = point_set_history([(0.0, atoms, np.array([0.5, 1e-4, 1e-4, 1e-4, 0.4]), np.arange(5))], delta=0.01)
     assert h.counts.tolist() == [2]
     h = point_set_history([(0.0, atoms[[0, 1, 2]], np.array([0.5, 1e-4, 0.4]), np.arange(3))], delta=0.01)
     assert h.counts.tolist() == [1] and h.masses[0][0] == pytest.approx(0.9)
+    # 1 + 0.05 cos 3 theta as 3000 quantile-like tokens: three bumps above the uniform density
+    theta = np.linspace(-np.pi, np.pi, 3000, endpoint=False)
+    density = (1 + 0.05 * np.cos(3 * theta)) / (2 * np.pi)
+    h = point_set_history([(0.0, theta, density * 2 * np.pi / 3000, np.arange(3000))])
+    assert h.counts.tolist() == [3]
+    assert np.sort(h.centres[0]) == pytest.approx([-2 * np.pi / 3, 0.0, 2 * np.pi / 3], abs=1e-3)
 
 
 def test_compare_pairs_merges_and_clusters():

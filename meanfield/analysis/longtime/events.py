@@ -7,8 +7,9 @@ a sequence of frames ``(t, angles, masses, ids)``.
 Grouping (one frame)
     A point of mass m is *dense* when ``m >= link_density * min(gap, spacing)``, its
     spacing being the smaller of the angular gaps to its two neighbours (a local density
-    ``m / spacing`` of at least ``link_density``; any point heavier than
-    ``link_density * gap`` is dense, so atoms always are).  Dense points sorted by angle
+    ``m / spacing`` of at least ``link_density``, by default the cluster threshold of every
+    cluster count, :data:`meanfield.peaks.LEVEL` times the uniform density; any point heavier
+    than ``link_density * gap`` is dense, so atoms always are).  Dense points sorted by angle
     whose gap (skipping the other points) is at most ``gap`` form a group (single
     linkage).  A group is a *cluster* when its mass is at least ``min_mass``; every other
     point -- tokens still spread out before formation, tokens left near the unstable point
@@ -17,18 +18,18 @@ Grouping (one frame)
     are linked by a ``gap`` of at least their spacing (the cells of a coarse mesh are more
     than ``delta`` apart: with ``gap = delta`` every dense cell would be a cluster of its
     own).  Defaults: ``gap = delta = 0.01`` rad,
-    ``link_density = 10 / (2 pi)`` (ten times the uniform density of a unit mass),
-    ``min_mass = 0.01``.  A cluster's centre is its mass-weighted circular mean
+    ``link_density = 1 / (2 pi)`` (the uniform density of a unit mass: the threshold of
+    ``meanfield clusters``, so that both count the bumps of an initial density above the
+    uniform one as clusters from t = 0), ``min_mass = 0.01``.  A cluster's centre is its mass-weighted circular mean
     ``arg sum_j m_j e^{i theta_j}`` in (-pi, pi]; its mass the sum of its members'.
 
     The rule is scale-aware in both regimes: collapsed clusters (width ``<< delta``, the
     metastable phase; atoms) are separate iff their centres are more than ``delta`` apart, so
     ``delta`` is a distance between cluster centres, as the hybrid's atom merge distance is;
-    spread-out points (n tokens of mass 1/n, density cells of a run) count only where their
-    density exceeds ten times the uniform one, whatever n or the cell size, so a cluster
-    appears in the formation phase when its peak region is that dense (an event of kind
-    ``"birth"`` or ``"split"``, :class:`~meanfield.analysis.events.Event`), and light points
-    between clusters neither bridge nor separate them.
+    spread-out points (n tokens of mass 1/n) count only where their density exceeds the
+    threshold, whatever n, so a bump of the density above it is a cluster (later ones appear
+    as events of kind ``"birth"`` or ``"split"``, :class:`~meanfield.analysis.events.Event`),
+    and light points between clusters neither bridge nor separate them.
 
 Tracking
     Members keep their ids between frames.  A cluster inherits the labels of the previous
@@ -40,16 +41,15 @@ Tracking
 
 Merge time
     The merge of :mod:`meanfield.merging` (one definition for every cluster history): the
-    time at which the separation of the two clusters -- the smallest angular distance
-    between a member of one and a member of the other (the members each had in the last
-    frame where both were clusters), which for collapsed clusters is the distance of their
-    centres -- falls to ``delta``.  Between the last frame with ``s0 > delta`` and the first
-    with ``s1 <= delta``, ``log s`` is interpolated linearly in t (the final approach of two
+    time at which the separation of the two clusters -- the distance of their centres, each
+    the circular mean of the members it had in the last frame where both were clusters --
+    falls to ``delta``.  Between the last frame with ``s0 > delta`` and the first with
+    ``s1 <= delta``, ``log s`` is interpolated linearly in t (the final approach of two
     clusters is exponential, ``s' ~ -s``), or s itself when ``s1 = 0`` (members gone: the
     lighter atom was absorbed by the solver).  Two clusters joined into one group while
-    still more than ``delta`` apart (linked through dense points between them) are followed
-    until their members come within ``delta``; a pair that never does by the last frame is
-    reported at the frame where it joined.  Keep ``delta`` at least the hybrid's
+    still more than ``delta`` apart (linked through dense points between them, such as the
+    tokens flowing into both) are followed until their centres come within ``delta``; a pair
+    that never does by the last frame is reported at the frame where it joined.  Keep ``delta`` at least the hybrid's
     ``atoms.merge_distance``, so that the solver never combines atoms before the merge is seen.
 
 Metastable states
@@ -67,11 +67,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...merging import MERGE_DISTANCE, crossing_time
+from ...peaks import LEVEL
 from ..events import Event
 
 TWO_PI = 2.0 * np.pi
-#: Defaults: grouping / merge distance (rad), least link density, smallest mass of a cluster.
-DELTA, LINK_DENSITY, MIN_MASS = MERGE_DISTANCE, 10.0 / TWO_PI, 1e-2
+#: Defaults: grouping / merge distance (rad), least link density (the cluster threshold on S^1),
+#: smallest mass of a cluster.
+DELTA, LINK_DENSITY, MIN_MASS = MERGE_DISTANCE, LEVEL / TWO_PI, 1e-2
 
 
 def circular_distance(a: np.ndarray | float, b: np.ndarray | float) -> np.ndarray:
@@ -115,14 +117,10 @@ def group_points(angles: np.ndarray, delta: float, masses: np.ndarray | None = N
     return [rolled[a:b] for a, b in zip(starts, stops, strict=True)]
 
 
-def separation(a: np.ndarray, b: np.ndarray) -> float:
-    """The smallest circular distance between a point of ``a`` and one of ``b`` (angles); inf if one is empty."""
-    if a.size == 0 or b.size == 0:
-        return float("inf")
-    s = np.sort(np.mod(a, TWO_PI))
-    b = np.mod(b, TWO_PI)
-    j = np.searchsorted(s, b) % s.size
-    return float(min(circular_distance(s[j], b).min(), circular_distance(s[j - 1], b).min()))
+def member_centre(theta: np.ndarray, masses: np.ndarray, ids: np.ndarray, members: np.ndarray) -> float | None:
+    """The circular mean of the points whose ids are in ``members`` (None if none is left)."""
+    keep = np.isin(ids, members)
+    return circular_mean(theta[keep], masses[keep]) if np.any(keep) else None
 
 
 @dataclass(frozen=True)
@@ -161,13 +159,17 @@ class PointSetHistory:
         (T,) total mass of the frame.
     events
         Merges, splits and births in time order.
-    delta, link_density, min_mass
-        The grouping rule.
+    delta
+        The merge distance (rad).
+    rule
+        The cluster rule's parameters by name: ``link_density`` and ``min_mass`` for a point
+        set (module docstring); ``threshold`` and ``prominence`` of the density basins
+        (:mod:`meanfield.peaks.basins`) for a run's history
+        (:func:`meanfield.studies.longtime.run_history`).
     """
 
     delta: float
-    link_density: float
-    min_mass: float
+    rule: dict[str, float]
     times: list[float] = field(default_factory=list)
     labels: list[np.ndarray] = field(default_factory=list)
     centres: list[np.ndarray] = field(default_factory=list)
@@ -254,7 +256,7 @@ def point_set_history(
         Grouping gap (rad), default ``delta``; at least the spacing of points on a mesh.
     """
     gap = float(delta if gap is None else gap)
-    history = PointSetHistory(float(delta), float(link_density), float(min_mass))
+    history = PointSetHistory(float(delta), {"link_density": float(link_density), "min_mass": float(min_mass)})
     prev: _Frame | None = None
     pending: list[_Pending] = []
     next_label = 0
@@ -297,8 +299,8 @@ def point_set_history(
                     if p != keep:
                         pending.append(_Pending(keep, p, prev.mass_of(keep), prev.mass_of(p), prev.member_ids(keep),
                                                 prev.member_ids(p), prev.time, prev.separation(keep, p)))
-        for merge in list(pending):  # parents joined: their separation reaches delta now or later
-            done = merge.advance(float(t), theta, ident, delta)
+        for merge in list(pending):  # parents joined: their centres come within delta now or later
+            done = merge.advance(float(t), theta, m, ident, delta)
             if done is not None:
                 history.events.append(done)
                 pending.remove(merge)
@@ -316,7 +318,7 @@ def point_set_history(
 
 @dataclass
 class _Pending:
-    """Two parents joined in one cluster whose separation has not been seen at <= delta yet."""
+    """Two parents joined in one cluster whose centres have not been seen within delta yet."""
 
     kept: int
     absorbed: int
@@ -331,11 +333,12 @@ class _Pending:
     def masses(self) -> tuple[float, float]:
         return self.kept_mass, self.absorbed_mass
 
-    def advance(self, t1: float, theta: np.ndarray, ids: np.ndarray, delta: float) -> Event | None:
-        """The merge event if the separation of the parents' members in this frame is <= delta
+    def advance(self, t1: float, theta: np.ndarray, masses: np.ndarray, ids: np.ndarray,
+                delta: float) -> Event | None:
+        """The merge event if the distance of the parents' centres in this frame is <= delta
         (interpolated, module docstring), else None after remembering this frame."""
-        a, b = (theta[np.isin(ids, x)] for x in (self.kept_ids, self.absorbed_ids))
-        s1 = separation(a, b) if a.size and b.size else 0.0  # a member vanished: absorbed by the solver
+        a, b = (member_centre(theta, masses, ids, x) for x in (self.kept_ids, self.absorbed_ids))
+        s1 = 0.0 if a is None or b is None else float(circular_distance(a, b))  # gone: absorbed by the solver
         if s1 > delta:
             self.t0, self.s0 = t1, s1
             return None
@@ -385,6 +388,5 @@ class _Frame:
         return float(self.centre[self._index[label]])
 
     def separation(self, a: int, b: int) -> float:
-        """Separation (module docstring) of the clusters labelled a and b in this frame."""
-        owner = self._lookup(self.ids)
-        return separation(self.theta[owner == a], self.theta[owner == b])
+        """Separation (module docstring) of the clusters labelled a and b in this frame: their centres' distance."""
+        return float(circular_distance(self.centre_of(a), self.centre_of(b)))
