@@ -67,7 +67,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...merging import MERGE_DISTANCE, crossing_time
-from ...peaks import LEVEL
+from ...peaks import LEVEL, PROMINENCE, CellGraph, cluster_labels
 from ..events import Event
 
 TWO_PI = 2.0 * np.pi
@@ -117,10 +117,82 @@ def group_points(angles: np.ndarray, delta: float, masses: np.ndarray | None = N
     return [rolled[a:b] for a, b in zip(starts, stops, strict=True)]
 
 
-def member_centre(theta: np.ndarray, masses: np.ndarray, ids: np.ndarray, members: np.ndarray) -> float | None:
-    """The circular mean of the points whose ids are in ``members`` (None if none is left)."""
-    keep = np.isin(ids, members)
-    return circular_mean(theta[keep], masses[keep]) if np.any(keep) else None
+def local_density(angles: np.ndarray, masses: np.ndarray) -> np.ndarray:
+    """Each point's mass over its spacing, the smaller of the angular gaps to its two neighbours
+    (mass per radian; the largest float where points coincide)."""
+    theta = np.mod(np.asarray(angles, float), TWO_PI)
+    order = np.argsort(theta, kind="stable")
+    s = theta[order]
+    gaps = np.diff(np.append(s, s[0] + TWO_PI))
+    spacing = np.empty_like(theta)
+    spacing[order] = np.minimum(gaps, np.roll(gaps, 1))
+    top = np.finfo(float).max
+    return np.divide(np.asarray(masses, float), spacing, out=np.full(theta.size, top), where=spacing > 0)
+
+
+def split_group(group: np.ndarray, angles: np.ndarray, density: np.ndarray, delta: float,
+                prominence: float = PROMINENCE) -> list[np.ndarray]:
+    """A group of linked points (counter-clockwise, :func:`group_points`) cut at its significant
+    dips: the basins of :func:`meanfield.peaks.cluster_labels` of the points' densities along
+    the group, those whose peaks are within ``delta`` of each other joined.  Returns index
+    arrays into ``angles``, each with its peak (the densest member) first."""
+    n = len(group)
+    step = np.arange(n)
+    ring = n > 2 and circular_distance(angles[group[-1]], angles[group[0]]) <= delta  # the whole circle
+    before, after = (step - 1) % n, (step + 1) % n
+    if not ring:
+        before[0], after[-1] = -1, -1
+    neighbours = np.stack([before, after], axis=1) if n > 1 else np.full((1, 2), -1)
+    values = density[group]
+    labels, peaks = cluster_labels(values, CellGraph(neighbours), 0.0, prominence)
+    joined = np.arange(len(peaks))  # peaks within delta (in order along the group): one cluster
+    along = np.argsort(peaks, kind="stable")
+    for a, b in zip(along[:-1], along[1:], strict=True):
+        if circular_distance(angles[group[peaks[a]]], angles[group[peaks[b]]]) <= delta:
+            joined[joined == joined[b]] = joined[a]
+    if ring and len(along) > 1 and circular_distance(angles[group[peaks[along[-1]]]],
+                                                     angles[group[peaks[along[0]]]]) <= delta:
+        joined[joined == joined[along[-1]]] = joined[along[0]]
+    parts = []
+    for k in np.unique(joined):
+        members = np.flatnonzero(np.isin(labels, np.flatnonzero(joined == k)))
+        top = members[np.argmax(values[members])]
+        parts.append(group[np.concatenate([[top], members[members != top]])])
+    return parts
+
+
+def region_masses(angles: np.ndarray, masses: np.ndarray, clusters: list[np.ndarray],
+                  density: np.ndarray) -> np.ndarray:
+    """The mass of each cluster's region: its members and the points between it and the next
+    cluster on either side up to the least dense of them (the dip between two clusters; every
+    point when there is one cluster), so the regions partition the circle as the basins of a
+    density do (:mod:`meanfield.peaks.basins`)."""
+    out = np.array([float(masses[c].sum()) for c in clusters])
+    if not clusters:
+        return out
+    order = np.argsort(np.mod(angles, TWO_PI), kind="stable")
+    owner = np.full(len(angles), -1)
+    for k, members in enumerate(clusters):
+        owner[members] = k
+    ring, n = owner[order], len(angles)
+    owned = np.flatnonzero(ring >= 0)
+    after = np.roll(owned, -1)
+    runs = (after - owned) % n != 1  # unowned points follow (all of them after a lone owned point)
+    for a, b in zip(owned[runs], after[runs], strict=True):
+        points = order[np.arange(a + 1, b + n if b <= a else b) % n]
+        if ring[a] == ring[b]:
+            out[ring[a]] += masses[points].sum()
+            continue
+        cut = int(np.argmin(density[points])) + 1
+        out[ring[a]] += masses[points[:cut]].sum()
+        out[ring[b]] += masses[points[cut:]].sum()
+    return out
+
+
+def point_angle(theta: np.ndarray, ids: np.ndarray, point: int) -> float | None:
+    """The angle of the point with id ``point`` (None if it is gone)."""
+    where = np.flatnonzero(ids == point)
+    return float(theta[where[0]]) if where.size else None
 
 
 @dataclass(frozen=True)
@@ -237,7 +309,7 @@ def point_set_history(
     delta: float = DELTA,
     link_density: float = LINK_DENSITY,
     min_mass: float = MIN_MASS,
-    gap: float | None = None,
+    prominence: float = PROMINENCE,
 ) -> PointSetHistory:
     """Group, track and time the clusters of a sequence of point-set frames (module docstring).
 
@@ -247,60 +319,58 @@ def point_set_history(
         ``(t, angles (m,), masses (m,), ids (m,))`` in increasing t; m may change (atoms
         appear and merge); ids are integers that a point keeps between frames.
     delta
-        Merge distance (rad), :mod:`meanfield.merging`.
+        Merge distance and grouping gap (rad), :mod:`meanfield.merging`.
     link_density
         Least local density of a link (mass per radian).
     min_mass
         Smallest mass of a cluster.
-    gap
-        Grouping gap (rad), default ``delta``; at least the spacing of points on a mesh.
+    prominence
+        Least relative depth of a dip that cuts a group (:mod:`meanfield.peaks.basins`).
     """
-    gap = float(delta if gap is None else gap)
-    history = PointSetHistory(float(delta), {"link_density": float(link_density), "min_mass": float(min_mass)})
+    history = PointSetHistory(float(delta), {"link_density": float(link_density), "min_mass": float(min_mass),
+                                             "prominence": float(prominence)})
     prev: _Frame | None = None
     pending: list[_Pending] = []
     next_label = 0
     for t, angles, masses, ids in frames:
         theta, m, ident = (np.asarray(x) for x in (angles, masses, ids))
         theta = np.mod(theta.astype(float), TWO_PI)
-        groups = [g for g in group_points(theta, gap, m, link_density) if m[g].sum() >= min_mass]
-        members = [ident[g] for g in groups]
-        centre = np.array([circular_mean(theta[g], m[g]) for g in groups])
-        mass = np.array([float(m[g].sum()) for g in groups])
-        labels = np.full(len(groups), -1, dtype=np.int64)
+        density = local_density(theta, m)
+        clusters = [part for g in group_points(theta, delta, m, link_density)
+                    for part in split_group(g, theta, density, delta, prominence) if m[part].sum() >= min_mass]
+        members = [ident[c] for c in clusters]
+        centre = np.angle(np.exp(1j * theta[[c[0] for c in clusters]]))  # the peaks, in (-pi, pi]
+        mass = region_masses(theta, m, clusters, density)
+        labels = np.full(len(clusters), -1, dtype=np.int64)
+        frame = _Frame(float(t), labels, centre, mass, members, theta, m, ident)
         if prev is None:
-            labels[:] = np.arange(len(groups))
-            next_label = len(groups)
+            labels[:] = np.arange(len(clusters))
+            next_label = len(clusters)
         else:
-            parents = [prev.owners(x) for x in members]
-            claimed: dict[int, list[int]] = {}
-            for c, ps in enumerate(parents):
-                for p in ps:
-                    claimed.setdefault(p, []).append(c)
-            for lab in prev.labels:  # parents whose members all vanished: into the nearest cluster
-                if int(lab) not in claimed and len(groups):
-                    c = int(np.argmin(circular_distance(centre, prev.centre_of(int(lab)))))
-                    parents[c] = sorted(set(parents[c]) | {int(lab)})
-                    claimed[int(lab)] = [c]
-            taken: set[int] = set()
-            for c in np.argsort(-mass, kind="stable"):  # heavier children choose first
-                ps = [p for p in parents[c] if p not in taken]
-                if not ps:
+            successor = {}  # old label -> the new cluster holding its peak (-1: none)
+            for lab in prev.labels:
+                peak = np.array([prev.peak_of(int(lab))])
+                successor[int(lab)] = int(frame.index_of(peak)[0])
+                if successor[int(lab)] < 0 and not np.isin(peak, ident).any() and len(clusters):
+                    # its peak is gone (an atom absorbed by the solver): into the nearest cluster
+                    successor[int(lab)] = int(np.argmin(circular_distance(centre, prev.centre_of(int(lab)))))
+            for c in range(len(clusters)):
+                parents = [lab for lab, j in successor.items() if j == c]
+                if not parents:
                     labels[c] = next_label
-                    kind = "split" if parents[c] else "birth"
-                    born = (next_label,) if kind == "birth" else (parents[c][0], next_label)
-                    history.events.append(Event(kind, float(t), born, (0.0, 0.0)))
+                    parent = int(prev.index_of(members[c][:1])[0])
+                    born = (next_label,) if parent < 0 else (int(prev.labels[parent]), next_label)
+                    history.events.append(Event("birth" if parent < 0 else "split", float(t), born, (0.0, 0.0)))
                     next_label += 1
                     continue
-                keep = max(ps, key=prev.mass_of)
+                keep = max(parents, key=prev.mass_of)
                 labels[c] = keep
-                taken.update(ps)
-                for p in ps:
-                    if p != keep:
-                        pending.append(_Pending(keep, p, prev.mass_of(keep), prev.mass_of(p), prev.member_ids(keep),
-                                                prev.member_ids(p), prev.time, prev.separation(keep, p)))
+                pending += [_Pending(keep, p, prev.mass_of(keep), prev.mass_of(p), prev.peak_of(keep),
+                                     prev.peak_of(p), prev.time, prev.separation(keep, p))
+                            for p in parents if p != keep]
+            history.events += [Event("death", float(t), (lab,)) for lab, j in successor.items() if j < 0]
         for merge in list(pending):  # parents joined: their centres come within delta now or later
-            done = merge.advance(float(t), theta, m, ident, delta)
+            done = merge.advance(float(t), theta, ident, delta)
             if done is not None:
                 history.events.append(done)
                 pending.remove(merge)
@@ -310,7 +380,7 @@ def point_set_history(
         history.masses.append(mass)
         history.total.append(float(m.sum()))
         history.stray.append(float(m.sum() - mass.sum()))
-        prev = _Frame(float(t), labels, centre, mass, members, theta, m, ident)
+        prev = frame
     history.events += [Event("merge", m.t0, (m.kept, m.absorbed), m.masses) for m in pending]  # never reached delta
     history.events.sort(key=lambda e: e.time)
     return history
@@ -324,8 +394,8 @@ class _Pending:
     absorbed: int
     kept_mass: float
     absorbed_mass: float
-    kept_ids: np.ndarray
-    absorbed_ids: np.ndarray
+    kept_peak: int
+    absorbed_peak: int
     t0: float
     s0: float
 
@@ -333,11 +403,10 @@ class _Pending:
     def masses(self) -> tuple[float, float]:
         return self.kept_mass, self.absorbed_mass
 
-    def advance(self, t1: float, theta: np.ndarray, masses: np.ndarray, ids: np.ndarray,
-                delta: float) -> Event | None:
-        """The merge event if the distance of the parents' centres in this frame is <= delta
+    def advance(self, t1: float, theta: np.ndarray, ids: np.ndarray, delta: float) -> Event | None:
+        """The merge event if the distance of the parents' peaks in this frame is <= delta
         (interpolated, module docstring), else None after remembering this frame."""
-        a, b = (member_centre(theta, masses, ids, x) for x in (self.kept_ids, self.absorbed_ids))
+        a, b = (point_angle(theta, ids, x) for x in (self.kept_peak, self.absorbed_peak))
         s1 = 0.0 if a is None or b is None else float(circular_distance(a, b))  # gone: absorbed by the solver
         if s1 > delta:
             self.t0, self.s0 = t1, s1
@@ -348,7 +417,7 @@ class _Pending:
 
 @dataclass
 class _Frame:
-    """The previous frame, for tracking: clusters, their member ids and the raw points."""
+    """A frame for tracking: clusters (each one's peak id first among its member ids) and the raw points."""
 
     time: float
     labels: np.ndarray
@@ -361,32 +430,32 @@ class _Frame:
 
     def __post_init__(self) -> None:
         all_ids = np.concatenate(self.members) if self.members else np.zeros(0, np.int64)
-        owner = np.concatenate([np.full(len(x), lab) for x, lab in zip(self.members, self.labels, strict=True)]) \
+        owner = np.concatenate([np.full(len(x), k) for k, x in enumerate(self.members)]) \
             if self.members else np.zeros(0, np.int64)
         order = np.argsort(all_ids, kind="stable")
         self._ids, self._owner = all_ids[order], owner[order]
-        self._index = {int(lab): i for i, lab in enumerate(self.labels)}
 
-    def _lookup(self, ids: np.ndarray) -> np.ndarray:
-        """Owner label of each id (-1 if it was in no cluster)."""
+    def _at(self, label: int) -> int:
+        """The index of the cluster labelled ``label`` (labels are given once the frame is tracked)."""
+        return int(np.flatnonzero(self.labels == label)[0])
+
+    def index_of(self, ids: np.ndarray) -> np.ndarray:
+        """Index of the cluster holding each id in this frame (-1 if it is in none)."""
         if self._ids.size == 0:
             return np.full(len(ids), -1)
         j = np.minimum(np.searchsorted(self._ids, ids), self._ids.size - 1)
         return np.where(self._ids[j] == ids, self._owner[j], -1)
 
-    def owners(self, ids: np.ndarray) -> list[int]:
-        found = self._lookup(ids)
-        return sorted(int(x) for x in np.unique(found[found >= 0]))
-
-    def member_ids(self, label: int) -> np.ndarray:
-        return self.members[self._index[label]]
+    def peak_of(self, label: int) -> int:
+        """The id of the peak (the densest member) of the cluster labelled ``label``."""
+        return int(self.members[self._at(label)][0])
 
     def mass_of(self, label: int) -> float:
-        return float(self.mass[self._index[label]])
+        return float(self.mass[self._at(label)])
 
     def centre_of(self, label: int) -> float:
-        return float(self.centre[self._index[label]])
+        return float(self.centre[self._at(label)])
 
     def separation(self, a: int, b: int) -> float:
-        """Separation (module docstring) of the clusters labelled a and b in this frame: their centres' distance."""
+        """Separation (module docstring) of the clusters labelled a and b in this frame: their peaks' distance."""
         return float(circular_distance(self.centre_of(a), self.centre_of(b)))
