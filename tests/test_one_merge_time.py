@@ -68,8 +68,8 @@ def _rows(path) -> list[dict[str, str]]:
 def test_clusters_and_longtime_see_the_same_clusters(tmp_path):
     """One cluster convention (docs/long-time.rst, "One cluster convention"): two bumps that merge
     on a coarse S^1 mesh.  ``meanfield clusters RUN`` and ``meanfield longtime CONFIG --run RUN``
-    give each output the same clusters (count, id, theta in (-pi, pi], mass) and the same events
-    table; the Lagrangian reference counts the same two clusters at t = 0 (the bumps above the
+    give each output the same clusters (count, id, theta in (-pi, pi], mass: the same columns)
+    and the same events table; the Lagrangian reference counts the same two clusters at t = 0 (the bumps above the
     uniform density) within a cell of the run's peaks; the terminal leads with the merge."""
     import tomli_w
     from mpi4py import MPI
@@ -95,10 +95,10 @@ def test_clusters_and_longtime_see_the_same_clusters(tmp_path):
         return {t: sorted(v) for t, v in out.items()}
 
     clusters = by_time(_rows(tmp_path / "run" / "clusters" / "clusters.csv"), "id", "theta", "mass")
-    hybrid = by_time(_rows(tmp_path / "study" / "hybrid-clusters.csv"), "label", "theta", "mass")
+    hybrid = by_time(_rows(tmp_path / "study" / "hybrid-clusters.csv"), "id", "theta", "mass")
     assert clusters == hybrid  # the same analysis: ids, angles and masses to the bit
     assert [len(clusters[t]) for t in sorted(clusters)][0] == 2 and len(clusters[2.0]) == 1
-    reference = by_time(_rows(tmp_path / "study" / "reference-beta9-clusters.csv"), "label", "theta", "mass")
+    reference = by_time(_rows(tmp_path / "study" / "reference-beta9-clusters.csv"), "id", "theta", "mass")
     assert len(reference[0.0]) == 2
     cell = 2 * np.pi / 64
     for (_, theta, _), (_, ref, _) in zip(sorted(clusters[0.0], key=lambda r: r[1]),

@@ -1,56 +1,59 @@
 """Clusters, merges and metastable states of weighted point sets on S^1 over time.
 
 One rule for every point set: reference tokens (:mod:`meanfield.references.lagrangian_circle`,
-ids = token indices) and the atoms of a hybrid run (``Atoms`` masses, angles and ids), given as
-a sequence of frames ``(t, angles, masses, ids)``.
+ids = token indices) and weighted points such as atoms, given as a sequence of frames
+``(t, angles, masses, ids)``.  It is the cluster definition of :mod:`meanfield.peaks.basins`
+(significant peaks above the cluster level, each with its region) for points instead of cell
+averages: a run's density is analysed by :mod:`meanfield.analysis.clusters` itself
+(:func:`meanfield.studies.longtime.run_history`).
 
 Grouping (one frame)
-    A point of mass m is *dense* when ``m >= link_density * min(gap, spacing)``, its
-    spacing being the smaller of the angular gaps to its two neighbours (a local density
-    ``m / spacing`` of at least ``link_density``, by default the cluster threshold of every
-    cluster count, :data:`meanfield.peaks.LEVEL` times the uniform density; any point heavier
-    than ``link_density * gap`` is dense, so atoms always are).  Dense points sorted by angle
-    whose gap (skipping the other points) is at most ``gap`` form a group (single
-    linkage).  A group is a *cluster* when its mass is at least ``min_mass``; every other
-    point -- tokens still spread out before formation, tokens left near the unstable point
-    between two clusters, tiny atoms -- is *unclustered*, its mass counted in
-    :attr:`PointSetHistory.stray` and in no cluster.  Points on a mesh (the cells of a run)
-    are linked by a ``gap`` of at least their spacing (the cells of a coarse mesh are more
-    than ``delta`` apart: with ``gap = delta`` every dense cell would be a cluster of its
-    own).  Defaults: ``gap = delta = 0.01`` rad,
-    ``link_density = 1 / (2 pi)`` (the uniform density of a unit mass: the threshold of
-    ``meanfield clusters``, so that both count the bumps of an initial density above the
-    uniform one as clusters from t = 0), ``min_mass = 0.01``.  A cluster's centre is its mass-weighted circular mean
-    ``arg sum_j m_j e^{i theta_j}`` in (-pi, pi]; its mass the sum of its members'.
+    A point's *local density* is its mass over its spacing, the smaller of the angular gaps
+    to its two neighbours.  A point of mass m is *dense* when ``m >= link_density *
+    min(delta, spacing)`` (a local density of at least ``link_density``, by default the
+    cluster level :data:`meanfield.peaks.LEVEL` times the uniform density ``1 / (2 pi)``;
+    any point heavier than ``link_density * delta`` is dense, so atoms always are).  Dense
+    points sorted by angle whose gap (skipping the other points) is at most ``delta`` form a
+    group (single linkage).  A group is cut at its significant dips: the basins of
+    :func:`meanfield.peaks.cluster_labels` of the local densities along the group
+    (``prominence``, :data:`meanfield.peaks.PROMINENCE`), those whose peaks are within
+    ``delta`` of each other kept together.  Each part of mass at least ``min_mass`` is a
+    *cluster*: its *peak* is its densest point, and its position (``centres``, in (-pi, pi])
+    the peak's angle, as a density cluster's is its peak's.  Its *region*, whose mass is the
+    cluster's mass, is its points and the other points up to the least dense point between it
+    and the next cluster on either side (on S^1, the basin of a density ends at the minimum
+    between two peaks), so the regions share the circle; ``stray`` is the mass in no region
+    (all of it when there is no cluster).  Default ``delta = 0.01`` rad, ``min_mass = 0.01``.
 
-    The rule is scale-aware in both regimes: collapsed clusters (width ``<< delta``, the
-    metastable phase; atoms) are separate iff their centres are more than ``delta`` apart, so
-    ``delta`` is a distance between cluster centres, as the hybrid's atom merge distance is;
-    spread-out points (n tokens of mass 1/n) count only where their density exceeds the
-    threshold, whatever n, so a bump of the density above it is a cluster (later ones appear
-    as events of kind ``"birth"`` or ``"split"``, :class:`~meanfield.analysis.events.Event`),
-    and light points between clusters neither bridge nor separate them.
+    With ``link_density`` at the cluster level, the bumps of an initial density above the
+    uniform one are clusters from t = 0, as ``meanfield clusters`` counts them; collapsed
+    clusters (width ``<< delta``, the metastable phase; atoms) are separate iff they are more
+    than ``delta`` apart, so ``delta`` is a distance between cluster peaks, as the hybrid's
+    atom merge distance is; light points between clusters neither bridge nor separate them.
 
 Tracking
-    Members keep their ids between frames.  A cluster inherits the labels of the previous
-    frame's clusters that own any of its members; the heaviest parent's label is kept, every
-    other parent is a *merge* into it (a merge keeps the heavier cluster's label, as atoms keep
-    the heavier atom's id).  A parent whose members all vanished (an atom absorbed by the
-    solver's own merge) merged into the cluster nearest its last centre.  A parent shared by
-    several clusters *split*: the heaviest child keeps the label, the others get new ones.
+    Points keep their ids between frames, and a cluster follows its peak, as the density
+    clusters of :mod:`meanfield.analysis.clusters.tracking` do: an old cluster's *successor*
+    is the new cluster holding its peak's id (for a peak that is gone -- an atom absorbed by a
+    solver -- the cluster nearest its last position).  A new cluster that is the successor of
+    one old cluster keeps its label; of several, it keeps the heaviest one's label and the
+    others *merge* into it; of none, it is new: a ``"split"`` if its peak was in an old cluster,
+    else a ``"birth"``.  An old cluster that is no one's predecessor -- its peak in no cluster
+    -- ends with a ``"death"``.
 
 Merge time
     The merge of :mod:`meanfield.merging` (one definition for every cluster history): the
-    time at which the separation of the two clusters -- the distance of their centres, each
-    the circular mean of the members it had in the last frame where both were clusters --
-    falls to ``delta``.  Between the last frame with ``s0 > delta`` and the first with
+    time at which the separation of the two clusters -- the distance of their peaks (the
+    points that were their peaks in the last frame where both were clusters) -- falls to
+    ``delta``.  Between the last frame with ``s0 > delta`` and the first with
     ``s1 <= delta``, ``log s`` is interpolated linearly in t (the final approach of two
-    clusters is exponential, ``s' ~ -s``), or s itself when ``s1 = 0`` (members gone: the
+    clusters is exponential, ``s' ~ -s``), or s itself when ``s1 = 0`` (a peak gone: the
     lighter atom was absorbed by the solver).  Two clusters joined into one group while
     still more than ``delta`` apart (linked through dense points between them, such as the
-    tokens flowing into both) are followed until their centres come within ``delta``; a pair
-    that never does by the last frame is reported at the frame where it joined.  Keep ``delta`` at least the hybrid's
-    ``atoms.merge_distance``, so that the solver never combines atoms before the merge is seen.
+    tokens flowing into both) are followed until their peaks come within ``delta``; a pair
+    that never does by the last frame is reported at the frame where it joined.  Keep
+    ``delta`` at least the hybrid's ``atoms.merge_distance``, so that the solver never
+    combines atoms before the merge is seen.
 
 Metastable states
     The k-cluster state lasts from the event that made the cluster count k (the last split
@@ -223,14 +226,14 @@ class PointSetHistory:
     times
         (T,) frame times.
     labels, centres, masses
-        Per frame: (k,) cluster labels, centres in (-pi, pi] and masses, in counter-clockwise
-        order from theta = 0.
+        Per frame: (k,) cluster labels, centres (peaks) in (-pi, pi] and masses (of their
+        regions), in increasing theta.
     stray
-        (T,) mass in no cluster.
+        (T,) mass in no region (all of it when there is no cluster).
     total
         (T,) total mass of the frame.
     events
-        Merges, splits and births in time order.
+        Merges, splits, births and deaths in time order.
     delta
         The merge distance (rad).
     rule
@@ -338,8 +341,10 @@ def point_set_history(
         density = local_density(theta, m)
         clusters = [part for g in group_points(theta, delta, m, link_density)
                     for part in split_group(g, theta, density, delta, prominence) if m[part].sum() >= min_mass]
+        peaks = np.angle(np.exp(1j * theta[[c[0] for c in clusters]]))  # in (-pi, pi]
+        clusters = [clusters[k] for k in np.argsort(peaks, kind="stable")]
+        centre = np.sort(peaks)
         members = [ident[c] for c in clusters]
-        centre = np.angle(np.exp(1j * theta[[c[0] for c in clusters]]))  # the peaks, in (-pi, pi]
         mass = region_masses(theta, m, clusters, density)
         labels = np.full(len(clusters), -1, dtype=np.int64)
         frame = _Frame(float(t), labels, centre, mass, members, theta, m, ident)
