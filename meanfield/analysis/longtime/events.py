@@ -148,17 +148,17 @@ def split_group(group: np.ndarray, angles: np.ndarray, density: np.ndarray, delt
     neighbours = np.stack([before, after], axis=1) if n > 1 else np.full((1, 2), -1)
     values = density[group]
     labels, peaks = cluster_labels(values, CellGraph(neighbours), 0.0, prominence)
-    joined = np.arange(len(peaks))  # peaks within delta (in order along the group): one cluster
-    along = np.argsort(peaks, kind="stable")
-    for a, b in zip(along[:-1], along[1:], strict=True):
-        if circular_distance(angles[group[peaks[a]]], angles[group[peaks[b]]]) <= delta:
-            joined[joined == joined[b]] = joined[a]
-    if ring and len(along) > 1 and circular_distance(angles[group[peaks[along[-1]]]],
-                                                     angles[group[peaks[along[0]]]]) <= delta:
-        joined[joined == joined[along[-1]]] = joined[along[0]]
+    along = np.argsort(peaks, kind="stable")  # peaks in order along the group
+    at = angles[group[peaks[along]]]
+    run = np.concatenate([[0], np.cumsum(circular_distance(at[:-1], at[1:]) > delta)])
+    if ring and len(at) > 1 and circular_distance(at[-1], at[0]) <= delta:
+        run[run == run[-1]] = 0
+    joined = np.empty(len(peaks), dtype=np.int64)
+    joined[along] = run  # peaks within delta of the next one along: one cluster
+    part = joined[labels]
     parts = []
-    for k in np.unique(joined):
-        members = np.flatnonzero(np.isin(labels, np.flatnonzero(joined == k)))
+    for k in np.unique(part):
+        members = np.flatnonzero(part == k)
         top = members[np.argmax(values[members])]
         parts.append(group[np.concatenate([[top], members[members != top]])])
     return parts
