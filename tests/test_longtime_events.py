@@ -12,7 +12,7 @@ import pytest
 from scipy import optimize
 
 from meanfield.analysis.longtime import LINK_DENSITY, group_points, point_set_history
-from meanfield.analysis.longtime.events import circular_mean, local_density
+from meanfield.analysis.longtime.events import local_density
 
 
 def test_group_points_wraps_around_the_circle():
@@ -24,14 +24,13 @@ def test_group_points_wraps_around_the_circle():
     assert group_points(np.zeros(0), 0.1) == []
 
 
-def test_local_density_and_mean_on_the_circle():
+def test_local_density_and_peaks_on_the_circle():
     theta, masses = np.array([0.01, 2 * np.pi - 0.03, 3.0, 1.0]), np.array([1.0, 1.0, 2.0, 1.0])
     assert local_density(theta, masses) == pytest.approx([25.0, 25.0, 1.0, 1.0 / 0.99])  # gaps across 0
     assert local_density(np.array([1.0, 1.0]), np.ones(2)).tolist() == [np.finfo(float).max] * 2
-    assert circular_mean(np.array([-0.1, 0.3]), np.array([1.0, 1.0])) == pytest.approx(0.1, abs=1e-12)
-    assert circular_mean(np.array([0.5, 2 * np.pi - 0.1]), np.array([1.0, 5.0])) == pytest.approx(
-        np.angle(np.exp(0.5j) + 5 * np.exp(-0.1j)))  # in (-pi, pi], as every cluster table
-    assert circular_mean(np.array([np.pi - 0.1, np.pi + 0.1]), np.array([1.0, 2.0])) < 0
+    bump = np.pi + 0.001 + 0.05 * np.linspace(-1.0, 1.0, 41) ** 3  # densest at its middle token
+    h = point_set_history([(0.0, bump, np.full(41, 1 / 41), np.arange(41))])
+    assert h.centres[0] == pytest.approx([-np.pi + 0.001], abs=1e-5)  # the peak (a token), in (-pi, pi] as every table
 
 
 def approaching(times, s0=1.0, masses=(0.3, 0.2), absorb_below=None):

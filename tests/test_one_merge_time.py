@@ -65,6 +65,7 @@ def _rows(path) -> list[dict[str, str]]:
         return list(csv.DictReader(fh))
 
 
+@pytest.mark.slow  # about 8 s of CPU: the run, then two commands in fresh processes
 def test_clusters_and_longtime_see_the_same_clusters(tmp_path):
     """One cluster convention (docs/long-time.rst, "One cluster convention"): two bumps that merge
     on a coarse S^1 mesh.  ``meanfield clusters RUN`` and ``meanfield longtime CONFIG --run RUN``

@@ -85,11 +85,6 @@ def circular_distance(a: np.ndarray | float, b: np.ndarray | float) -> np.ndarra
     return np.minimum(d, TWO_PI - d)
 
 
-def circular_mean(angles: np.ndarray, masses: np.ndarray) -> float:
-    """The mass-weighted circular mean ``arg sum m e^{i theta}`` in (-pi, pi]."""
-    return float(np.angle(np.sum(masses * np.exp(1j * angles))))
-
-
 def group_points(angles: np.ndarray, delta: float, masses: np.ndarray | None = None,
                  link_density: float = 0.0) -> list[np.ndarray]:
     """Indices of the groups of dense points linked by gaps <= delta (module docstring).
