@@ -56,8 +56,10 @@ Merge time
     combines atoms before the merge is seen.
 
 Metastable states
-    The k-cluster state lasts from the event that made the cluster count k (the last split
-    for the first state: the end of formation) to the next merge; its duration is the
+    The k-cluster state lasts from the event that made the cluster count k (for the first
+    state the last birth or split before the first merge, or the first frame when there is
+    none: the bumps of a perturbed initial density are clusters from the start, so the first
+    state's duration includes their formation) to the next merge; its duration is the
     metastable time.  A state still present at the last frame has ``end = None`` and its
     duration is a lower bound (``lower_bound = True``).
 """
