@@ -37,9 +37,9 @@ import numpy as np
 from ..config import Config, ConfigError, load_config
 from ..expression import VARIABLES, Function, compile_function
 from ..model import did_you_mean
+from ..own_observables import OWN_OBSERVABLE_NAME
 from ..spheres import sphere_named
 from ..times import MATCH_TOL, same_time
-from ..trackers import TRACKER_NAME
 
 #: A parameter path: ``model.beta``, ``model.Q[0][1]``, ``model.heads[1].weight``, ``model.layers[0].V[2][0]``.
 _PART = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)((?:\[\d+\])*)")
@@ -83,7 +83,7 @@ class ResponseResult:
 def parse_observable(text: str) -> Observable:
     """``EXPR`` or ``NAME=EXPR`` -> :class:`Observable` (``ExpressionError`` naming ``--observable``)."""
     name, sep, rest = text.partition("=")
-    named = bool(sep) and TRACKER_NAME.fullmatch(name.strip()) is not None and not rest.startswith("=")
+    named = bool(sep) and OWN_OBSERVABLE_NAME.fullmatch(name.strip()) is not None and not rest.startswith("=")
     label, expression = (name.strip(), rest.strip()) if named else (text, text)
     return Observable(label, expression, compile_function(expression, f"--observable {text!r}", VARIABLES))
 

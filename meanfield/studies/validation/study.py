@@ -217,7 +217,7 @@ def batch_covers(problem: Problem, n: int) -> bool:
     from ...particles.batch import DEFAULT_MEMORY, bytes_per_prompt
     from ...particles.prompts import check_batch
 
-    if problem.field.method == "fast" or len(problem.output.trackers) or problem.particles.batched:
+    if problem.field.method == "fast" or len(problem.output.own_observables) or problem.particles.batched:
         return False
     try:
         check_batch(problem if problem.particles.n == n else Problem(with_counts(problem.config, n)), 1)
