@@ -192,8 +192,8 @@ class OwnObservables:
                     need = "linear in rho, e.g. integral(rho * z)" if reduction == "integral" else \
                         "without rho, e.g. max(z)"
                     raise ExpressionError(f"{observable.field}: {observable.expression!r} has no value on tokens, "
-                                          f"which carry no pointwise density; a particle run takes {reduction}(...) of an "
-                                          f"expression {need}")
+                                          f"which carry no pointwise density; a particle run takes {reduction}(...) "
+                                          f"of an expression {need}")
 
     def evaluate(self, t: float, rho: np.ndarray, points: np.ndarray, areas: np.ndarray, comm) -> dict[str, float]:
         """The own observables' values at output time ``t`` (collective; ``nan`` for those not due).
