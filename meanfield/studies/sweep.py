@@ -43,6 +43,7 @@ from ..problem import Problem, output_times
 from ..rundir.checkpoint import CheckpointError
 from ..rundir.directory import RunDirectoryError, classify, effective_status, read_metadata
 from ..rundir.files import exclusive_lock, write_text
+from ..rundir.layout import CONFIG
 from ..rundir.recovery import resume_point
 from ..rundir.study_directory import check_study, extend_study, prepare_study, study_definition
 from ..rundir.sweeps import KIND, SweepPoint, cell_value, definition_points, plan_points
@@ -179,7 +180,7 @@ def point_status(path: Path) -> str:
 def _resumable(path: Path) -> bool:
     try:
         run_type = (read_metadata(path) or {}).get("kind", "pde")
-        resume_point(path, run_type, output_times(load_config(path / "config.toml").data["time"]))
+        resume_point(path, run_type, output_times(load_config(path / CONFIG).data["time"]))
     except (CheckpointError, ValueError, OSError):
         return False
     return True

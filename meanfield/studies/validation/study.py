@@ -46,7 +46,7 @@ from ...model import ModelError
 from ...particles.sampling import check_causal_sampler, resolve_sampler
 from ...problem import Problem
 from ...rundir.directory import is_run
-from ...rundir.layout import BY_PROMPT
+from ...rundir.layout import BY_PROMPT, CONFIG
 from ...rundir.results import ParticleRunResult, PDERunResult, load_pde_run
 from ...rundir.study_directory import prepare_study, write_table
 from ...times import MATCH_TOL, time_tol
@@ -148,7 +148,7 @@ def check_pde_run(config: Problem | Config, run_dir: str | Path, option: str) ->
     if not is_run(path):
         raise ConfigError(f"{option} {path}: not a meanfield run directory")
     try:
-        theirs = load_config(path / "config.toml")
+        theirs = load_config(path / CONFIG)
     except ConfigError as exc:
         raise ConfigError(f"{option} {path}: its config.toml cannot be read: {exc}") from None
     try:
