@@ -1,13 +1,16 @@
-"""The backward solve: the forward trajectory, checkpointed, and the adjoint run back along it.
+"""The backward solve: the forward trajectory, recorded, and the adjoint run back along it.
 
 :class:`AdjointSolver` drives a :class:`~meanfield.discrete_pde.DiscretePDE` forward to the requested
-times (:meth:`AdjointSolver.forward`), keeping its step sequence (start, step size, layer) and
-the state at every ``stride``-th step; when more states are kept than ``stride``, the stride
-doubles and every other state is dropped, so about ``2 sqrt(steps)`` states are held.  The
-backward sweep (:meth:`AdjointSolver.backward`) takes the segments between kept states from
-the last to the first, recomputes each segment's steps from its first state (the same
-operations as the forward steps, so the same states to round-off), keeps their Runge-Kutta
-stage states (at most ``stride`` steps' worth), and runs the adjoint of SSP-RK3 back over them
+times (:meth:`AdjointSolver.forward`), keeping its step sequence (start, step size, layer),
+every step's Runge-Kutta stages as the forward step made them (the stage states, the states
+before the limiter and the field's evaluation at each stage, recorded by :class:`StageRecorder`)
+while they fit a memory budget, and the state at every ``stride``-th step; when more states are
+kept than ``stride``, the stride doubles and every other state is dropped, so about
+``2 sqrt(steps)`` states are held.  The backward sweep (:meth:`AdjointSolver.backward`) takes the
+segments between kept states from the last to the first; a segment with a step whose stages
+were not kept is recomputed from its first state (the same operations as the forward steps,
+so the same states to round-off) and its stages kept for the sweep (at most ``stride`` steps'
+worth).  It then runs the adjoint of SSP-RK3 back over them
 (the shared tableau's :meth:`~meanfield.runge_kutta.ShuOsher.transposed_step`): for
 ``u1 = S(w0)``, ``w0 = u + dt L(u)``, ``u2 = S(w1)``, ``w1 = 3/4 u + 1/4 (u1 + dt L(u1))``,
 ``v = S(w2)``, ``w2 = 1/3 u + 2/3 (u2 + dt L(u2))`` (``S`` the scheme's postprocessing: DG1's
@@ -19,12 +22,22 @@ limiter, the identity for FV), with ``S'(w)*`` the adjoint of its derivative,
 with ``A`` the adjoint operator of :mod:`.operator` (FV) or :mod:`.dg1` (DG1).  For both schemes
 this is the exact discrete adjoint of the forward map for the forward run's step sizes: the
 Taylor test agrees to second order in the perturbation's size (where DG1's limiter acts, the map
-is only piecewise smooth, and the perturbation must not carry a cell across its kinks).  Memory:
-about ``2 sqrt(steps)`` states plus ``3 stride`` stage states (``6 stride`` with DG1's limiter:
-the states before it too, and the stages' field evaluations) and the linearisation data of one
-stage; cost: one forward run to recompute the segments plus, per step, three linearisations (one
-field evaluation each per slice; none for finite volumes, whose recomputed stage's own evaluation
-at the facet midpoints is the one it needs) and three adjoint sums (every column at once).
+is only piecewise smooth, and the perturbation must not carry a cell across its kinks).
+
+Memory and cost.  A step's stages are 3 stage states, 3 states before the limiter (the same
+arrays for FV, which has none), its result and the field's values at each stage
+(:meth:`StepStages.nbytes`; DG1 on S^2 with one head: 87 numbers, 700 bytes, per cell and step;
+FV: about 30).
+They are kept for the first steps while the total fits ``stage_budget`` bytes on every rank
+(:func:`meanfield.memory.stage_budget`: a quarter of the memory available to the process,
+shared by the ranks on the node, or ``MEANFIELD_ADJOINT_MEMORY``); from the first step that does
+not fit, none is kept, and the backward sweep recomputes the segments from that step on (about
+``2 sqrt(steps)`` states plus ``6 stride`` stage states and their evaluations held for one
+segment).  :meth:`Trajectory.memory` and :meth:`Trajectory.describe` report the decision.  Cost
+of the backward sweep: the recomputation of those segments (none when every step's stages were
+kept, one forward run when none was) plus, per step, three linearisations (no field evaluation
+with one density: the stage's own evaluation is the one it needs; one per slice in a causal run)
+and three adjoint sums (every column at once).
 
 The adjoint's rows are the operator's (``operator.points``): one per owned cell for FV, one per
 owned cell and vertex for DG1 (a final condition there is the DG1 function of its values).
