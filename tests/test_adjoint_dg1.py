@@ -235,13 +235,15 @@ def test_parameter_derivative_is_the_discrete_one(tmp_path):
     assert abs(fd) > 1e-3 and abs(row[f"d_value_d_{parameter}"] - fd) < 1e-7 * abs(fd), (row, fd)
 
 
+@pytest.mark.mpi
 @pytest.mark.parametrize("scheme", ["fv", "dg1"])
 def test_kept_stages_and_recomputed_segments_agree(scheme, comm):
     """The backward sweep along the stages kept during the recording run, along segments
     recomputed from the checkpoints (a budget of 0 bytes), and along both (a budget that keeps
     the first half of the steps' stages) gives the same Phi_0, parameter derivative and running
     cost's contribution, to 1e-12; the memory decision is reported.  The adaptive step (with
-    rejected tries: the recording keeps the accepted one's stages) and, for DG1, a limiter that acts."""
+    rejected tries: the recording keeps the accepted one's stages) and, for DG1, a limiter that acts.
+    Under MPI the ranks agree on which steps' stages are kept (recomputing a segment is collective)."""
     from meanfield.adjoint import Sensitivity
     from meanfield.velocity import LayerVelocity
 
