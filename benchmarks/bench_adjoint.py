@@ -2,6 +2,7 @@
 
     python benchmarks/bench_adjoint.py [--cases s1-1024,s2-5,s2-clustering] [--schemes fv,dg1]
                                        [--methods direct,fast] [--t-final 0.1] [--observables 1] [--memory]
+                                       [--stage-budget BYTES]
 
 For each case, scheme and field method, one fresh one-thread process runs, one after the
 other, the same softmax case (general Q, K, V, beta = 4, two vMF bumps) to ``--t-final``
@@ -9,12 +10,15 @@ with the adaptive SSP-RK3 step (the adjoint replays the forward run's steps):
 
 * ``forward``: the plain forward run (``DiscretePDE.step``), its CPU time;
 * ``gradient``: the forward run recorded (:meth:`~meanfield.adjoint.AdjointSolver.forward`,
-  checkpointed) and the backward sweep for ``--observables`` observables at the final time
-  (:meth:`~meanfield.adjoint.AdjointSolver.backward`: the segments recomputed, three
-  linearisations and three adjoint sums per step), CPU times.
+  checkpointed, every step's stages kept while they fit the stage budget) and the backward sweep
+  for ``--observables`` observables at the final time
+  (:meth:`~meanfield.adjoint.AdjointSolver.backward`: the segments whose stages were not kept
+  recomputed, three linearisations and three adjoint sums per step), CPU times.
 
 and prints the gradient's time over the forward run's ((record + backward) / forward, goal:
-at most 3) and the backward sweep's alone.  The case ``s2-clustering`` is
+at most 3) and the backward sweep's alone, with the steps whose stages were kept (``--stage-budget
+0`` keeps none: every segment is recomputed, as before stages were kept; default: the budget of
+:func:`meanfield.memory.stage_budget`).  The case ``s2-clustering`` is
 ``runs/examples/s2-clustering.toml`` as it is (t_final = 6, its default ``auto`` field and the
 FV scheme unless ``--schemes`` says otherwise) with the columns of ``meanfield response
 s2-clustering.toml --observable z --observable 'q=x**2 - y**2' --at 1,3,6`` (two observables
@@ -84,7 +88,7 @@ def finals(sim, data: dict, observables: int) -> dict:
     return out
 
 
-def worker(mode: str, data: dict, observables: int) -> dict:
+def worker(mode: str, data: dict, observables: int, stage_budget: float | None = None) -> dict:
     """One process: the forward run, the adjoint solve, or both one after the other
     (``gradient``); CPU times and peak memory."""
     from mpi4py import MPI
@@ -110,13 +114,14 @@ def worker(mode: str, data: dict, observables: int) -> dict:
         out.setdefault("set_up_mb", peak_rss_mb())
         ends = finals(sim, data, observables)
         tic = time.process_time()
-        solver = AdjointSolver(sim)
+        solver = AdjointSolver(sim, stage_budget=stage_budget)
         solver.forward(sorted(ends))
         out["record_s"] = time.process_time() - tic
         tic = time.process_time()
         solver.backward(ends)
         out["backward_s"] = time.process_time() - tic
         out["kept"], out["steps"] = len(solver.trajectory.kept), len(solver.trajectory.steps)
+        out["stages"], out["stage_mb"] = len(solver.trajectory.stages), solver.trajectory.stage_bytes / 1e6
     out["peak_mb"] = peak_rss_mb()
     return out
 
@@ -129,14 +134,15 @@ def main() -> None:
     parser.add_argument("--t-final", type=float, default=0.1)
     parser.add_argument("--observables", type=int, default=1)
     parser.add_argument("--memory", action="store_true", help="also the peak memory, in separate processes")
+    parser.add_argument("--stage-budget", type=float, help="bytes of kept stages (0: recompute every segment)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         mode, data = args.worker.split(":", 1)
-        print(json.dumps(worker(mode, json.loads(data), args.observables)))
+        print(json.dumps(worker(mode, json.loads(data), args.observables, args.stage_budget)))
         return
     header = ["case", "scheme", "field", "steps", "columns", "forward s", "record s", "backward s",
-              "gradient/forward", "backward/forward"]
+              "gradient/forward", "backward/forward", "stages kept", "stages MB"]
     memory_header = ["case", "scheme", "field", "peak fwd MB", "peak adj MB", "peak ratio", "fwd above set-up MB",
                      "adj above set-up MB", "kept/steps"]
     rows, memory = [], []
@@ -149,10 +155,13 @@ def main() -> None:
                     config(sphere, resolution, scheme, method, args.t_final)
                 columns = len(EXAMPLE_OBSERVABLES) * len(EXAMPLE_TIMES) if example else args.observables
                 call = ["--observables", str(args.observables)]
+                if args.stage_budget is not None:
+                    call += ["--stage-budget", str(args.stage_budget)]
                 g = run_json([sys.argv[0], "--worker", f"gradient:{json.dumps(data)}", *call])
                 f = g["forward_s"]
                 rows.append([name, scheme, method, g["steps"], columns, f, g["record_s"], g["backward_s"],
-                             (g["record_s"] + g["backward_s"]) / f, g["backward_s"] / f])
+                             (g["record_s"] + g["backward_s"]) / f, g["backward_s"] / f,
+                             f"{g['stages']}/{g['steps']}", g["stage_mb"]])
                 print(table(header, rows[-1:]), flush=True)
                 if args.memory:
                     forward = run_json([sys.argv[0], "--worker", f"forward:{json.dumps(data)}", *call])

@@ -4,6 +4,7 @@
     python benchmarks/study_adjoint_orders.py modes --sphere S2 --resolutions 2,3,4,5
     python benchmarks/study_adjoint_orders.py retrieval --sphere S1 --resolutions 32,64,128,256
     python benchmarks/study_adjoint_orders.py retrieval --sphere S2 --resolutions 1,2,3 --dt 0.05
+    python benchmarks/study_adjoint_orders.py retrieval --sphere S2 --resolutions 3,4 --dt 0.05 --method fast
 
 ``modes``: the influence functions of the exact modes about the uniform density (USA,
 Q = K = V = I: ``Phi_0 = e^{gamma t} phi``, :func:`meanfield.references.exact.growth_rate`; S^1
@@ -12,7 +13,8 @@ at the adjoint's rows relative to ``e^{gamma t} max |phi|``.  ``retrieval``: the
 setting (USA, beta = 1, ALiBi 1 normalised, uniform prompt, 8 slices; S^1 modes 1, 2 and the
 8-codeword score, S^2 the pair psi = phi = z) against the 8-slice Volterra law solved exactly
 (``M expm(a_n t W)[-1]``, W the slices' kernel: the spatial error alone), the largest relative
-error over the source slices.  ``t = 1``, ``dt = 0.01``, DG1 (``--scheme fv`` for FV), serial.
+error over the source slices.  ``t = 1``, ``dt = 0.01``, DG1 (``--scheme fv`` for FV), the direct
+field for ``retrieval`` (``--method fast``: the fast one, at ``[nonlocal] tol = 1e-10``), serial.
 Prints errors, orders and the forward and backward times.  Not a test.
 """
 
@@ -56,8 +58,8 @@ def mode_errors(sphere: str, resolution: int, scheme: str, t: float, dt: float) 
              for i, (f, g) in enumerate(modes)], forward, backward)
 
 
-def retrieval_errors(sphere: str, resolution: int, scheme: str, t: float,
-                     dt: float) -> tuple[list[float], float, float]:
+def retrieval_errors(sphere: str, resolution: int, scheme: str, t: float, dt: float,
+                     method: str = "direct") -> tuple[list[float], float, float]:
     from mpi4py import MPI
     from scipy import linalg
     from scipy.special import iv, spherical_in
@@ -71,8 +73,8 @@ def retrieval_errors(sphere: str, resolution: int, scheme: str, t: float,
     config = load_config({"name": "dgr", "mesh": {"sphere": sphere, "resolution": resolution},
                           "model": {"attention": "unnormalized", "beta": 1.0, "mask": "causal"},
                           "positions": {"slices": M, "decay": 1.0, "normalise": True}, "initial": {"kind": "uniform"},
-                          "time": {"t_final": t, "dt": dt}, "nonlocal": {"method": "direct"},
-                          "scheme": {"kind": scheme}})
+                          "time": {"t_final": t, "dt": dt}, "scheme": {"kind": scheme},
+                          "nonlocal": {"method": method, **({"tol": 1e-10} if method == "fast" else {})}})
     W = CausalVelocity(None, M, 1.0, True).kernel()
 
     def green(rate: float) -> np.ndarray:
@@ -103,11 +105,13 @@ def main() -> None:
     parser.add_argument("--scheme", default="dg1")
     parser.add_argument("--t-final", type=float, default=1.0)
     parser.add_argument("--dt", type=float, default=0.01)
+    parser.add_argument("--method", default="direct", choices=("direct", "fast"), help="the field (retrieval)")
     args = parser.parse_args()
     measure = mode_errors if args.what == "modes" else retrieval_errors
     previous = None
     for resolution in (int(r) for r in args.resolutions.split(",")):
-        errors, first, second = measure(args.sphere, resolution, args.scheme, args.t_final, args.dt)
+        extra = {"method": args.method} if args.what == "retrieval" else {}
+        errors, first, second = measure(args.sphere, resolution, args.scheme, args.t_final, args.dt, **extra)
         orders = "" if previous is None else "  orders " + " ".join(
             f"{np.log2(a / b):.2f}" for a, b in zip(previous, errors))
         times = f"forward {first:.1f} s, backward {second:.1f} s" if args.what == "modes" else f"{first:.1f} s"

@@ -17,6 +17,11 @@ kernel's ``MemAvailable`` -- and raises :class:`MemoryEstimateError` (bad input:
 line naming the setting and the estimate) when it does not fit.  ``MEANFIELD_MEMORY_CHECK=off``
 (or the command-line flag ``--no-memory-check``, which sets it for the process) skips the
 refusal for users who know better (swap, a machine whose memory the process cannot see).
+
+:func:`stage_budget` is the memory the adjoint's backward sweep may spend on the forward run's
+Runge-Kutta stages (:mod:`meanfield.adjoint.solver`): :data:`STAGE_FRACTION` of the memory
+available to the process, shared by the ranks on the node, or the fixed byte cap of
+``MEANFIELD_ADJOINT_MEMORY``.
 """
 
 from __future__ import annotations
@@ -30,6 +35,13 @@ from .spheres import sphere_named
 
 #: Environment variable: ``off`` skips the refusal (the estimate is still computed and printed by ``check``).
 ENV_VAR = "MEANFIELD_MEMORY_CHECK"
+#: Environment variable: a fixed byte cap (``2e9``) for the adjoint's kept stages, instead of :data:`STAGE_FRACTION`.
+STAGE_ENV_VAR = "MEANFIELD_ADJOINT_MEMORY"
+#: Share of the memory available to a rank that the adjoint's kept stages may hold (the fast field's basis
+#: caches hold at most another quarter, :data:`meanfield.nonlocal_field.expansion.CACHE_FRACTION`).
+STAGE_FRACTION = 0.25
+#: The stages' budget where the available memory is unknown.
+STAGE_FALLBACK = 1e9
 
 # Coefficients: measured peaks (one rank unless said) in MB, and what the estimate gives.
 #: Peak resident memory of a small run (imports, MPI, PETSc): measured 223-225 MB.
@@ -240,6 +252,34 @@ def check_memory(estimate: Estimate | None, ranks_here: int = 1) -> None:
             f"{estimate.what}: needs an estimated {estimate.format()}{node}, more than the "
             f"{format_bytes(room[0])} available ({room[1]}); make the job smaller or spread it over more nodes, "
             f"or pass --no-memory-check (or set {ENV_VAR}=off) to run it anyway")
+
+
+def stage_budget(ranks_here: int = 1) -> tuple[float, str]:
+    """Bytes this rank's adjoint may spend keeping the forward run's stages, and how that was chosen:
+    ``MEANFIELD_ADJOINT_MEMORY`` (bytes) when set, else :data:`STAGE_FRACTION` of the memory
+    available to the process (:func:`available_memory`) over the ``ranks_here`` ranks on this node,
+    else :data:`STAGE_FALLBACK`.
+
+    Raises
+    ------
+    MemoryEstimateError
+        ``MEANFIELD_ADJOINT_MEMORY`` is not a non-negative number of bytes.
+    """
+    text = os.environ.get(STAGE_ENV_VAR, "").strip()
+    if text:
+        try:
+            cap = float(text)
+        except ValueError:
+            cap = -1.0
+        if not cap >= 0.0 or math.isinf(cap):
+            raise MemoryEstimateError(f"{STAGE_ENV_VAR}: {text!r} is not a number of bytes (e.g. 2e9)")
+        return cap, f"{STAGE_ENV_VAR}={text}"
+    room = available_memory()
+    if room is None:
+        return STAGE_FALLBACK, f"{format_bytes(STAGE_FALLBACK)} (the available memory is unknown)"
+    ranks = max(ranks_here, 1)
+    share = f"{STAGE_FRACTION:g} of {format_bytes(room[0])} available ({room[1]})"
+    return STAGE_FRACTION * room[0] / ranks, share + (f" over {ranks} ranks on this node" if ranks > 1 else "")
 
 
 def ranks_on_node(comm) -> int:

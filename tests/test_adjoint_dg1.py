@@ -233,3 +233,49 @@ def test_parameter_derivative_is_the_discrete_one(tmp_path):
         values.append((float(solver.operator.inner(q[None, :, None], [state])[0, 0]), h))
     fd = (values[0][0] - values[1][0]) / (values[0][1] - values[1][1])
     assert abs(fd) > 1e-3 and abs(row[f"d_value_d_{parameter}"] - fd) < 1e-7 * abs(fd), (row, fd)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("scheme", ["fv", "dg1"])
+def test_kept_stages_and_recomputed_segments_agree(scheme, comm):
+    """The backward sweep along the stages kept during the recording run, along segments
+    recomputed from the checkpoints (a budget of 0 bytes), and along both (a budget that keeps
+    the first half of the steps' stages) gives the same Phi_0, parameter derivative and running
+    cost's contribution, to 1e-12; the memory decision is reported.  The adaptive step (with
+    rejected tries: the recording keeps the accepted one's stages) and, for DG1, a limiter that acts.
+    Under MPI the ranks agree on which steps' stages are kept (recomputing a segment is collective)."""
+    from meanfield.adjoint import Sensitivity
+    from meanfield.velocity import LayerVelocity
+
+    data = dg1(scheme={"kind": scheme}, mesh={"resolution": 16}, time={"t_final": 0.3, "dt": None, "tol": 1e-4},
+               initial={"expression": "0.002 + maximum(0, cos(x + 2*y))**8"})
+
+    def schedule(beta):
+        return simulation({**data, "model": {**data["model"], "beta": beta}}, comm).schedule
+
+    def sweep(budget):
+        sim = simulation(data, comm)
+        solver = AdjointSolver(sim, stage_budget=budget)
+        solver.forward([0.15, 0.3])
+        points = solver.operator.points
+        finals = {t: np.stack([points[:, 0] * (t == 0.3), points[:, 1] ** 2 * (t == 0.15)], axis=1)[None]
+                  for t in (0.15, 0.3)}
+        sens = Sensitivity("beta", 1e-3, *(LayerVelocity(schedule(b), comm, "direct", 1e-10, fixed_points=True)
+                                           for b in (3.001, 2.999)))
+        phi0, derivatives = solver.backward(finals, [sens], sources=lambda n, state: solver.operator.rows(
+            np.tile(sim.cell_averages(state)[None, :, None], (1, 1, 2)) * (n % 3 == 0)))
+        return solver, phi0, derivatives, sim.stepper.stats
+
+    kept, phi_kept, d_kept, stats = sweep(None)
+    assert stats.rejected + stats.error_rejected > 0, "no rejected try: the recording's choice is not tested"
+    steps = len(kept.trajectory.steps)
+    assert kept.trajectory.memory()["stages_kept"] == steps and kept.trajectory.recomputed() == 0
+    assert f"stages of {steps} of {steps} steps kept" in kept.trajectory.describe()
+    half = sum(kept.trajectory.stages[n].nbytes() for n in range(steps // 2))
+    for budget, stored in ((0, 0), (half, steps // 2)):
+        solver, phi0, derivatives, _ = sweep(budget)
+        report = solver.trajectory.memory()
+        assert report["stages_kept"] == stored and report["budget_bytes"] == budget
+        assert 0 < report["steps_recomputed"] <= steps and (report["steps_recomputed"] == steps) == (stored == 0)
+        assert np.abs(phi0 - phi_kept).max() <= 1e-12 * np.abs(phi_kept).max()
+        assert np.abs(derivatives - d_kept).max() <= 1e-12 * np.abs(d_kept).max()

@@ -83,6 +83,23 @@ def test_refusal_names_the_setting_and_the_estimate_and_the_override(monkeypatch
     memory.check_memory(estimate)  # the override
 
 
+def test_the_adjoint_stage_budget(monkeypatch):
+    """A quarter of the available memory over the node's ranks, a fixed fallback when it is
+    unknown, and MEANFIELD_ADJOINT_MEMORY bytes (a bad value refused, naming the variable)."""
+    monkeypatch.delenv(memory.STAGE_ENV_VAR, raising=False)
+    monkeypatch.setattr(memory, "available_memory", lambda: (8 * 10**9, "MemAvailable"))
+    assert memory.stage_budget() == (2e9, "0.25 of 8 GB available (MemAvailable)")
+    assert memory.stage_budget(4)[0] == 5e8 and memory.stage_budget(4)[1].endswith("over 4 ranks on this node")
+    monkeypatch.setattr(memory, "available_memory", lambda: None)
+    assert memory.stage_budget()[0] == memory.STAGE_FALLBACK
+    monkeypatch.setenv(memory.STAGE_ENV_VAR, "3e8")
+    assert memory.stage_budget(4) == (3e8, "MEANFIELD_ADJOINT_MEMORY=3e8")
+    for bad in ("lots", "-1", "inf", "nan"):
+        monkeypatch.setenv(memory.STAGE_ENV_VAR, bad)
+        with pytest.raises(memory.MemoryEstimateError, match="^MEANFIELD_ADJOINT_MEMORY: "):
+            memory.stage_budget()
+
+
 def test_cli_override_flag(tmp_path, monkeypatch, capsys):
     """``--no-memory-check`` runs what the guard refuses (here: a tiny mesh against a machine with 1 kB)."""
     monkeypatch.setattr(memory, "available_memory", lambda: (1000, "test"))

@@ -10,6 +10,7 @@ package's own particle ensembles against ``n_var``.
 from __future__ import annotations
 
 import csv
+import json
 from pathlib import Path
 
 import numpy as np
@@ -106,9 +107,11 @@ def test_cli_writes_the_table_the_functions_and_pictures(tmp_path):
     assert (out / "metadata.json").is_file()
 
 
-def test_cli_shows_the_progress_of_both_sweeps_unless_quiet(tmp_path):
+def test_cli_shows_the_progress_of_both_sweeps_unless_quiet(tmp_path, monkeypatch):
     """Without a terminal the forward run and the backward sweep log their progress on stderr
-    (a line at every tenth, the last at 100%), before the table on stdout; --quiet shows none."""
+    (a line at every tenth, the last at 100%), before the table on stdout; --quiet shows none.
+    The adjoint's memory decision is logged and in the metadata: every step's stages kept by
+    default, none under ``MEANFIELD_ADJOINT_MEMORY=0``."""
     (tmp_path / "case.toml").write_text(TOML)
     args = ["response", "case.toml", "--observable", "y", "--at", "0.3", "--set", "time.t_final=0.3", "--set",
             "time.dt=0.01"]
@@ -119,8 +122,15 @@ def test_cli_shows_the_progress_of_both_sweeps_unless_quiet(tmp_path):
     assert any("forward run: t" in line and "(100%)" in line for line in lines), done.stderr
     assert len(backward) == 10 and "(100%)" in backward[-1] and "ETA" in backward[-1], done.stderr
     assert "n_var" in done.stdout
+    assert "adjoint memory: stages of 30 of 30 steps kept" in done.stderr and "0 steps recomputed" in done.stderr
+    memory = json.loads((tmp_path / "loud" / "metadata.json").read_text())["adjoint_memory"]
+    assert memory["stages_kept"] == memory["steps"] == 30 and memory["steps_recomputed"] == 0
+    monkeypatch.setenv("MEANFIELD_ADJOINT_MEMORY", "0")
     quiet = cli([*args, "--out", "quiet", "--quiet"], tmp_path)
     assert quiet.returncode == 0 and "sweep" not in quiet.stderr + quiet.stdout, quiet.stderr
+    memory = json.loads((tmp_path / "quiet" / "metadata.json").read_text())["adjoint_memory"]
+    assert memory["stages_kept"] == 0 and memory["steps_recomputed"] == 30
+    assert memory["budget"] == "MEANFIELD_ADJOINT_MEMORY=0"
 
 
 @pytest.mark.parametrize(("extra", "field"), [

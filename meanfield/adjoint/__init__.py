@@ -21,10 +21,14 @@ Discretisation (which adjoint)
     converge at the same order, but its gradients would differ from the discrete loss's by
     the discretisation error, where a quasi-Newton fit stalls.)
 
-Memory (checkpointing)
-    The forward states are kept at every ``stride``-th step, the stride doubling whenever
-    more than ``stride`` states are kept (about ``2 sqrt(steps)`` states); each segment is
-    recomputed from its first state during the backward sweep.
+Memory (kept stages, checkpointing)
+    The recording run keeps every step's Runge-Kutta stages and field evaluations while they
+    fit a memory budget (:func:`meanfield.memory.stage_budget`: a quarter of the available
+    memory per rank, or ``MEANFIELD_ADJOINT_MEMORY`` bytes; ``AdjointSolver(...,
+    stage_budget=...)``), and the forward states at every ``stride``-th step, the stride
+    doubling whenever more than ``stride`` states are kept (about ``2 sqrt(steps)`` states).
+    The backward sweep recomputes only the segments, from their first state, whose stages
+    were not kept; ``solver.trajectory.memory()`` says what was kept.
 
 Python API (numerics; the files and the CLI are :mod:`meanfield.response`'s)::
 

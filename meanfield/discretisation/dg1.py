@@ -74,6 +74,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
@@ -261,6 +262,7 @@ class DG1Scheme(SpatialScheme):
         self._volume_gradient = self._ref * weights[None, :, None, None] * surface_gradients(jac)
         self._volume_bary = bary
         self._volume_target = target
+        self._volume_sums: Any = None  # built by the adjoint's first residual_transpose
         self._targets = np.concatenate([self._facet_points.reshape(-1, g.d), normalize(x[:, -1])])
 
     # -- the scheme ----------------------------------------------------------------------
@@ -417,24 +419,33 @@ class DG1Scheme(SpatialScheme):
         p = self._local_columns(phi)  # (num_local, nv, P)
         left, right = g.facet_cells[:, 0], g.facet_cells[:, 1]
         bary_l, bary_r = self._bary
-        jump = bary_r @ p[right] - bary_l @ p[left]  # (F, nq, P): Phi_r - Phi_l at the facet points
+        # (F, nq, P): Phi_r - Phi_l at the facet points (einsum: numpy's matmul is slow on stacks of tiny matrices)
+        jump = np.einsum("fqv,fvp->fqp", bary_r, p[right]) - np.einsum("fqv,fvp->fqp", bary_l, p[left])
         out_l = self._facet_weight * np.maximum(u, 0.0) / self._jac_side[0]
         out_r = self._facet_weight * np.maximum(-u, 0.0) / self._jac_side[1]
-        to_left = bary_l.transpose(0, 2, 1) @ (out_l[..., None] * jump)  # (F, nv, P)
-        to_right = bary_r.transpose(0, 2, 1) @ (out_r[..., None] * jump)
+        to_left = np.einsum("fqv,fqp->fvp", bary_l, out_l[..., None] * jump)  # (F, nv, P)
+        to_right = np.einsum("fqv,fqp->fvp", bary_r, out_r[..., None] * jump)
         local = (_scatter(left, to_left, g.num_local) - _scatter(right, to_right, g.num_local))[:n]
-        tangents = np.zeros((len(self._targets), g.d, P))
-        facet = (share[:, None] * self._facet_weight * upwind)[..., None] * jump  # (F, nq, P)
-        tangents[: self._num_facet_targets] = (facet[:, :, None, :]
-                                              * self._facet_normal[..., None]).reshape(-1, g.d, P)
         m_q = np.einsum("cqv,cv->cq", self._volume_bary, state.reshape(n, nv))
         # the volume term's transposes in m and in X, from grad_phi[c, q] = sum_i Phi_ci D_qi (d, P)
-        grad_phi = self._volume_gradient @ p[:n, None]  # (n, q, d, P)
-        h = (X[self._volume_target][:, :, None, :] @ grad_phi)[:, :, 0]  # X_q . grad_phi: (n, q, P)
-        local += self._volume_bary.transpose(0, 2, 1) @ h
-        tangents += _scatter(self._volume_target.ravel(), (m_q[..., None, None] * grad_phi).reshape(-1, g.d, P),
-                             len(self._targets))
+        grad_phi = np.einsum("cqdv,cvp->cqdp", self._volume_gradient, p[:n])  # (n, q, d, P)
+        h = np.einsum("cqd,cqdp->cqp", X[self._volume_target], grad_phi)  # X_q . grad_phi
+        local += np.einsum("cqv,cqp->cvp", self._volume_bary, h)
+        tangents = (self._volume_scatter() @ (m_q[..., None, None] * grad_phi).reshape(-1, g.d * P)).reshape(-1, g.d, P)
+        facet = (share[:, None] * self._facet_weight * upwind)[..., None] * jump  # (F, nq, P)
+        tangents[: self._num_facet_targets] += (facet[:, :, None, :]
+                                               * self._facet_normal[..., None]).reshape(-1, g.d, P)
         return local.reshape(n * nv, P), tangents
+
+    def _volume_scatter(self):
+        """The sparse (T, num_owned * q) sum of the volume points' values into their velocity points."""
+        if self._volume_sums is None:
+            from scipy import sparse
+
+            target = self._volume_target.ravel()
+            self._volume_sums = sparse.csr_matrix((np.ones(target.size), (target, np.arange(target.size))),
+                                                  shape=(len(self._targets), target.size))
+        return self._volume_sums
 
     def source_transpose(self, values: np.ndarray) -> np.ndarray:
         """(num_owned * q, P) values at the field's source points -> (num_owned * nv, P): the

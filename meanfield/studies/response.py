@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import copy
 import re
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -220,8 +221,12 @@ def recorded_forward(solver: Any, times: Sequence[float], comm: Any, quiet: bool
 def swept_backward(solver: Any, finals: Mapping[float, np.ndarray], sensitivities: Sequence[Any], comm: Any,
                    quiet: bool) -> tuple[np.ndarray, np.ndarray]:
     """:meth:`~meanfield.adjoint.AdjointSolver.backward`, its progress in the forward run's steps
-    shown on rank 0 unless ``quiet``."""
+    shown on rank 0 unless ``quiet``, after a line saying which steps' stages the recording kept
+    (:meth:`~meanfield.adjoint.solver.Trajectory.describe`)."""
     from ..engine.progress import sweep_progress
+
+    if not quiet and comm.rank == 0:
+        print(f"adjoint memory: {solver.trajectory.describe()}", file=sys.stderr, flush=True)
 
     with sweep_progress(comm, "backward sweep", len(solver.trajectory.steps), "step", quiet) as progress:
         return solver.backward(finals, sensitivities, progress=progress.update)
@@ -349,6 +354,7 @@ def response(
             "observables": [{"name": o.label, "expression": o.expression} for o in compiled],
             "times": times, "wrt": [s.name for s in sensitivities], "threads": threads,
             "steps": len(solver.trajectory.steps), "kept_states": len(solver.trajectory.kept),
+            "adjoint_memory": solver.trajectory.memory(),
             "adjoint": f"discrete adjoint of {problem.scheme.kind.upper()} + SSP-RK3",
             "timings": seconds, **environment})
         _write_influence(path, config, mesh, times, compiled, influence, densities)

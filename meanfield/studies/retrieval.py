@@ -237,7 +237,8 @@ def retrieval(
             "times": times, "modes": [mode for mode, _ in asked.profiles], "codewords": codewords,
             "pairs": [{"psi": o, "phi": s} for o, s in zip(observables, sources)],
             "last_position": float(positions[-1]), "threads": threads,
-            "steps": len(solver.trajectory.steps), "timings": {"total": seconds}, **environment})
+            "steps": len(solver.trajectory.steps), "adjoint_memory": solver.trajectory.memory(),
+            "timings": {"total": seconds}, **environment})
         from ..plotting.retrieval import retrieval_figure
 
         fig = retrieval_figure(rows, title=f"retrieval profile of {config.data['name']} (last position "
