@@ -58,8 +58,7 @@ class BatchSize:
         """The size of ``problem``'s batch on ``ranks`` ranks, one chunk's step measured (a few steps
         of the first chunk here)."""
         from ..particles.arrays import ArrayBackend
-        from ..particles.batch import CompiledSteps, bytes_per_prompt
-        from ..particles.integrator import EqualSteps
+        from ..particles.batch import CompiledSteps, bytes_per_prompt, step_count
         from ..particles.prompts import prompt_batch
 
         p = problem.particles
@@ -68,8 +67,7 @@ class BatchSize:
         busiest = -(-p.prompts // ranks)
         chunk = batch.chunk(backend)
         chunk = min(chunk, busiest)
-        intervals = batch.intervals(list(problem.time.output_times))
-        steps = sum(EqualSteps.over(a, b, batch.dts[k]).count for a, b, k in intervals)
+        steps = step_count(batch.starts, batch.dts, list(problem.time.output_times))
         per = bytes_per_prompt(batch.n, batch.d, batch.heads, batch.width, backend.itemsize, batch.own_weights)
         tokens = batch.n * batch.d
         peak = chunk * per + busiest * tokens * backend.itemsize + p.prompts * tokens * 8

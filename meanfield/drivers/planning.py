@@ -53,6 +53,10 @@ ESTIMATE_CELLS = 400_000
 #: A pilot run's mesh is about this many times coarser in cell width (S^2: a power of 2), but no
 #: coarser than its sphere's ``pilot_resolution`` (:mod:`meanfield.spheres`).
 PILOT_COARSENING = 8
+#: How many times coarser a hybrid run's pilot is at most (its clusters must collapse below its cells).
+PILOT_COARSENING_ATOMS = 2
+#: Outputs a pilot run makes at most (the run's further outputs: a step shortened to land on each).
+PILOT_OUTPUTS = 50
 #: Seconds after which a pilot run stops at its next output (its steps then extrapolated to t_final).
 PILOT_BUDGET = 30.0
 #: Layers up to which the time line lists each layer's step size (more: their range).
@@ -73,11 +77,24 @@ class Pilot:
         How many times wider the pilot's cells are.
     reached
         The time the pilot reached (``t_final`` unless it ran past :data:`PILOT_BUDGET`).
+    absorbed
+        A hybrid run's: the output time by which the pilot's density had gone to the atoms
+        (``atoms.absorb_mass``), ``None`` where it did not (or the run has no atoms).  From
+        then on the run steps with atoms alone: ``steps`` counts the steps before.
+    atom_steps
+        The run's steps with atoms alone, from ``absorbed`` to ``t_final``
+        (:func:`atom_step_count`).
+    atom_step
+        The seconds of one of them, measured on the pilot (where it made two outputs with atoms
+        alone, else 0).
     """
 
     steps: int
     coarsening: float
     reached: float
+    absorbed: float | None = None
+    atom_steps: int = 0
+    atom_step: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -171,10 +188,18 @@ def pilot_steps(problem: Problem) -> Pilot | None:
     process, into a temporary directory, and counts its steps by what limited them: a step the
     CFL bound limits is shorter in proportion to the cell width on the run's mesh (the outflow
     rate is the speed over the cell width), one the error or ``time.dt_max`` limits is not.
-    The pilot has the run's output times (its steps shortened to land on them, or on a layer
-    boundary, are the run's).  A pilot still running after :data:`PILOT_BUDGET` seconds stops at its
-    next output and its counts are extrapolated to ``t_final`` in proportion to the time it
-    reached."""
+    The pilot makes at most :data:`PILOT_OUTPUTS` outputs; each further output of the run
+    adds a step shortened to land on it.  A pilot still running after :data:`PILOT_BUDGET`
+    seconds stops at its next output and its counts are extrapolated to ``t_final`` in
+    proportion to the time it reached.
+
+    A hybrid run (``atoms.capture``) captures its clusters once they collapse below its cells,
+    and once the density left is at most ``atoms.absorb_mass`` goes on with atoms alone, at
+    steps set by the atoms' bound whatever the mesh (:func:`atom_step_count`).  Its pilot is
+    only :data:`PILOT_COARSENING_ATOMS` times coarser, so that its clusters collapse as the
+    run's do; where its density goes to the atoms, its steps before count the run's as above,
+    and the steps after are counted from the atoms' bound to ``t_final`` and timed on the
+    pilot."""
     from mpi4py import MPI
 
     from .pde import run
@@ -184,22 +209,64 @@ def pilot_steps(problem: Problem) -> Pilot | None:
         return None
     data = copy.deepcopy(problem.config.data)
     sphere = sphere_named(problem.sphere)
-    coarse = min(resolution, max(sphere.coarsened(resolution, PILOT_COARSENING), sphere.pilot_resolution))
+    factor = PILOT_COARSENING_ATOMS if problem.atoms.capture else PILOT_COARSENING
+    coarse = min(resolution, max(sphere.coarsened(resolution, factor), sphere.pilot_resolution))
     coarsening = sphere.coarsening(resolution, coarse)
     data["mesh"]["resolution"] = coarse
     data["time"]["wall_limit"] = None
     data["output"].update(dir=None, xdmf=False)
+    outputs = len(t.output_times) - 1
+    if outputs > PILOT_OUTPUTS:
+        data["time"].update(outputs=PILOT_OUTPUTS, outputs_every=None)
+    alone: list[tuple[float, float]] = []  # (t, seconds) at each output with atoms alone (an empty density)
     start = time.perf_counter()
 
-    def within_budget(_) -> bool:
+    def within_budget(state) -> bool:
+        if problem.atoms.enabled and state.density is not None and not np.any(state.density):
+            alone.append((state.t, time.perf_counter()))
         return time.perf_counter() - start < PILOT_BUDGET
 
     with tempfile.TemporaryDirectory(prefix=".meanfield-pilot-") as folder:
         pilot = run(data, out=Path(folder) / "pilot", comm=MPI.COMM_SELF, quiet=True, callbacks=[within_budget])
-    limits = pilot.metadata["steps"]["limits"]
+    limits = dict(pilot.metadata["steps"]["limits"])
     reached = float(pilot.metadata["t_reached"])
-    scaled = coarsening * limits.get("cfl", 0) + sum(count for limit, count in limits.items() if limit != "cfl")
-    return Pilot(math.ceil(scaled * t.t_final / reached), coarsening, reached)
+    times = pilot.times
+    if not alone:
+        scaled = coarsening * limits.get("cfl", 0) + sum(count for limit, count in limits.items() if limit != "cfl")
+        return Pilot(math.ceil(scaled * t.t_final / reached) + max(outputs - len(times) + 1, 0), coarsening,
+                     reached)
+    # the steps with atoms alone do not depend on the mesh: the pilot's own come out of its counts
+    absorbed = alone[0][0]
+    landed = int(np.sum((times > absorbed) & (times <= reached)))
+    stepped = atom_step_count(problem, absorbed, reached, times) - landed
+    limits["cfl"] = max(limits.get("cfl", 0) - stepped, 0)
+    limits["landing"] = max(limits.get("landing", 0) - landed, 0)
+    scaled = coarsening * limits["cfl"] + sum(count for limit, count in limits.items() if limit != "cfl")
+    more = int(np.sum(t.output_times <= absorbed)) - int(np.sum(times <= absorbed))  # the run's further landings
+    seconds = 0.0
+    if len(alone) > 1:  # the pilot's seconds with atoms alone, less its outputs and checkpoints then
+        timings = pilot.metadata["timings"]
+        writing = (timings["output"] + timings["checkpoint"]) / max(len(times), 1)
+        between = atom_step_count(problem, alone[0][0], alone[-1][0], times)
+        seconds = max(alone[-1][1] - alone[0][1] - (len(alone) - 1) * writing, 0.0) / max(between, 1)
+    return Pilot(math.ceil(scaled) + max(more, 0), coarsening, reached, absorbed,
+                 atom_step_count(problem, absorbed, t.t_final, t.output_times), seconds)
+
+
+def atom_step_count(problem: Problem, t0: float, t1: float, times: np.ndarray) -> int:
+    """The steps of a hybrid run with atoms alone from ``t0`` to ``t1`` with outputs at ``times``:
+    steps of the atoms' bound, ``cfl * atoms.lipschitz_step / L`` (or ``time.dt_max``) with ``L``
+    the layer's Lipschitz bound (:mod:`meanfield.atoms.coupling`), between the output times and
+    layer boundaries, on which they land."""
+    t, schedule = problem.time, problem.schedule()
+    cuts = sorted({t0, t1, *(float(c) for c in (*times, *schedule.boundaries) if t0 < c < t1)})
+    steps = 0
+    for a, b in zip(cuts[:-1], cuts[1:]):
+        bound = schedule.layers[schedule.index_from(a)].lipschitz_bound()
+        dt = min(t.cfl * problem.atoms.lipschitz_step / bound if bound > 0 else math.inf,
+                 t.dt_max if t.dt_max is not None else math.inf)
+        steps += max(math.ceil((b - a) / dt - 1e-9), 1) if math.isfinite(dt) else 1
+    return steps
 
 
 def evaluations_per_step(problem: Problem) -> int:
@@ -335,7 +402,9 @@ class CheckReport:
         if isinstance(self.costs, str):
             return []
         every = self.problem.output.checkpoint_every
-        return [walltime.estimate(self.costs, steps, len(self.output_times), self.ranks, every, self.cores)
+        pilot = None if self.estimate is None else self.estimate.pilot
+        alone = (pilot.atom_steps, pilot.atom_step) if pilot is not None else (0, 0.0)
+        return [walltime.estimate(self.costs, steps, len(self.output_times), self.ranks, every, self.cores, *alone)
                 for steps in self._step_counts()]
 
     def output_warning(self) -> str | None:
@@ -357,6 +426,9 @@ class CheckReport:
             total = " to ".join(f"~{_seconds(w.total)}" for w in times)
             stepping = " to ".join(_seconds(w.stepping) for w in times)
             steps = " to ".join(str(n) for n in self._step_counts())
+            pilot = None if self.estimate is None else self.estimate.pilot
+            if pilot is not None and pilot.atom_steps:
+                steps += f" + {pilot.atom_steps} with atoms alone"
             last = times[-1]
             periodic = f" and {_seconds(last.checkpoints)} for {counted(last.checkpoints_count, 'more checkpoint')}" \
                 if last.checkpoints_count else ""
@@ -423,7 +495,11 @@ class CheckReport:
                  "the run's if it speeds up later")
             how = f"on a mesh {c:g}x coarser (its CFL-limited steps {c:g}x as many here{stopped})" if c > 1 else \
                 f"of the run itself (its mesh is the coarsest a pilot takes{stopped})"
-            return (f"{head}: ~{e.pilot.steps} steps, counted by a pilot run {how}; from the initial step dt = "
+            alone = "" if e.pilot.absorbed is None else \
+                (f", then ~{e.pilot.atom_steps} steps with atoms alone from t = {e.pilot.absorbed:.3g}, where the "
+                 f"pilot's density had gone to the atoms (atoms.absorb_mass), at the atoms' bound whatever the mesh, "
+                 f"{_seconds(e.pilot.atom_step)} each on the pilot")
+            return (f"{head}: ~{e.pilot.steps} steps{alone}, counted by a pilot run {how}; from the initial step dt = "
                     f"{first}{per_layer}: ~{e.steps} steps, {e.fewest_steps} to {e.most_steps} at the extremes: the "
                     "fewer if the error stops limiting the step and the speed stays as it starts, the more at "
                     f"dt = {smallest} (the smaller of the initial step and the CFL bound at the model's speed bound)")

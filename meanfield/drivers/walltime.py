@@ -88,17 +88,21 @@ class Costs:
     checkpoint: float
 
     @classmethod
-    def measure(cls, config: Config, dt: float, step_guess: float, near: Path) -> Costs:
+    def measure(cls, config: Config, dt: float, step_guess: float, near: Path, particles: bool = False) -> Costs:
         """Run ``config`` with fixed steps of ``dt / 100`` (``dt``: its step) on this process alone,
         :data:`PROBE_OUTPUTS` outputs with steps of about ``step_guess`` seconds between them for
         :data:`PROBE_STEPPING` seconds in all (stopping at the first output :data:`PROBE_BUDGET`
         seconds in), in a temporary directory beside ``near`` (the run directory; the system's
         temporary folder where that cannot be written), and time its parts.  Writes nothing
-        that stays."""
+        that stays.  With ``particles``, the run is ``meanfield particles``' (its step is
+        ``particles.dt``; ``particles.n`` set), else ``meanfield run``'s."""
         from mpi4py import MPI
 
         from .._fem import import_seconds
+        from .particles import run_particles
         from .pde import run
+
+        runner = run_particles if particles else run
 
         between = min(max(math.ceil(PROBE_STEPPING / PROBE_OUTPUTS / max(step_guess, 1e-6)), 1), PROBE_STEPS_BETWEEN)
         # a hundredth of the step: the density barely moves (no step nears the CFL bound), the cost is the same;
@@ -108,6 +112,8 @@ class Costs:
         data["time"].update(t_final=PROBE_OUTPUTS * between * dt, dt=dt, outputs=PROBE_OUTPUTS, outputs_every=None,
                             wall_limit=None)
         data["output"]["dir"] = None
+        if particles:
+            data["particles"]["dt"] = dt
         moments: list[float] = []  # after each output: the next comes a checkpoint, `between` steps and an output later
 
         def timed(_) -> bool:
@@ -116,7 +122,7 @@ class Costs:
 
         with tempfile.TemporaryDirectory(prefix=".meanfield-check-", dir=_writable_parent(near)) as folder:
             tic = time.perf_counter()
-            probe = run(data, out=Path(folder) / "probe", comm=MPI.COMM_SELF, quiet=True, callbacks=[timed])
+            probe = runner(data, out=Path(folder) / "probe", comm=MPI.COMM_SELF, quiet=True, callbacks=[timed])
             wall = time.perf_counter() - tic
         timings, steps = probe.metadata["timings"], probe.metadata["steps"]["steps"]
         step = timings["time_stepping"] / max(steps, 1)
@@ -177,13 +183,14 @@ def step_penalty(ranks: int, available: int | None = None) -> float:
 
 
 def estimate(costs: Costs, steps: int, outputs: int, ranks: int, checkpoint_every: float,
-             available: int | None = None) -> WallTime:
+             available: int | None = None, atom_steps: int = 0, atom_step: float = 0.0) -> WallTime:
     """The wall time of a run of ``steps`` steps and ``outputs`` outputs on ``ranks`` ranks of a
     machine with ``available`` cores (default: :func:`cores`), from costs measured on one process
-    (module docstring)."""
+    (module docstring); and ``atom_steps`` more steps of ``atom_step`` seconds each, which the
+    ranks do not share: a hybrid run's steps with atoms alone (every rank holds every atom)."""
     available = available or cores()
     penalty = step_penalty(ranks, available)
-    stepping = steps * (costs.step / min(ranks, available) + penalty)
+    stepping = steps * (costs.step / min(ranks, available) + penalty) + atom_steps * (atom_step + penalty)
     writing = outputs * costs.output
     periodic = math.floor((costs.startup + stepping + writing) / checkpoint_every)
     return WallTime(costs.startup, stepping, writing, periodic * costs.checkpoint, periodic, penalty)
