@@ -28,8 +28,10 @@ import math
 import os
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -88,21 +90,22 @@ class Costs:
     checkpoint: float
 
     @classmethod
-    def measure(cls, config: Config, dt: float, step_guess: float, near: Path, particles: bool = False) -> Costs:
+    def measure(cls, config: Config, dt: float, step_guess: float, near: Path,
+                particles: Callable[..., Any] | None = None) -> Costs:
         """Run ``config`` with fixed steps of ``dt / 100`` (``dt``: its step) on this process alone,
         :data:`PROBE_OUTPUTS` outputs with steps of about ``step_guess`` seconds between them for
         :data:`PROBE_STEPPING` seconds in all (stopping at the first output :data:`PROBE_BUDGET`
         seconds in), in a temporary directory beside ``near`` (the run directory; the system's
         temporary folder where that cannot be written), and time its parts.  Writes nothing
-        that stays.  With ``particles``, the run is ``meanfield particles``' (its step is
-        ``particles.dt``; ``particles.n`` set), else ``meanfield run``'s."""
+        that stays.  With ``particles`` (a particle run's function, such as
+        :func:`meanfield.run_particles`), the run is a particle run (its step ``particles.dt``;
+        ``particles.n`` set), else a PDE run."""
         from mpi4py import MPI
 
         from .._fem import import_seconds
-        from .particles import run_particles
         from .pde import run
 
-        runner = run_particles if particles else run
+        runner = particles or run
 
         between = min(max(math.ceil(PROBE_STEPPING / PROBE_OUTPUTS / max(step_guess, 1e-6)), 1), PROBE_STEPS_BETWEEN)
         # a hundredth of the step: the density barely moves (no step nears the CFL bound), the cost is the same;
@@ -112,7 +115,7 @@ class Costs:
         data["time"].update(t_final=PROBE_OUTPUTS * between * dt, dt=dt, outputs=PROBE_OUTPUTS, outputs_every=None,
                             wall_limit=None)
         data["output"]["dir"] = None
-        if particles:
+        if particles is not None:
             data["particles"]["dt"] = dt
         moments: list[float] = []  # after each output: the next comes a checkpoint, `between` steps and an output later
 

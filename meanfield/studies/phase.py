@@ -96,7 +96,7 @@ def check_grid(config: Config, betas: Sequence[float], times: Sequence[float], d
                      tuple(sorted({int(d) for d in ds})), int(n), int(prompts), attention)
 
 
-def _point_config(config: Config, grid: PhaseGrid, d: int, beta: float) -> Config:
+def point_config(config: Config, grid: PhaseGrid, d: int, beta: float) -> Config:
     """The config of one grid point: beta, d, n (and the attention) set."""
     overrides = [f"model.beta={beta!r}", f"particles.d={d}", f"particles.n={grid.n}"]
     if grid.attention is not None:
@@ -219,7 +219,7 @@ def _phase(config: Any, betas: Sequence[float], times: Sequence[float], ds: Sequ
         config.data if isinstance(config, Config) else config, overrides)
     grid = check_grid(base, betas, times, ds, n, prompts, attention)
     backend = ArrayBackend.for_device(device, precision, field="--device")
-    problems = {(d, b): Problem(_point_config(base, grid, d, b)) for d in grid.ds for b in grid.betas}
+    problems = {(d, b): Problem(point_config(base, grid, d, b)) for d in grid.ds for b in grid.betas}
     for problem in problems.values():
         try:
             check_batch(problem, grid.prompts, per_prompt)
