@@ -157,7 +157,7 @@ class StepEstimate:
         with pde.observing_velocity(record):
             rates = pde.initial_rates()
         # every layer's right-hand side evaluates the velocity equally often (once: a causal run's slices at once)
-        speeds = [float(np.max(part)) for part in np.array_split(np.array(calls), len(rates))]
+        speeds = [float(np.max(part, initial=0.0)) for part in np.array_split(np.array(calls), len(rates))]
         schedule = problem.schedule()
         bounds = [layer.speed_bound() for layer in schedule.layers] if problem.velocity.is_attention else speeds
         durations = schedule.durations(t.t_final)[:len(rates)]
@@ -167,7 +167,7 @@ class StepEstimate:
         limits = tuple(min(b, key=lambda k: b[k]) for b in bounded)
         dts = tuple(b[limit] for b, limit in zip(bounded, limits))
         # the rate scales with the speed: at the bound it is rate * bound / speed
-        smallest = tuple(dt if rate == 0 or bound <= speed else min(t.cfl * speed / (rate * bound), dt)
+        smallest = tuple(dt if rate == 0 or speed == 0 or bound <= speed else min(t.cfl * speed / (rate * bound), dt)
                          for dt, rate, speed, bound in zip(dts, rates, speeds, bounds))
         landings = len(t.output_times) + len(schedule.boundaries)
 
@@ -216,7 +216,10 @@ def pilot_steps(problem: Problem) -> Pilot | None:
     data["time"]["wall_limit"] = None
     data["output"].update(dir=None, xdmf=False)
     outputs = len(t.output_times) - 1
-    if outputs > PILOT_OUTPUTS:
+    if problem.atoms.enabled:  # spaced 1, 2, 1, 2, ...: the seconds of a step with atoms alone apart from an output's
+        spacing = np.cumsum([1 + k % 2 for k in range(PILOT_OUTPUTS)])
+        data["time"].update(outputs=[float(x) for x in spacing * t.t_final / spacing[-1]], outputs_every=None)
+    elif outputs > PILOT_OUTPUTS:
         data["time"].update(outputs=PILOT_OUTPUTS, outputs_every=None)
     alone: list[tuple[float, float]] = []  # (t, seconds) at each output with atoms alone (an empty density)
     start = time.perf_counter()
@@ -237,20 +240,24 @@ def pilot_steps(problem: Problem) -> Pilot | None:
                      reached)
     # the steps with atoms alone do not depend on the mesh: the pilot's own come out of its counts
     absorbed = alone[0][0]
-    landed = int(np.sum((times > absorbed) & (times <= reached)))
-    stepped = atom_step_count(problem, absorbed, reached, times) - landed
-    limits["cfl"] = max(limits.get("cfl", 0) - stepped, 0)
-    limits["landing"] = max(limits.get("landing", 0) - landed, 0)
-    scaled = coarsening * limits["cfl"] + sum(count for limit, count in limits.items() if limit != "cfl")
-    more = int(np.sum(t.output_times <= absorbed)) - int(np.sum(times <= absorbed))  # the run's further landings
-    seconds = 0.0
-    if len(alone) > 1:  # the pilot's seconds with atoms alone, less its outputs and checkpoints then
-        timings = pilot.metadata["timings"]
-        writing = (timings["output"] + timings["checkpoint"]) / max(len(times), 1)
-        between = atom_step_count(problem, alone[0][0], alone[-1][0], times)
-        seconds = max(alone[-1][1] - alone[0][1] - (len(alone) - 1) * writing, 0.0) / max(between, 1)
-    return Pilot(math.ceil(scaled) + max(more, 0), coarsening, reached, absorbed,
-                 atom_step_count(problem, absorbed, t.t_final, t.output_times), seconds)
+    own = atom_step_count(problem, absorbed, reached, times)
+    before = max(sum(limits.values()) - own, 0)
+    cfl = min(max(limits.get("cfl", 0) - own + int(np.sum((times > absorbed) & (times <= reached))), 0), before)
+    more = int(np.sum(t.output_times <= absorbed)) - int(np.sum(times <= absorbed))  # the run's other landings
+    return Pilot(max(math.ceil(coarsening * cfl + before - cfl) + more, 0), coarsening, reached, absorbed,
+                 atom_step_count(problem, absorbed, t.t_final, t.output_times), _atom_seconds(problem, alone, times))
+
+
+def _atom_seconds(problem: Problem, alone: list[tuple[float, float]], times: np.ndarray) -> float:
+    """The seconds of a step with atoms alone: the wall seconds between the pilot's outputs with
+    atoms alone, ``steps x seconds + an output``, fitted by least squares over its intervals of
+    1 and 2 spacings (0 with fewer than two of each)."""
+    steps = [atom_step_count(problem, a[0], b[0], times) for a, b in zip(alone[:-1], alone[1:])]
+    if len(set(steps)) < 2:
+        return 0.0
+    walls = [b[1] - a[1] for a, b in zip(alone[:-1], alone[1:])]
+    (seconds, _), *_ = np.linalg.lstsq(np.column_stack([steps, np.ones(len(steps))]), np.array(walls), rcond=None)
+    return max(float(seconds), 0.0)
 
 
 def atom_step_count(problem: Problem, t0: float, t1: float, times: np.ndarray) -> int:
