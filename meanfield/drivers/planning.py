@@ -57,6 +57,8 @@ PILOT_COARSENING = 8
 PILOT_COARSENING_ATOMS = 2
 #: Outputs a pilot run makes at most (the run's further outputs: a step shortened to land on each).
 PILOT_OUTPUTS = 50
+#: Outputs of a hybrid run's pilot (spaced 1, 2, 1, 2, ...: the atoms' step timed apart from an output's).
+PILOT_ATOM_OUTPUTS = 20
 #: Seconds after which a pilot run stops at its next output (its steps then extrapolated to t_final).
 PILOT_BUDGET = 30.0
 #: Layers up to which the time line lists each layer's step size (more: their range).
@@ -188,8 +190,9 @@ def pilot_steps(problem: Problem) -> Pilot | None:
     process, into a temporary directory, and counts its steps by what limited them: a step the
     CFL bound limits is shorter in proportion to the cell width on the run's mesh (the outflow
     rate is the speed over the cell width), one the error or ``time.dt_max`` limits is not.
-    The pilot makes at most :data:`PILOT_OUTPUTS` outputs; each further output of the run
-    adds a step shortened to land on it.  A pilot still running after :data:`PILOT_BUDGET`
+    The pilot makes at most :data:`PILOT_OUTPUTS` outputs (a hybrid run's:
+    :data:`PILOT_ATOM_OUTPUTS`); each further output of the run adds a step shortened to land
+    on it.  A pilot still running after :data:`PILOT_BUDGET`
     seconds stops at its next output and its counts are extrapolated to ``t_final`` in
     proportion to the time it reached.
 
@@ -217,7 +220,7 @@ def pilot_steps(problem: Problem) -> Pilot | None:
     data["output"].update(dir=None, xdmf=False)
     outputs = len(t.output_times) - 1
     if problem.atoms.enabled:  # spaced 1, 2, 1, 2, ...: the seconds of a step with atoms alone apart from an output's
-        spacing = np.cumsum([1 + k % 2 for k in range(PILOT_OUTPUTS)])
+        spacing = np.cumsum([1 + k % 2 for k in range(PILOT_ATOM_OUTPUTS)])
         data["time"].update(outputs=[float(x) for x in spacing * t.t_final / spacing[-1]], outputs_every=None)
     elif outputs > PILOT_OUTPUTS:
         data["time"].update(outputs=PILOT_OUTPUTS, outputs_every=None)
