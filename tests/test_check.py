@@ -174,6 +174,15 @@ def test_cli_check_under_mpirun_agrees_with_check_for_as_many_ranks(tmp_path):
     assert "oversubscribed" not in lines[0]["ranks"]
     said = [_wall_seconds(done.stdout) for done in (serial, parallel)]
     assert 1 / 3 < said[0] / said[1] < 3, said
+    # a command's job likewise: the same runs and steps
+    job = ["check", "particles", "c.toml", "--n", "20", "--no-diagnostics"]
+    serial, parallel = cli([*job, "--ranks", "2"], tmp_path), cli(job, tmp_path, ranks=2)
+    assert serial.returncode == parallel.returncode == 0, serial.stderr + parallel.stderr
+    runs = [[line.split(" steps,")[0] for line in done.stdout.splitlines() if line.startswith(("ranks:", "  1 x"))]
+            for done in (serial, parallel)]
+    assert runs[0] == runs[1] and "ranks:       2 (" in runs[0][0], runs
+    said = [_wall_seconds(done.stdout) for done in (serial, parallel)]
+    assert 1 / 3 < said[0] / said[1] < 3, said
     assert sorted(os.listdir(tmp_path)) == ["c.toml"]
 
 

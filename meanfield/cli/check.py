@@ -17,7 +17,7 @@ IDLE_POLL = 0.05
 
 
 #: The commands whose jobs ``meanfield check COMMAND CONFIG ...`` sizes, read by their own parsers.
-SIZED = ("run", "particles", "validate", "response", "sweep", "phase")
+SIZED = ("run", "particles", "validate", "response", "sweep", "phase", "fit")
 
 
 def add_parser(subparsers: Subparsers) -> None:
@@ -108,6 +108,10 @@ def size_job(job: argparse.Namespace, options: Options, ranks: int, cores: int) 
             overrides.append(f"particles.n={job.n}")
         return sizing.sweep_size(job.config, overrides, grid=parse_grid(job.grid), seeds=job.seeds, draws=job.draws,
                                  particles=job.particles, **where)
+    if job.command == "fit":
+        targets = [job.values] if job.values is not None else job.target
+        return sizing.fit_size(job.config, overrides, targets=targets, inputs=job.input, max_iter=job.max_iter,
+                               **where)
     return sizing.phase_size(job.config, overrides, betas=job.betas, times=job.at, ds=job.ds, n=job.n,
                              prompts=job.prompts, attention=job.attention, device=job.device,
                              precision=job.precision, **where)

@@ -14,6 +14,7 @@ written.
 * ``sweep``: every point, its first and its last sized (the range of a point's wall time).
 * ``phase``: one batch of prompts per (d, beta), the smallest and the largest beta of each d
   sized.
+* ``fit``: its iterations, each a forward run of every pair and its gradient.
 
 The adjoint's backward sweep is counted as :data:`ADJOINT_COST` forward runs' time stepping.
 """
@@ -29,6 +30,7 @@ from ..drivers.job_size import JobSize, Part, particle_part, pde_part
 from ..drivers.planning import check_config
 from ..drivers.walltime import cores as cores_here
 from ..problem import Problem
+from ..wording import counted
 from .particle_runs import run_particles
 
 #: The adjoint's backward sweep in forward runs' time stepping: the DG1 and FV gradients measured
@@ -154,3 +156,28 @@ def phase_size(config: Any, overrides: list[str] | None = None, *, betas: Sequen
                           (min(p.seconds[0] for p in sized), max(p.seconds[1] for p in sized)),
                           max(p.memory for p in sized), 0))
     return JobSize("phase", ranks, parts, ["each batch sized as a particle run to the last time, one output"])
+
+
+def fit_size(config: Any, overrides: list[str] | None = None, *, targets: Sequence[Any] = (),
+             inputs: Sequence[Any] = (), max_iter: int | None = None, out: str | Path | None = None, ranks: int = 1,
+             cores: int | None = None) -> JobSize:
+    """``meanfield fit``: ``max_iter`` iterations of L-BFGS-B, each a forward run of every pair and
+    its gradient (the adjoint), after one start-up."""
+    from ..training.fit import settings
+
+    problem = Problem(load_config(config, overrides))
+    given = settings(problem.config, {"max_iter": max_iter, "target": list(targets) or None})
+    pairs = len(given["pairs"]) if given.get("pairs") else max(len(targets), len(inputs), 1)
+    iterations = int(given["max_iter"])
+    report = check_config(problem, out=out, ranks=ranks, cores=cores or cores_here())
+    times = report.wall_times()
+    if not times:
+        raise ValueError("the fit's PDE could not be sized here (too large to set up on this machine)")
+    start = Part("start-up", 1, (times[0].startup, times[-1].startup), report.memory.per_rank, 0)
+    evaluation = Part(f"forward run and gradient ({iterations} iterations x {counted(pairs, 'pair')})",
+                      iterations * pairs,
+                      ((1 + ADJOINT_COST) * times[0].stepping, (1 + ADJOINT_COST) * times[-1].stepping),
+                      report.memory.per_rank, 0)
+    return JobSize("fit", ranks, [start, evaluation],
+                   [f"one evaluation per iteration (L-BFGS-B's line search may take more; the fit may stop earlier, at "
+                    f"fit.gtol); the gradient counted as {ADJOINT_COST:g} forward runs' time stepping"])
