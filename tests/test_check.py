@@ -229,7 +229,7 @@ def test_check_counts_the_steps_of_atoms_alone(tmp_path):
     assert f"0 + {taken} with atoms alone" in report.format()
 
 
-SMALL = ('[mesh]\nsphere = "S1"\nresolution = 32\n[model]\nbeta = 4.0\n[time]\nt_final = 0.5\noutputs = 2\n'
+SMALL = ('[mesh]\nsphere = "S1"\nresolution = 32\n[model]\nbeta = 4.0\n[time]\nt_final = 0.5\noutputs = 2\ndt = 0.01\n'
          '[particles]\ndt = 0.05\n')
 
 
@@ -237,7 +237,9 @@ def test_cli_check_sizes_a_particle_run(tmp_path, capsys, monkeypatch):
     """``meanfield check particles CONFIG ...`` reads the command's own arguments (its refusals
     name it) and sizes its run: the run's steps; nothing is written."""
     from meanfield.cli import main
+    from meanfield.drivers import walltime
 
+    monkeypatch.setattr(walltime, "PROBE_STEPPING", 0.05)  # a short probe: the steps counted are tested here
     monkeypatch.chdir(tmp_path)
     (tmp_path / "c.toml").write_text(SMALL)
     assert main(["check", "particles", "c.toml", "--n", "20", "--no-diagnostics"]) == 0
@@ -256,11 +258,15 @@ def test_cli_check_sizes_a_particle_run(tmp_path, capsys, monkeypatch):
 
 
 @pytest.mark.slow
-def test_cli_check_sizes_a_validation_and_a_sweep(tmp_path, capsys, monkeypatch):
+def test_cli_check_sizes_the_studies(tmp_path, capsys, monkeypatch):
     """A validation lists its PDE run, its response and each n's seeds (one batch each); a sweep
-    its points; nothing is written."""
+    its points; a response its forward and adjoint; a phase study a batch per beta; a fit its
+    iterations; nothing is written."""
     from meanfield.cli import main
+    from meanfield.drivers import walltime
 
+    monkeypatch.setattr(walltime, "PROBE_STEPPING", 0.05)  # short probes: the runs listed are what is tested here
+    monkeypatch.setattr(walltime, "PROBE_OUTPUTS", 3)
     monkeypatch.chdir(tmp_path)
     (tmp_path / "c.toml").write_text(SMALL)
     assert main(["check", "validate", "c.toml", "--n", "20,40", "--seeds", "2", "--no-refine"]) == 0
@@ -271,4 +277,10 @@ def test_cli_check_sizes_a_validation_and_a_sweep(tmp_path, capsys, monkeypatch)
     assert "half the mesh size" not in out
     assert main(["check", "sweep", "c.toml", "--grid", "model.beta=1,2,4"]) == 0
     assert "3 x PDE runs (points; the first and the last sized)" in capsys.readouterr().out
+    assert main(["check", "response", "c.toml", "--observable", "z", "--at", "0.5"]) == 0
+    assert "1 x PDE forward and its adjoint:" in capsys.readouterr().out
+    assert main(["check", "phase", "c.toml", "--betas", "1,2,4", "--at", "0.5", "--n", "8", "--prompts", "4"]) == 0
+    assert "3 x batches of 4 prompts of n = 8 on S^1 (one per beta" in capsys.readouterr().out
+    assert main(["check", "fit", "c.toml", "--target", "exp(y)", "--param", "model.beta", "--max-iter", "7"]) == 0
+    assert "7 x forward run and gradient (7 iterations x 1 pair)" in capsys.readouterr().out
     assert sorted(os.listdir(tmp_path)) == ["c.toml"]
