@@ -92,7 +92,8 @@ class Costs:
     @classmethod
     def measure(cls, config: Config, dt: float, step_guess: float, near: Path,
                 particles: Callable[..., Any] | None = None) -> Costs:
-        """Run ``config`` with fixed steps of ``dt / 100`` (``dt``: its step) on this process alone,
+        """Run ``config`` with steps of ``dt / 100`` (``dt``: its step; adaptive steps of at most
+        that where the run's steps are adaptive) on this process alone,
         :data:`PROBE_OUTPUTS` outputs with steps of about ``step_guess`` seconds between them for
         :data:`PROBE_STEPPING` seconds in all (stopping at the first output :data:`PROBE_BUDGET`
         seconds in), in a temporary directory beside ``near`` (the run directory; the system's
@@ -112,8 +113,13 @@ class Costs:
         # and the probe ends by the run's end (its layers)
         dt = min(dt / 100, config.data["time"]["t_final"] / (PROBE_OUTPUTS * between))
         data = copy.deepcopy(config.data)
-        data["time"].update(t_final=PROBE_OUTPUTS * between * dt, dt=dt, outputs=PROBE_OUTPUTS, outputs_every=None,
+        data["time"].update(t_final=PROBE_OUTPUTS * between * dt, outputs=PROBE_OUTPUTS, outputs_every=None,
                             wall_limit=None)
+        if data["time"]["dt"] is None and particles is None:
+            # adaptive steps no longer than that: a step pays the controller's rates and error estimate, as the run's do
+            data["time"]["dt_max"] = dt
+        else:
+            data["time"]["dt"] = dt
         data["output"]["dir"] = None
         if particles is not None:
             data["particles"]["dt"] = dt
