@@ -118,6 +118,14 @@ def particle_estimate(n: int, d: int, what: str, ranks: int = 1) -> Estimate:
     return Estimate(what, f"{count(n)} tokens", PARTICLE_BASE + PER_TOKEN_PER_DIM * d * n, ranks)
 
 
+def batch_estimate(engine: float, prompts: int, n: int, ranks: int = 1) -> Estimate:
+    """Peak memory of rank 0 of a run of ``prompts`` prompts of ``n`` tokens whose batched engine
+    holds ``engine`` bytes at its peak (:func:`meanfield.particles.batch.engine_peak`: a chunk of
+    prompts, the rank's tokens, an output's gathered tokens), on the particle runs' fixed cost."""
+    return Estimate(f"particles.prompts = {prompts}", f"{count(prompts)} prompts of {count(n)} tokens",
+                    PARTICLE_BASE + engine, ranks)
+
+
 def mesh_estimate(sphere: str, cells: int, what: str) -> Estimate:
     """Peak memory of generating and writing a mesh of ``cells`` cells (``meanfield mesh``)."""
     return Estimate(what, f"{count(cells)} cells", MESH_BASE + MESH_PER_CELL * cells)

@@ -84,6 +84,27 @@ def test_mass_and_rank_independence(parallel_comm) -> None:
         np.testing.assert_allclose(results[0], results[1], rtol=0, atol=1e-13)
 
 
+@pytest.mark.mpi
+def test_fast_field_at_its_default_tol_is_rank_independent(parallel_comm, tmp_path) -> None:
+    """DG1 on S^2 with the fast field at its default tol (1e-6), causal with 4 slices and not: the
+    run on 2 ranks equals the run on one to round-off (the NUFFT's kernel does not depend on a rank's
+    points; measured 2e-16 at t = 0.3 and 3e-13 of a density of 49 at t = 8)."""
+    from mpi4py import MPI
+
+    import meanfield
+
+    base = {"mesh": {"sphere": "S2", "resolution": 2}, "model": {"beta": 4.0}, "scheme": {"kind": "dg1"},
+            "nonlocal": {"method": "fast"}, "time": {"t_final": 0.3, "outputs": 2}, "output": {"xdmf": False}}
+    causal = {**base, "model": {"beta": 4.0, "mask": "causal"}, "positions": {"slices": 4},
+              "initial": {"kind": "expression", "expression": "exp(3*(1 - s)*z + 3*s*x)"}}
+    for name, data in (("plain", base), ("causal", causal)):
+        config = load_config(data)
+        both = meanfield.run(config, out=tmp_path / f"{name}-two", comm=parallel_comm, quiet=True)
+        one = meanfield.run(config, out=tmp_path / f"{name}-one{parallel_comm.rank}", comm=MPI.COMM_SELF, quiet=True)
+        assert both.metadata["evaluator"]["method"] == one.metadata["evaluator"]["method"] == "fast"
+        np.testing.assert_allclose(both.densities, one.densities, rtol=0, atol=1e-13 * np.abs(one.densities).max())
+
+
 def test_limiter_keeps_means_and_makes_points_nonnegative(rng) -> None:
     m = rng.standard_normal((200, 3))
     m += np.maximum(-m.mean(axis=1, keepdims=True), 0.0) + 0.01  # cell means > 0

@@ -122,3 +122,33 @@ def test_a_mesh_file_is_guarded_once_read(tmp_path, monkeypatch):
     with pytest.raises(memory.MemoryEstimateError, match=r"^mesh\.file .*m\.vtu: needs an estimated .*1280 cells"):
         meanfield.run(config, out=tmp_path / "r", comm=MPI.COMM_SELF, quiet=True)
     assert not (tmp_path / "r").exists()
+
+
+def test_a_batch_of_prompts_is_sized_by_its_engine(monkeypatch):
+    """B = 2048 prompts of 32 tokens in d = 1024 (the paper's largest panel): the engine holds a chunk
+    of prompts at its step's peak, the tokens and an output's gathered tokens, 8 * (32 * 1024) bytes
+    per prompt twice plus two prompts' step arrays: about 1.1 GB on the particle runs' fixed cost, where
+    the single run's per-token estimate (300 B per token and dimension) would say 20.7 GB.  With
+    3 GB available it runs; ten times the prompts are refused naming particles.prompts."""
+    from mpi4py import MPI
+
+    from meanfield.config import load_config
+    from meanfield.drivers.launch import check_size
+    from meanfield.particles.prompts import prompt_memory
+    from meanfield.problem import Problem
+
+    monkeypatch.delenv(memory.ENV_VAR, raising=False)
+    monkeypatch.setattr(memory, "available_memory", lambda: (3 << 30, "MemAvailable"))
+
+    def guard(prompts: int) -> None:
+        problem = Problem(load_config({"particles": {"n": 32, "d": 1024, "prompts": prompts}}))
+        check_size(problem, MPI.COMM_SELF, 32 * prompts)
+
+    tokens = 2048 * 32 * 1024 * 8
+    step = 8 * ((8 + 4) * 32 * 1024 + 3 * 32 * 32)  # a prompt at the peak of an RK4 step (module docstring)
+    chunk, peak = prompt_memory(Problem(load_config({"particles": {"n": 32, "d": 1024, "prompts": 2048}})))
+    assert chunk == (8 << 20) // step and peak == chunk * step + 2 * tokens
+    guard(2048)
+    with pytest.raises(memory.MemoryEstimateError, match=r"^particles\.prompts = 20480: "):
+        guard(20480)
+    assert memory.particle_estimate(2048 * 32, 1024, "x").per_rank > 20e9  # what the guard said before

@@ -276,3 +276,18 @@ def test_cluster_count(rng):
 def test_config_refuses_bad_particle_count():
     with pytest.raises(ConfigError, match="particles.n"):
         load_config(None, ["particles.n=-3"])
+
+
+def test_tokens_in_another_dimension_start_uniform_by_default():
+    """particles.d other than the sphere's without [initial]: uniform on S^{d-1} (the sphere's vMF
+    centres are 3-vectors); a given [initial] or the sphere's own d keep theirs."""
+    assert load_config({"particles": {"d": 8}}).data["initial"] == {"kind": "uniform"}
+    assert load_config(None, ["particles.d=5"]).data["initial"] == {"kind": "uniform"}
+    assert load_config({"particles": {"d": 3}}).data["initial"]["kind"] == "vmf"
+    given = {"particles": {"d": 4}, "initial": {"kind": "vmf", "centers": [[0, 0, 0, 1]], "kappas": [2.0]}}
+    assert load_config(given).data["initial"]["centers"] == [[0, 0, 0, 1]]
+    assert load_config({"particles": {"d": 4}}, ['initial.kind="uniform"']).data["initial"]["kind"] == "uniform"
+    density = Problem(load_config({"particles": {"d": 8, "n": 400}})).initial(8)
+    x = sample_initial(density, 400, np.random.default_rng(0))
+    assert x.shape == (400, 8) and np.allclose(np.linalg.norm(x, axis=1), 1.0)
+    assert np.abs(x.mean(axis=0)).max() < 4 / np.sqrt(400)  # uniform: mean 0 within 4 sigma per coordinate

@@ -62,6 +62,29 @@ def test_phase_random_weights_causal(tmp_path) -> None:
         assert r["clustered_fraction_se"] >= 0.0 and 1.0 <= r["clusters_mean"] <= 8.0
 
 
+@pytest.mark.mpi
+def test_phase_rows_do_not_depend_on_the_ranks(tmp_path, parallel_comm) -> None:
+    """The grid's points dealt over the ranks give phase.csv's rows of one rank; the config's
+    particles.prompts and particles.precision are the defaults of --prompts and --precision."""
+    from mpi4py import MPI
+
+    import meanfield
+
+    config = meanfield.load_config(_toml(CASE), ["particles.prompts=3", 'particles.precision="float64"'])
+    shared = meanfield.phase(config, [1.0, 2.0, 3.0], [0.5, 2.0], ds=[3, 5], out=tmp_path / "all", quiet=True,
+                             plots=False, comm=parallel_comm)
+    alone = meanfield.phase(config, [1.0, 2.0, 3.0], [0.5, 2.0], ds=[3, 5], out=tmp_path / f"one{parallel_comm.rank}",
+                            quiet=True, plots=False, comm=MPI.COMM_SELF)
+    assert len(shared.rows) == len(alone.rows) == 2 * 3 * 2
+    for a, b in zip(shared.rows, alone.rows, strict=True):
+        assert a["prompts"] == 3 and (a["d"], a["beta"], a["t"]) == (b["d"], b["beta"], b["t"])
+        for key in ("mean_inner_product", "clustered_fraction", "clusters_mean"):
+            assert a[key] == pytest.approx(b[key], abs=1e-12)
+    if parallel_comm.rank == 0:
+        meta = json.loads((tmp_path / "all" / "metadata.json").read_text())
+        assert meta["ranks"] == parallel_comm.size and {p["rank"] for p in meta["points"]} == {0, 1}
+
+
 def _toml(text: str) -> dict:
     import tomllib
 

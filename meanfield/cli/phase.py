@@ -39,12 +39,15 @@ def add_parser(subparsers: Subparsers) -> None:
     p.add_argument("--d", type=number_list(int, "integer"), default=None, dest="ds", metavar="LIST",
                    help="dimensions d (tokens on S^{d-1}; default particles.d, else the mesh's)")
     p.add_argument("--n", type=int, default=None, help="tokens per prompt (default particles.n, else 32)")
-    p.add_argument("--prompts", type=int, default=None, help="prompts per grid point (default 64)")
+    p.add_argument("--prompts", type=int, default=None,
+                   help="prompts per grid point (default: particles.prompts where the config asks for more than one, "
+                   "else 64)")
     p.add_argument("--attention", default=None, help="softmax or unnormalized (default: the config's)")
     p.add_argument("--per-prompt", action="store_true", default=None,
                    help="[model.random]: every prompt draws its own weights (model.random.seed + b)")
-    p.add_argument("--device", default=None, help="cpu (numpy, default) or gpu (JAX: pip install 'meanfield[gpu]')")
-    p.add_argument("--precision", default=None, help="float64 (default) or float32")
+    p.add_argument("--device", default=None,
+                   help="cpu (numpy) or gpu (JAX: pip install 'meanfield[gpu]'); default: particles.device")
+    p.add_argument("--precision", default=None, help="float64 or float32 (default: particles.precision)")
     p.add_argument("--out", help="study directory (default: runs/<name>-phase)")
     p.add_argument("--no-plots", action="store_true", help="phase.csv only, no phase.png")
     add_overwrite(p, "redo a phase study already in --out")

@@ -19,7 +19,7 @@ from typing import Any
 
 from ..masks import mask_kind
 from ..model import did_you_mean
-from ..spheres import DEFAULT_SPHERE, sphere_named
+from ..spheres import DEFAULT_SPHERE, SPHERES, sphere_named
 from .checks import check_mask, check_model, check_times
 from .schema import (
     DEFAULT_CONFIG,
@@ -173,6 +173,20 @@ def _t_final_given(user: Mapping[str, Any], overrides: list[str]) -> bool:
         parse_override(text)[0] == ["time", "t_final"] for text in overrides)
 
 
+def _default_initial_for_d(data: dict, user: Mapping[str, Any], overrides: list[str], sphere: Any) -> None:
+    """Tokens in another dimension than the mesh's sphere's (``particles.d``) start uniform on
+    S^{d-1} unless the config gives ``[initial]`` of its own: the sphere's default vMF centres
+    (also the embedded default config's) are vectors of that sphere's dimension only."""
+    d = data["particles"].get("d")
+    own = SPHERES[sphere] if isinstance(sphere, str) and sphere in SPHERES else None
+    if own is None or not is_positive_int(d) or d == own.d:
+        return
+    given = user.get("initial", own.default_initial) != own.default_initial or any(
+        parse_override(text)[0][0] == "initial" for text in overrides)
+    if not given:
+        data["initial"] = {"kind": "uniform"}
+
+
 def _default_depth(data: dict) -> None:
     """``time.t_final`` defaults to the depth ``layers * eta`` of a ``[model.random]`` schedule."""
     random = data["model"]["random"]
@@ -234,6 +248,7 @@ def load_config(
     data["initial"] = copy.deepcopy(DEFAULT_INITIAL.get(sphere, DEFAULT_SPHERE.default_initial))
     _merge(data, user)
     _apply_overrides(data, overrides or [])
+    _default_initial_for_d(data, user, overrides or [], sphere)
     check_keys(data)
     as_floats(data)
     if not _t_final_given(user, overrides or []):

@@ -175,7 +175,8 @@ SCHEMA: dict[str, dict[str, tuple[Any, Callable[[Any], bool], str]]] = {
         "n": (None, _optional(is_positive_int), "a positive integer (number of tokens)"),
         "seed": (0, lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0, "an integer >= 0"),
         "d": (None, _optional(lambda v: is_positive_int(v) and v >= 2),
-              "an integer >= 2 (tokens on S^{d-1}; default: the mesh's d)"),
+              "an integer >= 2 (tokens on S^{d-1}; default: the mesh's d; another d starts uniform "
+              "without an [initial] of the config's own)"),
         "integrator": ("rk4", _one_of("rk4", "ssprk3", "residual"),
                        "'rk4', 'ssprk3' (the PDE's stepper, renormalised after every stage) or 'residual' (with "
                        "[model.random]: one step x <- normalise(x + eta X(x)) per layer, a transformer's discrete "

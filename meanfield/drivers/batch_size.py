@@ -58,19 +58,16 @@ class BatchSize:
         """The size of ``problem``'s batch on ``ranks`` ranks, one chunk's step measured (a few steps
         of the first chunk here)."""
         from ..particles.arrays import ArrayBackend
-        from ..particles.batch import CompiledSteps, bytes_per_prompt, step_count
+        from ..particles.batch import CompiledSteps, step_count
         from ..particles.prompts import prompt_batch
 
         p = problem.particles
         backend = ArrayBackend.for_device(p.device, p.precision)
         batch = prompt_batch(problem, p.prompts)
         busiest = -(-p.prompts // ranks)
-        chunk = batch.chunk(backend)
-        chunk = min(chunk, busiest)
+        chunk, peak = batch.peak(backend, ranks)
         steps = step_count(batch.starts, batch.dts, list(problem.time.output_times))
-        per = bytes_per_prompt(batch.n, batch.d, batch.heads, batch.width, backend.itemsize, batch.own_weights)
         tokens = batch.n * batch.d
-        peak = chunk * per + busiest * tokens * backend.itemsize + p.prompts * tokens * 8
         per_output = 8 * p.prompts * (2 * tokens + batch.d + batch.d**2 + 10)
         compiled = CompiledSteps(backend)
         prompts = range(chunk)

@@ -17,10 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..memory import format_bytes, problem_estimate
+from ..memory import format_bytes
 from ..problem import Problem
 from ..wording import counted
 from . import walltime
+from .launch import run_estimate
 from .planning import CheckReport
 
 
@@ -146,9 +147,10 @@ def particle_part(problem: Problem, what: str, ranks: int, cores: int, near: Pat
     """A particle run (a single prompt or a batch) of ``problem`` (``particles.n`` set) on
     ``ranks`` ranks as a part: its steps counted (:func:`particle_steps`), its start-up, step,
     outputs and checkpoints timed by a probe run of a few steps here by ``runner`` (the
-    command's run function: :meth:`meanfield.drivers.walltime.Costs.measure`), its memory by
-    :func:`meanfield.memory.problem_estimate`, and on disk the tokens of each output twice
-    (the snapshot and run.nc) with each prompt's moments and scalars."""
+    command's run function: :meth:`meanfield.drivers.walltime.Costs.measure`), its memory as
+    the run's guard estimates it (:func:`~meanfield.drivers.launch.run_estimate`), and on disk
+    the tokens of each output twice (the snapshot and run.nc) with each prompt's moments and
+    scalars."""
     p, outputs = problem.particles, len(problem.time.output_times)
     n, d = int(p.n), p.d  # type: ignore[arg-type]  # set by the caller
     steps = particle_steps(problem)
@@ -156,7 +158,7 @@ def particle_part(problem: Problem, what: str, ranks: int, cores: int, near: Pat
     guess = PAIR_STEP_COST * p.prompts * n * n * d
     costs = walltime.Costs.measure(problem.config, dt * 100, guess, near, particles=runner)
     wall = walltime.estimate(costs, steps, outputs, ranks, problem.output.checkpoint_every, cores)
-    memory = problem_estimate(problem, ranks, n * p.prompts)
+    memory = run_estimate(problem, ranks, n * p.prompts)
     assert memory is not None
     per_output = 8 * p.prompts * (2 * n * d + d + d * d + 10)
     return Part(f"{what} ({steps} steps, a step {_seconds(costs.step)} on one process)", runs,

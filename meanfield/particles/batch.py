@@ -151,30 +151,44 @@ def _activation(xp: Any, name: str) -> Callable[[Any], Any]:
 
 
 def velocity(xp: Any, structure: Structure, p: dict[str, Any], x: Any) -> Any:
-    """The layer's velocity of every token of every prompt, x of shape (B, n, d) (module docstring)."""
+    """The layer's velocity of every token of every prompt, x of shape (B, n, d) (module docstring).
+
+    The (B, H, n, n) and (B, n, d) arrays made here are updated in place (augmented assignments:
+    numpy writes into the array, JAX binds the new one), so numpy allocates and reads each once
+    less per operation; x and the parameters are never written.
+    """
     total = None
     if structure.attention is not None:
-        xa = x[:, None]  # (B, 1, n, d): every head
-        left = xa @ p["A"] if structure.interaction else xa  # rows x_i^T A
-        logits = p["beta"] * (left @ xp.swapaxes(xa, -1, -2))  # (B, H, n, n)
+        single = structure.heads == 1  # then no heads' axis: (B, n, d) and (B, n, n) arrays
+        xa = x if single else x[:, None]  # (B, 1, n, d): every head
+        head = (lambda a: a[:, 0]) if single else (lambda a: a)
+        left = xa @ head(p["A"]) if structure.interaction else xa  # rows x_i^T A
+        logits = left @ xp.swapaxes(xa, -1, -2)  # (B, [H,] n, n)
+        logits *= p["beta"]
         if structure.masked:
-            logits = logits + p["bias"]
+            logits += p["bias"]
         top = xp.max(logits, axis=-1, keepdims=True)
-        E = xp.exp(logits - top)
-        values = xa @ xp.swapaxes(p["V"], -1, -2) if structure.value else xa  # rows (V x_j)^T
-        N = E @ values
-        # the heads' weights and the softmax's division (or USA's factor) go on the (B, H, n, 1) factors
+        logits -= top
+        E = xp.exp(logits)
+        # the heads' weights and the softmax's division (or USA's factor) scale E's rows: (B, [H,] n, 1)
+        # factors on n x n numbers, fewer than the n x d of the sums when n <= d
         w = p["w"][:, None, None]
-        factor = w / xp.sum(E, axis=-1, keepdims=True) if attention_kind(structure.attention).normalised \
+        E *= w / xp.sum(E, axis=-1, keepdims=True) if attention_kind(structure.attention).normalised \
             else w * xp.exp(top) * p["scale"]
-        total = (N * factor)[:, 0] if structure.heads == 1 else xp.sum(N * factor, axis=1)
+        values = xa @ xp.swapaxes(head(p["V"]), -1, -2) if structure.value else xa  # rows (V x_j)^T
+        N = E @ values
+        total = N if single else xp.sum(N, axis=1)
     if structure.activation is not None:
         block = _activation(xp, structure.activation)(x @ xp.swapaxes(p["Af"], -1, -2) + p["b"]) \
             @ xp.swapaxes(p["W"], -1, -2)
-        total = block if total is None else total + block
+        if total is None:
+            total = block
+        else:
+            total += block
     if total is None:
         return xp.zeros_like(x)
-    return total - xp.vecdot(x, total)[..., None] * x
+    total -= xp.vecdot(x, total)[..., None] * x
+    return total
 
 
 def _steps(xp: Any, repeat: Callable[..., Any], structure: Structure, integrator: str, p: dict[str, Any], x: Any,
@@ -186,7 +200,8 @@ def _steps(xp: Any, repeat: Callable[..., Any], structure: Structure, integrator
         y, worst = carry
         y = y + h * field_(y) if integrator == "residual" else rk4_step(field_, y, h)
         norms = xp.sqrt(xp.vecdot(y, y))[..., None]
-        return y / norms, xp.maximum(worst, xp.max(xp.abs(1.0 - norms)))
+        y /= norms  # y is the step's new array
+        return y, xp.maximum(worst, xp.max(xp.abs(1.0 - norms)))
 
     return repeat(count, body, (x, drift))
 
@@ -253,8 +268,23 @@ class PromptBatch:
 
     def chunk(self, backend: ArrayBackend, memory: int | None = None) -> int:
         """The prompts of a chunk (:func:`chunk_size`) for ``memory`` bytes (default :data:`DEFAULT_MEMORY`)."""
-        per = bytes_per_prompt(self.n, self.d, self.heads, self.width, backend.itemsize, self.own_weights)
-        return chunk_size(self.prompts, per, DEFAULT_MEMORY[backend.library] if memory is None else memory)
+        return self.peak(backend, 1, memory)[0]
+
+    def peak(self, backend: ArrayBackend, ranks: int = 1, memory: int | None = None) -> tuple[int, int]:
+        """(prompts of a chunk, bytes) at the busiest rank's peak (:func:`engine_peak`)."""
+        return engine_peak(self.prompts, self.n, self.d, backend, ranks, memory, self.heads, self.width,
+                           self.own_weights)
+
+
+def engine_peak(prompts: int, n: int, d: int, backend: ArrayBackend, ranks: int = 1, memory: int | None = None,
+                heads: int = 1, width: int = 0, own_weights: int = 0) -> tuple[int, int]:
+    """(prompts of a chunk, bytes) at the busiest rank's peak when ``ranks`` ranks share ``prompts``
+    prompts: a chunk at the peak of a step (:func:`bytes_per_prompt`), the rank's tokens between
+    outputs, and on rank 0 an output's tokens of every prompt gathered in float64."""
+    per = bytes_per_prompt(n, d, heads, width, backend.itemsize, own_weights)
+    busiest = -(-prompts // ranks)
+    chunk = min(chunk_size(prompts, per, DEFAULT_MEMORY[backend.library] if memory is None else memory), busiest)
+    return chunk, chunk * per + busiest * n * d * backend.itemsize + prompts * n * d * 8
 
 
 def intervals(starts: Sequence[float], times: Sequence[float]) -> list[tuple[float, float, int]]:

@@ -49,7 +49,6 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
-from scipy import signal
 
 from ..causal import PrefixSums
 from ..model import AttentionModel
@@ -146,7 +145,9 @@ class PositionalDecay:
         global order), or ``None`` without normalisation."""
         if not self.normalise:
             return None
-        return signal.lfilter([1.0], [1.0, -np.exp(-self.rate / weights.size)], weights)
+        from scipy.signal import lfilter  # here: scipy.signal brings scipy.stats, a second of imports
+
+        return lfilter([1.0], [1.0, -np.exp(-self.rate / weights.size)], weights)
 
 
 def token_positions(n: int) -> np.ndarray:

@@ -37,12 +37,20 @@ Velocity = Callable[[np.ndarray], np.ndarray]
 
 
 def rk4_step(velocity: Velocity, x: np.ndarray, dt: float) -> np.ndarray:
-    """One classical Runge-Kutta step of x' = velocity(x), without renormalisation."""
+    """One classical Runge-Kutta step of x' = velocity(x), without renormalisation.
+
+    ``x + dt/6 (k1 + 2 k2 + 2 k3 + k4)`` summed in that order into one new array (augmented
+    assignments on it: numpy updates it in place, JAX binds the new array); x and the slopes are
+    not written."""
     k1 = velocity(x)
     k2 = velocity(x + 0.5 * dt * k1)
+    step = k1 + 2.0 * k2
     k3 = velocity(x + 0.5 * dt * k2)
-    k4 = velocity(x + dt * k3)
-    return x + (dt / 6.0) * (k1 + 2.0 * k2 + 2.0 * k3 + k4)
+    step += 2.0 * k3
+    step += velocity(x + dt * k3)
+    step *= dt / 6.0
+    step += x
+    return step
 
 
 def projected_rk4_step(velocity: Velocity, x: np.ndarray, dt: float) -> tuple[np.ndarray, float]:

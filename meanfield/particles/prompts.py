@@ -26,7 +26,7 @@ from ..config import ConfigError
 from ..layers import LayerSchedule
 from ..problem import Problem
 from ..random_weights import RandomLayers
-from .batch import LayerArrays, LayerSource, PromptBatch, default_dts, shared_layers
+from .batch import LayerArrays, LayerSource, PromptBatch, default_dts, engine_peak, shared_layers
 from .positions import token_component
 from .sampling import resolve_sampler
 
@@ -82,7 +82,7 @@ def prompt_batch(problem: Problem, prompts: int, per_prompt: bool | None = None)
         return np.stack([tokens.sample(density, n, np.random.default_rng(p.seed + b), sampler, mesh) for b in chunk])
 
     law = problem.random
-    schedule = problem.schedule(d)
+    schedule, heads, width, own_weights = _layout(problem, own)
     layers: LayerSource = shared_layers(schedule, mask, n)
     if own:
         assert law is not None
@@ -103,13 +103,33 @@ def prompt_batch(problem: Problem, prompts: int, per_prompt: bool | None = None)
         dts = default_dts([prompt_schedule(problem, law, b) for b in range(prompts)])
     else:
         dts = default_dts([schedule])
+    return PromptBatch(prompts, n, d, schedule.starts, dts, layers, initial, p.integrator, own_weights, heads, width)
+
+
+def _layout(problem: Problem, own: bool) -> tuple[LayerSchedule, int, int, int]:
+    """The shared schedule, the largest head count and feed-forward width of its layers, and the
+    numbers of weights a prompt draws on its own (0: shared)."""
+    d, law = problem.particles.d, problem.random
+    schedule = problem.schedule(d)
     heads = max((len(layer.attention.heads) for layer in schedule.layers if layer.attention is not None), default=0)
     width = max((layer.ffn.width for layer in schedule.layers if layer.ffn is not None), default=0)
     own_weights = 0
-    if own:
-        assert law is not None
+    if own and law is not None:
         own_weights = law.layers * (3 * law.heads * d * d + 2 * law.ffn_width * d + law.ffn_width)
-    return PromptBatch(prompts, n, d, schedule.starts, dts, layers, initial, p.integrator, own_weights, heads, width)
+    return schedule, heads, width, own_weights
+
+
+def prompt_memory(problem: Problem, ranks: int = 1) -> tuple[int, int]:
+    """(prompts of a chunk, bytes) at the peak of the batch of a run with ``particles.prompts`` on
+    ``ranks`` ranks (:func:`~meanfield.particles.batch.engine_peak`), without drawing any prompt's
+    own weights."""
+    from .arrays import ArrayBackend
+
+    p = problem.particles
+    _, heads, width, own_weights = _layout(problem, check_batch(problem, p.prompts))
+    backend = ArrayBackend.for_device(p.device, p.precision)
+    return engine_peak(p.prompts, int(p.n), p.d, backend, ranks, None, heads, width,  # type: ignore[arg-type]
+                       own_weights)
 
 
 def describe(batch: PromptBatch, problem: Problem) -> dict[str, Any]:

@@ -30,7 +30,7 @@ from __future__ import annotations
 import csv
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -96,7 +96,7 @@ def check_grid(config: Config, betas: Sequence[float], times: Sequence[float], d
                      tuple(sorted({int(d) for d in ds})), int(n), int(prompts), attention)
 
 
-def point_config(config: Config, grid: PhaseGrid, d: int, beta: float) -> Config:
+def _point_config(config: Config, grid: PhaseGrid, d: int, beta: float) -> Config:
     """The config of one grid point: beta, d, n (and the attention) set."""
     overrides = [f"model.beta={beta!r}", f"particles.d={d}", f"particles.n={grid.n}"]
     if grid.attention is not None:
@@ -130,6 +130,29 @@ class _Accumulator:
                 "clustered_fraction_se": se, "clusters_mean": mean["clusters"]}
 
 
+@dataclass(frozen=True)
+class PhaseStudy:
+    """A checked phase study, the same on every rank: its directory, grid, config and backend."""
+
+    path: Path
+    grid: PhaseGrid
+    base: Config
+    per_prompt: bool | None
+    device: str
+    precision: str
+
+    @property
+    def points(self) -> list[tuple[int, float]]:
+        """The grid's (d, beta) points, in phase.csv's order."""
+        return [(d, b) for d in self.grid.ds for b in self.grid.betas]
+
+    def problem(self, d: int, beta: float) -> Any:
+        """The :class:`~meanfield.problem.Problem` of one grid point."""
+        from ..problem import Problem
+
+        return Problem(_point_config(self.base, self.grid, d, beta))
+
+
 def phase(
     config: Config | Mapping | str | Path | None,
     betas: Sequence[float],
@@ -137,11 +160,11 @@ def phase(
     *,
     ds: Sequence[int] | None = None,
     n: int | None = None,
-    prompts: int = PROMPTS,
+    prompts: int | None = None,
     attention: str | None = None,
     per_prompt: bool | None = None,
-    device: str = "cpu",
-    precision: str = "float64",
+    device: str | None = None,
+    precision: str | None = None,
     memory: int | None = None,
     out: str | Path | None = None,
     overrides: list[str] | None = None,
@@ -165,13 +188,15 @@ def phase(
     n
         Tokens per prompt (default ``particles.n``, else 32).
     prompts
-        Prompts per grid point.
+        Prompts per grid point (default ``particles.prompts`` where the config asks for more than
+        one, else :data:`PROMPTS`).
     attention
         ``"softmax"`` or ``"unnormalized"`` (default: the config's).
     per_prompt
         Draw ``[model.random]`` weights per prompt (default: ``model.random.per_prompt``).
     device, precision
-        ``"cpu"`` (numpy) or ``"gpu"`` (JAX); ``"float64"`` or ``"float32"``.
+        ``"cpu"`` (numpy) or ``"gpu"`` (JAX); ``"float64"`` or ``"float32"`` (default: the config's
+        ``particles.device`` and ``particles.precision``).
     memory
         Bytes a chunk of prompts may hold (:mod:`meanfield.particles.batch`).
     out
@@ -179,7 +204,9 @@ def phase(
     overrides
         ``SECTION.KEY=VALUE`` overrides of the config.
     comm
-        MPI communicator: rank 0 computes and writes, the others wait (default COMM_WORLD).
+        MPI communicator (default COMM_WORLD): the grid's (d, beta) points are dealt to the ranks in
+        turn, each rank runs its points' batches, and rank 0 writes; the rows do not depend on the
+        rank count (every point's prompts are drawn from its own seeds).
     quiet
         No progress on the terminal.
     overwrite
@@ -190,55 +217,79 @@ def phase(
     from mpi4py import MPI
 
     from ..collective import everywhere, on_root
+    from ..rundir.environment import run_environment
 
     comm = comm or MPI.COMM_WORLD
-    rows = on_root(comm, lambda: _phase(config, betas, times, ds, n, prompts, attention, per_prompt, device,
-                                        precision, memory, out, overrides, comm, quiet, overwrite, plots))
-    return everywhere(comm, lambda: rows)
+    study = on_root(comm, lambda: _prepare(config, betas, times, ds, n, prompts, attention, per_prompt, device,
+                                           precision, out, overrides, overwrite))
+    environment = run_environment(comm)
+    started = time.perf_counter()
+    say: Callable[[str], None] = (lambda text: None) if quiet or comm.rank != 0 else \
+        (lambda text: print(text, flush=True))
+    grid = study.grid
+    say(f"phase diagram of {study.base.data['name']}: d in {list(grid.ds)}, {len(grid.betas)} betas, "
+        f"{grid.prompts} prompts of {grid.n} tokens, {_backend(study).describe()}"
+        + (f", {len(study.points)} points over {comm.size} ranks" if comm.size > 1 else "") + f" -> {study.path}")
+    mine = everywhere(comm, lambda: _compute(study, range(comm.rank, len(study.points), comm.size), memory, say))
+    computed = comm.gather(mine, root=0)
+    return on_root(comm, lambda: _write(study, computed, environment, comm.size, started, plots))
 
 
-def _phase(config: Any, betas: Sequence[float], times: Sequence[float], ds: Sequence[int] | None, n: int | None,
-           prompts: int, attention: str | None, per_prompt: bool | None, device: str, precision: str,
-           memory: int | None, out: str | Path | None, overrides: list[str] | None, comm: Any, quiet: bool,
-           overwrite: bool, plots: bool) -> PhaseResult:
-    from mpi4py import MPI
-
-    from ..drivers.launch import configure_process
+def _backend(study: PhaseStudy) -> Any:
     from ..particles.arrays import ArrayBackend
-    from ..particles.batch import run_batch
-    from ..particles.prompts import check_batch, describe, prompt_batch
-    from ..particles.statistics import gram, prompt_statistics
-    from ..problem import Problem
-    from ..references.equiangular import equiangular
+
+    return ArrayBackend.for_device(study.device, study.precision, field="--device")
+
+
+def _prepare(config: Any, betas: Sequence[float], times: Sequence[float], ds: Sequence[int] | None, n: int | None,
+             prompts: int | None, attention: str | None, per_prompt: bool | None, device: str | None,
+             precision: str | None, out: str | Path | None, overrides: list[str] | None,
+             overwrite: bool) -> PhaseStudy:
+    """Check the study and claim its directory (rank 0), or raise a
+    :class:`~meanfield.config.ConfigError` naming the option."""
+    from ..particles.prompts import check_batch
     from ..rundir.directory import prepare_study
-    from ..rundir.environment import run_environment
-    from ..rundir.files import write_json, write_text
     from ..rundir.names import derived_directory
 
     base = config if isinstance(config, Config) and not overrides else load_config(
         config.data if isinstance(config, Config) else config, overrides)
+    particles = base.data["particles"]
+    if prompts is None:
+        prompts = particles["prompts"] if particles["prompts"] > 1 else PROMPTS
     grid = check_grid(base, betas, times, ds, n, prompts, attention)
-    backend = ArrayBackend.for_device(device, precision, field="--device")
-    problems = {(d, b): Problem(point_config(base, grid, d, b)) for d in grid.ds for b in grid.betas}
-    for problem in problems.values():
+    study = PhaseStudy(Path(out) if out is not None else Path(), grid, base, per_prompt,
+                       device if device is not None else particles["device"],
+                       precision if precision is not None else particles["precision"])
+    _backend(study)  # refuses a missing array library or device (--device) before anything is written
+    problems = [study.problem(d, b) for d, b in study.points]
+    for problem in problems:
         try:
-            check_batch(problem, grid.prompts, per_prompt)
+            check_batch(problem, study.grid.prompts, per_prompt)
         except ConfigError as exc:
             raise ConfigError(str(exc).replace("model.random.per_prompt", "--per-prompt")
                               if per_prompt else str(exc)) from None
-    first = next(iter(problems.values()))
-    path = Path(out) if out is not None else derived_directory(first.output.directory, "phase")
-    prepare_study(path, "phase", overwrite=overwrite)
-    environment = run_environment(MPI.COMM_SELF)  # this process alone computes the diagram
-    threads = configure_process(first.field.threads)
-    started = time.perf_counter()
-    say: Callable[[str], None] = (lambda text: None) if quiet else (lambda text: print(text, flush=True))
-    say(f"phase diagram of {base.data['name']}: d in {list(grid.ds)}, {len(grid.betas)} betas, {grid.prompts} "
-        f"prompts of {grid.n} tokens, {backend.describe()} -> {path}")
-    rows: list[dict[str, Any]] = []
-    points: list[dict[str, Any]] = []
-    for (d, beta), problem in problems.items():
-        batch = prompt_batch(problem, grid.prompts, per_prompt)
+    if out is None:
+        study = replace(study, path=derived_directory(problems[0].output.directory, "phase"))
+    prepare_study(study.path, "phase", overwrite=overwrite)
+    return study
+
+
+def _compute(study: PhaseStudy, indices: range, memory: int | None,
+             say: Callable[[str], None]) -> dict[int, tuple[list[dict[str, Any]], dict[str, Any]]]:
+    """The rows and the metadata of the grid points ``indices`` (this rank's)."""
+    from ..drivers.launch import configure_process
+    from ..particles.batch import run_batch
+    from ..particles.prompts import describe, prompt_batch
+    from ..particles.statistics import gram, prompt_statistics
+    from ..references.equiangular import equiangular
+
+    grid, backend = study.grid, _backend(study)
+    done: dict[int, tuple[list[dict[str, Any]], dict[str, Any]]] = {}
+    threads = configure_process(study.problem(*study.points[0]).field.threads) if indices else 0
+    for index in indices:
+        d, beta = study.points[index]
+        problem = study.problem(d, beta)
+        batch = prompt_batch(problem, grid.prompts, study.per_prompt)
         sums = _Accumulator(len(grid.times))
 
         def observe(chunk: range, k: int, x: Any, sums: _Accumulator = sums) -> None:
@@ -248,29 +299,41 @@ def _phase(config: Any, betas: Sequence[float], times: Sequence[float], ds: Sequ
         kind = problem.config.data["model"]["attention"]
         g = equiangular(grid.times, beta, grid.n, kind) if attention_kind(kind).exponential \
             else np.full(len(grid.times), np.nan)
-        for k, t in enumerate(grid.times):
-            rows.append({"beta": beta, "d": d, "n": grid.n, "t": t, "prompts": grid.prompts, **sums.row(k),
-                         "equiangular": float(g[k])})
-        points.append({**describe(batch, problem), "beta": beta, "steps": report.steps, "chunk": report.chunk,
-                       "chunks": report.chunks, "max_drift": report.max_drift, "seconds": report.timings["total"]})
+        rows = [{"beta": beta, "d": d, "n": grid.n, "t": t, "prompts": grid.prompts, **sums.row(k),
+                 "equiangular": float(g[k])} for k, t in enumerate(grid.times)]
+        done[index] = (rows, {**describe(batch, problem), "beta": beta, "steps": report.steps,
+                              "chunk": report.chunk, "chunks": report.chunks, "max_drift": report.max_drift,
+                              "seconds": report.timings["total"], "threads": threads})
         say(f"  d = {d}, beta = {beta:g}: {report.steps} steps in {report.chunks} chunk(s) of {report.chunk}, "
             f"{report.timings['total']:.3g} s; clustered fraction at t = {grid.times[-1]:g}: "
             f"{rows[-1]['clustered_fraction']:.3f}")
+    return done
+
+
+def _write(study: PhaseStudy, computed: list[dict[int, tuple[list[dict[str, Any]], dict[str, Any]]]] | None,
+           environment: dict[str, Any], ranks: int, started: float, plots: bool) -> PhaseResult:
+    """phase.csv, phase.png, config.toml and metadata.json from every rank's points (rank 0)."""
+    from ..rundir.files import write_json, write_text
+
+    points = {index: done for part in computed or [] for index, done in part.items()}
+    rows = [row for index in sorted(points) for row in points[index][0]]
+    grid, path = study.grid, study.path
     with open(path / "phase.csv", "w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=list(COLUMNS))
         writer.writeheader()
         writer.writerows({k: ("" if isinstance(v, float) and np.isnan(v) else v) for k, v in r.items()}
                          for r in rows)
-    write_text(path / "config.toml", base.to_toml())
+    write_text(path / "config.toml", study.base.to_toml())
     if plots:
         from ..plotting.phase import phase_figure
 
-        fig = phase_figure(rows, attention=first.config.data["model"]["attention"],
-                           title=f"{base.data['name']}: share of pairs with <x_i, x_j> >= 0.999, "
+        fig = phase_figure(rows, attention=study.problem(*study.points[0]).config.data["model"]["attention"],
+                           title=f"{study.base.data['name']}: share of pairs with <x_i, x_j> >= 0.999, "
                                  f"{grid.prompts} prompts of n = {grid.n}")
         fig.savefig(path / "phase.png", dpi=120)
     write_json(path / "metadata.json", {
         "kind": "phase", "betas": list(grid.betas), "times": list(grid.times), "ds": list(grid.ds), "n": grid.n,
-        "prompts": grid.prompts, "backend": backend.describe(), "threads": threads, "points": points,
+        "prompts": grid.prompts, "backend": _backend(study).describe(),
+        "points": [{**points[index][1], "rank": index % ranks} for index in sorted(points)],
         "timings": {"total": time.perf_counter() - started}, **environment})
     return PhaseResult(path, rows)

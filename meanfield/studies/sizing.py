@@ -132,30 +132,36 @@ def sweep_size(config: Any, overrides: list[str] | None = None, *, grid: Mapping
 
 def phase_size(config: Any, overrides: list[str] | None = None, *, betas: Sequence[float], times: Sequence[float],
                ds: Sequence[int] | None = None, n: int | None = None, prompts: int | None = None,
-               attention: str | None = None, device: str | None = None,
-               precision: str | None = None, out: str | Path | None = None, ranks: int = 1,
-               cores: int | None = None) -> JobSize:
-    """``meanfield phase``: a batch of prompts per (d, beta) to the last time, the smallest and the
-    largest beta of each d sized."""
-    from .phase import PROMPTS, check_grid, point_config
+               attention: str | None = None, device: str | None = None, precision: str | None = None,
+               out: str | Path | None = None, ranks: int = 1, cores: int | None = None) -> JobSize:
+    """``meanfield phase``: a batch of prompts per (d, beta) to the last time, the grid's points
+    dealt to the ranks in turn (each batch on one rank); the smallest and the largest beta of
+    each d sized."""
+    from .phase import PROMPTS, PhaseStudy, check_grid
 
     cores = cores or cores_here()
     base = load_config(config, overrides)
-    grid = check_grid(base, betas, times, ds, n, prompts if prompts is not None else PROMPTS, attention)
+    particles = base.data["particles"]
+    if prompts is None:
+        prompts = particles["prompts"] if particles["prompts"] > 1 else PROMPTS
+    study = PhaseStudy(Path(out or "."), check_grid(base, betas, times, ds, n, prompts, attention), base, None,
+                       device if device is not None else particles["device"],
+                       precision if precision is not None else particles["precision"])
+    grid = study.grid
     settings = [f"particles.prompts={grid.prompts}", f"time.t_final={max(max(grid.times), 1e-9)!r}",
-                "time.outputs=1", "output.diagnostics=false"]
-    settings += [f'{key}="{value}"' for key, value in (("particles.device", device), ("particles.precision", precision))
-                 if value is not None]
+                "time.outputs=1", "output.diagnostics=false", f'particles.device="{study.device}"',
+                f'particles.precision="{study.precision}"']
     parts = []
     for d in grid.ds:
-        sized = [particle_part(Problem(load_config(point_config(base, grid, d, beta).data, settings)),
-                               f"beta = {beta:g}", ranks, cores, Path(out or "."), run_particles)
-                 for beta in sorted({grid.betas[0], grid.betas[-1]})]
-        parts.append(Part(f"batches of {grid.prompts} prompts of n = {grid.n} on S^{d - 1} (one per beta; the "
-                          "smallest and the largest beta sized)", len(grid.betas),
+        sized = [particle_part(Problem(load_config(study.problem(d, beta).config.data, settings)), f"beta = {beta:g}",
+                               1, cores, study.path, run_particles) for beta in sorted({grid.betas[0], grid.betas[-1]})]
+        parts.append(Part(f"batches of {grid.prompts} prompts of n = {grid.n} on S^{d - 1} (one per beta, the "
+                          "ranks taking them in turn: the busiest rank's; the smallest and the largest beta sized)",
+                          -(-len(grid.betas) // ranks),
                           (min(p.seconds[0] for p in sized), max(p.seconds[1] for p in sized)),
                           max(p.memory for p in sized), 0))
-    return JobSize("phase", ranks, parts, ["each batch sized as a particle run to the last time, one output"])
+    return JobSize("phase", ranks, parts, ["each batch sized as a particle run to the last time, one output; the ranks "
+                                           "take the grid's points in turn"])
 
 
 def fit_size(config: Any, overrides: list[str] | None = None, *, targets: Sequence[Any] = (),
