@@ -10,7 +10,8 @@ some steps apart (steps for about :data:`PROBE_STEPPING` seconds in all, so that
 machine's pauses average out), and reads each part's seconds from the probe's timings and the
 moments of its outputs, so the outputs and checkpoints are timed at the run's own sizes, on
 the disk the run writes to.
-Importing dolfinx is timed where this process first did it (:func:`meanfield._fem.import_seconds`).
+Importing dolfinx is timed where this process first did it (:func:`meanfield._fem.import_seconds`),
+and what came before it (the interpreter's start, meanfield's imports) as this process spent it.
 
 On ``ranks`` ranks (:func:`estimate`) the steps are shared by the ranks, up to the cores
 present; the start-up, outputs and checkpoints are not.  Ranks beyond the cores present take
@@ -45,6 +46,9 @@ PROBE_STEPPING = 0.5
 PROBE_STEPS_BETWEEN = 64
 #: Seconds after its first output at which the probe stops at its next output (a step guessed too cheap).
 PROBE_BUDGET = 5.0
+#: A process's seconds before it imports dolfinx are counted in the start-up up to this many
+#: times the dolfinx import (:func:`_prelude`).
+PRELUDE_IMPORTS = 2
 #: Seconds an oversubscribed step loses per rank beyond the first and per rank a core holds.
 #: Measured (2-core machine, load average ~9 from other jobs; s1-clustering to t = 10, 1089
 #: steps): 5.7 ms a step on 1 rank, 9.5 ms on 2, 38.1 ms on 4 ranks, where sharing the work
@@ -138,8 +142,18 @@ class Costs:
         cycle = float(np.median(np.diff(moments))) if len(moments) > 1 else step
         output = max(cycle - between * step, 0.0)
         steady = steps * step + (len(moments) - 1) * output
-        return cls(startup=import_seconds() + max(wall - steady, 0.0), step=step, output=output,
+        return cls(startup=_prelude() + import_seconds() + max(wall - steady, 0.0), step=step, output=output,
                    checkpoint=timings["checkpoint"] / max(len(moments), 1))
+
+
+def _prelude() -> float:
+    """The seconds a fresh ``meanfield`` process spends before it imports dolfinx, as this one
+    did (:func:`meanfield._fem.prelude_seconds`), counted up to :data:`PRELUDE_IMPORTS` times
+    the dolfinx import: a long-lived process (a notebook, the test suite) says nothing of a
+    fresh run's."""
+    from .._fem import import_seconds, prelude_seconds
+
+    return min(prelude_seconds(), PRELUDE_IMPORTS * import_seconds())
 
 
 def _writable_parent(path: Path) -> str | None:
