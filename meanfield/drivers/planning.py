@@ -86,9 +86,12 @@ class Pilot:
     atom_steps
         The run's steps with atoms alone, from ``absorbed`` to ``t_final``
         (:func:`atom_step_count`).
-    atom_step
-        The seconds of one of them, measured on the pilot (where it made two outputs with atoms
-        alone, else 0).
+    atom_step, atom_output
+        The seconds of one of them and of an output with its checkpoint then (the density gone,
+        its observables cost little), measured on the pilot (0 where it made too few outputs
+        with atoms alone to tell them apart).
+    atom_outputs
+        The run's outputs after ``absorbed``.
     """
 
     steps: int
@@ -97,6 +100,8 @@ class Pilot:
     absorbed: float | None = None
     atom_steps: int = 0
     atom_step: float = 0.0
+    atom_output: float = 0.0
+    atom_outputs: int = 0
 
 
 @dataclass(frozen=True)
@@ -247,20 +252,22 @@ def pilot_steps(problem: Problem) -> Pilot | None:
     before = max(sum(limits.values()) - own, 0)
     cfl = min(max(limits.get("cfl", 0) - own + int(np.sum((times > absorbed) & (times <= reached))), 0), before)
     more = int(np.sum(t.output_times <= absorbed)) - int(np.sum(times <= absorbed))  # the run's other landings
+    step, output = _atom_seconds(problem, alone, times)
     return Pilot(max(math.ceil(coarsening * cfl + before - cfl) + more, 0), coarsening, reached, absorbed,
-                 atom_step_count(problem, absorbed, t.t_final, t.output_times), _atom_seconds(problem, alone, times))
+                 atom_step_count(problem, absorbed, t.t_final, t.output_times), step, output,
+                 int(np.sum(t.output_times > absorbed)))
 
 
-def _atom_seconds(problem: Problem, alone: list[tuple[float, float]], times: np.ndarray) -> float:
-    """The seconds of a step with atoms alone: the wall seconds between the pilot's outputs with
-    atoms alone, ``steps x seconds + an output``, fitted by least squares over its intervals of
-    1 and 2 spacings (0 with fewer than two of each)."""
+def _atom_seconds(problem: Problem, alone: list[tuple[float, float]], times: np.ndarray) -> tuple[float, float]:
+    """The seconds of a step with atoms alone and of an output with its checkpoint then: the wall
+    seconds between the pilot's outputs with atoms alone, ``steps x step + output``, fitted by
+    least squares over its intervals of 1 and 2 spacings (0, 0 with fewer than two of each)."""
     steps = [atom_step_count(problem, a[0], b[0], times) for a, b in zip(alone[:-1], alone[1:])]
     if len(set(steps)) < 2:
-        return 0.0
+        return 0.0, 0.0
     walls = [b[1] - a[1] for a, b in zip(alone[:-1], alone[1:])]
-    (seconds, _), *_ = np.linalg.lstsq(np.column_stack([steps, np.ones(len(steps))]), np.array(walls), rcond=None)
-    return max(float(seconds), 0.0)
+    (step, output), *_ = np.linalg.lstsq(np.column_stack([steps, np.ones(len(steps))]), np.array(walls), rcond=None)
+    return max(float(step), 0.0), max(float(output), 0.0)
 
 
 def atom_step_count(problem: Problem, t0: float, t1: float, times: np.ndarray) -> int:
@@ -413,7 +420,8 @@ class CheckReport:
             return []
         every = self.problem.output.checkpoint_every
         pilot = None if self.estimate is None else self.estimate.pilot
-        alone = (pilot.atom_steps, pilot.atom_step) if pilot is not None else (0, 0.0)
+        alone = (0, 0.0, 0, 0.0) if pilot is None else \
+            (pilot.atom_steps, pilot.atom_step, pilot.atom_outputs if pilot.atom_output > 0 else 0, pilot.atom_output)
         return [walltime.estimate(self.costs, steps, len(self.output_times), self.ranks, every, self.cores, *alone)
                 for steps in self._step_counts()]
 
@@ -508,7 +516,8 @@ class CheckReport:
             alone = "" if e.pilot.absorbed is None else \
                 (f", then ~{e.pilot.atom_steps} steps with atoms alone from t = {e.pilot.absorbed:.3g}, where the "
                  f"pilot's density had gone to the atoms (atoms.absorb_mass), at the atoms' bound whatever the mesh, "
-                 f"{_seconds(e.pilot.atom_step)} each on the pilot")
+                 f"{_seconds(e.pilot.atom_step)} each on the pilot, and an output with its checkpoint then "
+                 f"{_seconds(e.pilot.atom_output)}")
             return (f"{head}: ~{e.pilot.steps} steps{alone}, counted by a pilot run {how}; from the initial step dt = "
                     f"{first}{per_layer}: ~{e.steps} steps, {e.fewest_steps} to {e.most_steps} at the extremes: the "
                     "fewer if the error stops limiting the step and the speed stays as it starts, the more at "

@@ -206,14 +206,16 @@ def step_penalty(ranks: int, available: int | None = None) -> float:
 
 
 def estimate(costs: Costs, steps: int, outputs: int, ranks: int, checkpoint_every: float,
-             available: int | None = None, atom_steps: int = 0, atom_step: float = 0.0) -> WallTime:
+             available: int | None = None, atom_steps: int = 0, atom_step: float = 0.0, atom_outputs: int = 0,
+             atom_output: float = 0.0) -> WallTime:
     """The wall time of a run of ``steps`` steps and ``outputs`` outputs on ``ranks`` ranks of a
     machine with ``available`` cores (default: :func:`cores`), from costs measured on one process
     (module docstring); and ``atom_steps`` more steps of ``atom_step`` seconds each, which the
-    ranks do not share: a hybrid run's steps with atoms alone (every rank holds every atom)."""
+    ranks do not share: a hybrid run's steps with atoms alone (every rank holds every atom), of
+    whose ``outputs`` the last ``atom_outputs`` cost ``atom_output`` each."""
     available = available or cores()
     penalty = step_penalty(ranks, available)
     stepping = steps * (costs.step / min(ranks, available) + penalty) + atom_steps * (atom_step + penalty)
-    writing = outputs * costs.output
+    writing = (outputs - atom_outputs) * costs.output + atom_outputs * atom_output
     periodic = math.floor((costs.startup + stepping + writing) / checkpoint_every)
     return WallTime(costs.startup, stepping, writing, periodic * costs.checkpoint, periodic, penalty)
