@@ -132,12 +132,17 @@ def calibrate() -> None:
 
 def crossover() -> None:
     """Small fixed point sets (mesh-like: quasi-uniform sources, 1.5 targets per source): the
-    method auto picks against the faster one, measured."""
+    method auto picks against the faster one, measured, for Q = K = I (a spectral head) and for a
+    Gaussian Q, K (a random layer's head: the fast field's per-target expansion)."""
+    from meanfield.model import Head
     from meanfield.nonlocal_field import AutoEvaluator, DirectEvaluator
 
     rows = []
-    for d in (2, 3):
+    for d, head in ((2, "Q = K = I"), (3, "Q = K = I"), (2, "Gaussian Q, K"), (3, "Gaussian Q, K")):
         model = AttentionModel(d, BETA)
+        if head != "Q = K = I":
+            Q, K = np.random.default_rng(3).standard_normal((2, d, d)) / np.sqrt(d)
+            model = AttentionModel(d, 1.0, heads=(Head(Q, K, np.eye(d)),))
         for n in (25, 50, 100, 200, 400, 800, 1600):
             y, w = tokens(n, d)
             x, _ = tokens(3 * n // 2 + 1, d)
@@ -150,9 +155,9 @@ def crossover() -> None:
                 fn()
             t = interleaved_best(calls, 5)
             faster = min(t, key=t.get)
-            rows.append([f"S^{d - 1}", n, t["direct"] * 1e3, t["fast"] * 1e3, auto.chosen.name, faster,
+            rows.append([f"S^{d - 1}", head, n, t["direct"] * 1e3, t["fast"] * 1e3, auto.chosen.name, faster,
                          "yes" if auto.chosen.name == faster else "NO"])
-    print(table(["sphere", "sources", "direct ms", "fast ms", "auto picks", "faster", "agree"], rows))
+    print(table(["sphere", "head", "sources", "direct ms", "fast ms", "auto picks", "faster", "agree"], rows))
 
 
 def main() -> None:

@@ -31,9 +31,9 @@ from .masks import Mask, make_mask
 from .memory import cells_of
 from .mesh import RawMesh, raw_mesh
 from .model import AttentionModel, ModelError, VelocityField, rotation_velocity
+from .own_observables import OwnObservables
 from .random_weights import DrawnWeights, RandomLayers
 from .spheres import sphere_named
-from .trackers import Trackers
 
 
 def output_times(time: Mapping[str, Any]) -> np.ndarray:
@@ -166,7 +166,7 @@ class OutputSpec:
     paraview: bool
     checkpoint_every: float
     log_every: float | str | None
-    trackers: Trackers
+    own_observables: OwnObservables
     diagnostics: bool = True
 
 
@@ -242,7 +242,7 @@ class Problem:
                               np.array(a["initial"], dtype=float).reshape(len(a["initial"]), 1 + self.mesh.d))
         self.mask: Mask = make_mask(m["mask"], data["positions"])
         try:
-            observables = Trackers.from_config(o["observables"], self.time.output_times)
+            observables = OwnObservables.from_config(o["observables"], self.time.output_times)
         except ExpressionError as exc:
             raise ConfigError(str(exc)) from None
         self.output = OutputSpec(Path(o["dir"] or Path("runs") / self.name), bool(o["xdmf"]),

@@ -6,7 +6,7 @@ Both are relative, on the scale ``max(1, |t|)`` (absolute below t = 1):
   exactly up to the round-off of ``t + dt`` (the loop reaching an output time, a step landing
   on its end, a layer boundary, a resumed run's end time);
 * :data:`MATCH_TOL` (1e-9): two times computed apart, whose round-off can add up over many
-  operations (another run's output times, the multiples of a tracker's ``every``, a resumed
+  operations (another run's output times, the multiples of an own observable's ``every``, a resumed
   run's extended output times, times a user gives): looser, so that the same time computed
   two ways is still found, and still far below any output spacing.
 """

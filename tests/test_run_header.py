@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from meanfield.config import load_config
 from meanfield.rundir.header import MeshTable, OwnObservable, RunHeader
-from meanfield.rundir.netcdf import run_attributes, tracker_attributes
+from meanfield.rundir.netcdf import own_observable_attributes, run_attributes
 from meanfield.spheres import DEFAULT_SPHERE, S1, S2
 
 
@@ -25,7 +25,7 @@ def test_a_resolved_pde_config():
     attrs = run_attributes(header)
     assert (attrs["kind"], attrs["sphere"], attrs["scheme"], attrs["mask"]) == ("pde", "S1", "dg1", "causal")
     assert attrs["title"] == "meanfield PDE run h" and attrs["model_mask"] == "causal"
-    assert tracker_attributes(header)["c"]["expression"] == "x"
+    assert own_observable_attributes(header)["c"]["expression"] == "x"
 
 
 def test_tokens_live_on_their_own_sphere():

@@ -63,6 +63,7 @@ def test_empty_path_and_file_targets_are_refused(tmp_path, capsys, target):
 def test_existing_run_needs_overwrite_and_keeps_foreign_files(tmp_path, capsys):
     out = tmp_path / "run"
     first = _run(out)
+    assert {p for p in out.rglob("*") if p.is_file()} == set(layout.own_entries(out))  # every file is declared
     (out / "notes.txt").write_text("keep me")
     assert main(["run", "--out", str(out), "--quiet"]) == 2
     assert "holds a meanfield run" in capsys.readouterr().err
@@ -70,6 +71,26 @@ def test_existing_run_needs_overwrite_and_keeps_foreign_files(tmp_path, capsys):
     assert (out / "notes.txt").read_text() == "keep me"
     assert not (out / layout.PREVIOUS).exists() and not (out / layout.LOCK).exists()
     assert second.config["model"]["beta"] == 3.0 and not np.array_equal(first.densities, second.densities)
+
+
+def test_every_run_file_declares_a_reader_that_exists():
+    """The run files' declarations name their readers by import path: each one resolves."""
+    import importlib
+
+    for spec in layout.RUN_FILE_SPECS:
+        if spec.reader is None:
+            continue
+        parts = spec.reader.split(".")
+        found = None
+        for k in range(len(parts) - 1, 0, -1):  # the longest importable prefix, then attributes
+            try:
+                found = importlib.import_module(".".join(parts[:k]))
+            except ImportError:
+                continue
+            for attribute in parts[k:]:
+                found = getattr(found, attribute)
+            break
+        assert callable(found), spec.reader
 
 
 def test_failed_overwrite_before_first_checkpoint_restores_the_old_run(tmp_path, monkeypatch):

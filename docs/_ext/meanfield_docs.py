@@ -28,6 +28,12 @@
     its main settings read from the file, the command that runs it, and its picture
     ``docs/_static/examples/<name>.png`` (a warning when one is missing).
 
+``.. run-files::``
+    The files of a run directory, from their declarations
+    (:data:`meanfield.rundir.layout.RUN_FILE_SPECS`): name, what it holds, the runs that write it
+    and what reads it back; the directive's content adds entries (``name: text``) for what is not
+    a run's file (the lock, the plots folder).
+
 ``.. cli-reference::``
     The ``--help`` text of ``meanfield`` and of every subcommand, from ``meanfield.cli.build_parser``.
 
@@ -347,10 +353,28 @@ class ImportFloors(SphinxDirective):
         return self.parse_text_to_nodes("\n".join(text))
 
 
+class RunFiles(SphinxDirective):
+    """The run directory's files from their declarations, then the content's entries."""
+
+    has_content = True
+
+    def run(self) -> list[nodes.Node]:
+        from meanfield.rundir.layout import RUN_FILE_SPECS
+
+        rows = [[f"``{spec.shown}``", spec.holds, ", ".join(spec.runs) or "former format",
+                 f"``{spec.reader}``" if spec.reader else "people, ParaView"]
+                for spec in RUN_FILE_SPECS]
+        rows += [[f"``{name.strip()}``", text.strip(), "", ""]
+                 for name, text in (line.split(":", 1) for line in self.content if line.strip())]
+        return self.parse_text_to_nodes("\n".join(_table(["file", "what it holds", "runs", "read back by"], rows,
+                                                           [18, 52, 10, 20])))
+
+
 def setup(app: Sphinx) -> dict[str, Any]:
     app.add_directive("config-reference", ConfigReference)
     app.add_directive("default-config", DefaultConfig)
     app.add_directive("cli-reference", CliReference)
     app.add_directive("import-floors", ImportFloors)
     app.add_directive("examples-index", ExamplesIndex)
+    app.add_directive("run-files", RunFiles)
     return {"version": "1", "parallel_read_safe": True}

@@ -26,7 +26,8 @@ def main(args: argparse.Namespace, options: Options) -> None:
     from ..rundir.environment import stack_report
     from ..rundir.info import format_description
     from ..rundir.results import describe
-    from ..studies.describe import describe_study, format_study, is_study
+    from ..rundir.study_directory import is_study
+    from ..studies.describe import describe_study, format_study
 
     comm = options.comm  # MPI starts here, before any work
     if args.run_dir and is_study(args.run_dir):

@@ -18,7 +18,8 @@ def add_parser(subparsers: Subparsers) -> None:
                    help="comma-separated betas (default: the config's)")
     p.add_argument("--n", type=int, default=None, help="reference tokens (default 8192)")
     p.add_argument("--t-final", type=float, default=None, help="end time (default: the config's time.t_final)")
-    p.add_argument("--run", default=None, help="a hybrid S1 run directory to analyse beside the reference")
+    p.add_argument("--run", default=None, help="an S1 PDE run directory (hybrid or not) to analyse beside the "
+                   "reference, as `meanfield clusters` analyses it")
     p.add_argument("--delta", type=float, default=None, help="cluster gap and merge distance in radians (default 0.01)")
     p.add_argument("--no-plots", action="store_true", help="tables only")
     add_overwrite(p, "replace the tables and plots of an earlier study in the folder")

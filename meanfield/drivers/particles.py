@@ -28,7 +28,7 @@ import numpy as np
 from ..collective import on_root
 from ..config import MAX_STEPS, Config, ConfigError
 from ..engine.callbacks import Callback
-from ..engine.handlers import Handler, file_outputs, user_observables
+from ..engine.handlers import Handler, file_outputs, own_observable_columns
 from ..engine.simulation import Simulation
 from ..nonlocal_field import NonlocalEvaluator
 from ..particles.integrator import INTEGRATORS, residual_steps
@@ -121,7 +121,7 @@ class ParticleSimulation(EqualStepping, Simulation):
             what = "particles.dt" if p.dt is not None else "particles.dt (default 0.25 / Lipschitz bound of the model)"
             raise ConfigError(f"{what}: {self.dt:.3g} would take {steps:.3g} steps (at most {MAX_STEPS:.0e}); "
                               "check the model's weights, V and feed-forward block")
-        problem.output.trackers.check_tokens()
+        problem.output.own_observables.check_tokens()
         self.n, self.seed = n, seed
         self.block = token_block(n, comm.rank, comm.size)
         mesh = problem.mesh.build() if self.sampler == "mesh" else None
@@ -162,7 +162,7 @@ class ParticleSimulation(EqualStepping, Simulation):
         return row
 
     def distribution(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """This rank's tokens: ``rho`` 1 at each (:meth:`~meanfield.trackers.Trackers.check_tokens`),
+        """This rank's tokens: ``rho`` 1 at each (:meth:`~meanfield.own_observables.OwnObservables.check_tokens`),
         their positions and weights."""
         return np.ones(len(self.x)), self.x, self.system.weights
 
@@ -219,7 +219,7 @@ def particle_handlers(problem: Problem) -> list[Handler]:
         positions = None if n is None else problem.mask.token_positions(n)
         return particle_run_file(run_dir, problem.config.data, positions)
 
-    return [*user_observables(problem.output.trackers), *file_outputs(run_file)]
+    return [*own_observable_columns(problem.output.own_observables), *file_outputs(run_file)]
 
 
 def build_particles(config: Problem | Config | Mapping | str | Path | None, n: int | None = None,

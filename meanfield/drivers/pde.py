@@ -17,7 +17,7 @@ from ..config import Config
 from ..discrete_pde import DiscretePDE
 from ..discretisation.ordering import scatter_rows
 from ..engine.callbacks import Callback
-from ..engine.handlers import Handler, file_outputs, user_observables
+from ..engine.handlers import Handler, file_outputs, own_observable_columns
 from ..engine.simulation import Simulation
 from ..problem import Problem
 from ..rundir.layout import BY_POSITION
@@ -158,7 +158,7 @@ def pde_handlers(problem: Problem) -> list[Handler]:
     def run_file(run_dir: Path, static: Mapping[str, np.ndarray] | None) -> OutputWriter | None:
         return None if static is None else pde_run_file(run_dir, static, problem.config.data, problem.output.paraview)
 
-    return [*user_observables(problem.output.trackers), *file_outputs(run_file)]
+    return [*own_observable_columns(problem.output.own_observables), *file_outputs(run_file)]
 
 
 def build_simulation(config: Problem | Config | Mapping | str | Path | None, comm=None) -> PDESimulation:

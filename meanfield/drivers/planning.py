@@ -586,26 +586,14 @@ def _fields(problem: Problem, targets: int, sources: int) -> list[LayerField]:
 
 
 def _files(problem: Problem, cells: int, nv: int, outputs: int) -> dict[str, int | None]:
-    """What a run writes (layout.py), with sizes of the large files (8-byte values, no overhead)."""
-    dg1 = scheme_class(problem.scheme.kind).vertex_values
-    slices = problem.mask.count
-    per_output = 8 * cells * slices * (1 + (nv if dg1 else 0))
-    files: dict[str, int | None] = {name: None for name in (layout.CONFIG, layout.METADATA, layout.OBSERVABLES,
-                                                            layout.LOG)}
-    if problem.output.paraview:
-        files[layout.PARAVIEW_CELLS] = None
-        if dg1:
-            files[layout.PARAVIEW_DG1] = None
-        files[layout.PARAVIEW_SCRIPT] = None
-    files[layout.MESH] = 8 * cells * (2 * nv + 2)
-    law = problem.random
-    if law is not None:  # Q, K, V per layer and head; W, A, b per layer
-        d, m = problem.particles.d, law.ffn_width
-        files[layout.WEIGHTS] = 8 * law.layers * (3 * law.heads * d * d + m * (2 * d + 1))
-    files[layout.CHECKPOINT] = files[layout.CHECKPOINT_PREVIOUS] = 8 * cells * slices * (nv if dg1 else 1)
-    files[f"{layout.SNAPSHOTS}/NNNN.npz x {outputs}"] = outputs * per_output
-    files[layout.RUN_FILE] = outputs * per_output + 8 * cells * (8 + nv)
-    return files
+    """What a run writes and the sizes of the large files, from the run files' declarations
+    (:data:`meanfield.rundir.layout.RUN_FILE_SPECS`)."""
+    law = problem.random  # Q, K, V per layer and head; W, A, b per layer
+    weights = None if law is None else \
+        law.layers * (3 * law.heads * problem.particles.d ** 2 + law.ffn_width * (2 * problem.particles.d + 1))
+    return layout.estimated_sizes(layout.RunSizes(
+        cells, nv, scheme_class(problem.scheme.kind).vertex_values, problem.mask.count, outputs,
+        problem.output.paraview, problem.atoms.enabled, weights))
 
 
 def _mesh_size(problem: Problem) -> tuple[int, int, int]:

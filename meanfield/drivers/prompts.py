@@ -91,7 +91,7 @@ class PromptSimulation(EqualStepping, Simulation):
 
     def __init__(self, problem: Problem, comm) -> None:
         p = problem.particles
-        if len(problem.output.trackers):
+        if len(problem.output.own_observables):
             raise ConfigError("output.observables: observables of one's own are not evaluated in a batch of prompts "
                               "(particles.prompts > 1, or a GPU or float32); run the prompts one by one")
         check_batch(problem, p.prompts)

@@ -11,7 +11,7 @@ wall limit, and calls the handlers that are due, in their order.
 
 The handlers of a run (:func:`run_handlers`), in order:
 
-* the driver's observables of one's own (:class:`UserObservables`), at every output, which add
+* the driver's observables of one's own (:class:`OwnObservableColumns`), at every output, which add
   their columns to the output's row;
 * the driver's files (:class:`FileOutput` around a writer of :mod:`meanfield.rundir.writers`:
   observables.csv, the snapshots, run.nc with the ParaView files), at every output;
@@ -60,7 +60,7 @@ from .progress import Progress, log
 from .simulation import Simulation
 
 if TYPE_CHECKING:
-    from ..trackers import Trackers
+    from ..own_observables import OwnObservables
 
 T = TypeVar("T")
 
@@ -307,14 +307,14 @@ def file_outputs(*more: WriterBuilder) -> list[Handler]:
             *(FileOutput(build) for build in more)]
 
 
-class UserObservables(Handler):
-    """The observables of one's own (``[[output.observables]]``, :mod:`meanfield.trackers`) at every
+class OwnObservableColumns(Handler):
+    """The observables of one's own (``[[output.observables]]``, :mod:`meanfield.own_observables`) at every
     output: their columns join the output's row before ``wall`` (as observables.csv has them),
     for the file handlers after this one; each is ``nan`` at the outputs its ``every`` skips.
 
     Parameters
     ----------
-    trackers
+    own_observables
         The compiled observables, evaluated on the simulation's
         :meth:`~.simulation.Simulation.distribution`.
     """
@@ -322,21 +322,21 @@ class UserObservables(Handler):
     cadence = Cadence(outputs=True)
     timing = "output"
 
-    def __init__(self, trackers: Trackers) -> None:
-        self.trackers = trackers
+    def __init__(self, own_observables: OwnObservables) -> None:
+        self.own_observables = own_observables
 
     def handle(self, state: RunState, moment: Moment) -> None:
         output = moment.output
         assert output is not None
         rho, points, weights = state.collective(state.sim.distribution)
-        values = state.collective(lambda: self.trackers.evaluate(output.t, rho, points, weights, state.comm))
+        values = state.collective(lambda: self.own_observables.evaluate(output.t, rho, points, weights, state.comm))
         wall = output.row.pop("wall")
         output.row.update(values, wall=wall)
 
 
-def user_observables(trackers: Trackers) -> list[Handler]:
+def own_observable_columns(own_observables: OwnObservables) -> list[Handler]:
     """The handler of the observables of one's own, if there are any (none: no handler)."""
-    return [UserObservables(trackers)] if len(trackers) else []
+    return [OwnObservableColumns(own_observables)] if len(own_observables) else []
 
 
 class RunLog(Handler):

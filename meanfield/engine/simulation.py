@@ -46,7 +46,7 @@ class Simulation(ABC):
 
     def distribution(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """This rank's part of the state as a weighted point set, for the observables of one's own
-        (:mod:`meanfield.trackers`): density values (n,), points (n, d) and weights (n,)."""
+        (:mod:`meanfield.own_observables`): density values (n,), points (n, d) and weights (n,)."""
         name = self.run_type or type(self).__name__
         raise NotImplementedError(f"a {name} simulation has no observables of one's own")
 

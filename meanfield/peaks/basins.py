@@ -17,6 +17,10 @@ Definition
 3. The *clusters* are the surviving peaks, and their regions partition the sphere: every
    cell belongs to a cluster, unless the global maximum itself is below the threshold (then
    there is no cluster).
+
+The defaults, named once for every cluster count of the package (``meanfield clusters``, the
+point sets of ``meanfield longtime``, ``meanfield plot``): the threshold is :data:`LEVEL` times
+the uniform density ``1/|S|`` and the prominence :data:`PROMINENCE`.
 """
 
 from __future__ import annotations
@@ -24,6 +28,11 @@ from __future__ import annotations
 import numpy as np
 
 from .graph import CellGraph
+
+#: Least peak density of a cluster, in multiples of the uniform density ``1/|S|`` (the threshold).
+LEVEL = 1.0
+#: Least relative depth ``(h - s) / h`` of the dip that separates two clusters.
+PROMINENCE = 0.01
 
 
 def strict_rank(values: np.ndarray) -> np.ndarray:

@@ -53,7 +53,7 @@ class RunData:
         Hybrid PDE runs: the point masses of each output (:class:`~meanfield.atoms.Atoms`); else None.
     layer_ends
         Times before the last output where a layer of ``[[model.layers]]`` ends and the next begins.
-    trackers
+    own_observables
         The run's own observables (``[[output.observables]]``): column name -> expression.
     model
         The model's parameters in words, for titles (:func:`model_label`).
@@ -80,7 +80,7 @@ class RunData:
     points: np.ndarray | None = None
     atoms: list[Atoms] | None = None
     layer_ends: tuple[float, ...] = ()
-    trackers: dict[str, str] = field(default_factory=dict)
+    own_observables: dict[str, str] = field(default_factory=dict)
     positions: np.ndarray | None = None
     slice_densities: np.ndarray | None = None
     slice_vertex_densities: np.ndarray | None = None
@@ -188,7 +188,7 @@ def run_data(result: Any) -> RunData:
     if run_type == "particles":
         points = np.asarray(result.points, float)
         return RunData("particles", sphere_of_dimension(points.shape[-1]), name, times, _observables(result),
-                       points=points, layer_ends=_layer_ends(header, times), trackers=_trackers(header),
+                       points=points, layer_ends=_layer_ends(header, times), own_observables=_own_observables(header),
                        model=model_label(header.model))
     from ..masks import whole_measure
 
@@ -199,7 +199,7 @@ def run_data(result: Any) -> RunData:
                    densities=_floats(whole.densities),
                    vertex_densities=_floats(getattr(whole, "vertex_densities", None)),
                    atoms=None if atoms is None else list(atoms), layer_ends=_layer_ends(header, times),
-                   trackers=_trackers(header), model=model_label(header.model))
+                   own_observables=_own_observables(header), model=model_label(header.model))
     if whole is result:
         return data
     by_position = getattr(result, "observables_by_position", None) or {}
@@ -209,7 +209,7 @@ def run_data(result: Any) -> RunData:
                    by_position={k: np.asarray(v, float) for k, v in by_position.items()})
 
 
-def _trackers(header: RunHeader) -> dict[str, str]:
+def _own_observables(header: RunHeader) -> dict[str, str]:
     """The run's own observables (its config's ``[[output.observables]]``): name -> expression."""
     return {entry.name: entry.expression for entry in header.observables}
 

@@ -19,13 +19,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..peaks import cell_graph, cluster_labels
+from ..peaks import LEVEL, PROMINENCE, cell_graph, cluster_labels
 from ..sphere import cell_measure, sphere_area
 
 #: Densities below this multiple of the uniform density are residual (colour scale).
 RESIDUAL_FLOOR = 1e-2
-#: Least relative dip between two density clusters (as the cluster analysis's default).
-PROMINENCE = 0.01
 
 
 def residual_floor(d: int = 3) -> float:
@@ -54,7 +52,7 @@ def heaviest_direction(vertices: np.ndarray, cells: np.ndarray, values: np.ndarr
     corners = vertices[cells]
     centroids = corners.mean(axis=1)
     averages = np.asarray(values, float).reshape(len(cells), -1).mean(axis=1)
-    labels, peaks = cluster_labels(averages, cell_graph(cells), 1.0 / sphere_area(3), PROMINENCE)
+    labels, peaks = cluster_labels(averages, cell_graph(cells), LEVEL / sphere_area(3), PROMINENCE)
     best, where = -1.0, centroids[int(np.argmax(averages))]
     if len(peaks):
         weights = np.bincount(labels[labels >= 0], (averages * cell_measure(corners))[labels >= 0], len(peaks))

@@ -358,8 +358,8 @@ def plot_run(result: Any, out_dir: str | Path, *, movie: bool = True, fmt: str =
     out.mkdir(parents=True, exist_ok=True)
     w = _Writer(out, fmt, dpi, movie, max_frames, fps, frames)
     if "t" in data.observables:
-        w.figure(time_series(data.observables, title=data.title, layer_ends=data.layer_ends, trackers=data.trackers),
-                 "observables")
+        w.figure(time_series(data.observables, title=data.title, layer_ends=data.layer_ends,
+                             own_observables=data.own_observables), "observables")
     if data.run_type == "pde":
         vertices, cells, densities = data.vertices, data.cells, data.densities
         assert vertices is not None and cells is not None and densities is not None  # run_data requires them

@@ -108,7 +108,7 @@ def _densities(ax: Axes, t: np.ndarray, observables: Mapping[str, np.ndarray]) -
 
 
 def time_series(observables: Mapping[str, np.ndarray], *, title: str | None = None,
-                layer_ends: Sequence[float] = (), trackers: Mapping[str, str] | None = None) -> Figure:
+                layer_ends: Sequence[float] = (), own_observables: Mapping[str, str] | None = None) -> Figure:
     """One panel per available observable against t, in a grid of :data:`COLUMNS` columns on
     one time axis (logarithmic, t > 0, when the times span two decades: :func:`log_time`).
 
@@ -119,19 +119,19 @@ def time_series(observables: Mapping[str, np.ndarray], *, title: str | None = No
         "rho_min" where positive, log scale, at most :data:`DENSITY_DECADES` below the peak),
         "clusters", "atom_count" and "atom_mass" (hybrid runs; the atom mass on [0, total
         mass]), "mass" (its drift from the first output, where it drifts at all), and the
-        columns of ``trackers``.  The last row's panels are widened to fill it (:func:`panel_grid`).
+        columns of ``own_observables``.  The last row's panels are widened to fill it (:func:`panel_grid`).
     title
         Figure title.
     layer_ends
         Times where a layer of the model ends and the next begins: a grey dotted line on
         every panel.
-    trackers
+    own_observables
         The run's own observables (``[[output.observables]]``): column name -> expression, one
         panel each (the outputs where it was evaluated, joined).
     """
     if "t" not in observables:
         raise ValueError("observables have no column 't'")
-    own = {name: text for name, text in (trackers or {}).items() if _finite(observables, name)}
+    own = {name: text for name, text in (own_observables or {}).items() if _finite(observables, name)}
     keys = [k for k in PANELS if _shown(observables, k)] + list(own)
     if not keys:
         raise ValueError(f"observables have none of the columns {sorted(PANELS)}")

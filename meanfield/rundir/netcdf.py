@@ -189,7 +189,7 @@ def _time_coordinate(times: np.ndarray) -> tuple[str, np.ndarray, dict[str, str]
     return "time", np.asarray(times, float), {"long_name": "model time t", "units": "1"}
 
 
-def tracker_attributes(header: RunHeader) -> dict[str, dict[str, str]]:
+def own_observable_attributes(header: RunHeader) -> dict[str, dict[str, str]]:
     """Attributes of the variables of the run's own observables (``[[output.observables]]``):
     name -> ``long_name``, ``expression`` and a ``comment`` on when it is evaluated."""
     out = {}
@@ -202,11 +202,12 @@ def tracker_attributes(header: RunHeader) -> dict[str, dict[str, str]]:
 
 
 def _observables(observables: Mapping[str, np.ndarray], density_units: str,
-                 trackers: Mapping[str, Mapping[str, str]]) -> dict[str, Any]:
+                 own_observables: Mapping[str, Mapping[str, str]]) -> dict[str, Any]:
     """The observables as variables along time (``t`` is left out: it is the time coordinate);
-    ``trackers``: the attributes of the config's own (:func:`tracker_attributes`)."""
+    ``own_observables``: the attributes of the config's own (:func:`own_observable_attributes`)."""
     return {name: ("time", np.asarray(values, float),
-                   dict(trackers[name]) if name in trackers else observable_attributes(name, density_units))
+                   dict(own_observables[name]) if name in own_observables else
+                   observable_attributes(name, density_units))
             for name, values in observables.items() if name not in ("t", "atom_count")}
 
 
@@ -329,7 +330,7 @@ def atoms_from_dataset(ds: xarray.Dataset) -> list[Atoms]:
 
 def pde_dataset(mesh: Mapping[str, np.ndarray], times: np.ndarray, outputs: Mapping[str, np.ndarray],
                 observables: Mapping[str, np.ndarray], attrs: Mapping[str, Any],
-                trackers: Mapping[str, Mapping[str, str]] | None = None) -> xarray.Dataset:
+                own_observables: Mapping[str, Mapping[str, str]] | None = None) -> xarray.Dataset:
     """The Dataset of a PDE run (module docstring): mesh, cell coordinates, densities, observables.
 
     Parameters
@@ -347,8 +348,8 @@ def pde_dataset(mesh: Mapping[str, np.ndarray], times: np.ndarray, outputs: Mapp
         Column name -> (T,) values (``t`` is left out: it is the time coordinate).
     attrs
         Global attributes (see :func:`run_attributes`).
-    trackers
-        Attributes of the config's own observables (:func:`tracker_attributes`).
+    own_observables
+        Attributes of the config's own observables (:func:`own_observable_attributes`).
     """
     import xarray as xr
 
@@ -373,7 +374,7 @@ def pde_dataset(mesh: Mapping[str, np.ndarray], times: np.ndarray, outputs: Mapp
             "units": on_mesh["units"],
             "comment": "may be negative where the cell averages are positive: the positivity limiter acts at the "
                        "edge Gauss points, not at the vertices (see meanfield.rundir.netcdf)"})
-    data.update(_observables(observables, on_mesh["units"], trackers or {}))
+    data.update(_observables(observables, on_mesh["units"], own_observables or {}))
     data.update(_position_observables(outputs, on_mesh["units"]))
     atom_data, atom_coords = _atoms(times, outputs)
     data.update(atom_data)
@@ -418,10 +419,10 @@ def _prompt_variables(times: np.ndarray, points: np.ndarray, outputs: Mapping[st
 
 def particle_dataset(times: np.ndarray, outputs: Mapping[str, np.ndarray], observables: Mapping[str, np.ndarray],
                      attrs: Mapping[str, Any], positions: np.ndarray | None = None,
-                     trackers: Mapping[str, Mapping[str, str]] | None = None) -> xarray.Dataset:
+                     own_observables: Mapping[str, Mapping[str, str]] | None = None) -> xarray.Dataset:
     """The Dataset of a particle run (module docstring): ``points`` (T, n, d) (a batch: (T, B, n, d)
     along (time, prompt, token, coordinate)), the scalar observables
-    along time (``trackers``: the attributes of the config's own, :func:`tracker_attributes`), each
+    along time (``own_observables``: the attributes of the config's own, :func:`own_observable_attributes`), each
     prompt's mean vector and second moments and scalars along (time, prompt, ...); a causal run's
     token ``positions`` (n,) in [0, 1] as the coordinate ``position`` of the token dimension.
 
@@ -437,7 +438,8 @@ def particle_dataset(times: np.ndarray, outputs: Mapping[str, np.ndarray], obser
     data = {"points": (("time", *((PROMPT_DIM,) if points.ndim == 4 else ()), "token", "coordinate"), points,
                        {"long_name": f"token positions on the unit sphere S^{d - 1} (global token order)",
                         "units": "1"}),
-            **_observables(scalars, "1", trackers or {}), **_prompt_variables(times, points, outputs, observables)}
+            **_observables(scalars, "1", own_observables or {}),
+            **_prompt_variables(times, points, outputs, observables)}
     coords = {"time": _time_coordinate(times),
               "coordinate": ("coordinate", labels, {"long_name": "ambient coordinate"}),
               **{dim: (dim, labels, {"long_name": "ambient coordinate (an entry of a vector or matrix)"})

@@ -213,7 +213,7 @@ class PDERunResult(RunResult):
         Built from the snapshots (the crash-safe record), so it works on interrupted runs too.
         The atoms of a hybrid run are the ragged ``atom`` variables (:mod:`meanfield.rundir.netcdf`).
         """
-        from .netcdf import pde_dataset, ragged_atoms, run_attributes, tracker_attributes
+        from .netcdf import own_observable_attributes, pde_dataset, ragged_atoms, run_attributes
 
         mesh = {"vertices": self.vertices, "cells": self.cells, "centroids": self.centroids, "areas": self.areas}
         if self.positions is not None:
@@ -225,7 +225,7 @@ class PDERunResult(RunResult):
         if self.atoms is not None:
             outputs.update(ragged_atoms([a.arrays() for a in self.atoms]))
         return pde_dataset(mesh, self.times, outputs, self.observables, run_attributes(self.header),
-                           tracker_attributes(self.header))
+                           own_observable_attributes(self.header))
 
 
 @dataclass
@@ -261,10 +261,10 @@ class ParticleRunResult(RunResult):
     def to_xarray(self) -> xarray.Dataset:
         """The run as an xarray Dataset laid out like its run.nc: ``points`` (time, token, coordinate)
         and the observables, from the snapshots."""
-        from .netcdf import particle_dataset, run_attributes, tracker_attributes
+        from .netcdf import own_observable_attributes, particle_dataset, run_attributes
 
         return particle_dataset(self.times, {"points": self.points, **self.by_prompt}, self.observables,
-                                run_attributes(self.header), self.positions, tracker_attributes(self.header))
+                                run_attributes(self.header), self.positions, own_observable_attributes(self.header))
 
 
 def read_header(run_dir: Path) -> RunHeader:

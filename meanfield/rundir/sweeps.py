@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .directory import read_study_marker
+from .study_directory import study_definition
 
 #: The ``kind`` of a sweep directory's study.json.
 KIND = "sweep"
@@ -117,7 +117,5 @@ def definition_points(definition: Mapping[str, Any]) -> list[SweepPoint]:
 
 def sweep_points(path: Path | str) -> list[SweepPoint] | None:
     """The points of the sweep in directory ``path`` (from its study.json); ``None`` if it is no sweep."""
-    marker = read_study_marker(path)
-    if marker is None or marker.get("kind") != KIND or not isinstance(marker.get("definition"), dict):
-        return None
-    return definition_points(marker["definition"])
+    definition = study_definition(path, KIND)
+    return None if definition is None else definition_points(definition)

@@ -20,7 +20,7 @@ from ..masks import mask_of
 from . import layout
 from .files import append_csv_row, read_csv_columns, save_npz, write_csv_columns
 from .header import RunHeader
-from .netcdf import DatasetBuilder, RunFile, particle_dataset, pde_dataset, run_attributes, tracker_attributes
+from .netcdf import DatasetBuilder, RunFile, own_observable_attributes, particle_dataset, pde_dataset, run_attributes
 from .paraview import AtomPoints, XdmfFiles
 
 
@@ -125,10 +125,10 @@ def pde_run_file(run_dir: Path, static: Mapping[str, np.ndarray], config: Mappin
     """run.nc of a PDE run from its static arrays (mesh.npz) and config, with the ParaView files if
     ``paraview`` (XDMF; hybrid runs also the atoms' point files)."""
     header = RunHeader.of("pde", config)
-    attrs, trackers = run_attributes(header), tracker_attributes(header)
+    attrs, own_observables = run_attributes(header), own_observable_attributes(header)
 
     def build(times: np.ndarray, outputs: Mapping[str, np.ndarray], observables: Mapping[str, np.ndarray]):
-        return pde_dataset(static, times, outputs, observables, attrs, trackers)
+        return pde_dataset(static, times, outputs, observables, attrs, own_observables)
 
     if not paraview:
         return RunFileOutput(run_dir, build)
@@ -140,9 +140,9 @@ def pde_run_file(run_dir: Path, static: Mapping[str, np.ndarray], config: Mappin
 def particle_run_file(run_dir: Path, config: Mapping[str, Any], positions: np.ndarray | None = None) -> RunFileOutput:
     """run.nc of a particle run (with the token ``positions`` of a causal run)."""
     header = RunHeader.of("particles", config)
-    attrs, trackers = run_attributes(header), tracker_attributes(header)
+    attrs, own_observables = run_attributes(header), own_observable_attributes(header)
 
     def build(times: np.ndarray, outputs: Mapping[str, np.ndarray], observables: Mapping[str, np.ndarray]):
-        return particle_dataset(times, outputs, observables, attrs, positions, trackers)
+        return particle_dataset(times, outputs, observables, attrs, positions, own_observables)
 
     return RunFileOutput(run_dir, build)

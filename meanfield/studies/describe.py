@@ -1,6 +1,6 @@
 """``meanfield info STUDY``: what a sweep or study folder holds, how far it got and what it found.
 
-A study folder is marked by study.json (:func:`~meanfield.rundir.directory.read_study_marker`).
+A study folder is marked by study.json (:mod:`meanfield.rundir.study_directory`).
 Its facts (:func:`describe_study`): the kind and start, its runs by status (a sweep's points,
 pending ones included; another study's run directories: the PDE runs, the particle runs), the
 runs that failed or are running, what it found where it has a table of results (a validation's
@@ -15,14 +15,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from ..rundir.directory import classify, effective_status, read_metadata, read_study_marker
+from ..rundir.directory import classify, effective_status, read_metadata
+from ..rundir.study_directory import read_study_marker
 from ..rundir.sweeps import sweep_points
 from ..wording import counted
-
-
-def is_study(path: str | Path) -> bool:
-    """Whether ``path`` is a study folder (it has a readable study.json)."""
-    return read_study_marker(path) is not None
 
 
 def _run_status(path: Path) -> str:

@@ -27,7 +27,6 @@ Writes into ``out`` (default ``runs/<name>-phase``), a study directory (study.js
 
 from __future__ import annotations
 
-import csv
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -248,8 +247,8 @@ def _prepare(config: Any, betas: Sequence[float], times: Sequence[float], ds: Se
     """Check the study and claim its directory (rank 0), or raise a
     :class:`~meanfield.config.ConfigError` naming the option."""
     from ..particles.prompts import check_batch
-    from ..rundir.directory import prepare_study
     from ..rundir.names import derived_directory
+    from ..rundir.study_directory import prepare_study
 
     base = config if isinstance(config, Config) and not overrides else load_config(
         config.data if isinstance(config, Config) else config, overrides)
@@ -313,17 +312,13 @@ def _compute(study: PhaseStudy, indices: range, memory: int | None,
 def _write(study: PhaseStudy, computed: list[dict[int, tuple[list[dict[str, Any]], dict[str, Any]]]] | None,
            environment: dict[str, Any], ranks: int, started: float, plots: bool) -> PhaseResult:
     """phase.csv, phase.png, config.toml and metadata.json from every rank's points (rank 0)."""
-    from ..rundir.files import write_json, write_text
+    from ..rundir.study_directory import write_record, write_table
 
     points = {index: done for part in computed or [] for index, done in part.items()}
     rows = [row for index in sorted(points) for row in points[index][0]]
     grid, path = study.grid, study.path
-    with open(path / "phase.csv", "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(COLUMNS))
-        writer.writeheader()
-        writer.writerows({k: ("" if isinstance(v, float) and np.isnan(v) else v) for k, v in r.items()}
-                         for r in rows)
-    write_text(path / "config.toml", study.base.to_toml())
+    write_table(path / "phase.csv", [{k: ("" if isinstance(v, float) and np.isnan(v) else v) for k, v in r.items()}
+                                     for r in rows], COLUMNS)
     if plots:
         from ..plotting.phase import phase_figure
 
@@ -331,8 +326,8 @@ def _write(study: PhaseStudy, computed: list[dict[int, tuple[list[dict[str, Any]
                            title=f"{study.base.data['name']}: share of pairs with <x_i, x_j> >= 0.999, "
                                  f"{grid.prompts} prompts of n = {grid.n}")
         fig.savefig(path / "phase.png", dpi=120)
-    write_json(path / "metadata.json", {
-        "kind": "phase", "betas": list(grid.betas), "times": list(grid.times), "ds": list(grid.ds), "n": grid.n,
+    write_record(path, "phase", study.base.to_toml(), {
+        "betas": list(grid.betas), "times": list(grid.times), "ds": list(grid.ds), "n": grid.n,
         "prompts": grid.prompts, "backend": _backend(study).describe(),
         "points": [{**points[index][1], "rank": index % ranks} for index in sorted(points)],
         "timings": {"total": time.perf_counter() - started}, **environment})

@@ -24,7 +24,6 @@ of the positions' densities, as in observables.csv).
 from __future__ import annotations
 
 import copy
-import csv
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -37,9 +36,9 @@ import numpy as np
 from ..config import Config, ConfigError, load_config
 from ..expression import VARIABLES, Function, compile_function
 from ..model import did_you_mean
+from ..own_observables import OWN_OBSERVABLE_NAME
 from ..spheres import sphere_named
 from ..times import MATCH_TOL, same_time
-from ..trackers import TRACKER_NAME
 
 #: A parameter path: ``model.beta``, ``model.Q[0][1]``, ``model.heads[1].weight``, ``model.layers[0].V[2][0]``.
 _PART = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)((?:\[\d+\])*)")
@@ -83,7 +82,7 @@ class ResponseResult:
 def parse_observable(text: str) -> Observable:
     """``EXPR`` or ``NAME=EXPR`` -> :class:`Observable` (``ExpressionError`` naming ``--observable``)."""
     name, sep, rest = text.partition("=")
-    named = bool(sep) and TRACKER_NAME.fullmatch(name.strip()) is not None and not rest.startswith("=")
+    named = bool(sep) and OWN_OBSERVABLE_NAME.fullmatch(name.strip()) is not None and not rest.startswith("=")
     label, expression = (name.strip(), rest.strip()) if named else (text, text)
     return Observable(label, expression, compile_function(expression, f"--observable {text!r}", VARIABLES))
 
@@ -187,9 +186,9 @@ def open_adjoint_study(config: Config | Mapping | str | Path | None, overrides: 
     from ..collective import on_root
     from ..discrete_pde import DiscretePDE
     from ..drivers.launch import check_size, configure_process, resolve_problem
-    from ..rundir.directory import prepare_study
     from ..rundir.environment import run_environment
     from ..rundir.names import derived_directory
+    from ..rundir.study_directory import prepare_study
 
     problem = resolve_problem(config, overrides, comm)
     config = problem.config
@@ -275,7 +274,7 @@ def response(
     from ..adjoint import Sensitivity
     from ..collective import everywhere, on_root
     from ..problem import Problem
-    from ..rundir.files import write_json, write_text
+    from ..rundir.study_directory import write_record, write_table
     from ..velocity import LayerVelocity
 
     comm = comm or MPI.COMM_WORLD
@@ -345,13 +344,9 @@ def response(
     seconds = {"forward": forward_seconds, "backward": backward_seconds, "total": time.perf_counter() - started}
 
     def write() -> None:
-        with open(path / "response.csv", "w", newline="") as fh:
-            writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-            writer.writeheader()
-            writer.writerows(rows)
-        write_text(path / "config.toml", config.to_toml())
-        write_json(path / "metadata.json", {
-            "kind": "response", "observables": [{"name": o.label, "expression": o.expression} for o in compiled],
+        write_table(path / "response.csv", rows)
+        write_record(path, "response", config.to_toml(), {
+            "observables": [{"name": o.label, "expression": o.expression} for o in compiled],
             "times": times, "wrt": [s.name for s in sensitivities], "threads": threads,
             "steps": len(solver.trajectory.steps), "kept_states": len(solver.trajectory.kept),
             "adjoint": f"discrete adjoint of {problem.scheme.kind.upper()} + SSP-RK3",

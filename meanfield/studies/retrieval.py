@@ -27,7 +27,6 @@ each profile), config.toml, metadata.json, study.json.
 
 from __future__ import annotations
 
-import csv
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -193,7 +192,7 @@ def retrieval(
     from mpi4py import MPI
 
     from ..collective import everywhere, on_root
-    from ..rundir.files import write_json, write_text
+    from ..rundir.study_directory import write_record, write_table
 
     comm = comm or MPI.COMM_WORLD
     study = open_adjoint_study(config, overrides, comm, times, "retrieval", out, overwrite,
@@ -233,13 +232,9 @@ def retrieval(
     seconds = time.perf_counter() - started
 
     def write() -> None:
-        with open(path / "retrieval.csv", "w", newline="") as fh:
-            writer = csv.DictWriter(fh, fieldnames=list(COLUMNS))
-            writer.writeheader()
-            writer.writerows(rows)
-        write_text(path / "config.toml", config.to_toml())
-        write_json(path / "metadata.json", {
-            "kind": "retrieval", "times": times, "modes": [mode for mode, _ in asked.profiles], "codewords": codewords,
+        write_table(path / "retrieval.csv", rows, COLUMNS)
+        write_record(path, "retrieval", config.to_toml(), {
+            "times": times, "modes": [mode for mode, _ in asked.profiles], "codewords": codewords,
             "pairs": [{"psi": o, "phi": s} for o, s in zip(observables, sources)],
             "last_position": float(positions[-1]), "threads": threads,
             "steps": len(solver.trajectory.steps), "timings": {"total": seconds}, **environment})

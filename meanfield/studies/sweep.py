@@ -41,17 +41,11 @@ from ..drivers.launch import check_size
 from ..engine.controller import RunInterrupted
 from ..problem import Problem, output_times
 from ..rundir.checkpoint import CheckpointError
-from ..rundir.directory import (
-    RunDirectoryError,
-    check_study,
-    classify,
-    effective_status,
-    prepare_study,
-    read_metadata,
-    read_study_marker,
-)
+from ..rundir.directory import RunDirectoryError, classify, effective_status, read_metadata
 from ..rundir.files import exclusive_lock, write_text
+from ..rundir.layout import CONFIG
 from ..rundir.recovery import resume_point
+from ..rundir.study_directory import check_study, extend_study, prepare_study, study_definition
 from ..rundir.sweeps import KIND, SweepPoint, cell_value, definition_points, plan_points
 from .grid import extended_definition, parse_grid
 
@@ -142,9 +136,8 @@ def _plan(config: Config | Mapping | str | Path | None, grid: Mapping[str, Seque
             raise ConfigError(f"--grid {key}: no values")
     path = Path(out) if out is not None else derived_directory(problem.output.directory, "sweep")
     definition = _definition(base, grid, particles)
-    marker = read_study_marker(path)
-    stored = marker.get("definition") if marker is not None and marker.get("kind") == KIND else None
-    extended = extended_definition(stored, definition) if isinstance(stored, dict) else None
+    stored = study_definition(path, KIND)
+    extended = extended_definition(stored, definition) if stored is not None else None
     extends = stored if extended is not None and extended != stored else None
     if extended is not None:
         definition = extended
@@ -196,7 +189,7 @@ def point_status(path: Path) -> str:
 def _resumable(path: Path) -> bool:
     try:
         run_type = (read_metadata(path) or {}).get("kind", "pde")
-        resume_point(path, run_type, output_times(load_config(path / "config.toml").data["time"]))
+        resume_point(path, run_type, output_times(load_config(path / CONFIG).data["time"]))
     except (CheckpointError, ValueError, OSError):
         return False
     return True
@@ -331,8 +324,6 @@ def sweep(
     for problem in problems.values():  # a point bigger than the machine, before anything is written
         check_size(problem, comm, problem.particles.n if particles else None)
     if plan.extends is not None:
-        from ..rundir.directory import extend_study
-
         on_root(comm, lambda: extend_study(plan.path, plan.definition))
     on_root(comm, lambda: prepare_study(plan.path, KIND, definition=plan.definition))
     ran: list[int] = []

@@ -148,10 +148,10 @@ def fit(config: Config | Mapping | str | Path | None, params: Sequence[str] = ()
 
     from ..collective import everywhere, on_root
     from ..drivers.launch import configure_process, resolve_problem
-    from ..rundir.directory import prepare_study
     from ..rundir.environment import run_environment
-    from ..rundir.files import write_json, write_text
+    from ..rundir.files import write_text
     from ..rundir.names import derived_directory
+    from ..rundir.study_directory import prepare_study, write_record, write_table
 
     comm = comm or MPI.COMM_WORLD
     problem = resolve_problem(config, overrides, comm)
@@ -198,8 +198,8 @@ def fit(config: Config | Mapping | str | Path | None, params: Sequence[str] = ()
             fitter.run(theta, max(0, s["max_iter"] - (len(history) - 1 if history else 0)), float(s["gtol"]))
     except Exception as exc:  # a failure at weights the optimiser tried: recorded, the rows kept
         failure = f"{type(exc).__name__}: {exc}"
-        on_root(comm, lambda: write_json(path / "metadata.json", {
-            "kind": "fit", "status": "failed", "error": failure, "params": objective.names,
+        on_root(comm, lambda: write_record(path, "fit", None, {
+            "status": "failed", "error": failure, "params": objective.names,
             "iterations": len(fitter.history) - 1, **environment}))
         raise RuntimeError(f"fit: after iteration {len(fitter.history) - 1} ({path}/fit.csv kept): {failure}") \
             from exc
@@ -214,16 +214,15 @@ def fit(config: Config | Mapping | str | Path | None, params: Sequence[str] = ()
         fitted.data["name"] = f"{config.data['name']}-fitted"
         write_text(path / "fitted.toml", f"# fitted by meanfield fit ({path}), loss {best.value:.12g}\n"
                    + fitted.to_toml())
-        write_text(path / "config.toml", config.to_toml())
-        write_json(path / "metadata.json", {
-            "kind": "fit", "status": status, "params": objective.names, "loss": s["loss"],
+        write_record(path, "fit", config.to_toml(), {
+            "status": status, "params": objective.names, "loss": s["loss"],
             "pairs": [{"input": p.input_label, "target": str(p.target), "loss": v}
                       for p, v in zip(pairs, best.losses)],
             "settings": {k: s[k] for k in ("kappa", "epsilon", "running", "l2", "l1", "max_iter", "gtol")},
             "iterations": len(fitter.history) - 1, "evaluations": objective.evaluations,
             "fitted_loss": best.value, "threads": threads, "timings": {"total": seconds}, **environment})
         if particles:
-            _write_rows(path / "particles.csv", particles)
+            write_table(path / "particles.csv", particles)
         _pictures(path, fitter.history, best, objective, measures)
 
     on_root(comm, write)
@@ -247,13 +246,6 @@ def _read_history(path: Path, names: list[str]) -> list[dict[str, float]]:
     with open(path, newline="") as fh:
         rows = [{k: float(v) for k, v in row.items()} for row in csv.DictReader(fh)]
     return [r for r in rows if all(n in r for n in names)]
-
-
-def _write_rows(path: Path, rows: list[dict[str, Any]]) -> None:
-    with open(path, "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
 
 
 class _Fitter:

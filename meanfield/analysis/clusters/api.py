@@ -7,9 +7,9 @@ why).  A particle run is read through a kernel
 density estimate on an analysis mesh (the run config's mesh unless ``resolution`` is given).
 Either way the same definition of clusters applies (:mod:`.basins`): significant peaks of the
 density (``prominence``) whose top cell reaches ``threshold`` (default: the uniform density
-1/|S|), with their watershed regions.  In a hybrid run (density + atoms) every atom is a
-cluster too, with the density around it (:mod:`.atoms`).  A causal run is analysed as its
-whole token distribution (the mean of its positions' densities) and, by
+1/|S|, :data:`meanfield.peaks.LEVEL` times it), with their watershed regions.  In a hybrid run
+(density + atoms) every atom is a cluster too, with the density around it (:mod:`.atoms`).  A
+causal run is analysed as its whole token distribution (the mean of its positions' densities) and, by
 :func:`analyse_positions`, position by position.
 """
 
@@ -24,6 +24,7 @@ import numpy as np
 from ...masks import NO_MASK, Mask, whole_measure
 from ...merging import MERGE_DISTANCE
 from ...mesh import RawMesh, raw_mesh
+from ...peaks import LEVEL, PROMINENCE
 from ...references.spectral_circle import CircleSolution
 from ...rundir.directory import check_output_folder
 from ...rundir.header import RunHeader
@@ -41,9 +42,6 @@ from .noise import token_bandwidth, token_prominence
 from .particles import TokenField
 from .plots import plot_history
 from .spectral import FourierField, grid_mesh
-
-#: Default least relative depth of the dip that separates two clusters (:mod:`.basins`).
-PROMINENCE = 0.01
 
 
 def _config_mesh(result: Any, resolution: int | None = None) -> RawMesh:
@@ -99,7 +97,7 @@ def particle_fields(result: Any, bandwidth: float | None = None,
 def default_prominence(mesh: AnalysisMesh, field: TokenField, threshold: float | None = None) -> float:
     """The default prominence of a token field: :data:`PROMINENCE`, and no less than the
     sampling noise of its tokens at the threshold (:func:`.noise.token_prominence`)."""
-    least = 1.0 / sphere_area(mesh.d) if threshold is None else threshold
+    least = LEVEL / sphere_area(mesh.d) if threshold is None else threshold
     return token_prominence(len(field.points), mesh.d, field.bandwidth, least, PROMINENCE)
 
 
@@ -121,18 +119,19 @@ def check_options(*, threshold: float | None = None, prominence: float | None = 
 
 def analyse_fields(fields: Iterable[tuple[float, Field]], sphere: str, *, threshold: float | None = None,
                    prominence: float = PROMINENCE, factors: Sequence[float] = FACTORS,
-                   source: str = "") -> BasinHistory:
-    """Clusters of densities at successive times (any :class:`~.fields.Field`), tracked."""
+                   source: str = "", merge_distance: float = MERGE_DISTANCE) -> BasinHistory:
+    """Clusters of densities at successive times (any :class:`~.fields.Field`), tracked; merges
+    timed at ``merge_distance`` (rad, :mod:`meanfield.merging`)."""
     check_options(threshold=threshold, prominence=prominence, factors=factors)
-    uniform = sphere_named(sphere).uniform_density
-    threshold = uniform if threshold is None else float(threshold)
+    threshold = LEVEL * sphere_named(sphere).uniform_density if threshold is None else float(threshold)
     frames = [analyse_field(field, t, threshold, prominence) for t, field in fields]
-    return build_history(frames, sphere, threshold, prominence, factors, source)
+    return build_history(frames, sphere, threshold, prominence, factors, source, merge_distance)
 
 
 def analyse_run(run: Any, *, threshold: float | None = None, prominence: float | None = None,
                 factors: Sequence[float] = FACTORS, bandwidth: float | None = None, resolution: int | None = None,
-                out: str | Path | None = None, plots: bool = True) -> BasinHistory:
+                out: str | Path | None = None, plots: bool = True,
+                merge_distance: float = MERGE_DISTANCE) -> BasinHistory:
     """Peaks, basins, tracking and crossing times of a PDE or particle run.
 
     Parameters
@@ -157,6 +156,8 @@ def analyse_run(run: Any, *, threshold: float | None = None, prominence: float |
         Write clusters.csv, events.csv, crossings.csv (and clusters.png) there.
     plots
         Also write clusters.png.
+    merge_distance
+        The distance (rad) at which two clusters have merged (:mod:`meanfield.merging`).
     """
     result = load_run(run) if isinstance(run, (str, Path)) else run
     result = whole_measure(result)  # a causal PDE run: its whole token distribution
@@ -169,7 +170,7 @@ def analyse_run(run: Any, *, threshold: float | None = None, prominence: float |
             assert isinstance(token_field, TokenField)  # particle_fields builds TokenFields
             prominence = default_prominence(mesh, token_field, threshold)
     history = analyse_fields(fields, mesh.sphere, threshold=threshold, prominence=prominence, factors=factors,
-                             source=str(getattr(result, "path", "")))
+                             source=str(getattr(result, "path", "")), merge_distance=merge_distance)
     history.info.update(data=fields[0][1].source if fields else "none", cells=mesh.num_cells,
                         scheme=getattr(result, "metadata", {}).get("scheme"))
     if isinstance(token_field, TokenField):

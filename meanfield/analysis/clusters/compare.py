@@ -145,7 +145,7 @@ class ClusterValidation:
         How many clusters the PDE has at the tokens' resolution: what the count compares
         (fewer than the PDE's own count while n is too small to resolve them).
 
-    h(n) and p(n) shrink with n towards one cell and :data:`~.api.PROMINENCE`, the PDE's own
+    h(n) and p(n) shrink with n towards one cell and :data:`meanfield.peaks.PROMINENCE`, the PDE's own
     definition.
 
     Parameters

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ...merging import MERGE_DISTANCE
 from ...spheres import sphere_named
 from ..events import Event
 from .crossing import crossing_status, first_crossing
@@ -107,9 +108,11 @@ class BasinHistory:
 
 
 def build_history(frames: list[Frame], sphere: str, threshold: float, prominence: float,
-                  factors: Sequence[float] = FACTORS, source: str = "") -> BasinHistory:
-    """Track the frames of a run and compute the crossing times (:mod:`.tracking`, :mod:`.crossing`)."""
-    ids, events = track(frames)
+                  factors: Sequence[float] = FACTORS, source: str = "",
+                  merge_distance: float = MERGE_DISTANCE) -> BasinHistory:
+    """Track the frames of a run and compute the crossing times (:mod:`.tracking`, :mod:`.crossing`);
+    merges are timed at ``merge_distance`` (rad)."""
+    ids, events = track(frames, merge_distance)
     history = BasinHistory(sphere, frames, ids, events, [], threshold, prominence, source)
     u = history.uniform
     times = history.times

@@ -36,14 +36,15 @@ from itertools import pairwise
 
 import numpy as np
 
-from ...merging import merge_time
+from ...merging import MERGE_DISTANCE, merge_time
 from ..events import Event
 from .coords import geodesic
 from .frame import Frame
 
 
-def track(frames: list[Frame]) -> tuple[list[np.ndarray], list[Event]]:
-    """Ids of the clusters of every frame and the events between frames (module docstring).
+def track(frames: list[Frame], merge_distance: float = MERGE_DISTANCE) -> tuple[list[np.ndarray], list[Event]]:
+    """Ids of the clusters of every frame and the events between frames (module docstring);
+    merges are timed at ``merge_distance`` (rad, :mod:`meanfield.merging`).
 
     Returns
     -------
@@ -83,11 +84,11 @@ def track(frames: list[Frame]) -> tuple[list[np.ndarray], list[Event]]:
             events.append(Event("birth", b.t, (int(new[j]),) + ((int(old[parent[j]]),) if parent[j] >= 0 else ())))
         events.extend(Event("death", b.t, (int(old[i]),)) for i in np.flatnonzero(successor < 0))
         ids.append(new)
-    events = [_timed(e, frames, ids) if e.kind == "merge" else e for e in events]
+    events = [_timed(e, frames, ids, merge_distance) if e.kind == "merge" else e for e in events]
     return ids, sorted(events, key=lambda e: e.time)
 
 
-def _timed(event: Event, frames: list[Frame], ids: list[np.ndarray]) -> Event:
+def _timed(event: Event, frames: list[Frame], ids: list[np.ndarray], merge_distance: float) -> Event:
     """A merge event (at the first frame showing one cluster) with its merge time (module docstring)."""
     times, distances = [], []
     pair = None
@@ -101,7 +102,7 @@ def _timed(event: Event, frames: list[Frame], ids: list[np.ndarray]) -> Event:
             pair = None if frame.atom_ids is None else (int(frame.atom_ids[a[0]]), int(frame.atom_ids[b[0]]))
     if pair is not None and min(pair) >= 0:
         times, distances = _atom_distances(frames, pair)
-    time = merge_time(np.array([*times, event.time]), np.array([*distances, 0.0]))
+    time = merge_time(np.array([*times, event.time]), np.array([*distances, 0.0]), merge_distance)
     assert time is not None  # the distance is 0 at the event
     return Event("merge", time, event.ids, event.masses)
 

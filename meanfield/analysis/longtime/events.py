@@ -1,60 +1,65 @@
 """Clusters, merges and metastable states of weighted point sets on S^1 over time.
 
 One rule for every point set: reference tokens (:mod:`meanfield.references.lagrangian_circle`,
-ids = token indices) and the atoms of a hybrid run (``Atoms`` masses, angles and ids), given as
-a sequence of frames ``(t, angles, masses, ids)``.
+ids = token indices) and weighted points such as atoms, given as a sequence of frames
+``(t, angles, masses, ids)``.  It is the cluster definition of :mod:`meanfield.peaks.basins`
+(significant peaks above the cluster level, each with its region) for points instead of cell
+averages: a run's density is analysed by :mod:`meanfield.analysis.clusters` itself
+(:func:`meanfield.studies.longtime.run_history`).
 
 Grouping (one frame)
-    A point of mass m is *dense* when ``m >= link_density * min(gap, spacing)``, its
-    spacing being the smaller of the angular gaps to its two neighbours (a local density
-    ``m / spacing`` of at least ``link_density``; any point heavier than
-    ``link_density * gap`` is dense, so atoms always are).  Dense points sorted by angle
-    whose gap (skipping the other points) is at most ``gap`` form a group (single
-    linkage).  A group is a *cluster* when its mass is at least ``min_mass``; every other
-    point -- tokens still spread out before formation, tokens left near the unstable point
-    between two clusters, tiny atoms -- is *unclustered*, its mass counted in
-    :attr:`PointSetHistory.stray` and in no cluster.  Points on a mesh (the cells of a run)
-    are linked by a ``gap`` of at least their spacing (the cells of a coarse mesh are more
-    than ``delta`` apart: with ``gap = delta`` every dense cell would be a cluster of its
-    own).  Defaults: ``gap = delta = 0.01`` rad,
-    ``link_density = 10 / (2 pi)`` (ten times the uniform density of a unit mass),
-    ``min_mass = 0.01``.  A cluster's centre is its mass-weighted circular mean
-    ``arg sum_j m_j e^{i theta_j}`` in (-pi, pi]; its mass the sum of its members'.
+    A point's *local density* is its mass over its spacing, the smaller of the angular gaps
+    to its two neighbours.  A point of mass m is *dense* when ``m >= link_density *
+    min(delta, spacing)`` (a local density of at least ``link_density``, by default the
+    cluster level :data:`meanfield.peaks.LEVEL` times the uniform density ``1 / (2 pi)``;
+    any point heavier than ``link_density * delta`` is dense, so atoms always are).  Dense
+    points sorted by angle whose gap (skipping the other points) is at most ``delta`` form a
+    group (single linkage).  A group is cut at its significant dips: the basins of
+    :func:`meanfield.peaks.cluster_labels` of the local densities along the group
+    (``prominence``, :data:`meanfield.peaks.PROMINENCE`), those whose peaks are within
+    ``delta`` of each other kept together.  Each part of mass at least ``min_mass`` is a
+    *cluster*: its *peak* is its densest point, and its position (``centres``, in (-pi, pi])
+    the peak's angle, as a density cluster's is its peak's.  Its *region*, whose mass is the
+    cluster's mass, is its points and the other points up to the least dense point between it
+    and the next cluster on either side (on S^1, the basin of a density ends at the minimum
+    between two peaks), so the regions share the circle; ``stray`` is the mass in no region
+    (all of it when there is no cluster).  Default ``delta = 0.01`` rad, ``min_mass = 0.01``.
 
-    The rule is scale-aware in both regimes: collapsed clusters (width ``<< delta``, the
-    metastable phase; atoms) are separate iff their centres are more than ``delta`` apart, so
-    ``delta`` is a distance between cluster centres, as the hybrid's atom merge distance is;
-    spread-out points (n tokens of mass 1/n, density cells of a run) count only where their
-    density exceeds ten times the uniform one, whatever n or the cell size, so a cluster
-    appears in the formation phase when its peak region is that dense (an event of kind
-    ``"birth"`` or ``"split"``, :class:`~meanfield.analysis.events.Event`), and light points
-    between clusters neither bridge nor separate them.
+    With ``link_density`` at the cluster level, the bumps of an initial density above the
+    uniform one are clusters from t = 0, as ``meanfield clusters`` counts them; collapsed
+    clusters (width ``<< delta``, the metastable phase; atoms) are separate iff they are more
+    than ``delta`` apart, so ``delta`` is a distance between cluster peaks, as the hybrid's
+    atom merge distance is; light points between clusters neither bridge nor separate them.
 
 Tracking
-    Members keep their ids between frames.  A cluster inherits the labels of the previous
-    frame's clusters that own any of its members; the heaviest parent's label is kept, every
-    other parent is a *merge* into it (a merge keeps the heavier cluster's label, as atoms keep
-    the heavier atom's id).  A parent whose members all vanished (an atom absorbed by the
-    solver's own merge) merged into the cluster nearest its last centre.  A parent shared by
-    several clusters *split*: the heaviest child keeps the label, the others get new ones.
+    Points keep their ids between frames, and a cluster follows its peak, as the density
+    clusters of :mod:`meanfield.analysis.clusters.tracking` do: an old cluster's *successor*
+    is the new cluster holding its peak's id (for a peak that is gone -- an atom absorbed by a
+    solver -- the cluster nearest its last position).  A new cluster that is the successor of
+    one old cluster keeps its label; of several, it keeps the heaviest one's label and the
+    others *merge* into it; of none, it is new: a ``"split"`` if its peak was in an old cluster,
+    else a ``"birth"``.  An old cluster that is no one's predecessor -- its peak in no cluster
+    -- ends with a ``"death"``.
 
 Merge time
     The merge of :mod:`meanfield.merging` (one definition for every cluster history): the
-    time at which the separation of the two clusters -- the smallest angular distance
-    between a member of one and a member of the other (the members each had in the last
-    frame where both were clusters), which for collapsed clusters is the distance of their
-    centres -- falls to ``delta``.  Between the last frame with ``s0 > delta`` and the first
-    with ``s1 <= delta``, ``log s`` is interpolated linearly in t (the final approach of two
-    clusters is exponential, ``s' ~ -s``), or s itself when ``s1 = 0`` (members gone: the
+    time at which the separation of the two clusters -- the distance of their peaks (the
+    points that were their peaks in the last frame where both were clusters) -- falls to
+    ``delta``.  Between the last frame with ``s0 > delta`` and the first with
+    ``s1 <= delta``, ``log s`` is interpolated linearly in t (the final approach of two
+    clusters is exponential, ``s' ~ -s``), or s itself when ``s1 = 0`` (a peak gone: the
     lighter atom was absorbed by the solver).  Two clusters joined into one group while
-    still more than ``delta`` apart (linked through dense points between them) are followed
-    until their members come within ``delta``; a pair that never does by the last frame is
-    reported at the frame where it joined.  Keep ``delta`` at least the hybrid's
-    ``atoms.merge_distance``, so that the solver never combines atoms before the merge is seen.
+    still more than ``delta`` apart (linked through dense points between them, such as the
+    tokens flowing into both) are followed until their peaks come within ``delta``; a pair
+    that never does by the last frame is reported at the frame where it joined.  Keep
+    ``delta`` at least the hybrid's ``atoms.merge_distance``, so that the solver never
+    combines atoms before the merge is seen.
 
 Metastable states
-    The k-cluster state lasts from the event that made the cluster count k (the last split
-    for the first state: the end of formation) to the next merge; its duration is the
+    The k-cluster state lasts from the event that made the cluster count k (for the first
+    state the last birth or split before the first merge, or the first frame when there is
+    none: the bumps of a perturbed initial density are clusters from the start, so the first
+    state's duration includes their formation) to the next merge; its duration is the
     metastable time.  A state still present at the last frame has ``end = None`` and its
     duration is a lower bound (``lower_bound = True``).
 """
@@ -67,22 +72,19 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...merging import MERGE_DISTANCE, crossing_time
+from ...peaks import LEVEL, PROMINENCE, CellGraph, cluster_labels
 from ..events import Event
 
 TWO_PI = 2.0 * np.pi
-#: Defaults: grouping / merge distance (rad), least link density, smallest mass of a cluster.
-DELTA, LINK_DENSITY, MIN_MASS = MERGE_DISTANCE, 10.0 / TWO_PI, 1e-2
+#: Defaults: grouping / merge distance (rad), least link density (the cluster threshold on S^1),
+#: smallest mass of a cluster.
+DELTA, LINK_DENSITY, MIN_MASS = MERGE_DISTANCE, LEVEL / TWO_PI, 1e-2
 
 
 def circular_distance(a: np.ndarray | float, b: np.ndarray | float) -> np.ndarray:
     """|a - b| on the circle, in [0, pi]."""
     d = np.mod(np.asarray(a, float) - np.asarray(b, float), TWO_PI)
     return np.minimum(d, TWO_PI - d)
-
-
-def circular_mean(angles: np.ndarray, masses: np.ndarray) -> float:
-    """The mass-weighted circular mean ``arg sum m e^{i theta}`` in (-pi, pi]."""
-    return float(np.angle(np.sum(masses * np.exp(1j * angles))))
 
 
 def group_points(angles: np.ndarray, delta: float, masses: np.ndarray | None = None,
@@ -115,14 +117,82 @@ def group_points(angles: np.ndarray, delta: float, masses: np.ndarray | None = N
     return [rolled[a:b] for a, b in zip(starts, stops, strict=True)]
 
 
-def separation(a: np.ndarray, b: np.ndarray) -> float:
-    """The smallest circular distance between a point of ``a`` and one of ``b`` (angles); inf if one is empty."""
-    if a.size == 0 or b.size == 0:
-        return float("inf")
-    s = np.sort(np.mod(a, TWO_PI))
-    b = np.mod(b, TWO_PI)
-    j = np.searchsorted(s, b) % s.size
-    return float(min(circular_distance(s[j], b).min(), circular_distance(s[j - 1], b).min()))
+def local_density(angles: np.ndarray, masses: np.ndarray) -> np.ndarray:
+    """Each point's mass over its spacing, the smaller of the angular gaps to its two neighbours
+    (mass per radian; the largest float where points coincide)."""
+    theta = np.mod(np.asarray(angles, float), TWO_PI)
+    order = np.argsort(theta, kind="stable")
+    s = theta[order]
+    gaps = np.diff(np.append(s, s[0] + TWO_PI))
+    spacing = np.empty_like(theta)
+    spacing[order] = np.minimum(gaps, np.roll(gaps, 1))
+    top = np.finfo(float).max
+    return np.divide(np.asarray(masses, float), spacing, out=np.full(theta.size, top), where=spacing > 0)
+
+
+def split_group(group: np.ndarray, angles: np.ndarray, density: np.ndarray, delta: float,
+                prominence: float = PROMINENCE) -> list[np.ndarray]:
+    """A group of linked points (counter-clockwise, :func:`group_points`) cut at its significant
+    dips: the basins of :func:`meanfield.peaks.cluster_labels` of the points' densities along
+    the group, those whose peaks are within ``delta`` of each other joined.  Returns index
+    arrays into ``angles``, each with its peak (the densest member) first."""
+    n = len(group)
+    step = np.arange(n)
+    ring = n > 2 and circular_distance(angles[group[-1]], angles[group[0]]) <= delta  # the whole circle
+    before, after = (step - 1) % n, (step + 1) % n
+    if not ring:
+        before[0], after[-1] = -1, -1
+    neighbours = np.stack([before, after], axis=1) if n > 1 else np.full((1, 2), -1)
+    values = density[group]
+    labels, peaks = cluster_labels(values, CellGraph(neighbours), 0.0, prominence)
+    along = np.argsort(peaks, kind="stable")  # peaks in order along the group
+    at = angles[group[peaks[along]]]
+    run = np.concatenate([[0], np.cumsum(circular_distance(at[:-1], at[1:]) > delta)])
+    if ring and len(at) > 1 and circular_distance(at[-1], at[0]) <= delta:
+        run[run == run[-1]] = 0
+    joined = np.empty(len(peaks), dtype=np.int64)
+    joined[along] = run  # peaks within delta of the next one along: one cluster
+    part = joined[labels]
+    parts = []
+    for k in np.unique(part):
+        members = np.flatnonzero(part == k)
+        top = members[np.argmax(values[members])]
+        parts.append(group[np.concatenate([[top], members[members != top]])])
+    return parts
+
+
+def region_masses(angles: np.ndarray, masses: np.ndarray, clusters: list[np.ndarray],
+                  density: np.ndarray) -> np.ndarray:
+    """The mass of each cluster's region: its members and the points between it and the next
+    cluster on either side up to the least dense of them (the dip between two clusters; every
+    point when there is one cluster), so the regions partition the circle as the basins of a
+    density do (:mod:`meanfield.peaks.basins`)."""
+    out = np.array([float(masses[c].sum()) for c in clusters])
+    if not clusters:
+        return out
+    order = np.argsort(np.mod(angles, TWO_PI), kind="stable")
+    owner = np.full(len(angles), -1)
+    for k, members in enumerate(clusters):
+        owner[members] = k
+    ring, n = owner[order], len(angles)
+    owned = np.flatnonzero(ring >= 0)
+    after = np.roll(owned, -1)
+    runs = (after - owned) % n != 1  # unowned points follow (all of them after a lone owned point)
+    for a, b in zip(owned[runs], after[runs], strict=True):
+        points = order[np.arange(a + 1, b + n if b <= a else b) % n]
+        if ring[a] == ring[b]:
+            out[ring[a]] += masses[points].sum()
+            continue
+        cut = int(np.argmin(density[points])) + 1
+        out[ring[a]] += masses[points[:cut]].sum()
+        out[ring[b]] += masses[points[cut:]].sum()
+    return out
+
+
+def point_angle(theta: np.ndarray, ids: np.ndarray, point: int) -> float | None:
+    """The angle of the point with id ``point`` (None if it is gone)."""
+    where = np.flatnonzero(ids == point)
+    return float(theta[where[0]]) if where.size else None
 
 
 @dataclass(frozen=True)
@@ -153,21 +223,25 @@ class PointSetHistory:
     times
         (T,) frame times.
     labels, centres, masses
-        Per frame: (k,) cluster labels, centres in (-pi, pi] and masses, in counter-clockwise
-        order from theta = 0.
+        Per frame: (k,) cluster labels, centres (peaks) in (-pi, pi] and masses (of their
+        regions), in increasing theta.
     stray
-        (T,) mass in no cluster.
+        (T,) mass in no region (all of it when there is no cluster).
     total
         (T,) total mass of the frame.
     events
-        Merges, splits and births in time order.
-    delta, link_density, min_mass
-        The grouping rule.
+        Merges, splits, births and deaths in time order.
+    delta
+        The merge distance (rad).
+    rule
+        The cluster rule's parameters by name: ``link_density`` and ``min_mass`` for a point
+        set (module docstring); ``threshold`` and ``prominence`` of the density basins
+        (:mod:`meanfield.peaks.basins`) for a run's history
+        (:func:`meanfield.studies.longtime.run_history`).
     """
 
     delta: float
-    link_density: float
-    min_mass: float
+    rule: dict[str, float]
     times: list[float] = field(default_factory=list)
     labels: list[np.ndarray] = field(default_factory=list)
     centres: list[np.ndarray] = field(default_factory=list)
@@ -235,7 +309,7 @@ def point_set_history(
     delta: float = DELTA,
     link_density: float = LINK_DENSITY,
     min_mass: float = MIN_MASS,
-    gap: float | None = None,
+    prominence: float = PROMINENCE,
 ) -> PointSetHistory:
     """Group, track and time the clusters of a sequence of point-set frames (module docstring).
 
@@ -245,59 +319,59 @@ def point_set_history(
         ``(t, angles (m,), masses (m,), ids (m,))`` in increasing t; m may change (atoms
         appear and merge); ids are integers that a point keeps between frames.
     delta
-        Merge distance (rad), :mod:`meanfield.merging`.
+        Merge distance and grouping gap (rad), :mod:`meanfield.merging`.
     link_density
         Least local density of a link (mass per radian).
     min_mass
         Smallest mass of a cluster.
-    gap
-        Grouping gap (rad), default ``delta``; at least the spacing of points on a mesh.
+    prominence
+        Least relative depth of a dip that cuts a group (:mod:`meanfield.peaks.basins`).
     """
-    gap = float(delta if gap is None else gap)
-    history = PointSetHistory(float(delta), float(link_density), float(min_mass))
+    history = PointSetHistory(float(delta), {"link_density": float(link_density), "min_mass": float(min_mass),
+                                             "prominence": float(prominence)})
     prev: _Frame | None = None
     pending: list[_Pending] = []
     next_label = 0
     for t, angles, masses, ids in frames:
         theta, m, ident = (np.asarray(x) for x in (angles, masses, ids))
         theta = np.mod(theta.astype(float), TWO_PI)
-        groups = [g for g in group_points(theta, gap, m, link_density) if m[g].sum() >= min_mass]
-        members = [ident[g] for g in groups]
-        centre = np.array([circular_mean(theta[g], m[g]) for g in groups])
-        mass = np.array([float(m[g].sum()) for g in groups])
-        labels = np.full(len(groups), -1, dtype=np.int64)
+        density = local_density(theta, m)
+        clusters = [part for g in group_points(theta, delta, m, link_density)
+                    for part in split_group(g, theta, density, delta, prominence) if m[part].sum() >= min_mass]
+        peaks = np.angle(np.exp(1j * theta[[c[0] for c in clusters]]))  # in (-pi, pi]
+        clusters = [clusters[k] for k in np.argsort(peaks, kind="stable")]
+        centre = np.sort(peaks)
+        members = [ident[c] for c in clusters]
+        mass = region_masses(theta, m, clusters, density)
+        labels = np.full(len(clusters), -1, dtype=np.int64)
+        frame = _Frame(float(t), labels, centre, mass, members, theta, m, ident)
         if prev is None:
-            labels[:] = np.arange(len(groups))
-            next_label = len(groups)
+            labels[:] = np.arange(len(clusters))
+            next_label = len(clusters)
         else:
-            parents = [prev.owners(x) for x in members]
-            claimed: dict[int, list[int]] = {}
-            for c, ps in enumerate(parents):
-                for p in ps:
-                    claimed.setdefault(p, []).append(c)
-            for lab in prev.labels:  # parents whose members all vanished: into the nearest cluster
-                if int(lab) not in claimed and len(groups):
-                    c = int(np.argmin(circular_distance(centre, prev.centre_of(int(lab)))))
-                    parents[c] = sorted(set(parents[c]) | {int(lab)})
-                    claimed[int(lab)] = [c]
-            taken: set[int] = set()
-            for c in np.argsort(-mass, kind="stable"):  # heavier children choose first
-                ps = [p for p in parents[c] if p not in taken]
-                if not ps:
+            successor = {}  # old label -> the new cluster holding its peak (-1: none)
+            for lab in prev.labels:
+                peak = np.array([prev.peak_of(int(lab))])
+                successor[int(lab)] = int(frame.index_of(peak)[0])
+                if successor[int(lab)] < 0 and not np.isin(peak, ident).any() and len(clusters):
+                    # its peak is gone (an atom absorbed by the solver): into the nearest cluster
+                    successor[int(lab)] = int(np.argmin(circular_distance(centre, prev.centre_of(int(lab)))))
+            for c in range(len(clusters)):
+                parents = [lab for lab, j in successor.items() if j == c]
+                if not parents:
                     labels[c] = next_label
-                    kind = "split" if parents[c] else "birth"
-                    born = (next_label,) if kind == "birth" else (parents[c][0], next_label)
-                    history.events.append(Event(kind, float(t), born, (0.0, 0.0)))
+                    parent = int(prev.index_of(members[c][:1])[0])
+                    born = (next_label,) if parent < 0 else (int(prev.labels[parent]), next_label)
+                    history.events.append(Event("birth" if parent < 0 else "split", float(t), born, (0.0, 0.0)))
                     next_label += 1
                     continue
-                keep = max(ps, key=prev.mass_of)
+                keep = max(parents, key=prev.mass_of)
                 labels[c] = keep
-                taken.update(ps)
-                for p in ps:
-                    if p != keep:
-                        pending.append(_Pending(keep, p, prev.mass_of(keep), prev.mass_of(p), prev.member_ids(keep),
-                                                prev.member_ids(p), prev.time, prev.separation(keep, p)))
-        for merge in list(pending):  # parents joined: their separation reaches delta now or later
+                pending += [_Pending(keep, p, prev.mass_of(keep), prev.mass_of(p), prev.peak_of(keep),
+                                     prev.peak_of(p), prev.time, prev.separation(keep, p))
+                            for p in parents if p != keep]
+            history.events += [Event("death", float(t), (lab,)) for lab, j in successor.items() if j < 0]
+        for merge in list(pending):  # parents joined: their centres come within delta now or later
             done = merge.advance(float(t), theta, ident, delta)
             if done is not None:
                 history.events.append(done)
@@ -308,7 +382,7 @@ def point_set_history(
         history.masses.append(mass)
         history.total.append(float(m.sum()))
         history.stray.append(float(m.sum() - mass.sum()))
-        prev = _Frame(float(t), labels, centre, mass, members, theta, m, ident)
+        prev = frame
     history.events += [Event("merge", m.t0, (m.kept, m.absorbed), m.masses) for m in pending]  # never reached delta
     history.events.sort(key=lambda e: e.time)
     return history
@@ -316,14 +390,14 @@ def point_set_history(
 
 @dataclass
 class _Pending:
-    """Two parents joined in one cluster whose separation has not been seen at <= delta yet."""
+    """Two parents joined in one cluster whose centres have not been seen within delta yet."""
 
     kept: int
     absorbed: int
     kept_mass: float
     absorbed_mass: float
-    kept_ids: np.ndarray
-    absorbed_ids: np.ndarray
+    kept_peak: int
+    absorbed_peak: int
     t0: float
     s0: float
 
@@ -332,10 +406,10 @@ class _Pending:
         return self.kept_mass, self.absorbed_mass
 
     def advance(self, t1: float, theta: np.ndarray, ids: np.ndarray, delta: float) -> Event | None:
-        """The merge event if the separation of the parents' members in this frame is <= delta
+        """The merge event if the distance of the parents' peaks in this frame is <= delta
         (interpolated, module docstring), else None after remembering this frame."""
-        a, b = (theta[np.isin(ids, x)] for x in (self.kept_ids, self.absorbed_ids))
-        s1 = separation(a, b) if a.size and b.size else 0.0  # a member vanished: absorbed by the solver
+        a, b = (point_angle(theta, ids, x) for x in (self.kept_peak, self.absorbed_peak))
+        s1 = 0.0 if a is None or b is None else float(circular_distance(a, b))  # gone: absorbed by the solver
         if s1 > delta:
             self.t0, self.s0 = t1, s1
             return None
@@ -345,7 +419,7 @@ class _Pending:
 
 @dataclass
 class _Frame:
-    """The previous frame, for tracking: clusters, their member ids and the raw points."""
+    """A frame for tracking: clusters (each one's peak id first among its member ids) and the raw points."""
 
     time: float
     labels: np.ndarray
@@ -358,33 +432,32 @@ class _Frame:
 
     def __post_init__(self) -> None:
         all_ids = np.concatenate(self.members) if self.members else np.zeros(0, np.int64)
-        owner = np.concatenate([np.full(len(x), lab) for x, lab in zip(self.members, self.labels, strict=True)]) \
+        owner = np.concatenate([np.full(len(x), k) for k, x in enumerate(self.members)]) \
             if self.members else np.zeros(0, np.int64)
         order = np.argsort(all_ids, kind="stable")
         self._ids, self._owner = all_ids[order], owner[order]
-        self._index = {int(lab): i for i, lab in enumerate(self.labels)}
 
-    def _lookup(self, ids: np.ndarray) -> np.ndarray:
-        """Owner label of each id (-1 if it was in no cluster)."""
+    def _at(self, label: int) -> int:
+        """The index of the cluster labelled ``label`` (labels are given once the frame is tracked)."""
+        return int(np.flatnonzero(self.labels == label)[0])
+
+    def index_of(self, ids: np.ndarray) -> np.ndarray:
+        """Index of the cluster holding each id in this frame (-1 if it is in none)."""
         if self._ids.size == 0:
             return np.full(len(ids), -1)
         j = np.minimum(np.searchsorted(self._ids, ids), self._ids.size - 1)
         return np.where(self._ids[j] == ids, self._owner[j], -1)
 
-    def owners(self, ids: np.ndarray) -> list[int]:
-        found = self._lookup(ids)
-        return sorted(int(x) for x in np.unique(found[found >= 0]))
-
-    def member_ids(self, label: int) -> np.ndarray:
-        return self.members[self._index[label]]
+    def peak_of(self, label: int) -> int:
+        """The id of the peak (the densest member) of the cluster labelled ``label``."""
+        return int(self.members[self._at(label)][0])
 
     def mass_of(self, label: int) -> float:
-        return float(self.mass[self._index[label]])
+        return float(self.mass[self._at(label)])
 
     def centre_of(self, label: int) -> float:
-        return float(self.centre[self._index[label]])
+        return float(self.centre[self._at(label)])
 
     def separation(self, a: int, b: int) -> float:
-        """Separation (module docstring) of the clusters labelled a and b in this frame."""
-        owner = self._lookup(self.ids)
-        return separation(self.theta[owner == a], self.theta[owner == b])
+        """Separation (module docstring) of the clusters labelled a and b in this frame: their peaks' distance."""
+        return float(circular_distance(self.centre_of(a), self.centre_of(b)))

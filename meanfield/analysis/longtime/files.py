@@ -1,7 +1,9 @@
 """The files of a long-time study (CSV; one writer per table).
 
 ``<name>-clusters.csv``
-    One row per cluster and output: ``t, label, theta, mass`` (centre in (-pi, pi] rad).
+    One row per cluster and output: ``t, id, theta, mass``, named as in ``meanfield
+    clusters``' clusters.csv: the cluster's id, its peak's angle in (-pi, pi] rad and the
+    mass of its region (:mod:`.events`; a run's: :func:`~meanfield.studies.longtime.run_history`).
 ``<name>-events.csv``
     ``kind, time, kept, absorbed, kept_mass, absorbed_mass``
     (:func:`~meanfield.analysis.events.write_events`, as ``meanfield clusters``' events.csv).
@@ -51,7 +53,7 @@ def write_point_set_history(history: PointSetHistory, out: Path, name: str) -> l
     states = [(s.count, s.start, "" if s.end is None else s.end, s.duration, int(s.lower_bound))
               for s in history.states()]
     return [
-        _write(out / f"{name}-clusters.csv", ("t", "label", "theta", "mass"), clusters),
+        _write(out / f"{name}-clusters.csv", ("t", "id", "theta", "mass"), clusters),
         write_events(out / f"{name}-events.csv", history.events),
         _write(out / f"{name}-states.csv", ("clusters", "start", "end", "duration", "lower_bound"), states),
     ]

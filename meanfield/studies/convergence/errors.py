@@ -35,6 +35,7 @@ from ...masks import whole_measure
 from ...mesh import raw_mesh
 from ...problem import Problem
 from ...references.exact import ExactDensity, exact_solution
+from ...rundir.layout import METADATA
 from ...rundir.results import PDERunResult, load_pde_run
 from ...sphere import cell_averages
 from .ladder import ConvergenceError, Ladder, level_of, mesh_width, resolution
@@ -92,7 +93,7 @@ def richardson_orders(differences: list[np.ndarray], widths: list[float]) -> lis
 
 def check_reference(problem: Problem, reference: str | Path, axis: str = "mesh") -> None:
     """Raise :class:`ConvergenceError` unless ``reference`` can be used for this study."""
-    if reference not in ("exact", "finest") and not (Path(reference) / "metadata.json").is_file():
+    if reference not in ("exact", "finest") and not (Path(reference) / METADATA).is_file():
         raise ConvergenceError(f"--reference: {reference} is not 'exact', 'finest' or a run directory")
     if reference == "exact" and axis != "mesh":
         option = "--dt-ladder: a dt ladder" if axis == "dt" else "--slices: a slices ladder"

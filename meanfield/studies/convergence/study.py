@@ -8,7 +8,7 @@ from ...collective import on_root
 from ...config import Config
 from ...drivers.launch import check_size, resolve_problem
 from ...problem import Problem
-from ...rundir.directory import prepare_study
+from ...rundir.study_directory import prepare_study
 from .errors import Row, check_reference, error_rows
 from .ladder import AXES, ConvergenceError, ladder_configs, ladder_problems, run_ladder
 from .plots import plot, study_title

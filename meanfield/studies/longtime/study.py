@@ -3,8 +3,8 @@
 * :func:`reference_history`: the Lagrangian reference (:mod:`meanfield.references.lagrangian_circle`)
   of a config, reduced to clusters on the fly (:mod:`meanfield.analysis.longtime.events`), so
   n = 16384 tokens to t = 2000 never hold more than one output in memory;
-* :func:`run_history`: the clusters of a hybrid PDE run on S^1 (its atoms, plus the cells whose
-  mass exceeds ``cell_floor`` as points of that mass at the cell centroids);
+* :func:`run_history`: the clusters of a PDE run on S^1 (hybrid or not) as ``meanfield clusters``
+  finds them (:func:`~meanfield.analysis.clusters.analyse_run`);
 * :func:`beta_table`: merge and metastable times of the reference for several beta;
 * :func:`long_time_study` (``meanfield longtime``): all of it written as CSV + PNG.
 
@@ -15,7 +15,7 @@ for the exponential final approach, so a coarse late spacing costs no accuracy.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,18 +29,12 @@ from ...config import Config, load_config
 from ...problem import Problem
 from ...references.lagrangian_circle import ATOL, RTOL, SERIES_TOL, iterate_tokens, quantile_tokens
 from ...rundir.directory import check_output_folder
-from ...rundir.results import PDERunResult, load_pde_run, read_header
+from ...rundir.results import load_pde_run, read_header
 from ...spheres import S1
 
 T_EARLY, DT_EARLY, DT_LATE = 20.0, 0.1, 0.5
 #: Reference tokens of a study by default.
 TOKENS = 8192
-#: A cell of a hybrid run is a point of the cluster analysis when its mass exceeds this.
-CELL_FLOOR = 1e-6
-#: Cells of a hybrid run link into one group across gaps of up to this many cell spacings.
-LINK_SPACINGS = 1.01
-#: Point ids of cells in run frames: CELL_ID_OFFSET + global cell index (atom ids are below).
-CELL_ID_OFFSET = 1 << 40
 
 
 def output_times(t_final: float, t_early: float = T_EARLY, dt_early: float = DT_EARLY,
@@ -110,43 +104,36 @@ def reference_history(
     return point_set_history(((t, a, w, ids) for t, a in frames), delta=delta, min_mass=min_mass)
 
 
-def run_frames(run: str | Path | PDERunResult, cell_floor: float = CELL_FLOOR) -> Iterator[
-        tuple[float, np.ndarray, np.ndarray, np.ndarray]]:
-    """``(t, angles, masses, ids)`` of a hybrid S^1 run's outputs: its atoms, and its cells of mass > cell_floor.
+def run_history(run: str | Path, *, delta: float = DELTA) -> PointSetHistory:
+    """The clusters of a PDE run on S^1 as ``meanfield clusters`` finds them, as a history.
 
-    Cells are points at their centroids with their mass (cell average times measure) and ids
-    ``CELL_ID_OFFSET + cell index``; a run directory is read with
-    :func:`~meanfield.rundir.results.load_pde_run`.
+    The run is analysed by :func:`~meanfield.analysis.clusters.analyse_run` (the one cluster
+    definition: basins of significant density peaks, atoms as clusters), so the clusters, their
+    ids, centres (the peak's theta in (-pi, pi]), masses and events are those of ``meanfield
+    clusters RUN``; merges are timed at ``delta``.  Clusters are listed in increasing theta;
+    ``stray`` is the mass in no cluster (all of it when the density has no cluster).
     """
-    result = load_pde_run(run) if isinstance(run, (str, Path)) else run
-    if result.header.sphere is not S1:
-        raise ValueError(f"{result.path}: run_frames needs an S1 run")
-    centroid = np.arctan2(result.centroids[:, 1], result.centroids[:, 0])
-    atoms: list[Atoms | None] = list(result.atoms) if result.atoms is not None else [None] * len(result.times)
-    for t, density, atom in zip(result.times, result.densities, atoms, strict=True):
-        mass = density * result.areas
-        keep = mass > cell_floor
-        angles, masses, ids = [centroid[keep]], [mass[keep]], [CELL_ID_OFFSET + np.flatnonzero(keep)]
-        if atom is not None:
-            angles.append(np.arctan2(atom.positions[:, 1], atom.positions[:, 0]))
-            masses.append(atom.masses)
-            ids.append(atom.ids)
-        yield float(t), np.concatenate(angles), np.concatenate(masses), np.concatenate(ids)
+    from ...analysis.clusters import analyse_run
+    from ...analysis.clusters.coords import angle_columns
 
-
-def cell_spacing(centroids: np.ndarray) -> float:
-    """The largest angular gap between neighbouring cell centroids of an S^1 mesh."""
-    theta = np.sort(np.mod(np.arctan2(centroids[:, 1], centroids[:, 0]), 2.0 * np.pi))
-    return float(np.diff(np.append(theta, theta[0] + 2.0 * np.pi)).max())
-
-
-def run_history(run: str | Path, *, delta: float = DELTA, min_mass: float = MIN_MASS,
-                cell_floor: float = CELL_FLOOR) -> PointSetHistory:
-    """Clusters of a hybrid S^1 run (:func:`run_frames`) with the rule of :mod:`meanfield.analysis.longtime.events`;
-    neighbouring cells are linked (the grouping gap is at least the cell spacing), merges are at ``delta``."""
     result = load_pde_run(run)
-    gap = max(delta, LINK_SPACINGS * cell_spacing(result.centroids))
-    return point_set_history(run_frames(result, cell_floor), delta=delta, min_mass=min_mass, gap=gap)
+    if result.header.sphere is not S1:
+        raise ValueError(f"{result.path}: run_history needs a PDE run on S1")
+    basins = analyse_run(result, plots=False, merge_distance=delta)
+    atoms: list[Atoms | None] = list(result.atoms) if result.atoms is not None else [None] * len(result.times)
+    history = PointSetHistory(float(delta), {"threshold": basins.threshold, "prominence": basins.prominence},
+                              events=list(basins.events))
+    for frame, ids, density, atom in zip(basins.frames, basins.ids, result.densities, atoms, strict=True):
+        theta = angle_columns(frame.positions)["theta"]
+        order = np.argsort(theta, kind="stable")
+        total = float(density @ result.areas) + (float(atom.masses.sum()) if atom is not None else 0.0)
+        history.times.append(frame.t)
+        history.labels.append(np.asarray(ids)[order])
+        history.centres.append(theta[order])
+        history.masses.append(frame.masses[order])
+        history.total.append(total)
+        history.stray.append(total - float(frame.masses.sum()))
+    return history
 
 
 @dataclass(frozen=True)
@@ -256,7 +243,7 @@ def long_time_study(
         study.files += write_point_set_history(h, out, f"reference-beta{b:g}")
     shown = {f"reference beta={b:g}": study.histories[b] for b in chosen}
     if run is not None:
-        hybrid = run_history(run, delta=delta, min_mass=min_mass)
+        hybrid = run_history(run, delta=delta)
         study.files += write_point_set_history(hybrid, out, "hybrid")
         shown["hybrid"] = hybrid
         reference = study.histories[chosen[0]]

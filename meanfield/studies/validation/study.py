@@ -29,7 +29,6 @@ at every output time.  Files written (rank 0) under the study directory::
 from __future__ import annotations
 
 import copy
-import csv
 import dataclasses
 import logging
 from collections.abc import Mapping, Sequence
@@ -46,9 +45,10 @@ from ...masks import whole_measure
 from ...model import ModelError
 from ...particles.sampling import check_causal_sampler, resolve_sampler
 from ...problem import Problem
-from ...rundir.directory import is_run, prepare_study
-from ...rundir.layout import BY_PROMPT
+from ...rundir.directory import is_run
+from ...rundir.layout import BY_PROMPT, CONFIG
 from ...rundir.results import ParticleRunResult, PDERunResult, load_pde_run
+from ...rundir.study_directory import prepare_study, write_table
 from ...times import MATCH_TOL, time_tol
 from .compare import PDEReference
 from .prediction import BAND_OUTSIDE, add_predictions, predicted_variances
@@ -120,13 +120,6 @@ def summarise_clusters(rows: list[dict], t: float) -> list[dict]:
     return out
 
 
-def _write_csv(path: Path, rows: list[dict]) -> None:
-    with open(path, "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-
-
 def check_inputs(problem: Problem, ns: Sequence[int], seeds: int) -> None:
     """Refuse what a validation cannot compare, naming the option (before anything runs)."""
     if problem.particles.d != problem.d:
@@ -156,7 +149,7 @@ def check_pde_run(config: Problem | Config, run_dir: str | Path, option: str) ->
     if not is_run(path):
         raise ConfigError(f"{option} {path}: not a meanfield run directory")
     try:
-        theirs = load_config(path / "config.toml")
+        theirs = load_config(path / CONFIG)
     except ConfigError as exc:
         raise ConfigError(f"{option} {path}: its config.toml cannot be read: {exc}") from None
     try:
@@ -218,7 +211,7 @@ def batch_covers(problem: Problem, n: int) -> bool:
     from ...particles.batch import DEFAULT_MEMORY, bytes_per_prompt
     from ...particles.prompts import check_batch
 
-    if problem.field.method == "fast" or len(problem.output.trackers) or problem.particles.batched:
+    if problem.field.method == "fast" or len(problem.output.own_observables) or problem.particles.batched:
         return False
     try:
         check_batch(problem if problem.particles.n == n else Problem(with_counts(problem.config, n)), 1)
@@ -356,9 +349,9 @@ def validate(
     def report() -> tuple[list[dict], list[dict]]:
         summary = add_predictions(summarise(rows, t_final, reference.floor(t_final)), variances, seeds)
         cluster_table = summarise_clusters(rows, t_final)
-        _write_csv(path / "validation.csv", rows)
-        _write_csv(path / "summary.csv", summary)
-        _write_csv(path / "clusters.csv", cluster_table)
+        write_table(path / "validation.csv", rows)
+        write_table(path / "summary.csv", summary)
+        write_table(path / "clusters.csv", cluster_table)
         from .plots import plot_density, plot_errors
 
         plot_errors(path / "errors.png", rows, summary, t_final)

@@ -11,30 +11,30 @@ from mpi4py import MPI
 import meanfield
 from meanfield.config import ConfigError, load_config
 from meanfield.expression import ExpressionError
+from meanfield.own_observables import OwnObservables
 from meanfield.problem import Problem
-from meanfield.trackers import Trackers
 
 TIMES = np.linspace(0.0, 1.0, 5)
-TRACKERS = [
+OWN_OBSERVABLES = [
     {"name": "total", "expression": "integral(rho)"},
     {"name": "zbar", "expression": "integral(rho * z)"},
     {"name": "peak", "expression": "max(rho)", "every": 0.5},
     {"name": "spread", "expression": "max(rho) / min(rho) - 1"},
 ]
 CASE = {"name": "trk", "mesh": {"sphere": "S2", "resolution": 2}, "time": {"t_final": 1.0, "outputs": 4},
-        "output": {"observables": TRACKERS}}
+        "output": {"observables": OWN_OBSERVABLES}}
 
 
 def test_values_on_cells():
     """Three cells of areas 1, 2, 3: the reductions and their combination, nan when not due."""
-    trackers = Trackers.from_config(TRACKERS, TIMES)
+    own_observables = OwnObservables.from_config(OWN_OBSERVABLES, TIMES)
     rho, areas = np.array([1.0, 2.0, 4.0]), np.array([1.0, 2.0, 3.0])
     points = np.array([[0.0, 0.0, 1.0], [1.0, 0.0, 0.0], [0.0, 0.0, -1.0]])
-    at_quarter = trackers.evaluate(0.25, rho, points, areas, None)
+    at_quarter = own_observables.evaluate(0.25, rho, points, areas, None)
     assert at_quarter["total"] == 17.0 and at_quarter["zbar"] == 1.0 - 12.0 and at_quarter["spread"] == 3.0
     assert np.isnan(at_quarter["peak"])
-    assert trackers.evaluate(0.5, rho, points, areas, None)["peak"] == 4.0
-    empty = Trackers.from_config([], TIMES)
+    assert own_observables.evaluate(0.5, rho, points, areas, None)["peak"] == 4.0
+    empty = OwnObservables.from_config([], TIMES)
     assert len(empty) == 0 and empty.evaluate(0.0, rho, points, areas, None) == {}
 
 
@@ -54,7 +54,7 @@ def test_values_on_cells():
 ])
 def test_refused_entries(entry, message):
     with pytest.raises(ExpressionError, match=None) as info:
-        Trackers.from_config([entry], TIMES)
+        OwnObservables.from_config([entry], TIMES)
     assert str(info.value).startswith(message), info.value
     with pytest.raises(ConfigError) as info:
         Problem(load_config({**CASE, "output": {"observables": [entry]}}))  # built (and checked) by the problem
@@ -79,7 +79,7 @@ def test_cli_refuses_a_bad_expression(tmp_path):
     assert done.stdout == "" and not (tmp_path / "out").exists()
 
 
-def test_run_writes_trackers_to_csv_and_run_nc(tmp_path):
+def test_run_writes_own_observables_to_csv_and_run_nc(tmp_path):
     """FV: integral(rho) is the mass, integral(rho * z) the mean's z, max(rho) rho_max, to round-off."""
     result = meanfield.run(CASE, out=tmp_path / "run", comm=MPI.COMM_SELF, quiet=True)
     obs = result.observables
@@ -110,9 +110,9 @@ TOKEN_TRACKERS = [{"name": "zbar", "expression": "integral(rho * z)"}, {"name": 
 TOKENS = {**CASE, "output": {"observables": TOKEN_TRACKERS}, "particles": {"n": 200, "seed": 3}}
 
 
-def test_particle_runs_evaluate_trackers_on_their_tokens(tmp_path):
+def test_particle_runs_evaluate_own_observables_on_their_tokens(tmp_path):
     """On tokens, integral(rho * z) is the tokens' mean z (the mean_2 column) and max/min reduce
-    over the tokens (their snapshots), at each tracker's own cadence."""
+    over the tokens (their snapshots), at each own observable's cadence."""
     run = meanfield.run_particles(TOKENS, out=tmp_path / "p", comm=MPI.COMM_SELF, quiet=True)
     obs = run.observables
     np.testing.assert_allclose(obs["zbar"], obs["mean_2"], rtol=1e-12, atol=1e-15)
@@ -125,7 +125,7 @@ def test_particle_runs_evaluate_trackers_on_their_tokens(tmp_path):
 
 
 @pytest.mark.parametrize("expression", ["max(rho)", "integral(rho**2)", "integral(rho * z + 1)"])
-def test_particle_runs_refuse_trackers_that_need_a_density(tmp_path, expression):
+def test_particle_runs_refuse_own_observables_that_need_a_density(tmp_path, expression):
     """As users run it: exit 2, one line naming the field and what tokens take, nothing written."""
     (tmp_path / "case.toml").write_text(
         'name = "x"\n[mesh]\nsphere = "S2"\nresolution = 1\n[time]\nt_final = 0.2\noutputs = 2\n'
@@ -138,7 +138,7 @@ def test_particle_runs_refuse_trackers_that_need_a_density(tmp_path, expression)
 
 
 @pytest.mark.mpi
-def test_token_trackers_rank_count_independence(parallel_comm, tmp_path):
+def test_token_own_observables_rank_count_independence(parallel_comm, tmp_path):
     parallel = meanfield.run_particles(TOKENS, out=tmp_path / "parallel", comm=parallel_comm, quiet=True)
     if parallel_comm.rank == 0:
         serial = meanfield.run_particles(TOKENS, out=tmp_path / "serial", comm=MPI.COMM_SELF, quiet=True)
@@ -176,7 +176,7 @@ def test_functions_of_integrals_through_the_cli(tmp_path):
         assert "every 0.5" in ds["lean"].attrs["comment"] and ds["order"].attrs["long_name"].startswith("order")
     done = cli(["plot", "run", "--no-movie", "--quiet"], tmp_path)
     assert done.returncode == 0 and (tmp_path / "run" / "plots" / "observables.png").is_file(), done.stderr
-    figure = time_series(run_data(run).observables, trackers=run_data(run).trackers)
+    figure = time_series(run_data(run).observables, own_observables=run_data(run).own_observables)
     panels = {ax.get_title(): ax for ax in figure.axes if ax.get_visible()}
     assert {"op", "lean", "order parameter |mean|"} <= set(panels)
     np.testing.assert_allclose(panels["op"].get_lines()[0].get_ydata(), run.observables["op"], rtol=1e-15)

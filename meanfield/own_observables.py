@@ -1,6 +1,6 @@
 """Observables of one's own (``[[output.observables]]``): named expressions of the density.
 
-A tracker is a name and an expression whose value is a number, built from reductions of a
+An own observable is a name and an expression whose value is a number, built from reductions of a
 pointwise expression of the density ``rho`` and the coordinates ``x, y, z`` (the grammar of
 :mod:`meanfield.expression`):
 
@@ -12,18 +12,18 @@ pointwise expression of the density ``rho`` and the coordinates ``x, y, z`` (the
 combined by numbers, arithmetic, comparisons and the functions of
 :data:`meanfield.expression.FUNCTIONS`, e.g. ``integral(rho * z) / integral(rho)``,
 ``max(rho) / integral(rho)`` or an order parameter
-``sqrt(integral(rho * x)**2 + integral(rho * y)**2)``.  Each tracker is evaluated at the
+``sqrt(integral(rho * x)**2 + integral(rho * y)**2)``.  Each own observable is evaluated at the
 output times that are multiples of its ``every`` (every output without it) and is ``nan`` at
 the others.  The reductions are collective: each rank reduces its cells,
 then the ranks combine their numbers, so the values do not depend on the rank count beyond
 round-off.
 
-A particle run evaluates the same trackers on its tokens, the empirical measure
+A particle run evaluates the same own observables on its tokens, the empirical measure
 ``sum_i w_i delta(x_i)``: ``integral(f)`` is ``sum_i w_i f(1, x_i)`` for an ``f`` linear in
 ``rho`` (``integral(rho * z)`` is the tokens' mean z), and ``max(f)``, ``min(f)`` reduce over the
-tokens an ``f`` that does not involve ``rho`` (``max(z)``).  Other trackers (``max(rho)``,
+tokens an ``f`` that does not involve ``rho`` (``max(z)``).  Other own observables (``max(rho)``,
 ``integral(rho**2)``) have no value on tokens, which carry no pointwise density: a particle
-run refuses them before it starts (:meth:`Trackers.check_tokens`).
+run refuses them before it starts (:meth:`OwnObservables.check_tokens`).
 """
 
 from __future__ import annotations
@@ -45,10 +45,10 @@ REDUCTIONS = ("integral", "max", "min")
 FIELD_NAMES = ("rho", "x", "y", "z")
 #: Keys of one ``[[output.observables]]`` table.
 KEYS = ("name", "expression", "every")
-#: Columns of observables.csv that a tracker may not be named after.
+#: Columns of observables.csv that an own observable may not be named after.
 BUILT_IN = re.compile(r"t|wall|dt|mass|energy|order|rho_min|rho_max|atom_count|atom_mass|mean_.*|m2_.*")
-#: A tracker's name: a column of observables.csv and a variable of run.nc.
-TRACKER_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
+#: An own observable's name: a column of observables.csv and a variable of run.nc.
+OWN_OBSERVABLE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 
 
 class _Reductions(ast.NodeTransformer):
@@ -78,7 +78,7 @@ class _Reductions(ast.NodeTransformer):
     def visit_Name(self, node: ast.Name) -> ast.AST:
         if node.id in FIELD_NAMES:
             raise ExpressionError(f"{self.field}: {node.id!r} outside {', '.join(f'{r}(...)' for r in REDUCTIONS)}; "
-                                  "a tracker is a number: reduce the density's expressions over the cells")
+                                  "an observable is a number: reduce the density's expressions over the cells")
         if node.id not in CONSTANTS:
             raise ExpressionError(f"{self.field}: unknown name {node.id!r}; allowed: {', '.join(REDUCTIONS)} of "
                                   f"expressions of {', '.join(FIELD_NAMES)}, and pi, e")
@@ -86,7 +86,7 @@ class _Reductions(ast.NodeTransformer):
 
 
 @dataclass(frozen=True)
-class Tracker:
+class CompiledOwnObservable:
     """One ``[[output.observables]]`` entry, compiled.
 
     Attributes
@@ -107,7 +107,7 @@ class Tracker:
     field: str
 
     @classmethod
-    def compile(cls, name: str, expression: str, every: float | None, field: str) -> Tracker:
+    def compile(cls, name: str, expression: str, every: float | None, field: str) -> CompiledOwnObservable:
         """Compile ``expression``; :class:`ExpressionError` naming ``field`` if it is not allowed."""
         try:
             tree = ast.parse(expression, mode="eval")
@@ -130,33 +130,33 @@ class Tracker:
         return same_time(k * self.every, t, MATCH_TOL)
 
 
-class Trackers:
-    """The trackers of a run, evaluated together (one exchange between ranks per output).
+class OwnObservables:
+    """The own observables of a run, evaluated together (one exchange between ranks per output).
 
     Parameters
     ----------
-    trackers
-        The compiled trackers (none: :meth:`evaluate` returns an empty row).
+    observables
+        The compiled own observables (none: :meth:`evaluate` returns an empty row).
     """
 
-    def __init__(self, trackers: Sequence[Tracker] = ()) -> None:
-        self.trackers = tuple(trackers)
+    def __init__(self, observables: Sequence[CompiledOwnObservable] = ()) -> None:
+        self.observables = tuple(observables)
 
     @classmethod
     def from_config(cls, entries: Sequence[Mapping[str, Any]], output_times: np.ndarray,
-                    section: str = "output.observables") -> Trackers:
+                    section: str = "output.observables") -> OwnObservables:
         """Check and compile ``[[output.observables]]`` tables (:class:`ExpressionError` naming the field)."""
-        trackers: list[Tracker] = []
+        own_observables: list[CompiledOwnObservable] = []
         for i, entry in enumerate(entries):
             where = f"{section}[{i}]"
             for key in entry:
                 if key not in KEYS:
                     raise ExpressionError(f"{where}.{key}: unknown key; allowed: {list(KEYS)}")
             name, expression, every = entry.get("name"), entry.get("expression"), entry.get("every")
-            if not isinstance(name, str) or TRACKER_NAME.fullmatch(name) is None:
+            if not isinstance(name, str) or OWN_OBSERVABLE_NAME.fullmatch(name) is None:
                 raise ExpressionError(f"{where}.name: must be a name of letters, digits and '_' starting with a "
                                       f"letter, got {name!r}")
-            if BUILT_IN.fullmatch(name) or name in [t.name for t in trackers]:
+            if BUILT_IN.fullmatch(name) or name in [t.name for t in own_observables]:
                 raise ExpressionError(f"{where}.name: {name!r} is already a column of observables.csv")
             if not isinstance(expression, str):
                 raise ExpressionError(f"{where}.expression: must be a string such as 'integral(rho * z)', "
@@ -166,22 +166,23 @@ class Trackers:
                         or every <= 0:
                     raise ExpressionError(f"{where}.every: must be a model time > 0, got {every!r}")
                 _check_every(float(every), output_times, f"{where}.every")
-            trackers.append(Tracker.compile(name, expression, None if every is None else float(every),
-                                            f"{where}.expression"))
-        return cls(trackers)
+            own_observables.append(CompiledOwnObservable.compile(name, expression,
+                                                                 None if every is None else float(every),
+                                                                 f"{where}.expression"))
+        return cls(own_observables)
 
     def __len__(self) -> int:
-        return len(self.trackers)
+        return len(self.observables)
 
     def check_tokens(self) -> None:
-        """Refuse (:class:`ExpressionError` naming the field) a tracker with no value on tokens:
+        """Refuse (:class:`ExpressionError` naming the field) an own observable with no value on tokens:
         an ``integral`` of an expression that is not linear in ``rho``, or a ``max``/``min`` of
         one that involves ``rho`` (module docstring).  Checked on random points of the sphere."""
         points = np.random.default_rng(0).standard_normal((16, 3))
         points /= np.linalg.norm(points, axis=1, keepdims=True)
         coordinates = dict(zip(FIELD_NAMES[1:], points.T))
-        for tracker in self.trackers:
-            for reduction, function in tracker.parts:
+        for observable in self.observables:
+            for reduction, function in observable.parts:
                 half, double = (np.broadcast_to(function({"rho": np.full(16, a), **coordinates}), 16)
                                 for a in (0.5, 2.0))
                 expected = 4.0 * half if reduction == "integral" else half  # linear in rho, or free of it
@@ -190,12 +191,12 @@ class Trackers:
                 if not ok:
                     need = "linear in rho, e.g. integral(rho * z)" if reduction == "integral" else \
                         "without rho, e.g. max(z)"
-                    raise ExpressionError(f"{tracker.field}: {tracker.expression!r} has no value on tokens, which "
-                                          f"carry no pointwise density; a particle run takes {reduction}(...) of an "
-                                          f"expression {need}")
+                    raise ExpressionError(f"{observable.field}: {observable.expression!r} has no value on tokens, "
+                                          f"which carry no pointwise density; a particle run takes {reduction}(...) "
+                                          f"of an expression {need}")
 
     def evaluate(self, t: float, rho: np.ndarray, points: np.ndarray, areas: np.ndarray, comm) -> dict[str, float]:
-        """The trackers' values at output time ``t`` (collective; ``nan`` for those not due).
+        """The own observables' values at output time ``t`` (collective; ``nan`` for those not due).
 
         Parameters
         ----------
@@ -205,22 +206,22 @@ class Trackers:
         comm
             The communicator whose ranks hold the other cells (``None``: serial).
         """
-        due = [tracker for tracker in self.trackers if tracker.due(t)]
+        due = [observable for observable in self.observables if observable.due(t)]
         if not due:
-            return {tracker.name: float("nan") for tracker in self.trackers}
+            return {observable.name: float("nan") for observable in self.observables}
         env = {"rho": rho, **{v: points[:, i] if i < points.shape[1] else np.zeros(len(rho))
                               for i, v in enumerate(FIELD_NAMES[1:])}}
-        parts = [part for tracker in due for part in tracker.parts]
+        parts = [part for observable in due for part in observable.parts]
         local = np.array([_REDUCE[reduction](np.broadcast_to(function(env), rho.shape), areas)
                           for reduction, function in parts])
         gathered = np.stack(comm.allgather(local)) if comm is not None and comm.size > 1 else local[None]
         reduced = [_COMBINE[reduction](gathered[:, j]) for j, (reduction, _) in enumerate(parts)]
-        out = {tracker.name: float("nan") for tracker in self.trackers}
+        out = {observable.name: float("nan") for observable in self.observables}
         k = 0
-        for tracker in due:
-            n = len(tracker.parts)
+        for observable in due:
+            n = len(observable.parts)
             env_reduced = {f"_{i}": reduced[k + i] for i in range(n)}
-            out[tracker.name] = float(tracker.combine(env_reduced))
+            out[observable.name] = float(observable.combine(env_reduced))
             k += n
         return out
 
