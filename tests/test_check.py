@@ -282,5 +282,5 @@ def test_cli_check_sizes_the_studies(tmp_path, capsys, monkeypatch):
     assert main(["check", "phase", "c.toml", "--betas", "1,2,4", "--at", "0.5", "--n", "8", "--prompts", "4"]) == 0
     assert "3 x batches of 4 prompts of n = 8 on S^1 (one per beta" in capsys.readouterr().out
     assert main(["check", "fit", "c.toml", "--target", "exp(y)", "--param", "model.beta", "--max-iter", "7"]) == 0
-    assert "7 x forward run and gradient (7 iterations x 1 pair)" in capsys.readouterr().out
+    assert "7 x evaluations: forward runs of 1 pair and the gradient (7 iterations of 1 to 2" in capsys.readouterr().out
     assert sorted(os.listdir(tmp_path)) == ["c.toml"]

@@ -110,8 +110,9 @@ def size_job(job: argparse.Namespace, options: Options, ranks: int, cores: int) 
                                  particles=job.particles, **where)
     if job.command == "fit":
         targets = [job.values] if job.values is not None else job.target
-        return sizing.fit_size(job.config, overrides, targets=targets, inputs=job.input, max_iter=job.max_iter,
-                               **where)
+        given = {key: getattr(job, key) for key in ("loss", "kappa", "epsilon", "running", "l2", "l1", "max_iter")}
+        return sizing.fit_size(job.config, overrides, params=job.param, targets=targets, inputs=job.input,
+                               given={**given, "observables": job.observable}, **where)
     return sizing.phase_size(job.config, overrides, betas=job.betas, times=job.at, ds=job.ds, n=job.n,
                              prompts=job.prompts, attention=job.attention, device=job.device,
                              precision=job.precision, **where)

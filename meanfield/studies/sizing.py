@@ -14,7 +14,8 @@ written.
 * ``sweep``: every point, its first and its last sized (the range of a point's wall time).
 * ``phase``: one batch of prompts per (d, beta), the smallest and the largest beta of each d
   sized.
-* ``fit``: its iterations, each a forward run of every pair and its gradient.
+* ``fit``: its iterations, each one or two evaluations of its objective (a forward run of every
+  pair and its gradient), one evaluation timed.
 
 The adjoint's backward sweep is counted as :data:`ADJOINT_COST` forward runs' time stepping.
 """
@@ -33,6 +34,9 @@ from ..problem import Problem
 from ..wording import counted
 from .particle_runs import run_particles
 
+#: Evaluations of the objective per L-BFGS-B iteration, fewest and most (its line search; measured: 16
+#: for 10 iterations of ``s1-fit-transport``).
+FIT_EVALUATIONS = (1.0, 2.0)
 #: The adjoint's backward sweep in forward runs' time stepping: the DG1 and FV gradients measured
 #: 3.2-3.7 times a forward run (``benchmarks/bench_adjoint.py``, issue 38), of which the
 #: recording is the forward run itself.
@@ -164,26 +168,32 @@ def phase_size(config: Any, overrides: list[str] | None = None, *, betas: Sequen
                                            "take the grid's points in turn"])
 
 
-def fit_size(config: Any, overrides: list[str] | None = None, *, targets: Sequence[Any] = (),
-             inputs: Sequence[Any] = (), max_iter: int | None = None, out: str | Path | None = None, ranks: int = 1,
-             cores: int | None = None) -> JobSize:
-    """``meanfield fit``: ``max_iter`` iterations of L-BFGS-B, each a forward run of every pair and
-    its gradient (the adjoint), after one start-up."""
-    from ..training.fit import settings
+def fit_size(config: Any, overrides: list[str] | None = None, *, params: Sequence[str] = (),
+             targets: Sequence[Any] = (), inputs: Sequence[Any] = (), given: Mapping[str, Any] | None = None,
+             out: str | Path | None = None, ranks: int = 1, cores: int | None = None) -> JobSize:
+    """``meanfield fit``: one start-up, then ``max_iter`` iterations of L-BFGS-B of
+    :data:`FIT_EVALUATIONS` evaluations each (a forward run of every pair and its gradient),
+    one evaluation of the fit's own objective at its starting weights timed here."""
+    import time
+
+    from mpi4py import MPI
+
+    from ..training.fit import fit_objective
 
     problem = Problem(load_config(config, overrides))
-    given = settings(problem.config, {"max_iter": max_iter, "target": list(targets) or None})
-    pairs = len(given["pairs"]) if given.get("pairs") else max(len(targets), len(inputs), 1)
-    iterations = int(given["max_iter"])
     report = check_config(problem, out=out, ranks=ranks, cores=cores or cores_here())
     times = report.wall_times()
-    if not times:
-        raise ValueError("the fit's PDE could not be sized here (too large to set up on this machine)")
-    start = Part("start-up", 1, (times[0].startup, times[-1].startup), report.memory.per_rank, 0)
-    evaluation = Part(f"forward run and gradient ({iterations} iterations x {counted(pairs, 'pair')})",
-                      iterations * pairs,
-                      ((1 + ADJOINT_COST) * times[0].stepping, (1 + ADJOINT_COST) * times[-1].stepping),
-                      report.memory.per_rank, 0)
-    return JobSize("fit", ranks, [start, evaluation],
-                   [f"one evaluation per iteration (L-BFGS-B's line search may take more; the fit may stop earlier, at "
-                    f"fit.gtol); the gradient counted as {ADJOINT_COST:g} forward runs' time stepping"])
+    objective, settings = fit_objective(problem.config, params, targets, inputs, dict(given or {}), MPI.COMM_SELF)
+    tic = time.perf_counter()
+    objective.evaluate(objective.parameters.values())
+    seconds = time.perf_counter() - tic
+    iterations = int(settings["max_iter"])
+    startup = times[0].startup if times else 0.0
+    pairs = counted(len(objective.pairs), "pair")
+    return JobSize("fit", ranks, [
+        Part("start-up", 1, (startup, startup), report.memory.per_rank, 0),
+        Part(f"evaluations: forward runs of {pairs} and the gradient ({iterations} iterations of "
+             f"{FIT_EVALUATIONS[0]:g} to {FIT_EVALUATIONS[1]:g} evaluations)", iterations,
+             (FIT_EVALUATIONS[0] * seconds, FIT_EVALUATIONS[1] * seconds), report.memory.per_rank, 0)],
+        [f"one evaluation timed here on one process: {seconds:.3g} s; the fit may stop earlier (fit.gtol); its "
+         "pictures at the end are not counted"])
