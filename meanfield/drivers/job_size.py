@@ -143,14 +143,15 @@ PAIR_STEP_COST = 4e-9
 
 
 def particle_part(problem: Problem, what: str, ranks: int, cores: int, near: Path, runner: Callable[..., Any],
-                  runs: int = 1) -> Part:
+                  runs: int = 1, startup: bool = True) -> Part:
     """A particle run (a single prompt or a batch) of ``problem`` (``particles.n`` set) on
     ``ranks`` ranks as a part: its steps counted (:func:`particle_steps`), its start-up, step,
     outputs and checkpoints timed by a probe run of a few steps here by ``runner`` (the
     command's run function: :meth:`meanfield.drivers.walltime.Costs.measure`), its memory as
     the run's guard estimates it (:func:`~meanfield.drivers.launch.run_estimate`), and on disk
     the tokens of each output twice (the snapshot and run.nc) with each prompt's moments and
-    scalars."""
+    scalars.  Without ``startup``, one run's seconds leave its start-up out (a study that runs
+    many in one process pays it once)."""
     p, outputs = problem.particles, len(problem.time.output_times)
     n, d = int(p.n), p.d  # type: ignore[arg-type]  # set by the caller
     steps = particle_steps(problem)
@@ -161,5 +162,6 @@ def particle_part(problem: Problem, what: str, ranks: int, cores: int, near: Pat
     memory = run_estimate(problem, ranks, n * p.prompts)
     assert memory is not None
     per_output = 8 * p.prompts * (2 * n * d + d + d * d + 10)
+    seconds = wall.total if startup else wall.total - wall.startup
     return Part(f"{what} ({steps} steps, a step {_seconds(costs.step)} on one process)", runs,
-                (wall.total, wall.total), memory.per_rank, outputs * per_output)
+                (seconds, seconds), memory.per_rank, outputs * per_output)

@@ -13,7 +13,7 @@ written.
 * ``response``: the PDE forward and its adjoint.
 * ``sweep``: every point, its first and its last sized (the range of a point's wall time).
 * ``phase``: one batch of prompts per (d, beta), the smallest and the largest beta of each d
-  sized.
+  sized and those between interpolated.
 * ``fit``: its iterations, each one or two evaluations of its objective (a forward run of every
   pair and its gradient), one evaluation timed.
 
@@ -25,6 +25,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from ..config import load_config
 from ..drivers.job_size import JobSize, Part, particle_part, pde_part
@@ -158,13 +160,18 @@ def phase_size(config: Any, overrides: list[str] | None = None, *, betas: Sequen
     parts = []
     for d in grid.ds:
         sized = [particle_part(Problem(load_config(study.problem(d, beta).config.data, settings)), f"beta = {beta:g}",
-                               1, cores, study.path, run_particles) for beta in sorted({grid.betas[0], grid.betas[-1]})]
+                               1, cores, study.path, run_particles, startup=False)
+                 for beta in sorted({grid.betas[0], grid.betas[-1]})]
+        # a batch's steps grow with beta (the default step is 0.25 over the Lipschitz bound): the betas between
+        # the two sized cost in proportion
+        mean = float(np.mean(np.interp(grid.betas, [grid.betas[0], grid.betas[-1]],
+                                       [sized[0].seconds[0], sized[-1].seconds[0]])))
         parts.append(Part(f"batches of {grid.prompts} prompts of n = {grid.n} on S^{d - 1} (one per beta, the "
-                          "ranks taking them in turn: the busiest rank's; the smallest and the largest beta sized)",
-                          -(-len(grid.betas) // ranks),
-                          (min(p.seconds[0] for p in sized), max(p.seconds[1] for p in sized)),
-                          max(p.memory for p in sized), 0))
-    return JobSize("phase", ranks, parts, ["each batch sized as a particle run to the last time, one output; the ranks "
+                          "ranks taking them in turn: the busiest rank's; the smallest and the largest beta sized, "
+                          f"{sized[0].seconds[0]:.3g} s and {sized[-1].seconds[0]:.3g} s, those between interpolated)",
+                          -(-len(grid.betas) // ranks), (mean, mean), max(p.memory for p in sized), 0))
+    return JobSize("phase", ranks, parts, ["each batch sized as a particle run to the last time, one output, its "
+                                           "start-up left out (the study pays it once, about a second); the ranks "
                                            "take the grid's points in turn"])
 
 
