@@ -174,6 +174,15 @@ def test_cli_check_under_mpirun_agrees_with_check_for_as_many_ranks(tmp_path):
     assert "oversubscribed" not in lines[0]["ranks"]
     said = [_wall_seconds(done.stdout) for done in (serial, parallel)]
     assert 1 / 3 < said[0] / said[1] < 3, said
+    # a command's job likewise: the same runs and steps
+    job = ["check", "particles", "c.toml", "--n", "20", "--no-diagnostics"]
+    serial, parallel = cli([*job, "--ranks", "2"], tmp_path), cli(job, tmp_path, ranks=2)
+    assert serial.returncode == parallel.returncode == 0, serial.stderr + parallel.stderr
+    runs = [[line.split(" steps,")[0] for line in done.stdout.splitlines() if line.startswith(("ranks:", "  1 x"))]
+            for done in (serial, parallel)]
+    assert runs[0] == runs[1] and "ranks:       2 (" in runs[0][0], runs
+    said = [_wall_seconds(done.stdout) for done in (serial, parallel)]
+    assert 1 / 3 < said[0] / said[1] < 3, said
     assert sorted(os.listdir(tmp_path)) == ["c.toml"]
 
 
@@ -203,3 +212,75 @@ def test_check_falls_back_to_the_initial_step_count_when_the_pilot_run_fails(tmp
     report = check_config({**_config("S1", "fv"), "model": {"beta": 9.0}}, out=tmp_path / "r")
     assert report.estimate is not None and report.estimate.pilot is None and report.steps == report.estimate.steps
     assert "at the initial step dt =" in report.format() and "pilot" not in report.format()
+
+
+@pytest.mark.slow
+def test_check_counts_the_steps_of_atoms_alone(tmp_path):
+    """With atoms alone (the density gone to them) a hybrid run steps at the atoms' bound whatever
+    the mesh: the pilot counts those steps from the bound, not scaled by its coarsening, as many
+    as the run takes."""
+    atoms = {**_config("S1", "fv"), "model": {"beta": 4.0}, "time": {"t_final": 5.0, "outputs": 5},
+             "atoms": {"initial": [[0.5, 1.0, 0.0], [0.3, 0.0, 1.0], [0.2, -1.0, 0.2]]}}
+    report = check_config(atoms, out=tmp_path / "r")
+    pilot = report.estimate.pilot
+    assert pilot is not None and pilot.absorbed == 0.0 and report.steps == 0
+    taken = meanfield.run(atoms, out=tmp_path / "r", quiet=True).metadata["steps"]["steps"]
+    assert pilot.atom_steps == taken
+    assert f"0 + {taken} with atoms alone" in report.format()
+
+
+SMALL = ('[mesh]\nsphere = "S1"\nresolution = 32\n[model]\nbeta = 4.0\n[time]\nt_final = 0.5\noutputs = 2\ndt = 0.01\n'
+         '[particles]\ndt = 0.05\n')
+
+
+def test_cli_check_sizes_a_particle_run(tmp_path, capsys, monkeypatch):
+    """``meanfield check particles CONFIG ...`` reads the command's own arguments (its refusals
+    name it) and sizes its run: the run's steps; nothing is written."""
+    from meanfield.cli import main
+    from meanfield.drivers import walltime
+
+    monkeypatch.setattr(walltime, "PROBE_STEPPING", 0.05)  # a short probe: the steps counted are tested here
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "c.toml").write_text(SMALL)
+    assert main(["check", "particles", "c.toml", "--n", "20", "--no-diagnostics"]) == 0
+    out = capsys.readouterr().out
+    assert sorted(os.listdir(tmp_path)) == ["c.toml"]
+    taken = meanfield.run_particles(str(tmp_path / "c.toml"), n=20, out=tmp_path / "p", quiet=True,
+                                    overrides=["output.diagnostics=false"])
+    steps = taken.metadata["steps"]["steps"]
+    assert f"1 x particles n = 20 on S^1 ({steps} steps" in out and "wall time:   ~" in out
+    assert main(["check", "particles", "c.toml", "--n", "0"]) == 2
+    assert "particles.n: must be a positive integer" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as refused:
+        main(["check", "validate", "c.toml", "--seeds", "2"])
+    assert refused.value.code == 2
+    assert "meanfield validate: the following arguments are required: --n" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_cli_check_sizes_the_studies(tmp_path, capsys, monkeypatch):
+    """A validation lists its PDE run, its response and each n's seeds (one batch each); a sweep
+    its points; a response its forward and adjoint; a phase study a batch per beta; a fit its
+    iterations; nothing is written."""
+    from meanfield.cli import main
+    from meanfield.drivers import walltime
+
+    monkeypatch.setattr(walltime, "PROBE_STEPPING", 0.05)  # short probes: the runs listed are what is tested here
+    monkeypatch.setattr(walltime, "PROBE_OUTPUTS", 3)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "c.toml").write_text(SMALL)
+    assert main(["check", "validate", "c.toml", "--n", "20,40", "--seeds", "2", "--no-refine"]) == 0
+    out = capsys.readouterr().out
+    for line in ("1 x PDE run:", "1 x response (the PDE forward and its adjoint", "1 x particles n = 20, the 2 seeds "
+                 "as one batch", "1 x particles n = 40, the 2 seeds as one batch"):
+        assert line in out, out
+    assert "half the mesh size" not in out
+    assert main(["check", "sweep", "c.toml", "--grid", "model.beta=1,2,4"]) == 0
+    assert "3 x PDE runs (points; the first and the last sized)" in capsys.readouterr().out
+    assert main(["check", "response", "c.toml", "--observable", "z", "--at", "0.5"]) == 0
+    assert "1 x PDE forward and its adjoint:" in capsys.readouterr().out
+    assert main(["check", "phase", "c.toml", "--betas", "1,2,4", "--at", "0.5", "--n", "8", "--prompts", "4"]) == 0
+    assert "3 x batches of 4 prompts of n = 8 on S^1 (one per beta" in capsys.readouterr().out
+    assert main(["check", "fit", "c.toml", "--target", "exp(y)", "--param", "model.beta", "--max-iter", "7"]) == 0
+    assert "7 x evaluations: forward runs of 1 pair and the gradient (7 iterations of 1 to 2" in capsys.readouterr().out
+    assert sorted(os.listdir(tmp_path)) == ["c.toml"]

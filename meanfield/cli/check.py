@@ -4,20 +4,32 @@ from __future__ import annotations
 
 import argparse
 import time
+from typing import TYPE_CHECKING, Any
 
 from .options import Options, Subparsers, add_set
+
+if TYPE_CHECKING:
+    from ..drivers.job_size import JobSize
 from .terminal import echo, error
 
 #: Seconds between two looks of a rank waiting for rank 0's measurement (:func:`_idle_wait`).
 IDLE_POLL = 0.05
 
 
+#: The commands whose jobs ``meanfield check COMMAND CONFIG ...`` sizes, read by their own parsers.
+SIZED = ("run", "particles", "validate", "response", "sweep", "phase", "fit")
+
+
 def add_parser(subparsers: Subparsers) -> None:
-    p = subparsers.add_parser("check", help="what a run of a config would do: a summary (cells, ranks, steps, wall "
+    p = subparsers.add_parser("check", allow_abbrev=False,
+                              help="what a run of a config would do: a summary (cells, ranks, steps, wall "
                               "time and memory per rank, outputs and their size on disk), the details, the resolved "
                               "config; writes nothing (a short run into a temporary directory, removed, measures the "
-                              "costs)")
-    p.add_argument("config", nargs="?", default=None, help="TOML config (default: the embedded S2 clustering case)")
+                              "costs); `check COMMAND CONFIG ...` sizes the job of that command line "
+                              f"({', '.join(SIZED)})")
+    p.add_argument("config", nargs="?", default=None,
+                   help="TOML config (default: the embedded S2 clustering case), or a command and its own arguments: "
+                        "`meanfield check validate case.toml --n 1000,4000 --seeds 3`")
     p.add_argument("--out", help="the run directory a run would use (default: output.dir or runs/<name>)")
     p.add_argument("--ranks", type=int, default=None,
                    help="the MPI ranks of the run to size: memory and wall time per rank (default: the ranks of this "
@@ -40,9 +52,14 @@ def main(args: argparse.Namespace, options: Options) -> None:
     dolfinx()  # collective (PETSc starts): rank 0 alone may set a run up to measure its first steps
     cores = walltime.cores(comm)  # collective: under mpirun, the cores of all the ranks
 
+    job = getattr(args, "job", None)
+
     def check() -> tuple[str, str | None]:
         try:
-            report = check_config(args.config, options.overrides, out=options.out, ranks=ranks, cores=cores)
+            if job is not None and job.command != "run":
+                return size_job(job, options, ranks, cores).format(), None
+            config = job.config if job is not None else args.config
+            report = check_config(config, _overrides(job, options), out=options.out, ranks=ranks, cores=cores)
             return report.format(), report.output_warning()
         finally:
             _idle_wait(comm)
@@ -53,6 +70,52 @@ def main(args: argparse.Namespace, options: Options) -> None:
     if warning:
         error(warning)
     echo(text)
+
+
+def read_command(parser: argparse.ArgumentParser, args: argparse.Namespace, rest: list[str]) -> list[str]:
+    """``meanfield check COMMAND CONFIG ...``: the command's arguments read by its own parser
+    into ``args.job`` (its refusals name it); the arguments left unread."""
+    if args.config not in SIZED:
+        return rest
+    args.job = parser.parse_args([args.config, *rest])
+    return []
+
+
+def _overrides(job: argparse.Namespace | None, options: Options) -> list[str]:
+    """``--set`` given to check, then the command's own (its ``--set``, and options such as ``--prompts``)."""
+    return [*options.overrides, *(getattr(job, "set", None) or [])]
+
+
+def size_job(job: argparse.Namespace, options: Options, ranks: int, cores: int) -> JobSize:
+    """The size of the job of a command line (:mod:`meanfield.studies.sizing`)."""
+    from ..config import ConfigError
+    from ..studies import sizing
+    from ..studies.grid import parse_grid
+
+    where: dict[str, Any] = {"out": options.out or getattr(job, "out", None), "ranks": ranks, "cores": cores}
+    overrides = _overrides(job, options)
+    if job.command == "particles":
+        return sizing.particles_size(job.config, overrides, n=job.n, seed=job.seed, **where)
+    if job.command == "validate":
+        return sizing.validate_size(job.config, overrides, ns=job.n, seeds=job.seeds, pde=job.pde,
+                                    pde_fine=job.pde_fine, refine=not job.no_refine, **where)
+    if job.command == "response":
+        if job.retrieval:
+            raise ConfigError("--retrieval: check sizes the response study, not the retrieval profile")
+        return sizing.response_size(job.config, overrides, **where)
+    if job.command == "sweep":
+        if job.n is not None:
+            overrides.append(f"particles.n={job.n}")
+        return sizing.sweep_size(job.config, overrides, grid=parse_grid(job.grid), seeds=job.seeds, draws=job.draws,
+                                 particles=job.particles, **where)
+    if job.command == "fit":
+        targets = [job.values] if job.values is not None else job.target
+        given = {key: getattr(job, key) for key in ("loss", "kappa", "epsilon", "running", "l2", "l1", "max_iter")}
+        return sizing.fit_size(job.config, overrides, params=job.param, targets=targets, inputs=job.input,
+                               given={**given, "observables": job.observable}, **where)
+    return sizing.phase_size(job.config, overrides, betas=job.betas, times=job.at, ds=job.ds, n=job.n,
+                             prompts=job.prompts, attention=job.attention, device=job.device,
+                             precision=job.precision, **where)
 
 
 def _idle_wait(comm, poll: float = IDLE_POLL) -> None:

@@ -130,6 +130,8 @@ def _parse(parser: Parser, argv: Sequence[str] | None) -> argparse.Namespace:
     """The parsed arguments; arguments no parser knows are refused by their command's parser,
     which names the command (``meanfield run: unrecognized arguments: --bogus``)."""
     args, unknown = parser.parse_known_args(argv)
+    if args.command == "check":  # `meanfield check COMMAND CONFIG ...`: the command's arguments, its parser's
+        unknown = check.read_command(parser, args, unknown)
     if unknown:
         parser.commands[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
     return args

@@ -58,8 +58,7 @@ class BatchSize:
         """The size of ``problem``'s batch on ``ranks`` ranks, one chunk's step measured (a few steps
         of the first chunk here)."""
         from ..particles.arrays import ArrayBackend
-        from ..particles.batch import CompiledSteps
-        from ..particles.integrator import EqualSteps
+        from ..particles.batch import CompiledSteps, step_count
         from ..particles.prompts import prompt_batch
 
         p = problem.particles
@@ -67,8 +66,7 @@ class BatchSize:
         batch = prompt_batch(problem, p.prompts)
         busiest = -(-p.prompts // ranks)
         chunk, peak = batch.peak(backend, ranks)
-        intervals = batch.intervals(list(problem.time.output_times))
-        steps = sum(EqualSteps.over(a, b, batch.dts[k]).count for a, b, k in intervals)
+        steps = step_count(batch.starts, batch.dts, list(problem.time.output_times))
         tokens = batch.n * batch.d
         per_output = 8 * p.prompts * (2 * tokens + batch.d + batch.d**2 + 10)
         compiled = CompiledSteps(backend)

@@ -13,7 +13,7 @@ import copy
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..collective import on_root
 from ..config import Config, load_config
@@ -32,6 +32,9 @@ from ..rundir.names import run_name
 from ..rundir.recovery import resume_point, set_aside_damaged
 from ..threads import blas_libraries
 from ..wording import counted
+
+if TYPE_CHECKING:
+    from ..memory import Estimate
 
 #: Seconds of wall time from some fixed moment.
 Clock = Callable[[], float]
@@ -84,22 +87,27 @@ def check_new_target(run_dir: Path, overwrite: bool, comm) -> None:
     on_root(comm, lambda: check_target(run_dir, overwrite=overwrite))
 
 
+def run_estimate(problem: Any, ranks: int, tokens: int | None = None) -> Estimate | None:
+    """The memory estimate of a run on ``ranks`` ranks (:mod:`meanfield.memory`): ``tokens``, a
+    particle run of that many tokens (a batch of prompts: the batched engine's peak), else a PDE
+    run (``None`` on a mesh file)."""
+    from ..memory import batch_estimate, problem_estimate
+
+    p = problem.particles
+    if tokens is None or p.prompts == 1:
+        return problem_estimate(problem, ranks, tokens)
+    from ..particles.prompts import prompt_memory
+
+    return batch_estimate(prompt_memory(problem, ranks)[1], p.prompts, p.n, ranks)
+
+
 def check_size(problem: Any, comm, tokens: int | None = None) -> None:
     """Refuse a run bigger than this node's available memory before anything is built (collective;
-    :mod:`meanfield.memory`).  ``tokens``: a particle run of that many tokens (a batch of prompts:
-    the batched engine's peak), else a PDE run."""
-    from ..memory import Estimate, batch_estimate, check_memory, problem_estimate, ranks_on_node
-
-    def estimate() -> Estimate | None:
-        p = problem.particles
-        if tokens is None or p.prompts == 1:
-            return problem_estimate(problem, comm.size, tokens)
-        from ..particles.prompts import prompt_memory
-
-        return batch_estimate(prompt_memory(problem, comm.size)[1], p.prompts, p.n, comm.size)
+    :func:`run_estimate`)."""
+    from ..memory import check_memory, ranks_on_node
 
     here = ranks_on_node(comm)
-    on_root(comm, lambda: check_memory(estimate(), here))
+    on_root(comm, lambda: check_memory(run_estimate(problem, comm.size, tokens), here))
 
 
 def _segment(command: str, t_start: float, environment: dict[str, Any]) -> dict[str, Any]:

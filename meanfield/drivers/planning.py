@@ -53,6 +53,12 @@ ESTIMATE_CELLS = 400_000
 #: A pilot run's mesh is about this many times coarser in cell width (S^2: a power of 2), but no
 #: coarser than its sphere's ``pilot_resolution`` (:mod:`meanfield.spheres`).
 PILOT_COARSENING = 8
+#: How many times coarser a hybrid run's pilot is at most (its clusters must collapse below its cells).
+PILOT_COARSENING_ATOMS = 2
+#: Outputs a pilot run makes at most (the run's further outputs: a step shortened to land on each).
+PILOT_OUTPUTS = 50
+#: Outputs of a hybrid run's pilot (spaced 1, 2, 1, 2, ...: the atoms' step timed apart from an output's).
+PILOT_ATOM_OUTPUTS = 20
 #: Seconds after which a pilot run stops at its next output (its steps then extrapolated to t_final).
 PILOT_BUDGET = 30.0
 #: Layers up to which the time line lists each layer's step size (more: their range).
@@ -73,11 +79,29 @@ class Pilot:
         How many times wider the pilot's cells are.
     reached
         The time the pilot reached (``t_final`` unless it ran past :data:`PILOT_BUDGET`).
+    absorbed
+        A hybrid run's: the output time by which the pilot's density had gone to the atoms
+        (``atoms.absorb_mass``), ``None`` where it did not (or the run has no atoms).  From
+        then on the run steps with atoms alone: ``steps`` counts the steps before.
+    atom_steps
+        The run's steps with atoms alone, from ``absorbed`` to ``t_final``
+        (:func:`atom_step_count`).
+    atom_step, atom_output
+        The seconds of one of them and of an output with its checkpoint then (the density gone,
+        its observables cost little), measured on the pilot (0 where it made too few outputs
+        with atoms alone to tell them apart).
+    atom_outputs
+        The run's outputs after ``absorbed``.
     """
 
     steps: int
     coarsening: float
     reached: float
+    absorbed: float | None = None
+    atom_steps: int = 0
+    atom_step: float = 0.0
+    atom_output: float = 0.0
+    atom_outputs: int = 0
 
 
 @dataclass(frozen=True)
@@ -140,7 +164,7 @@ class StepEstimate:
         with pde.observing_velocity(record):
             rates = pde.initial_rates()
         # every layer's right-hand side evaluates the velocity equally often (once: a causal run's slices at once)
-        speeds = [float(np.max(part)) for part in np.array_split(np.array(calls), len(rates))]
+        speeds = [float(np.max(part, initial=0.0)) for part in np.array_split(np.array(calls), len(rates))]
         schedule = problem.schedule()
         bounds = [layer.speed_bound() for layer in schedule.layers] if problem.velocity.is_attention else speeds
         durations = schedule.durations(t.t_final)[:len(rates)]
@@ -150,7 +174,7 @@ class StepEstimate:
         limits = tuple(min(b, key=lambda k: b[k]) for b in bounded)
         dts = tuple(b[limit] for b, limit in zip(bounded, limits))
         # the rate scales with the speed: at the bound it is rate * bound / speed
-        smallest = tuple(dt if rate == 0 or bound <= speed else min(t.cfl * speed / (rate * bound), dt)
+        smallest = tuple(dt if rate == 0 or speed == 0 or bound <= speed else min(t.cfl * speed / (rate * bound), dt)
                          for dt, rate, speed, bound in zip(dts, rates, speeds, bounds))
         landings = len(t.output_times) + len(schedule.boundaries)
 
@@ -171,10 +195,19 @@ def pilot_steps(problem: Problem) -> Pilot | None:
     process, into a temporary directory, and counts its steps by what limited them: a step the
     CFL bound limits is shorter in proportion to the cell width on the run's mesh (the outflow
     rate is the speed over the cell width), one the error or ``time.dt_max`` limits is not.
-    The pilot has the run's output times (its steps shortened to land on them, or on a layer
-    boundary, are the run's).  A pilot still running after :data:`PILOT_BUDGET` seconds stops at its
-    next output and its counts are extrapolated to ``t_final`` in proportion to the time it
-    reached."""
+    The pilot makes at most :data:`PILOT_OUTPUTS` outputs (a hybrid run's:
+    :data:`PILOT_ATOM_OUTPUTS`); each further output of the run adds a step shortened to land
+    on it.  A pilot still running after :data:`PILOT_BUDGET`
+    seconds stops at its next output and its counts are extrapolated to ``t_final`` in
+    proportion to the time it reached.
+
+    A hybrid run (``atoms.capture``) captures its clusters once they collapse below its cells,
+    and once the density left is at most ``atoms.absorb_mass`` goes on with atoms alone, at
+    steps set by the atoms' bound whatever the mesh (:func:`atom_step_count`).  Its pilot is
+    only :data:`PILOT_COARSENING_ATOMS` times coarser, so that its clusters collapse as the
+    run's do; where its density goes to the atoms, its steps before count the run's as above,
+    and the steps after are counted from the atoms' bound to ``t_final`` and timed on the
+    pilot."""
     from mpi4py import MPI
 
     from .pde import run
@@ -184,22 +217,73 @@ def pilot_steps(problem: Problem) -> Pilot | None:
         return None
     data = copy.deepcopy(problem.config.data)
     sphere = sphere_named(problem.sphere)
-    coarse = min(resolution, max(sphere.coarsened(resolution, PILOT_COARSENING), sphere.pilot_resolution))
+    factor = PILOT_COARSENING_ATOMS if problem.atoms.capture else PILOT_COARSENING
+    coarse = min(resolution, max(sphere.coarsened(resolution, factor), sphere.pilot_resolution))
     coarsening = sphere.coarsening(resolution, coarse)
     data["mesh"]["resolution"] = coarse
     data["time"]["wall_limit"] = None
     data["output"].update(dir=None, xdmf=False)
+    outputs = len(t.output_times) - 1
+    if problem.atoms.enabled:  # spaced 1, 2, 1, 2, ...: the seconds of a step with atoms alone apart from an output's
+        spacing = np.cumsum([1 + k % 2 for k in range(PILOT_ATOM_OUTPUTS)])
+        data["time"].update(outputs=[float(x) for x in spacing * t.t_final / spacing[-1]], outputs_every=None)
+    elif outputs > PILOT_OUTPUTS:
+        data["time"].update(outputs=PILOT_OUTPUTS, outputs_every=None)
+    alone: list[tuple[float, float]] = []  # (t, seconds) at each output with atoms alone (an empty density)
     start = time.perf_counter()
 
-    def within_budget(_) -> bool:
+    def within_budget(state) -> bool:
+        if problem.atoms.enabled and state.density is not None and not np.any(state.density):
+            alone.append((state.t, time.perf_counter()))
         return time.perf_counter() - start < PILOT_BUDGET
 
     with tempfile.TemporaryDirectory(prefix=".meanfield-pilot-") as folder:
         pilot = run(data, out=Path(folder) / "pilot", comm=MPI.COMM_SELF, quiet=True, callbacks=[within_budget])
-    limits = pilot.metadata["steps"]["limits"]
+    limits = dict(pilot.metadata["steps"]["limits"])
     reached = float(pilot.metadata["t_reached"])
-    scaled = coarsening * limits.get("cfl", 0) + sum(count for limit, count in limits.items() if limit != "cfl")
-    return Pilot(math.ceil(scaled * t.t_final / reached), coarsening, reached)
+    times = pilot.times
+    if not alone:
+        scaled = coarsening * limits.get("cfl", 0) + sum(count for limit, count in limits.items() if limit != "cfl")
+        return Pilot(math.ceil(scaled * t.t_final / reached) + max(outputs - len(times) + 1, 0), coarsening,
+                     reached)
+    # the steps with atoms alone do not depend on the mesh: the pilot's own come out of its counts
+    absorbed = alone[0][0]
+    own = atom_step_count(problem, absorbed, reached, times)
+    before = max(sum(limits.values()) - own, 0)
+    cfl = min(max(limits.get("cfl", 0) - own + int(np.sum((times > absorbed) & (times <= reached))), 0), before)
+    more = int(np.sum(t.output_times <= absorbed)) - int(np.sum(times <= absorbed))  # the run's other landings
+    step, output = _atom_seconds(problem, alone, times)
+    return Pilot(max(math.ceil(coarsening * cfl + before - cfl) + more, 0), coarsening, reached, absorbed,
+                 atom_step_count(problem, absorbed, t.t_final, t.output_times), step, output,
+                 int(np.sum(t.output_times > absorbed)))
+
+
+def _atom_seconds(problem: Problem, alone: list[tuple[float, float]], times: np.ndarray) -> tuple[float, float]:
+    """The seconds of a step with atoms alone and of an output with its checkpoint then: the wall
+    seconds between the pilot's outputs with atoms alone, ``steps x step + output``, fitted by
+    least squares over its intervals of 1 and 2 spacings (0, 0 with fewer than two of each)."""
+    steps = [atom_step_count(problem, a[0], b[0], times) for a, b in zip(alone[:-1], alone[1:])]
+    if len(set(steps)) < 2:
+        return 0.0, 0.0
+    walls = [b[1] - a[1] for a, b in zip(alone[:-1], alone[1:])]
+    (step, output), *_ = np.linalg.lstsq(np.column_stack([steps, np.ones(len(steps))]), np.array(walls), rcond=None)
+    return max(float(step), 0.0), max(float(output), 0.0)
+
+
+def atom_step_count(problem: Problem, t0: float, t1: float, times: np.ndarray) -> int:
+    """The steps of a hybrid run with atoms alone from ``t0`` to ``t1`` with outputs at ``times``:
+    steps of the atoms' bound, ``cfl * atoms.lipschitz_step / L`` (or ``time.dt_max``) with ``L``
+    the layer's Lipschitz bound (:mod:`meanfield.atoms.coupling`), between the output times and
+    layer boundaries, on which they land."""
+    t, schedule = problem.time, problem.schedule()
+    cuts = sorted({t0, t1, *(float(c) for c in (*times, *schedule.boundaries) if t0 < c < t1)})
+    steps = 0
+    for a, b in zip(cuts[:-1], cuts[1:]):
+        bound = schedule.layers[schedule.index_from(a)].lipschitz_bound()
+        dt = min(t.cfl * problem.atoms.lipschitz_step / bound if bound > 0 else math.inf,
+                 t.dt_max if t.dt_max is not None else math.inf)
+        steps += max(math.ceil((b - a) / dt - 1e-9), 1) if math.isfinite(dt) else 1
+    return steps
 
 
 def evaluations_per_step(problem: Problem) -> int:
@@ -335,7 +419,10 @@ class CheckReport:
         if isinstance(self.costs, str):
             return []
         every = self.problem.output.checkpoint_every
-        return [walltime.estimate(self.costs, steps, len(self.output_times), self.ranks, every, self.cores)
+        pilot = None if self.estimate is None else self.estimate.pilot
+        alone = (0, 0.0, 0, 0.0) if pilot is None else \
+            (pilot.atom_steps, pilot.atom_step, pilot.atom_outputs if pilot.atom_output > 0 else 0, pilot.atom_output)
+        return [walltime.estimate(self.costs, steps, len(self.output_times), self.ranks, every, self.cores, *alone)
                 for steps in self._step_counts()]
 
     def output_warning(self) -> str | None:
@@ -357,6 +444,9 @@ class CheckReport:
             total = " to ".join(f"~{_seconds(w.total)}" for w in times)
             stepping = " to ".join(_seconds(w.stepping) for w in times)
             steps = " to ".join(str(n) for n in self._step_counts())
+            pilot = None if self.estimate is None else self.estimate.pilot
+            if pilot is not None and pilot.atom_steps:
+                steps += f" + {pilot.atom_steps} with atoms alone"
             last = times[-1]
             periodic = f" and {_seconds(last.checkpoints)} for {counted(last.checkpoints_count, 'more checkpoint')}" \
                 if last.checkpoints_count else ""
@@ -423,7 +513,12 @@ class CheckReport:
                  "the run's if it speeds up later")
             how = f"on a mesh {c:g}x coarser (its CFL-limited steps {c:g}x as many here{stopped})" if c > 1 else \
                 f"of the run itself (its mesh is the coarsest a pilot takes{stopped})"
-            return (f"{head}: ~{e.pilot.steps} steps, counted by a pilot run {how}; from the initial step dt = "
+            alone = "" if e.pilot.absorbed is None else \
+                (f", then ~{e.pilot.atom_steps} steps with atoms alone from t = {e.pilot.absorbed:.3g}, where the "
+                 f"pilot's density had gone to the atoms (atoms.absorb_mass), at the atoms' bound whatever the mesh, "
+                 f"{_seconds(e.pilot.atom_step)} each on the pilot, and an output with its checkpoint then "
+                 f"{_seconds(e.pilot.atom_output)}")
+            return (f"{head}: ~{e.pilot.steps} steps{alone}, counted by a pilot run {how}; from the initial step dt = "
                     f"{first}{per_layer}: ~{e.steps} steps, {e.fewest_steps} to {e.most_steps} at the extremes: the "
                     "fewer if the error stops limiting the step and the speed stays as it starts, the more at "
                     f"dt = {smallest} (the smaller of the initial step and the CFL bound at the model's speed bound)")

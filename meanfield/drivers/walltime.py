@@ -10,7 +10,8 @@ some steps apart (steps for about :data:`PROBE_STEPPING` seconds in all, so that
 machine's pauses average out), and reads each part's seconds from the probe's timings and the
 moments of its outputs, so the outputs and checkpoints are timed at the run's own sizes, on
 the disk the run writes to.
-Importing dolfinx is timed where this process first did it (:func:`meanfield._fem.import_seconds`).
+Importing dolfinx is timed where this process first did it (:func:`meanfield._fem.import_seconds`),
+and what came before it (the interpreter's start, meanfield's imports) as this process spent it.
 
 On ``ranks`` ranks (:func:`estimate`) the steps are shared by the ranks, up to the cores
 present; the start-up, outputs and checkpoints are not.  Ranks beyond the cores present take
@@ -28,8 +29,10 @@ import math
 import os
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -43,6 +46,9 @@ PROBE_STEPPING = 0.5
 PROBE_STEPS_BETWEEN = 64
 #: Seconds after its first output at which the probe stops at its next output (a step guessed too cheap).
 PROBE_BUDGET = 5.0
+#: A process's seconds before it imports dolfinx are counted in the start-up up to this many
+#: times the dolfinx import (:func:`_prelude`).
+PRELUDE_IMPORTS = 2
 #: Seconds an oversubscribed step loses per rank beyond the first and per rank a core holds.
 #: Measured (2-core machine, load average ~9 from other jobs; s1-clustering to t = 10, 1089
 #: steps): 5.7 ms a step on 1 rank, 9.5 ms on 2, 38.1 ms on 4 ranks, where sharing the work
@@ -88,26 +94,39 @@ class Costs:
     checkpoint: float
 
     @classmethod
-    def measure(cls, config: Config, dt: float, step_guess: float, near: Path) -> Costs:
-        """Run ``config`` with fixed steps of ``dt / 100`` (``dt``: its step) on this process alone,
+    def measure(cls, config: Config, dt: float, step_guess: float, near: Path,
+                particles: Callable[..., Any] | None = None) -> Costs:
+        """Run ``config`` with steps of ``dt / 100`` (``dt``: its step; adaptive steps of at most
+        that where the run's steps are adaptive) on this process alone,
         :data:`PROBE_OUTPUTS` outputs with steps of about ``step_guess`` seconds between them for
         :data:`PROBE_STEPPING` seconds in all (stopping at the first output :data:`PROBE_BUDGET`
         seconds in), in a temporary directory beside ``near`` (the run directory; the system's
         temporary folder where that cannot be written), and time its parts.  Writes nothing
-        that stays."""
+        that stays.  With ``particles`` (a particle run's function, such as
+        :func:`meanfield.run_particles`), the run is a particle run (its step ``particles.dt``;
+        ``particles.n`` set), else a PDE run."""
         from mpi4py import MPI
 
         from .._fem import import_seconds
         from .pde import run
+
+        runner = particles or run
 
         between = min(max(math.ceil(PROBE_STEPPING / PROBE_OUTPUTS / max(step_guess, 1e-6)), 1), PROBE_STEPS_BETWEEN)
         # a hundredth of the step: the density barely moves (no step nears the CFL bound), the cost is the same;
         # and the probe ends by the run's end (its layers)
         dt = min(dt / 100, config.data["time"]["t_final"] / (PROBE_OUTPUTS * between))
         data = copy.deepcopy(config.data)
-        data["time"].update(t_final=PROBE_OUTPUTS * between * dt, dt=dt, outputs=PROBE_OUTPUTS, outputs_every=None,
+        data["time"].update(t_final=PROBE_OUTPUTS * between * dt, outputs=PROBE_OUTPUTS, outputs_every=None,
                             wall_limit=None)
+        if data["time"]["dt"] is None and particles is None:
+            # adaptive steps no longer than that: a step pays the controller's rates and error estimate, as the run's do
+            data["time"]["dt_max"] = dt
+        else:
+            data["time"]["dt"] = dt
         data["output"]["dir"] = None
+        if particles is not None:
+            data["particles"]["dt"] = dt
         moments: list[float] = []  # after each output: the next comes a checkpoint, `between` steps and an output later
 
         def timed(_) -> bool:
@@ -116,15 +135,25 @@ class Costs:
 
         with tempfile.TemporaryDirectory(prefix=".meanfield-check-", dir=_writable_parent(near)) as folder:
             tic = time.perf_counter()
-            probe = run(data, out=Path(folder) / "probe", comm=MPI.COMM_SELF, quiet=True, callbacks=[timed])
+            probe = runner(data, out=Path(folder) / "probe", comm=MPI.COMM_SELF, quiet=True, callbacks=[timed])
             wall = time.perf_counter() - tic
         timings, steps = probe.metadata["timings"], probe.metadata["steps"]["steps"]
         step = timings["time_stepping"] / max(steps, 1)
         cycle = float(np.median(np.diff(moments))) if len(moments) > 1 else step
         output = max(cycle - between * step, 0.0)
         steady = steps * step + (len(moments) - 1) * output
-        return cls(startup=import_seconds() + max(wall - steady, 0.0), step=step, output=output,
+        return cls(startup=_prelude() + import_seconds() + max(wall - steady, 0.0), step=step, output=output,
                    checkpoint=timings["checkpoint"] / max(len(moments), 1))
+
+
+def _prelude() -> float:
+    """The seconds a fresh ``meanfield`` process spends before it imports dolfinx, as this one
+    did (:func:`meanfield._fem.prelude_seconds`), counted up to :data:`PRELUDE_IMPORTS` times
+    the dolfinx import: a long-lived process (a notebook, the test suite) says nothing of a
+    fresh run's."""
+    from .._fem import import_seconds, prelude_seconds
+
+    return min(prelude_seconds(), PRELUDE_IMPORTS * import_seconds())
 
 
 def _writable_parent(path: Path) -> str | None:
@@ -177,13 +206,16 @@ def step_penalty(ranks: int, available: int | None = None) -> float:
 
 
 def estimate(costs: Costs, steps: int, outputs: int, ranks: int, checkpoint_every: float,
-             available: int | None = None) -> WallTime:
+             available: int | None = None, atom_steps: int = 0, atom_step: float = 0.0, atom_outputs: int = 0,
+             atom_output: float = 0.0) -> WallTime:
     """The wall time of a run of ``steps`` steps and ``outputs`` outputs on ``ranks`` ranks of a
     machine with ``available`` cores (default: :func:`cores`), from costs measured on one process
-    (module docstring)."""
+    (module docstring); and ``atom_steps`` more steps of ``atom_step`` seconds each, which the
+    ranks do not share: a hybrid run's steps with atoms alone (every rank holds every atom), of
+    whose ``outputs`` the last ``atom_outputs`` cost ``atom_output`` each."""
     available = available or cores()
     penalty = step_penalty(ranks, available)
-    stepping = steps * (costs.step / min(ranks, available) + penalty)
-    writing = outputs * costs.output
+    stepping = steps * (costs.step / min(ranks, available) + penalty) + atom_steps * (atom_step + penalty)
+    writing = (outputs - atom_outputs) * costs.output + atom_outputs * atom_output
     periodic = math.floor((costs.startup + stepping + writing) / checkpoint_every)
     return WallTime(costs.startup, stepping, writing, periodic * costs.checkpoint, periodic, penalty)

@@ -264,10 +264,7 @@ class PromptBatch:
 
     def intervals(self, times: Sequence[float]) -> list[tuple[float, float, int]]:
         """``(t0, t1, layer)`` from 0 to the last time, cut at the times and the layer boundaries."""
-        end = float(times[-1])
-        cuts = sorted({0.0, *map(float, times), *(b for b in self.starts[1:] if b < end - time_tol(end))})
-        layer = lambda t: sum(b <= t + time_tol(b) for b in self.starts[1:])
-        return [(a, b, layer(a)) for a, b in zip(cuts[:-1], cuts[1:]) if b - a > time_tol(b)]
+        return intervals(self.starts, times)
 
     def chunk(self, backend: ArrayBackend, memory: int | None = None) -> int:
         """The prompts of a chunk (:func:`chunk_size`) for ``memory`` bytes (default :data:`DEFAULT_MEMORY`)."""
@@ -288,6 +285,21 @@ def engine_peak(prompts: int, n: int, d: int, backend: ArrayBackend, ranks: int 
     busiest = -(-prompts // ranks)
     chunk = min(chunk_size(prompts, per, DEFAULT_MEMORY[backend.library] if memory is None else memory), busiest)
     return chunk, chunk * per + busiest * n * d * backend.itemsize + prompts * n * d * 8
+
+
+def intervals(starts: Sequence[float], times: Sequence[float]) -> list[tuple[float, float, int]]:
+    """``(t0, t1, layer)`` from 0 to the last of ``times``, cut at the times and at the layers'
+    ``starts`` (``starts[0] = 0``)."""
+    end = float(times[-1])
+    cuts = sorted({0.0, *map(float, times), *(b for b in starts[1:] if b < end - time_tol(end))})
+    layer = lambda t: sum(b <= t + time_tol(b) for b in starts[1:])
+    return [(a, b, layer(a)) for a, b in zip(cuts[:-1], cuts[1:]) if b - a > time_tol(b)]
+
+
+def step_count(starts: Sequence[float], dts: Sequence[float], times: Sequence[float]) -> int:
+    """The equal steps (:class:`~meanfield.particles.integrator.EqualSteps`) of each prompt from 0
+    to the last of ``times``, the layers (from ``starts``) stepping at most ``dts``."""
+    return sum(EqualSteps.over(a, b, dts[k]).count for a, b, k in intervals(starts, times))
 
 
 @dataclass

@@ -154,6 +154,15 @@ def _plan(config: Config | Mapping | str | Path | None, grid: Mapping[str, Seque
     return _Plan(path, points, configs, definition, extends)
 
 
+def point_configs(config: Config | Mapping | str | Path | None, grid: Mapping[str, Sequence[Any]], *,
+                  seeds: int | None = None, draws: int | None = None, particles: bool = False,
+                  out: str | Path | None = None, overrides: list[str] | None = None) -> list[Config]:
+    """Every point's config of the sweep :func:`sweep` would run, checked as it checks them
+    (``meanfield check sweep``); nothing is written."""
+    plan = _plan(config, grid, seeds, particles, out, list(overrides or []), None, draws)
+    return [plan.configs[point.index] for point in plan.points]
+
+
 def _point_config(source: Any, overrides: list[str], point: SweepPoint, particles: bool) -> Config:
     try:
         config = load_config(source, overrides + point.overrides)

@@ -110,6 +110,21 @@ def _pairs(s: dict[str, Any], inputs: Sequence[Any]):
     return make_pairs(list(inputs), targets)
 
 
+def fit_objective(config: Config, params: Sequence[str], targets: Sequence[Any], inputs: Sequence[Any],
+                  given: Mapping[str, Any], comm) -> tuple[Objective, dict[str, Any]]:
+    """The objective of a fit and its settings (:func:`settings` of ``given``, the arguments
+    other than the parameters, targets and inputs), as :func:`fit` sets them up."""
+    s = settings(config, {"params": list(params), **given})
+    if not isinstance(s["max_iter"], int) or isinstance(s["max_iter"], bool) or s["max_iter"] < 0:
+        raise ConfigError(f"--max-iter: must be an integer >= 0, got {s['max_iter']!r}")
+    pairs = _pairs({**s, "target": list(targets) if targets else s["target"]}, inputs)
+    objective = Objective(config, s["params"] or [], pairs,
+                          loss=make_loss(s["loss"], kappa=s["kappa"], epsilon=s["epsilon"],
+                                         observables=s["observables"] or ()),
+                          running=s["running"], l2=s["l2"], comm=comm)
+    return objective, s
+
+
 def fit(config: Config | Mapping | str | Path | None, params: Sequence[str] = (), targets: Sequence[Any] = (), *,
         inputs: Sequence[Any] = (), loss: str | None = None, observables: Sequence[str] = (),
         kappa: float | None = None, epsilon: float | None = None, running: bool | None = None,
@@ -156,21 +171,15 @@ def fit(config: Config | Mapping | str | Path | None, params: Sequence[str] = ()
     comm = comm or MPI.COMM_WORLD
     problem = resolve_problem(config, overrides, comm)
     config = problem.config
-    s = settings(config, {"params": list(params), "loss": loss, "observables": list(observables), "kappa": kappa,
-                          "epsilon": epsilon, "running": running, "l2": l2, "l1": l1, "max_iter": max_iter,
-                          "gtol": gtol})
-    if not isinstance(s["max_iter"], int) or isinstance(s["max_iter"], bool) or s["max_iter"] < 0:
-        raise ConfigError(f"--max-iter: must be an integer >= 0, got {s['max_iter']!r}")
     if check_particles is not None and (isinstance(check_particles, bool) or not isinstance(check_particles, int)
                                         or check_particles < 1):
         raise ConfigError(f"--check-particles: must be a positive integer, got {check_particles!r}")
     if check_particles is not None and problem.mask.positional:
         raise ConfigError("--check-particles: not for a causal run (its tokens carry positions)")
-    pairs = _pairs({**s, "target": list(targets) if targets else s["target"]}, inputs)
-    objective = Objective(config, s["params"] or [], pairs,
-                          loss=make_loss(s["loss"], kappa=s["kappa"], epsilon=s["epsilon"],
-                                         observables=s["observables"] or ()),
-                          running=s["running"], l2=s["l2"], comm=comm)
+    objective, s = fit_objective(config, params, targets, inputs,
+                                 {"loss": loss, "observables": list(observables), "kappa": kappa, "epsilon": epsilon,
+                                  "running": running, "l2": l2, "l1": l1, "max_iter": max_iter, "gtol": gtol}, comm)
+    pairs = objective.pairs
     l1_weight = float(s["l1"])
     if not l1_weight >= 0:
         raise ConfigError(f"fit.l1: must be a number >= 0, got {l1_weight!r}")

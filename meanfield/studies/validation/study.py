@@ -120,7 +120,8 @@ def summarise_clusters(rows: list[dict], t: float) -> list[dict]:
     return out
 
 
-def _check_inputs(problem: Problem, ns: Sequence[int], seeds: int) -> None:
+def check_inputs(problem: Problem, ns: Sequence[int], seeds: int) -> None:
+    """Refuse what a validation cannot compare, naming the option (before anything runs)."""
     if problem.particles.d != problem.d:
         raise ConfigError(f"particles.d: validation needs the mesh's d = {problem.d}, got {problem.particles.d}")
     if not problem.velocity.is_attention:
@@ -305,7 +306,7 @@ def validate(
     comm = comm or MPI.COMM_WORLD
     problem = resolve_problem(config, overrides, comm)
     config = problem.config
-    _check_inputs(problem, ns, seeds)
+    check_inputs(problem, ns, seeds)
     check_size(problem, comm, max(ns))
     refined = refined_overrides(problem)
     fine_problem = Problem(load_config(config.data, refined)) if refine and pde is None and pde_fine is None \
