@@ -24,6 +24,10 @@ A particle run evaluates the same own observables on its tokens, the empirical m
 tokens an ``f`` that does not involve ``rho`` (``max(z)``).  Other own observables (``max(rho)``,
 ``integral(rho**2)``) have no value on tokens, which carry no pointwise density: a particle
 run refuses them before it starts (:meth:`OwnObservables.check_tokens`).
+
+The studies' observables phi (``--observable EXPR`` or ``NAME=EXPR`` of ``response``,
+``retrieval`` and ``fit``) are pointwise expressions of the coordinates alone, named by the same
+rule: :class:`Observable`, :func:`parse_observable`.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from .expression import ARITY, CONSTANTS, FUNCTIONS, ExpressionError, Function, compile_function
+from .expression import ARITY, CONSTANTS, FUNCTIONS, VARIABLES, ExpressionError, Function, compile_function
 from .times import MATCH_TOL, same_time, time_tol
 
 #: The reductions and what they do to the cells' values.
@@ -246,3 +250,24 @@ def _check_every(every: float, output_times: np.ndarray, field: str) -> None:
         if np.min(np.abs(output_times - t)) > time_tol(t, MATCH_TOL):
             raise ExpressionError(f"{field}: {every:g} is not a multiple of the output spacing: t = {t:g} is not an "
                                   "output time (time.outputs)")
+
+
+@dataclass(frozen=True)
+class Observable:
+    """An observable ``phi``: its label (NAME, or the expression as given) and compiled expression."""
+
+    label: str
+    expression: str
+    function: Function
+
+    def __call__(self, points: np.ndarray) -> np.ndarray:
+        env = {v: points[:, i] if i < points.shape[1] else np.zeros(len(points)) for i, v in enumerate(VARIABLES)}
+        return np.broadcast_to(np.asarray(self.function(env), dtype=float), (len(points),)).copy()
+
+
+def parse_observable(text: str) -> Observable:
+    """``EXPR`` or ``NAME=EXPR`` -> :class:`Observable` (``ExpressionError`` naming ``--observable``)."""
+    name, sep, rest = text.partition("=")
+    named = bool(sep) and OWN_OBSERVABLE_NAME.fullmatch(name.strip()) is not None and not rest.startswith("=")
+    label, expression = (name.strip(), rest.strip()) if named else (text, text)
+    return Observable(label, expression, compile_function(expression, f"--observable {text!r}", VARIABLES))

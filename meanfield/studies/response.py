@@ -35,9 +35,8 @@ from typing import Any
 import numpy as np
 
 from ..config import Config, ConfigError, load_config
-from ..expression import VARIABLES, Function, compile_function
 from ..model import did_you_mean
-from ..own_observables import OWN_OBSERVABLE_NAME
+from ..own_observables import Observable, parse_observable
 from ..spheres import sphere_named
 from ..times import MATCH_TOL, same_time
 
@@ -47,19 +46,6 @@ _PART = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)((?:\[\d+\])*)")
 MATRICES = ("Q", "K", "V")
 #: Relative step of the central differences of the field in a parameter.
 PARAMETER_STEP = 1e-5
-
-
-@dataclass(frozen=True)
-class Observable:
-    """An observable ``phi``: its label (NAME, or the expression as given) and compiled expression."""
-
-    label: str
-    expression: str
-    function: Function
-
-    def __call__(self, points: np.ndarray) -> np.ndarray:
-        env = {v: points[:, i] if i < points.shape[1] else np.zeros(len(points)) for i, v in enumerate(VARIABLES)}
-        return np.broadcast_to(np.asarray(self.function(env), dtype=float), (len(points),)).copy()
 
 
 @dataclass
@@ -78,14 +64,6 @@ class ResponseResult:
     path: Path
     rows: list[dict[str, Any]]
     covariance: np.ndarray
-
-
-def parse_observable(text: str) -> Observable:
-    """``EXPR`` or ``NAME=EXPR`` -> :class:`Observable` (``ExpressionError`` naming ``--observable``)."""
-    name, sep, rest = text.partition("=")
-    named = bool(sep) and OWN_OBSERVABLE_NAME.fullmatch(name.strip()) is not None and not rest.startswith("=")
-    label, expression = (name.strip(), rest.strip()) if named else (text, text)
-    return Observable(label, expression, compile_function(expression, f"--observable {text!r}", VARIABLES))
 
 
 def parse_parameter(text: str) -> list[str | int]:

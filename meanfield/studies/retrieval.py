@@ -38,9 +38,10 @@ import numpy as np
 
 from ..config import Config, ConfigError
 from ..masks import Causal
+from ..own_observables import parse_observable
 from ..references.retrieval import codeword_weights, retrieval_mode, score_modes
 from ..spheres import S1, sphere_named
-from .response import open_adjoint_study, parse_observable, recorded_forward, swept_backward
+from .response import open_adjoint_study, recorded_forward, swept_backward
 
 #: The score sums the modes whose codeword weight e^{-pi^2 n^2 / (2 M^2)} is above this (the
 #: rest changes it by less than this fraction of the largest R_n).

@@ -140,7 +140,7 @@ class ObservableErrors(Loss):
 
     def __init__(self, observables: Sequence[Any]) -> None:
         """``observables``: callables points (m, d) -> values (m,) with a ``label``
-        (:class:`meanfield.studies.response.Observable`)."""
+        (:class:`meanfield.own_observables.Observable`)."""
         if not observables:
             raise ConfigError("--observable: the observables loss needs at least one observable")
         self.observables = list(observables)

@@ -75,7 +75,7 @@ def make_loss(name: str, *, kappa: float | None = None, epsilon: float | None = 
     if name not in LOSSES:
         raise ConfigError(f"--loss: one of {sorted(LOSSES)}, got {name!r}")
     if name == "observables":
-        from ..studies.response import parse_observable
+        from ..own_observables import parse_observable
 
         return ObservableErrors([parse_observable(text) for text in observables])
     if observables:
