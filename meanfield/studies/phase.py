@@ -140,6 +140,20 @@ class PhaseStudy:
     device: str
     precision: str
 
+    @classmethod
+    def of(cls, base: Config, betas: Sequence[float], times: Sequence[float], ds: Sequence[int] | None,
+           n: int | None, prompts: int | None, attention: str | None, per_prompt: bool | None, device: str | None,
+           precision: str | None, path: Path) -> PhaseStudy:
+        """The study of a config with its grid checked (:func:`check_grid`); ``prompts``, ``device``
+        and ``precision`` default to the config's ``particles.prompts`` (where it asks for more
+        than one, else :data:`PROMPTS`), ``particles.device`` and ``particles.precision``."""
+        particles = base.data["particles"]
+        if prompts is None:
+            prompts = particles["prompts"] if particles["prompts"] > 1 else PROMPTS
+        return cls(path, check_grid(base, betas, times, ds, n, prompts, attention), base, per_prompt,
+                   device if device is not None else particles["device"],
+                   precision if precision is not None else particles["precision"])
+
     @property
     def points(self) -> list[tuple[int, float]]:
         """The grid's (d, beta) points, in phase.csv's order."""
@@ -252,13 +266,8 @@ def _prepare(config: Any, betas: Sequence[float], times: Sequence[float], ds: Se
 
     base = config if isinstance(config, Config) and not overrides else load_config(
         config.data if isinstance(config, Config) else config, overrides)
-    particles = base.data["particles"]
-    if prompts is None:
-        prompts = particles["prompts"] if particles["prompts"] > 1 else PROMPTS
-    grid = check_grid(base, betas, times, ds, n, prompts, attention)
-    study = PhaseStudy(Path(out) if out is not None else Path(), grid, base, per_prompt,
-                       device if device is not None else particles["device"],
-                       precision if precision is not None else particles["precision"])
+    study = PhaseStudy.of(base, betas, times, ds, n, prompts, attention, per_prompt, device, precision,
+                          Path(out) if out is not None else Path())
     _backend(study)  # refuses a missing array library or device (--device) before anything is written
     problems = [study.problem(d, b) for d, b in study.points]
     for problem in problems:

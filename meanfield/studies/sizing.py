@@ -39,9 +39,10 @@ from .particle_runs import run_particles
 #: Evaluations of the objective per L-BFGS-B iteration, fewest and most (its line search; measured: 16
 #: for 10 iterations of ``s1-fit-transport``).
 FIT_EVALUATIONS = (1.0, 2.0)
-#: The adjoint's backward sweep in forward runs' time stepping: the DG1 and FV gradients measured
-#: 3.2-3.7 times a forward run (``benchmarks/bench_adjoint.py``, issue 38), of which the
-#: recording is the forward run itself.
+#: The adjoint's backward sweep in forward runs' time stepping.  Chosen when the DG1 and FV gradients
+#: measured 3.2-3.7 times a forward run (``benchmarks/bench_adjoint.py``), the recording being the
+#: forward run itself; since the recording keeps its Runge-Kutta stages, the backward sweep measures
+#: 0.9-1.5 forward runs for DG1 and up to 3.5 for FV (s2-clustering), so this overestimates DG1's.
 ADJOINT_COST = 2.5
 
 
@@ -143,16 +144,11 @@ def phase_size(config: Any, overrides: list[str] | None = None, *, betas: Sequen
     """``meanfield phase``: a batch of prompts per (d, beta) to the last time, the grid's points
     dealt to the ranks in turn (each batch on one rank); the smallest and the largest beta of
     each d sized."""
-    from .phase import PROMPTS, PhaseStudy, check_grid
+    from .phase import PhaseStudy
 
     cores = cores or cores_here()
-    base = load_config(config, overrides)
-    particles = base.data["particles"]
-    if prompts is None:
-        prompts = particles["prompts"] if particles["prompts"] > 1 else PROMPTS
-    study = PhaseStudy(Path(out or "."), check_grid(base, betas, times, ds, n, prompts, attention), base, None,
-                       device if device is not None else particles["device"],
-                       precision if precision is not None else particles["precision"])
+    study = PhaseStudy.of(load_config(config, overrides), betas, times, ds, n, prompts, attention, None, device,
+                          precision, Path(out or "."))
     grid = study.grid
     settings = [f"particles.prompts={grid.prompts}", f"time.t_final={max(max(grid.times), 1e-9)!r}",
                 "time.outputs=1", "output.diagnostics=false", f'particles.device="{study.device}"',
