@@ -6,7 +6,7 @@
 A causal step evaluates the attention fields of the M slices' measures (the prefix-summed
 weights of the slices' measures, which share their points, :mod:`meanfield.causal`) in one
 batched evaluation per stage (one transform of all of them, or one matrix product), then moves
-each slice; the goal of issue 37 (item 12) is at most 16 non-causal steps at M = 64.  Both
+each slice; the goal is at most 16 non-causal steps at M = 64.  Both
 steps are SSP-RK3 steps of one fixed dt through the run's own objects
 (:class:`meanfield.discrete_pde.DiscretePDE`), timed alternately, best of ``--repeat``, one thread,
 in CPU time of the process (wall time on a machine shared with other jobs varied more).  The
