@@ -147,6 +147,11 @@ class RandomLayers:
         default = 1.0 / np.sqrt(d)
         return (default if self.qk_std is None else self.qk_std, default if self.v_std is None else self.v_std)
 
+    def weight_count(self, d: int) -> int:
+        """Numbers in one draw's weights in dimension d (:meth:`draw`): Q, K, V per layer and
+        head, and W, A, b per layer."""
+        return self.layers * (3 * self.heads * d * d + self.ffn_width * (2 * d + 1))
+
     def draw(self, d: int) -> DrawnWeights:
         """The weights of every layer and head in dimension d, drawn in the order of the module docstring."""
         rng = np.random.Generator(np.random.PCG64(self.seed))

@@ -588,9 +588,8 @@ def _fields(problem: Problem, targets: int, sources: int) -> list[LayerField]:
 def _files(problem: Problem, cells: int, nv: int, outputs: int) -> dict[str, int | None]:
     """What a run writes and the sizes of the large files, from the run files' declarations
     (:data:`meanfield.rundir.layout.RUN_FILE_SPECS`)."""
-    law = problem.random  # Q, K, V per layer and head; W, A, b per layer
-    weights = None if law is None else \
-        law.layers * (3 * law.heads * problem.particles.d ** 2 + law.ffn_width * (2 * problem.particles.d + 1))
+    law = problem.random
+    weights = None if law is None else law.weight_count(problem.particles.d)
     return layout.estimated_sizes(layout.RunSizes(
         cells, nv, scheme_class(problem.scheme.kind).vertex_values, problem.mask.count, outputs,
         problem.output.paraview, problem.atoms.enabled, weights))

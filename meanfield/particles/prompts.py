@@ -113,10 +113,7 @@ def _layout(problem: Problem, own: bool) -> tuple[LayerSchedule, int, int, int]:
     schedule = problem.schedule(d)
     heads = max((len(layer.attention.heads) for layer in schedule.layers if layer.attention is not None), default=0)
     width = max((layer.ffn.width for layer in schedule.layers if layer.ffn is not None), default=0)
-    own_weights = 0
-    if own and law is not None:
-        own_weights = law.layers * (3 * law.heads * d * d + 2 * law.ffn_width * d + law.ffn_width)
-    return schedule, heads, width, own_weights
+    return schedule, heads, width, law.weight_count(d) if own and law is not None else 0
 
 
 def prompt_memory(problem: Problem, ranks: int = 1) -> tuple[int, int]:
