@@ -67,8 +67,7 @@ class BatchSize:
         busiest = -(-p.prompts // ranks)
         chunk, peak = batch.peak(backend, ranks)
         steps = step_count(batch.starts, batch.dts, list(problem.time.output_times))
-        tokens = batch.n * batch.d
-        per_output = 8 * p.prompts * (2 * tokens + batch.d + batch.d**2 + 10)
+        per_output = output_bytes(p.prompts, batch.n, batch.d)
         compiled = CompiledSteps(backend)
         prompts = range(chunk)
         layer = batch.layers(prompts)[0]
@@ -97,3 +96,10 @@ class BatchSize:
                 f"output's gathered tokens)",
                 f"  outputs:   ~{format_bytes(self.per_output)} per output (tokens in the snapshot and run.nc, "
                 f"moments and scalars per prompt), ~{format_bytes(self.per_output * outputs)} in all"]
+
+
+def output_bytes(prompts: int, n: int, d: int) -> int:
+    """Bytes one output of a particle run of ``prompts`` prompts of n tokens in R^d writes: the
+    tokens twice (the snapshot and run.nc), each prompt's mean vector, second moments and scalars
+    (8-byte values)."""
+    return 8 * prompts * (2 * n * d + d + d * d + 10)

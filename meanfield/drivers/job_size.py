@@ -21,6 +21,7 @@ from ..memory import format_bytes
 from ..problem import Problem
 from ..wording import counted
 from . import walltime
+from .batch_size import output_bytes
 from .launch import run_estimate
 from .planning import CheckReport
 
@@ -161,7 +162,6 @@ def particle_part(problem: Problem, what: str, ranks: int, cores: int, near: Pat
     wall = walltime.estimate(costs, steps, outputs, ranks, problem.output.checkpoint_every, cores)
     memory = run_estimate(problem, ranks, n * p.prompts)
     assert memory is not None
-    per_output = 8 * p.prompts * (2 * n * d + d + d * d + 10)
     seconds = wall.total if startup else wall.total - wall.startup
     return Part(f"{what} ({steps} steps, a step {_seconds(costs.step)} on one process)", runs,
-                (seconds, seconds), memory.per_rank, outputs * per_output)
+                (seconds, seconds), memory.per_rank, outputs * output_bytes(p.prompts, n, d))
