@@ -56,7 +56,7 @@ def main(args: argparse.Namespace, options: Options) -> None:
 
     def check() -> tuple[str, str | None]:
         try:
-            if job is not None and job.command != "run":
+            if job is not None and hasattr(job, "sizer"):
                 return size_job(job, options, ranks, cores).format(), None
             config = job.config if job is not None else args.config
             report = check_config(config, _overrides(job, options), out=options.out, ranks=ranks, cores=cores)
@@ -87,35 +87,10 @@ def _overrides(job: argparse.Namespace | None, options: Options) -> list[str]:
 
 
 def size_job(job: argparse.Namespace, options: Options, ranks: int, cores: int) -> JobSize:
-    """The size of the job of a command line (:mod:`meanfield.studies.sizing`)."""
-    from ..config import ConfigError
-    from ..studies import sizing
-    from ..studies.grid import parse_grid
-
+    """The size of the job of a command line: its command's ``sizer`` (each command module's
+    ``size``, :mod:`meanfield.studies.sizing`)."""
     where: dict[str, Any] = {"out": options.out or getattr(job, "out", None), "ranks": ranks, "cores": cores}
-    overrides = _overrides(job, options)
-    if job.command == "particles":
-        return sizing.particles_size(job.config, overrides, n=job.n, seed=job.seed, **where)
-    if job.command == "validate":
-        return sizing.validate_size(job.config, overrides, ns=job.n, seeds=job.seeds, pde=job.pde,
-                                    pde_fine=job.pde_fine, refine=not job.no_refine, **where)
-    if job.command == "response":
-        if job.retrieval:
-            raise ConfigError("--retrieval: check sizes the response study, not the retrieval profile")
-        return sizing.response_size(job.config, overrides, **where)
-    if job.command == "sweep":
-        if job.n is not None:
-            overrides.append(f"particles.n={job.n}")
-        return sizing.sweep_size(job.config, overrides, grid=parse_grid(job.grid), seeds=job.seeds, draws=job.draws,
-                                 particles=job.particles, **where)
-    if job.command == "fit":
-        targets = [job.values] if job.values is not None else job.target
-        given = {key: getattr(job, key) for key in ("loss", "kappa", "epsilon", "running", "l2", "l1", "max_iter")}
-        return sizing.fit_size(job.config, overrides, params=job.param, targets=targets, inputs=job.input,
-                               given={**given, "observables": job.observable}, **where)
-    return sizing.phase_size(job.config, overrides, betas=job.betas, times=job.at, ds=job.ds, n=job.n,
-                             prompts=job.prompts, attention=job.attention, device=job.device,
-                             precision=job.precision, **where)
+    return job.sizer(job, _overrides(job, options), where)
 
 
 def _idle_wait(comm, poll: float = IDLE_POLL) -> None:

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING, Any
 
 from .options import Options, Subparsers, add_common, given_settings
 from .terminal import echo
+
+if TYPE_CHECKING:
+    from ..drivers.job_size import JobSize
 
 
 def add_parser(subparsers: Subparsers) -> None:
@@ -41,7 +45,7 @@ def add_parser(subparsers: Subparsers) -> None:
                         "against the target beside the density's (particles.csv)")
     add_common(p, "fit folder (default: runs/<name>-fit; the same fit again there continues from its last "
                   "iterate)")
-    p.set_defaults(handler=main)
+    p.set_defaults(handler=main, sizer=size)
 
 
 def _numbers(text: str) -> list[float]:
@@ -64,3 +68,14 @@ def main(args: argparse.Namespace, options: Options) -> None:
                  **given_settings(args, ("loss", "kappa", "epsilon", "running", "l2", "l1", "max_iter",
                                          "check_particles")), **options.keywords())
     echo(f"fitted loss {result.loss:.6g}; results: {result.path}/fit.csv, {result.path}/fitted.toml")
+
+
+def size(args: argparse.Namespace, overrides: list[str], where: dict[str, Any]) -> JobSize:
+    """The job of this command line as ``meanfield check fit ...`` sizes it (``where``: ``out``,
+    ``ranks``, ``cores``; :mod:`meanfield.studies.sizing`)."""
+    from ..studies.sizing import fit_size
+
+    targets = [args.values] if args.values is not None else args.target
+    given = {key: getattr(args, key) for key in ("loss", "kappa", "epsilon", "running", "l2", "l1", "max_iter")}
+    return fit_size(args.config, overrides, params=args.param, targets=targets, inputs=args.input,
+                    given={**given, "observables": args.observable}, **where)

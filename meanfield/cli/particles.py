@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from .options import Options, Subparsers, add_common
 from .terminal import echo
+
+if TYPE_CHECKING:
+    from ..drivers.job_size import JobSize
 
 #: The override ``--no-diagnostics`` stands for.
 NO_DIAGNOSTICS = "output.diagnostics=false"
@@ -25,7 +29,7 @@ def add_parser(subparsers: Subparsers) -> None:
                                              "(particles.device)")
     add_no_diagnostics(p)
     add_common(p, "run directory (default: runs/<name>-particles-n<n>-s<seed>, -b<B> for B prompts)")
-    p.set_defaults(handler=main)
+    p.set_defaults(handler=main, sizer=size)
 
 
 def _setting(key: str, kind: type) -> Callable[[str], str]:
@@ -49,3 +53,11 @@ def main(args: argparse.Namespace, options: Options) -> None:
 
     result = run_particles(args.config, n=args.n, seed=args.seed, **options.keywords())
     echo(f"results: {result.path}")
+
+
+def size(args: argparse.Namespace, overrides: list[str], where: dict[str, Any]) -> JobSize:
+    """The job of this command line as ``meanfield check particles ...`` sizes it (``where``: ``out``,
+    ``ranks``, ``cores``; :mod:`meanfield.studies.sizing`)."""
+    from ..studies.sizing import particles_size
+
+    return particles_size(args.config, overrides, n=args.n, seed=args.seed, **where)

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING, Any
 
 from .options import Options, Subparsers, add_memory_check, add_overwrite, add_quiet, add_set, given_settings
 from .terminal import echo
 from .values import number_list
+
+if TYPE_CHECKING:
+    from ..drivers.job_size import JobSize
 
 
 def number_range(text: str) -> list[float]:
@@ -54,7 +58,7 @@ def add_parser(subparsers: Subparsers) -> None:
     add_set(p)
     add_quiet(p)
     add_memory_check(p)
-    p.set_defaults(handler=main)
+    p.set_defaults(handler=main, sizer=size)
 
 
 def main(args: argparse.Namespace, options: Options) -> None:
@@ -63,3 +67,13 @@ def main(args: argparse.Namespace, options: Options) -> None:
     settings = given_settings(args, ("ds", "n", "prompts", "attention", "per_prompt", "device", "precision"))
     result = phase(args.config, args.betas, args.at, plots=not args.no_plots, **settings, **options.keywords())
     echo(f"results: {result.path}")
+
+
+def size(args: argparse.Namespace, overrides: list[str], where: dict[str, Any]) -> JobSize:
+    """The job of this command line as ``meanfield check phase ...`` sizes it (``where``: ``out``,
+    ``ranks``, ``cores``; :mod:`meanfield.studies.sizing`)."""
+    from ..studies.sizing import phase_size
+
+    return phase_size(args.config, overrides, betas=args.betas, times=args.at, ds=args.ds, n=args.n,
+                      prompts=args.prompts, attention=args.attention, device=args.device, precision=args.precision,
+                      **where)

@@ -4,10 +4,14 @@ run's retrieval profile (``--retrieval``)."""
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING, Any
 
 from .options import Options, Subparsers, add_common
 from .terminal import echo
 from .values import number_list
+
+if TYPE_CHECKING:
+    from ..drivers.job_size import JobSize
 
 
 def add_parser(subparsers: Subparsers) -> None:
@@ -34,7 +38,7 @@ def add_parser(subparsers: Subparsers) -> None:
                    help="with --retrieval: the source observable phi of the pair whose psi is the --observable "
                         "of the same rank; repeatable (S^1 or S^2)")
     add_common(p, "output directory (default: runs/<name>-response, runs/<name>-retrieval with --retrieval)")
-    p.set_defaults(handler=main)
+    p.set_defaults(handler=main, sizer=size)
 
 
 def main(args: argparse.Namespace, options: Options) -> None:
@@ -58,3 +62,14 @@ def main(args: argparse.Namespace, options: Options) -> None:
         raise ConfigError("--source: only with --retrieval")
     result = response(args.config, args.observable or [], args.at, wrt=args.wrt, **options.keywords())
     echo(f"results: {result.path}/response.csv, {result.path}/influence.nc")
+
+
+def size(args: argparse.Namespace, overrides: list[str], where: dict[str, Any]) -> JobSize:
+    """The job of this command line as ``meanfield check response ...`` sizes it (``where``: ``out``,
+    ``ranks``, ``cores``; :mod:`meanfield.studies.sizing`)."""
+    from ..config import ConfigError
+    from ..studies.sizing import response_size
+
+    if args.retrieval:
+        raise ConfigError("--retrieval: check sizes the response study, not the retrieval profile")
+    return response_size(args.config, overrides, **where)

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import argparse
 import os
+from typing import TYPE_CHECKING, Any
 
 from ..wording import counted
 from .options import Options, Subparsers, add_memory_check, add_overwrite, add_quiet, add_set
 from .terminal import echo, error
+
+if TYPE_CHECKING:
+    from ..drivers.job_size import JobSize
 
 
 def add_parser(subparsers: Subparsers) -> None:
@@ -31,7 +35,7 @@ def add_parser(subparsers: Subparsers) -> None:
     add_set(p)
     add_quiet(p)
     add_memory_check(p)
-    p.set_defaults(handler=main)
+    p.set_defaults(handler=main, sizer=size)
 
 
 def main(args: argparse.Namespace, options: Options) -> int:
@@ -66,3 +70,15 @@ def array_index(args: argparse.Namespace) -> int | None:
         return int(text)
     except ValueError:
         raise ConfigError(f"SLURM_ARRAY_TASK_ID: expected an integer, got {text!r}") from None
+
+
+def size(args: argparse.Namespace, overrides: list[str], where: dict[str, Any]) -> JobSize:
+    """The job of this command line as ``meanfield check sweep ...`` sizes it (``where``: ``out``,
+    ``ranks``, ``cores``; :mod:`meanfield.studies.sizing`)."""
+    from ..studies.grid import parse_grid
+    from ..studies.sizing import sweep_size
+
+    if args.n is not None:
+        overrides = [*overrides, f"particles.n={args.n}"]
+    return sweep_size(args.config, overrides, grid=parse_grid(args.grid), seeds=args.seeds, draws=args.draws,
+                      particles=args.particles, **where)

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING, Any
 
 from .options import Options, Subparsers, add_common
 from .terminal import echo
 from .values import number_list
+
+if TYPE_CHECKING:
+    from ..drivers.job_size import JobSize
 
 
 def add_parser(subparsers: Subparsers) -> None:
@@ -20,7 +24,7 @@ def add_parser(subparsers: Subparsers) -> None:
     p.add_argument("--force", action="store_true", help="use --pde runs even if their model, sphere or initial "
                    "density differ from the config's")
     add_common(p, "study directory (default: runs/<name>-validation)")
-    p.set_defaults(handler=main)
+    p.set_defaults(handler=main, sizer=size)
 
 
 def main(args: argparse.Namespace, options: Options) -> None:
@@ -29,3 +33,12 @@ def main(args: argparse.Namespace, options: Options) -> None:
     result = validate(args.config, ns=args.n, seeds=args.seeds, pde=args.pde, pde_fine=args.pde_fine,
                       refine=not args.no_refine, force=args.force, **options.keywords())
     echo(f"results: {result.path}")
+
+
+def size(args: argparse.Namespace, overrides: list[str], where: dict[str, Any]) -> JobSize:
+    """The job of this command line as ``meanfield check validate ...`` sizes it (``where``: ``out``,
+    ``ranks``, ``cores``; :mod:`meanfield.studies.sizing`)."""
+    from ..studies.sizing import validate_size
+
+    return validate_size(args.config, overrides, ns=args.n, seeds=args.seeds, pde=args.pde, pde_fine=args.pde_fine,
+                         refine=not args.no_refine, **where)
