@@ -239,13 +239,14 @@ def phase(
     started = time.perf_counter()
     say: Callable[[str], None] = (lambda text: None) if quiet or comm.rank != 0 else \
         (lambda text: print(text, flush=True))
-    grid = study.grid
+    grid, backend = study.grid, _backend(study)
     say(f"phase diagram of {study.base.data['name']}: d in {list(grid.ds)}, {len(grid.betas)} betas, "
-        f"{grid.prompts} prompts of {grid.n} tokens, {_backend(study).describe()}"
+        f"{grid.prompts} prompts of {grid.n} tokens, {backend.describe()}"
         + (f", {len(study.points)} points over {comm.size} ranks" if comm.size > 1 else "") + f" -> {study.path}")
-    mine = everywhere(comm, lambda: _compute(study, range(comm.rank, len(study.points), comm.size), memory, say))
+    mine = everywhere(comm, lambda: _compute(study, backend, range(comm.rank, len(study.points), comm.size), memory,
+                                             say))
     computed = comm.gather(mine, root=0)
-    return on_root(comm, lambda: _write(study, computed, environment, comm.size, started, plots))
+    return on_root(comm, lambda: _write(study, backend.describe(), computed, environment, comm.size, started, plots))
 
 
 def _backend(study: PhaseStudy) -> Any:
@@ -282,7 +283,7 @@ def _prepare(config: Any, betas: Sequence[float], times: Sequence[float], ds: Se
     return study
 
 
-def _compute(study: PhaseStudy, indices: range, memory: int | None,
+def _compute(study: PhaseStudy, backend: Any, indices: range, memory: int | None,
              say: Callable[[str], None]) -> dict[int, tuple[list[dict[str, Any]], dict[str, Any]]]:
     """The rows and the metadata of the grid points ``indices`` (this rank's)."""
     from ..drivers.launch import configure_process
@@ -291,7 +292,7 @@ def _compute(study: PhaseStudy, indices: range, memory: int | None,
     from ..particles.statistics import gram, prompt_statistics
     from ..references.equiangular import equiangular
 
-    grid, backend = study.grid, _backend(study)
+    grid = study.grid
     done: dict[int, tuple[list[dict[str, Any]], dict[str, Any]]] = {}
     threads = configure_process(study.problem(*study.points[0]).field.threads) if indices else 0
     for index in indices:
@@ -318,9 +319,11 @@ def _compute(study: PhaseStudy, indices: range, memory: int | None,
     return done
 
 
-def _write(study: PhaseStudy, computed: list[dict[int, tuple[list[dict[str, Any]], dict[str, Any]]]] | None,
-           environment: dict[str, Any], ranks: int, started: float, plots: bool) -> PhaseResult:
-    """phase.csv, phase.png, config.toml and metadata.json from every rank's points (rank 0)."""
+def _write(study: PhaseStudy, described: str,
+           computed: list[dict[int, tuple[list[dict[str, Any]], dict[str, Any]]]] | None, environment: dict[str, Any],
+           ranks: int, started: float, plots: bool) -> PhaseResult:
+    """phase.csv, phase.png, config.toml and metadata.json from every rank's points (rank 0);
+    ``described``: the array library, device and precision."""
     from ..rundir.study_directory import write_record, write_table
 
     points = {index: done for part in computed or [] for index, done in part.items()}
@@ -337,7 +340,7 @@ def _write(study: PhaseStudy, computed: list[dict[int, tuple[list[dict[str, Any]
         fig.savefig(path / "phase.png", dpi=120)
     write_record(path, "phase", study.base.to_toml(), {
         "betas": list(grid.betas), "times": list(grid.times), "ds": list(grid.ds), "n": grid.n,
-        "prompts": grid.prompts, "backend": _backend(study).describe(),
+        "prompts": grid.prompts, "backend": described,
         "points": [{**points[index][1], "rank": index % ranks} for index in sorted(points)],
         "timings": {"total": time.perf_counter() - started}, **environment})
     return PhaseResult(path, rows)
