@@ -3,8 +3,10 @@ SHELL := /bin/bash
 VENV  := .venv
 PY    := $(VENV)/bin/python
 NP    ?= 2
-# pytest-xdist workers of the serial pass (auto: one per core)
+# pytest-xdist workers of the serial pass (auto: one per core); worksteal: a worker that runs out of
+# tests takes some from the other's queue, so that a few long tests do not end the pass on one core
 WORKERS ?= auto
+XDIST = -n $(WORKERS) --dist worksteal
 
 # A Python >= 3.12 (3.12 preferred: the version dolfinx-solver-real is measured with here):
 # python3.12/python3.13/python3 on PATH if they run and are new enough, else a pyenv 3.12,
@@ -39,11 +41,16 @@ venv: $(VENV)/.installed
 demo: venv
 	$(VENV)/bin/mpirun -n $(NP) $(VENV)/bin/meanfield run --overwrite
 
-test: test-tools mpirun-check lint docs test-serial test-mpi test-kernel
-
-# under `make test` the serial pass reads the site `make docs` has just built (tests/test_docs_site.py)
-# instead of building its own; `make test-serial` alone builds one
-test: MEANFIELD_DOCS_SITE = $(DOCS_SITE)
+# test-tools (an apt-get install on a fresh machine: a minute of downloads and unpacking) runs beside
+# the venv, lint and docs, which need the CPU; its output follows theirs.  Under `make test` the
+# serial pass reads the site `make docs` has just built (tests/test_docs_site.py) instead of
+# building its own; `make test-serial` alone builds one
+test:
+	@tools_log=$$(mktemp); $(MAKE) --no-print-directory test-tools >$$tools_log 2>&1 & tools=$$!; \
+	$(MAKE) --no-print-directory mpirun-check lint docs; rc=$$?; \
+	wait $$tools; tools_rc=$$?; cat $$tools_log; rm -f $$tools_log; \
+	[ $$rc -eq 0 ] && [ $$tools_rc -eq 0 ] || exit 1; \
+	$(MAKE) --no-print-directory test-serial test-mpi test-kernel MEANFIELD_DOCS_SITE=$(DOCS_SITE)
 
 # What the ParaView checks (tests/test_paraview.py) need: Debian's ParaView (pvbatch and its Python)
 # and Xvfb (Debian's pvbatch draws through X only).  Installed when make runs as root where
@@ -64,7 +71,7 @@ test-tools:
 
 # the quick loop while developing: no slow studies, no MPI pass
 test-quick: venv
-	$(PY) -m pytest -q -n $(WORKERS) -m "not slow" tests; $(PYTEST_OK)
+	$(PY) -m pytest -q $(XDIST) -m "not slow" tests; $(PYTEST_OK)
 
 # the documentation site, warnings as errors (docs/_build/html/index.html); -E: always read
 # every page again, since pages are written from the code (config schema, CLI, imports).  It
@@ -81,12 +88,12 @@ lint: venv
 PYTEST_OK = rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 5 ] || exit $$rc
 
 test-serial: venv
-	MEANFIELD_DOCS_SITE=$(MEANFIELD_DOCS_SITE) $(PY) -m pytest -n $(WORKERS) -m "not exhaustive" tests; $(PYTEST_OK)
+	MEANFIELD_DOCS_SITE=$(MEANFIELD_DOCS_SITE) $(PY) -m pytest $(XDIST) -m "not exhaustive" tests; $(PYTEST_OK)
 
 # the combinations `make test` leaves out (tests marked exhaustive: more rank pairs of the resume
 # matrix, more kinds of job interrupted by SIGTERM to mpirun)
 test-exhaustive: venv
-	$(PY) -m pytest -n $(WORKERS) -m exhaustive tests; $(PYTEST_OK)
+	$(PY) -m pytest $(XDIST) -m exhaustive tests; $(PYTEST_OK)
 
 # the mpirun of the MPI tests, found as tests/helpers/mpi.py says (MEANFIELD_MPIRUN, the bin
 # folder of the venv's Python, PATH); where there is none, one line says how to get one
@@ -113,7 +120,7 @@ KERNEL_SKIP = atoms_log bad_input causal_analysis check cli_documented collect c
               resume_atom_keys resume_matrix rundir run_pictures runfile run_threads sweep watching
 
 test-kernel: venv
-	OPENBLAS_CORETYPE=$(KERNEL) $(PY) -m pytest -n $(WORKERS) -q -m "not slow and not exhaustive" \
+	OPENBLAS_CORETYPE=$(KERNEL) $(PY) -m pytest $(XDIST) -q -m "not slow and not exhaustive" \
 	  $(foreach m,$(KERNEL_SKIP),--ignore=tests/test_$(m).py) tests; $(PYTEST_OK)
 
 bench: venv

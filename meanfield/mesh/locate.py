@@ -12,7 +12,6 @@ with 8 times as many candidates, then refused.
 from __future__ import annotations
 
 import numpy as np
-from scipy.spatial import cKDTree
 
 from .raw import RawMesh
 
@@ -31,6 +30,8 @@ class CellLocator:
     """
 
     def __init__(self, mesh: RawMesh, candidates: int = 8) -> None:
+        from scipy.spatial import cKDTree  # here, not at the top: a command that locates no point does not load it
+
         self.vertices = mesh.points[mesh.cells]  # (cells, d, d): row k is vertex k
         centroids = self.vertices.mean(axis=1)
         self.tree = cKDTree(centroids / np.linalg.norm(centroids, axis=1)[:, None])

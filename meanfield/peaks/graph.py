@@ -12,7 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import sparse
 
 
 @dataclass(frozen=True)
@@ -51,6 +50,8 @@ class CellGraph:
 
 def cell_graph(cells: np.ndarray) -> CellGraph:
     """The vertex-sharing adjacency of cells given by their vertex indices (C, nv)."""
+    from scipy import sparse  # here, not at the top: a command that finds no peaks does not load it
+
     cells = np.asarray(cells, dtype=np.int64)
     c, nv = cells.shape
     incidence = sparse.csr_matrix((np.ones(c * nv), (np.repeat(np.arange(c), nv), cells.ravel())))

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import atexit
 import os
 import subprocess
 import sys
+from functools import cache
 from pathlib import Path
 
 from meanfield.cli import main
 
+from .command_server import CommandServer
 from .mpi import mpirun
 
 REPO = Path(__file__).resolve().parents[2]
@@ -40,12 +43,22 @@ def cli_environment() -> dict[str, str]:
     return environment
 
 
+@cache
+def command_server() -> CommandServer:
+    """This test process's :class:`~.command_server.CommandServer` (started at the first command)."""
+    server = CommandServer(cli_environment())
+    atexit.register(server.close)
+    return server
+
+
 def cli(args: list[str], cwd: Path, ranks: int = 1) -> subprocess.CompletedProcess:
-    """``meanfield ARGS`` in a fresh process in ``cwd`` (under ``mpirun -n ranks`` when ranks > 1), importing
-    this checkout, with the memory check on."""
-    launcher = [str(mpirun()), "-n", str(ranks)] if ranks > 1 else []
-    return subprocess.run([*launcher, sys.executable, "-m", "meanfield.cli", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=TIMEOUT, env=cli_environment())
+    """``meanfield ARGS`` in a new process in ``cwd``, importing this checkout, with the memory check
+    on: forked by the :func:`command_server` on one rank, a new interpreter per rank under
+    ``mpirun -n ranks``."""
+    if ranks == 1:
+        return command_server().run(args, cwd, cli_environment(), TIMEOUT)
+    return subprocess.run([str(mpirun()), "-n", str(ranks), sys.executable, "-m", "meanfield.cli", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=TIMEOUT, env=cli_environment())
 
 
 def cli_to_closed_pipe(args: list[str], cwd: Path) -> subprocess.CompletedProcess:

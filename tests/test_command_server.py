@@ -1,0 +1,25 @@
+"""The tests' command server (tests/helpers/command_server.py): a forked command is a process of
+its own, as the ``meanfield`` script's: exit status, streams, working directory, a timeout."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+from helpers.cli import S1, cli, cli_environment, command_server
+
+
+def test_a_forked_command_has_its_own_status_streams_and_folder(tmp_path):
+    (tmp_path / "case.toml").write_text(S1)
+    done = cli(["run", "case.toml", "--out", "out", "--quiet"], tmp_path)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "results: out\n", "")
+    assert (tmp_path / "out" / "run.nc").is_file()
+    again = cli(["run", "case.toml", "--out", "out", "--quiet"], tmp_path)  # the same server, a new child
+    assert again.returncode == 2 and again.stdout == "" and again.stderr.startswith("error: --out out:")
+
+
+def test_a_command_past_its_timeout_is_killed_and_the_server_serves_on(tmp_path):
+    (tmp_path / "case.toml").write_text(S1.replace("t_final = 0.2", "t_final = 1000.0"))
+    with pytest.raises(subprocess.TimeoutExpired):
+        command_server().run(["run", "case.toml", "--out", "out", "--quiet"], tmp_path, cli_environment(), 0.5)
+    assert cli(["--help"], tmp_path).stdout.startswith("usage: meanfield")
