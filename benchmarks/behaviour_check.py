@@ -207,7 +207,8 @@ def run_cases(tree: Path, out: Path, only: list[str], timeout: float) -> int:
 # What legitimately differs between two runs of the same code (found by running one tree twice).
 VOLATILE_JSON_KEYS = re.compile(
     r"(^|\.)(host|pid|started|finished|updated|date|time_created|wall_s|wall|eta_s|eta|timings|"
-    r"elapsed_s|costs|load_average|memory_available)(\.|$)")
+    r"elapsed_s|costs|load_average|memory_available)(\.|$)"
+    r"|^adjoint_memory\.budget(_bytes)?$")  # a share of the memory available when the run started
 VOLATILE_CSV_COLUMNS = {"wall", "wall_s", "wall_time"}
 VOLATILE_NC = re.compile(r"^(history|date_created|date_modified|wall.*)$")
 # text: timestamps, clock times, durations (4m05s), and numbers with a unit of time or memory
