@@ -207,7 +207,8 @@ def run_cases(tree: Path, out: Path, only: list[str], timeout: float) -> int:
 # What legitimately differs between two runs of the same code (found by running one tree twice).
 VOLATILE_JSON_KEYS = re.compile(
     r"(^|\.)(host|pid|started|finished|updated|date|time_created|wall_s|wall|eta_s|eta|timings|"
-    r"elapsed_s|costs|load_average|memory_available)(\.|$)")
+    r"elapsed_s|costs|load_average|memory_available)(\.|$)"
+    r"|^adjoint_memory\.budget(_bytes)?$")  # a share of the memory available when the run started
 VOLATILE_CSV_COLUMNS = {"wall", "wall_s", "wall_time"}
 VOLATILE_NC = re.compile(r"^(history|date_created|date_modified|wall.*)$")
 # text: timestamps, clock times, durations (4m05s), and numbers with a unit of time or memory
@@ -253,7 +254,7 @@ def _max_abs(a: np.ndarray, b: np.ndarray) -> float:
         return math.inf
     kind = np.complex128 if "c" in a.dtype.kind + b.dtype.kind else np.float64
     x, y = a.astype(kind), b.astype(kind)
-    d = np.where(np.isnan(x) & np.isnan(y), 0.0, np.abs(x - y))
+    d = np.where((np.isnan(x) & np.isnan(y)) | (x == y), 0.0, np.abs(x - y))  # equal infinities: no difference
     return float(np.max(np.where(np.isnan(d), np.inf, d)))
 
 

@@ -4,7 +4,7 @@
                                       [--slices 64] [--repeat 3]
 
 A causal step evaluates the attention fields of the M slices' measures (the prefix-summed
-weights of the slices' measures, which share their points, :mod:`meanfield.causal`) in one
+weights of the slices' measures, which share their points, :mod:`meanfield.masks.causal_slices`) in one
 batched evaluation per stage (one transform of all of them, or one matrix product), then moves
 each slice; the goal is at most 16 non-causal steps at M = 64.  Both
 steps are SSP-RK3 steps of one fixed dt through the run's own objects

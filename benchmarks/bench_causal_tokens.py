@@ -6,7 +6,7 @@
 Tokens uniform on S^{d-1}, softmax, beta = 4, Q = K = V = I, one thread.  Per n, timed
 alternately (best of ``--repeat``): one velocity evaluation of the non-causal fast field, of the
 causal fast route (prefix harmonic coefficients per block of ``--block`` tokens,
-:mod:`meanfield.particles.causal`) and, up to ``--direct-max`` tokens, of the causal direct route
+:mod:`meanfield.masks.causal_tokens`) and, up to ``--direct-max`` tokens, of the causal direct route
 (blocked masked sums).  Prints the times, the causal/non-causal ratio and, where the direct route
 ran, the fast route's error ``max |X_fast - X_direct| / max |X_direct|``.  Not a test.
 """
@@ -30,8 +30,8 @@ def main() -> None:
     args = p.parse_args()
     setup_process()
     from meanfield.layers import LayerSchedule
+    from meanfield.masks.causal_tokens import CausalTokenField
     from meanfield.nonlocal_field import make_evaluator
-    from meanfield.particles.causal import CausalTokenField
     from meanfield.particles.sampling import uniform_sphere
     from meanfield.velocity import LayerVelocity
 

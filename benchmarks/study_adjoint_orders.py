@@ -64,8 +64,8 @@ def retrieval_errors(sphere: str, resolution: int, scheme: str, t: float, dt: fl
     from scipy import linalg
     from scipy.special import iv, spherical_in
 
-    from meanfield.causal import CausalVelocity
     from meanfield.config import load_config
+    from meanfield.masks.causal_slices import CausalVelocity
     from meanfield.references.retrieval import codeword_weights, score_modes
     from meanfield.studies.retrieval import SCORE_WEIGHT_CUTOFF, retrieval
 

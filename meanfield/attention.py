@@ -22,10 +22,10 @@ overflow.  A kind owns
   estimate) and the adjoint's sources at the facets (:meth:`Attention.facet_terms`,
   :meth:`Attention.adjoint_sources`, :mod:`meanfield.adjoint`).
 
-The causal prefix sums (:mod:`meanfield.causal`) add slices' and blocks' sums at a common
-scale, which any kind's scaled sums allow.  Exponential kinds (``exp(s)``: softmax and
-unnormalised) also admit the fast field's expansions and the exact references; other kernels
-are evaluated by direct sums.  "Adding a variant" in the docs walks through a new kind.
+The causal mask's prefix sums (:class:`~meanfield.masks.causal_slices.PrefixSums`) add slices'
+and blocks' sums at a common scale, which any kind's scaled sums allow.  Exponential kinds
+(``exp(s)``: softmax and unnormalised) also admit the fast field's expansions and the exact
+references; other kernels are evaluated by direct sums.  "Adding a variant" in the docs walks through a new kind.
 """
 
 from __future__ import annotations

@@ -275,7 +275,7 @@ class DiscretePDE:
         return self.positions.s
 
     def slice_kernel(self) -> np.ndarray:
-        """(M, M) the slices' weights (:meth:`~meanfield.causal.CausalVelocity.kernel`; ``[[1]]``
+        """(M, M) the slices' weights (:meth:`~meanfield.positions.PositionsComponent.kernel`; ``[[1]]``
         without a mask)."""
         return self.positions.kernel()
 

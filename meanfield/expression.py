@@ -1,7 +1,7 @@
 """Safe evaluation of density expressions in Cartesian coordinates, e.g. ``1 + 0.5*z``.
 
 The expression is parsed with :mod:`ast` and only numbers, the names ``x, y, z, pi, e`` (and
-the token position ``s`` of a causal run, see :mod:`meanfield.causal`),
+the token position ``s`` of a causal run, see :class:`meanfield.masks.Causal`),
 arithmetic operators, comparisons and a fixed set of numpy functions (with their number of
 arguments checked) are allowed; nothing is passed to ``eval``.  Arithmetic is numpy's
 float64: a division by zero or an overflow gives ``inf`` or ``nan`` (refused later as a

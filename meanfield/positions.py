@@ -6,9 +6,9 @@ has its component, registered under the mask's name (:func:`pde_component`) and 
 :func:`positions_component`: :class:`NoPositions` for a run without a mask (the state is one
 density, stepped by the spatial scheme) and :class:`CausalPositions` for a causal run
 (``model.mask = "causal"``: the state stacks the densities of M position slices, stepped by a
-:class:`~meanfield.causal.CausalScheme` whose slices move with the prefix sums of
-:class:`~meanfield.causal.CausalVelocity`).  A component builds the spatial scheme with the
-velocity it moves with, so nothing is rewired afterwards.
+:class:`~meanfield.masks.causal_slices.CausalScheme`, whose slices move with the prefix sums of
+the causal mask's velocity).  A component builds the spatial scheme with the velocity it moves
+with, so nothing is rewired afterwards.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from typing import Protocol, TypeVar
 
 import numpy as np
 
-from .causal import CausalScheme, CausalVelocity
 from .discretisation.base import SpatialScheme
 from .initial import InitialDensity
 from .masks import Causal, Mask
+from .masks.causal_slices import CausalScheme, CausalVelocity
 from .model import VelocityField
 from .timestepping import SteppedScheme
 
@@ -62,7 +62,8 @@ class PositionsComponent(Protocol):
         """The scheme's state of the whole token distribution (mass 1)."""
 
     def kernel(self) -> np.ndarray:
-        """(M, M) the slices' weights (:meth:`~meanfield.causal.CausalVelocity.kernel`)."""
+        """(M, M) the slices' weights W: slice k moves with the field of ``sum_j W[k, j] mu_j``
+        (``[[1]]`` without a mask)."""
 
     def arrays(self, state: np.ndarray, gather: Gather) -> dict[str, np.ndarray | None]:
         """``density`` and, DG1, ``vertex_density`` of a snapshot, gathered (collective)."""
@@ -152,13 +153,13 @@ class NoPositions:
 
 @pde_component("causal")
 class CausalPositions:
-    """The component of a causal run: M position slices (:mod:`meanfield.causal`).
+    """The component of a causal run: M position slices.
 
     Parameters
     ----------
     mask
         The run's mask (:class:`~meanfield.masks.Causal`): the slices and their weights
-        (:class:`~meanfield.causal.CausalVelocity`).
+        (:class:`~meanfield.masks.causal_slices.CausalVelocity`).
     field
         The velocity of the active layer (attention and feed-forward block) of one measure.
     build
@@ -168,20 +169,20 @@ class CausalPositions:
     def __init__(self, mask: Causal, field: VelocityField, build: SchemeBuilder) -> None:
         self.mask = mask
         self.velocity = CausalVelocity(field, mask.slice_count, mask.decay, mask.normalise)
-        self.causal = CausalScheme(build(self.velocity), self.velocity)
-        self.scheme = self.causal.scheme
-        self.stepping: SteppedScheme = self.causal
+        self.slice_scheme = CausalScheme(build(self.velocity), self.velocity)
+        self.scheme = self.slice_scheme.scheme
+        self.stepping: SteppedScheme = self.slice_scheme
         self.count = mask.slice_count
-        self.s: np.ndarray = self.causal.positions
+        self.s: np.ndarray = self.slice_scheme.positions
 
     def initial_state(self, density: InitialDensity) -> np.ndarray:
-        return self.causal.initial_state(density.at)
+        return self.slice_scheme.initial_state(density.at)
 
     def split(self, state: np.ndarray) -> list[np.ndarray]:
-        return self.causal.split(state)
+        return self.slice_scheme.split(state)
 
     def whole(self, state: np.ndarray) -> np.ndarray:
-        return self.causal.whole(state)
+        return self.slice_scheme.whole(state)
 
     def kernel(self) -> np.ndarray:
         return self.velocity.kernel()
@@ -193,8 +194,8 @@ class CausalPositions:
             rows = gather(np.ascontiguousarray(np.moveaxis(values, 0, 1)))
             return None if rows is None else np.ascontiguousarray(np.moveaxis(rows, 1, 0))
 
-        arrays = {"density": slices(self.causal.cell_averages(state))}
-        vertices = self.causal.vertex_density(state)
+        arrays = {"density": slices(self.slice_scheme.cell_averages(state))}
+        vertices = self.slice_scheme.vertex_density(state)
         if vertices is not None:
             arrays["vertex_density"] = slices(vertices)
         return arrays

@@ -2,7 +2,7 @@
 
 A causal run's PDE keeps M position slices, a causal particle run n tokens; both sit at the
 midpoints of M (or n) equal parts of [0, 1] (the midpoint rule of the causal sums,
-:mod:`meanfield.causal`).  Imports nothing of the package: the PDE, the tokens and the
+:mod:`meanfield.masks.causal_slices`).  Imports nothing of the package: the PDE, the tokens and the
 run-directory format (which writes and reads the ``position`` coordinate) all take it from here.
 """
 

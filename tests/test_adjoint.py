@@ -64,7 +64,7 @@ class Taylor:
         if self.sim.positions.s is None:
             self.nu = self.sim.scheme.initial_state(lambda p: init.at(p, 0.5) * bump(p)) - self.rho0
         else:
-            self.nu = self.sim.positions.causal.initial_state(lambda p, s: init.at(p, s) * bump(p)) - self.rho0
+            self.nu = self.sim.positions.slice_scheme.initial_state(lambda p, s: init.at(p, s) * bump(p)) - self.rho0
 
     def value(self, state: np.ndarray) -> float:
         sim = simulation(self.data, self.comm)

@@ -22,7 +22,7 @@ from scipy.special import iv, spherical_in
 from test_adjoint import Taylor, assert_second_order, case, simulation
 
 from meanfield.adjoint import AdjointSolver
-from meanfield.causal import CausalVelocity
+from meanfield.masks.causal_slices import CausalVelocity
 
 GENERAL_S2 = {"Q": [[1, 0.3, 0], [0, 1, 0], [0, 0, 1]], "K": [[1, 0, 0], [0, 1, 0.2], [0, 0, 1]],
               "V": [[1, 0, 0], [0, 1, 0], [0.3, 0, 1]]}

@@ -18,10 +18,10 @@ from test_adjoint import Taylor, assert_second_order, case
 from meanfield.attention import Attention, attention_names
 from meanfield.config import ConfigError, load_config
 from meanfield.drivers.pde import build_simulation
+from meanfield.masks.causal_tokens import CausalTokenField
 from meanfield.model import AttentionModel
 from meanfield.nonlocal_field import make_evaluator
 from meanfield.particles import ParticleSystem, attention_field, rk4_step
-from meanfield.particles.causal import CausalTokenField
 from meanfield.particles.sampling import quantile_circle
 from meanfield.problem import Problem
 from meanfield.velocity import LayerVelocity

@@ -1,16 +1,17 @@
-"""Causal attention (meanfield.causal): M position slices against exact facts of MODEL.md."""
+"""Causal attention (meanfield.masks.causal_slices): M position slices against exact facts of MODEL.md."""
 
 import numpy as np
 import pytest
 from mpi4py import MPI
 from scipy import linalg, special
 
-from meanfield.causal import CausalScheme, CausalVelocity, PrefixSums, slice_positions
 from meanfield.config import load_config
 from meanfield.discretisation.registry import scheme_class, scheme_options
 from meanfield.drivers.pde import build_simulation
+from meanfield.masks.causal_slices import CausalScheme, CausalVelocity, PrefixSums
 from meanfield.nonlocal_field.base import FieldValues
 from meanfield.positions import CausalPositions, NoPositions
+from meanfield.sequence import slice_positions
 from meanfield.timestepping import SSPRK3
 
 S1_BUMPS = {"kind": "vmf", "centers": [[1.0, 0.0], [-0.5, 0.8]], "kappas": [4.0, 4.0]}

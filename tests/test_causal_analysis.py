@@ -8,9 +8,9 @@ from helpers.cli import cli
 from helpers.sphere import random_sphere_points
 
 import meanfield
-from meanfield.analysis.causal import attention_map, attention_shares
+from meanfield.analysis.attention_maps import attention_map, attention_shares
 from meanfield.model import AttentionModel
-from meanfield.plotting.causal import fair_shares, first_reaching
+from meanfield.plotting.position_figures import fair_shares, first_reaching
 
 CASE = {"name": "causal-pictures", "mesh": {"sphere": "S1", "resolution": 48},
         "model": {"beta": 9.0, "mask": "causal"}, "positions": {"slices": 6},
@@ -73,7 +73,7 @@ def _regions_brute_force(model: AttentionModel, x: np.ndarray, areas: np.ndarray
 def test_attention_over_regions_matches_its_definition(rng, method):
     """Two heads, five slices, three regions and cells in none: the shares by the definition
     (fast: to its tolerance); they sum to 1, and one region holding every cell gets it all."""
-    from meanfield.analysis.causal import attention_over_regions
+    from meanfield.analysis.attention_maps import attention_over_regions
 
     x, areas, rho, model = _two_heads_five_slices(rng, 80)
     labels = rng.integers(-1, 3, 80)
@@ -172,7 +172,7 @@ def test_whom_a_position_attends_to_through_the_cli(tmp_path, monkeypatch):
     import pandas as pd
     from helpers.pictures import figures_of
 
-    from meanfield.analysis.causal import attention_over_regions
+    from meanfield.analysis.attention_maps import attention_over_regions
     from meanfield.analysis.clusters import analyse_positions, analyse_run
 
     run = meanfield.run(CASE, out=tmp_path / "run", quiet=True)

@@ -1,11 +1,11 @@
-"""Causal (decoder) attention for tokens (meanfield.particles.causal) against a masked O(n^2) sum."""
+"""Causal (decoder) attention for tokens (meanfield.masks.causal_tokens) against a masked O(n^2) sum."""
 
 import numpy as np
 import pytest
 from scipy.stats import special_ortho_group
 
 from meanfield.layers import LayerSchedule
-from meanfield.particles.causal import CausalTokenField, PositionalDecay
+from meanfield.masks.causal_tokens import CausalTokenField, PositionalDecay
 from meanfield.velocity import LayerVelocity
 
 

@@ -1,6 +1,6 @@
 """Causal runs as users run them: the config keys, their refusals, and the CLI.
 
-The numerics of :mod:`meanfield.causal` are checked against exact facts in test_causal.py;
+The numerics of :mod:`meanfield.masks.causal_slices` are checked against exact facts in test_causal.py;
 here the configuration (``[model] mask``, ``[positions] slices``, initial expressions in s)
 and the run through ``meanfield run`` (outputs, resume, ranks).
 """

@@ -18,7 +18,7 @@ from helpers.cli import cli
 from scipy import linalg, special
 
 import meanfield
-from meanfield.causal import slice_positions
+from meanfield.sequence import slice_positions
 
 EPS = 1e-5
 #: Relative error allowed in a growth rate: the time step's error and the mesh's together.

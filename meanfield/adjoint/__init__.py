@@ -48,7 +48,7 @@ token distribution, and ``phi`` in the last slice only (times M) that of the las
 A final given per cell (M, num_owned, P) is constant in each cell (DG1), and ``phi0`` comes
 back per cell too (DG1: the cell means).  A causal run's slices move with the
 fields of ``sum_j W[k, j] mu_j``; the solver takes ``W`` from
-:meth:`meanfield.causal.CausalVelocity.kernel` unless one is given (a positional decay gives
+:meth:`meanfield.discrete_pde.DiscretePDE.slice_kernel` unless one is given (a positional decay gives
 its own).  ``sensitivities`` (:class:`~meanfield.adjoint.solver.Sensitivity`) add the
 derivatives of every column's value with respect to model parameters:
 ``sum over stages of <Phi, dL/dtheta>`` with ``dX/dtheta`` by central differences of the field.

@@ -20,7 +20,7 @@ adjoint of the semi-discretisation); DG1's is :mod:`.dg1`, which reuses the nonl
 here with its own points.
 
 Causal runs: slice k moves with the field of the measure ``sum_j W[k, j] mu_j`` (the slices'
-measures mu_j on the same points, :meth:`meanfield.causal.CausalVelocity.kernel`), so the
+measures mu_j on the same points, :meth:`meanfield.discrete_pde.DiscretePDE.slice_kernel`), so the
 nonlocal term of slice j collects ``sum_k W[k, j] b_k`` from the slices that attend to it:
 one adjoint sum per slice.  Phi is kept per slice, scaled so that ``(1/M) sum_k <Phi_k,
 nu_k>`` is the pairing (``Phi_k = phi`` at the final time for an observable of the whole

@@ -214,7 +214,7 @@ class AdjointSolver:
         A freshly built :class:`~meanfield.discrete_pde.DiscretePDE` at t = 0 (no atoms).
     kernel
         (M, M) the slices' weights (``None``: the PDE's own, see
-        :meth:`meanfield.causal.CausalVelocity.kernel`).
+        :meth:`meanfield.discrete_pde.DiscretePDE.slice_kernel`).
     stage_budget
         Bytes per rank that the forward run's kept stages may hold (``None``: the default of
         :func:`meanfield.memory.stage_budget`; ``0``: keep none, recompute every segment).

@@ -4,12 +4,12 @@ and over the sphere's clusters (``attending.csv`` and ``attending.png`` of ``mea
 For an attending position s_k at time t:
 
 * over the source positions: row k of the attention map a(t; s, s')
-  (:func:`~meanfield.analysis.causal.attention_map`), the share of its attention that s_k gives
+  (:func:`~meanfield.analysis.attention_maps.attention_map`), the share of its attention that s_k gives
   each position s_j <= s_k (summing to 1);
 * over the sphere's clusters: the share that falls on each cluster of the whole token
   distribution at t, as ``meanfield clusters`` finds and numbers them (basins of significant
   peaks, :mod:`meanfield.analysis.clusters`; the same ids as clusters.csv), and on the cells in
-  no cluster (:func:`~meanfield.analysis.causal.attention_over_regions`).
+  no cluster (:func:`~meanfield.analysis.attention_maps.attention_over_regions`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from .causal import attention_from
+from .attention_maps import attention_from
 from .clusters import analyse_run
 from .clusters.coords import angle_columns
 

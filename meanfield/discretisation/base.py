@@ -94,7 +94,7 @@ class SpatialScheme(ABC):
     def rhs_and_bound_many(self, states: np.ndarray) -> tuple[np.ndarray, float]:
         """The right-hand sides (k, n) of k states (k, n) on this mesh, each moving with the
         velocity its measure is given by the scheme's velocity field (a causal run's slices,
-        :class:`~meanfield.causal.CausalScheme`), and the largest of their bounds.  This default
+        :class:`~meanfield.masks.causal_slices.CausalScheme`), and the largest of their bounds.  This default
         takes one :meth:`rhs_and_bound` after the other; a scheme that moves them all at once
         with one batched velocity (:func:`meanfield.velocity.velocities`) overrides it."""
         out = [self.rhs_and_bound(state) for state in states]

@@ -208,7 +208,7 @@ class NonlocalEvaluator(ABC):
     ) -> np.ndarray:
         """The velocities X of k measures on the same sources at once, shape (k, m, d)
         (collective): ``columns`` (n_local, k) holds this rank's weights of each (a causal
-        run's position slices, :mod:`meanfield.causal`).  This default evaluates one measure
+        run's position slices, :class:`meanfield.masks.Causal`).  This default evaluates one measure
         after the other; evaluators that share the work between the measures (one transform
         of all of them, one matrix product) override it."""
         targets = np.asarray(targets, dtype=float)

@@ -1,7 +1,8 @@
 """Particle simulator: n interacting tokens on S^{d-1} (any d >= 2), MPI-distributed.
 
 The finite-n system the PDE is the mean-field limit of (``MODEL.md``): samplers for the
-initial densities, RK4 with projection onto the sphere, the causal token field.  This
+initial densities, RK4 with projection onto the sphere, the tokens' side of a mask
+(:mod:`.positions`; the causal mask's token field is its own, :mod:`meanfield.masks`).  This
 package is numerics only: the run driver behind ``meanfield particles`` is
 :mod:`meanfield.drivers.particles`.  Diagnostics of a particle run (pairwise inner products, cluster
 counts) are an analysis of its directory (:mod:`meanfield.analysis.diagnostics`).

@@ -3,7 +3,7 @@
 The model is the token system of :mod:`meanfield.particles` (``MODEL.md``): SA or USA (the 1/n
 of ``MODEL.md``), heads with their own Q, K, V and weight, layer schedules and the feed-forward
 block, the causal mask with positional decay (ALiBi) and its normalisation
-(:mod:`meanfield.particles.causal`), random weights (``[model.random]``), RK4 or the residual
+(:meth:`meanfield.masks.Mask.token_arrays`), random weights (``[model.random]``), RK4 or the residual
 update.  Each prompt moves alone: prompt b of a batch is the single-prompt run of the same
 config with ``particles.seed + b`` (and, with random weights drawn per prompt,
 ``model.random.seed + b``), to round-off.

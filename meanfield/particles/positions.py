@@ -7,7 +7,7 @@ component, registered under the mask's name (:func:`tokens_component`) and built
 :func:`token_component`: :class:`NoTokenPositions` for a run without a mask (tokens drawn from
 the initial density, moving with the layer's field) and :class:`CausalTokenPositions` for a
 causal run (token i at ``s_i = (i + 1/2) / n``, drawn from the density of its position, moving
-with the masked field of :class:`~.causal.CausalTokenField`).
+with the masked field of :class:`~meanfield.masks.causal_tokens.CausalTokenField`).
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ import numpy as np
 
 from ..initial import InitialDensity
 from ..masks import Causal, Mask
+from ..masks.causal_tokens import CausalTokenField, PositionalDecay
 from ..mesh import RawMesh
 from ..model import VelocityField
 from ..nonlocal_field.base import NonlocalEvaluator
 from ..velocity import LayerVelocity
-from .causal import CausalTokenField, PositionalDecay
 from .sampling import sample_initial, sample_tokens
 
 
@@ -113,7 +113,7 @@ class CausalTokenPositions:
         self.s: np.ndarray = mask.token_positions(n)
 
     def moving(self, field: LayerVelocity, comm) -> VelocityField:
-        """The masked field of the layer velocity ``field`` (:class:`~.causal.CausalTokenField`)."""
+        """The layer velocity ``field`` masked: the causal token field (module docstring)."""
         self.field = CausalTokenField(field, comm, decay=self.decay)
         return self.field
 

@@ -265,10 +265,10 @@ class CausalPictures(SlicePictures):
     def draw(self, data: RunData, result: Any, w: _Writer, scale: Scale, shown: list[int] | None,
              attending_positions: Sequence[float] | None) -> None:
         from ..analysis.attending import attending, attending_slices, write_attending
-        from ..analysis.causal import attention_map
+        from ..analysis.attention_maps import attention_map
         from ..analysis.clusters import analyse_positions
         from ..sphere import sphere_area
-        from .causal import attending_figure, attention_figure, position_clusters, position_images, slice_maps
+        from .position_figures import attending_figure, attention_figure, position_clusters, position_images, slice_maps
 
         assert data.positions is not None and data.slice_densities is not None and data.vertices is not None
         assert data.cells is not None

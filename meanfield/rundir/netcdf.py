@@ -44,7 +44,7 @@ dimension ``atom``; their number changes from output to output::
         int64 atom_ids(atom) ;         persistent id (a merge keeps the heavier atom's id)
         double atom_mass(time) ;       total mass of the atoms (an observable)
 
-**Causal runs** (``model.mask = "causal"``, :mod:`meanfield.causal`) keep a density per token
+**Causal runs** (``model.mask = "causal"``, :class:`meanfield.masks.Causal`) keep a density per token
 position: a coordinate ``position`` along a dimension of that name (the M slices' midpoints
 ``s_k = (k + 1/2)/M``) and the densities per slice; the observables along ``time`` are those of
 the whole token distribution (the mean of the slices' densities, mass 1), and each slice's own

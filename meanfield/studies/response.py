@@ -394,8 +394,8 @@ def _plot_influence(path: Path, mesh: Mapping[str, np.ndarray] | None, times: li
     """influence-<NAME>.png per observable (:func:`influence_name`): Phi_0 at every time (S^1: lines,
     a causal run's over (theta, s); S^2: one map per time, influence-<NAME>-t<T>.png, a causal run's
     the mean over positions); maps on a diverging colour scale centred on 0, lines about 0."""
-    from ..plotting.causal import position_images
     from ..plotting.circle import circle_density
+    from ..plotting.position_figures import position_images
     from ..plotting.sphere_maps import sphere_map
 
     assert mesh is not None and influence is not None

@@ -9,7 +9,7 @@ attention map.
   first reaches ``factor`` times the uniform density: early positions lead when that curve
   rises with s.
 * :func:`slice_maps` (S^2): Mollweide maps of a few positions' densities at one time.
-* :func:`attention_figure`: the attention map a(t; s, s') (:mod:`meanfield.analysis.causal`)
+* :func:`attention_figure`: the attention map a(t; s, s') (:mod:`meanfield.analysis.attention_maps`)
   at a few times, relative to the share an s-independent density gives (1: s' gets its fair
   share; above 1: s draws more from s' than from the other positions before it).
 * :func:`attending_figure`: whom chosen positions attend to, in absolute shares
@@ -204,7 +204,7 @@ def attention_figure(maps: Sequence[tuple[float, np.ndarray]], positions: np.nda
     Parameters
     ----------
     maps
-        (t, (M, M) attention map) pairs (:func:`meanfield.analysis.causal.attention_map`).
+        (t, (M, M) attention map) pairs (:func:`meanfield.analysis.attention_maps.attention_map`).
     positions
         (M,) slice positions.
     """

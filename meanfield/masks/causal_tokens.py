@@ -13,7 +13,7 @@ are summed with their weights and the feed-forward block added, as for the non-c
 Positional decay (ALiBi) ``lambda`` multiplies token j's weight in token i's sums by
 ``e^{-lambda (s_i - s_j)}``; ``normalise`` (unnormalised attention) divides token i's sums by
 its positional mass ``sum_{j<=i} w_j e^{-lambda (s_i - s_j)}`` (the model of Duerinckx,
-Geshkovski and Rossi, :mod:`meanfield.causal`).  Block k's sums are taken with the weights
+Geshkovski and Rossi, :mod:`meanfield.masks.causal_slices`).  Block k's sums are taken with the weights
 ``w_j e^{-lambda (r_k - s_j)}`` relative to the block's first position ``r_k`` and shifted by
 ``-lambda (s_i - r_k)`` in their ``log_scale`` (nothing overflows); the fast route's prefix of
 summaries is then the recursively weighted sum ``P_{k+1} = e^{-lambda (r_{k+1} - r_k)} P_k + S_k``.
@@ -21,7 +21,7 @@ summaries is then the recursively weighted sum ``P_{k+1} = e^{-lambda (r_{k+1} -
 The tokens are cut into global blocks of :attr:`CausalTokenField.block` consecutive tokens.
 Token i in block k gets the sums over the tokens before the block (``j < k b``, the *prefix*)
 plus the masked sums over its own block (``k b <= j <= i``, direct and exact), added at a common
-scale (:class:`meanfield.causal.PrefixSums`).  The prefix is evaluated
+scale (:class:`meanfield.masks.causal_slices.PrefixSums`).  The prefix is evaluated
 
 ``direct``
     by the direct sums (:func:`~meanfield.nonlocal_field.direct_sums`, tiled: memory
@@ -50,7 +50,6 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..causal import PrefixSums
 from ..model import AttentionModel
 from ..nonlocal_field.auto import AutoEvaluator, estimated_costs
 from ..nonlocal_field.base import FieldValues, NonlocalEvaluator
@@ -63,6 +62,7 @@ from ..nonlocal_field.spectral import kernel_multipliers, spectrum_for
 from ..nonlocal_field.transforms import PointTransform
 from ..sequence import position, slice_positions
 from ..velocity import LayerVelocity
+from .causal_slices import PrefixSums
 
 #: Tokens per block: balances the fast route's fixed cost per block (a transform and the
 #: coefficient algebra, about a millisecond) against the direct sums within a block.

@@ -1,8 +1,13 @@
 """Attention masks: which tokens a token attends to, registered by name (``model.mask``).
 
-Pure numpy, below the model, and importing nothing of the package but the one position formula
-(:mod:`meanfield.sequence`), so the config, the PDE, the tokens and the run-directory format
-all take it.  A mask kind is one class that registers itself under its config name when it is
+The package of the mask kinds.  This module is the registry with the kinds the package ships
+(:class:`NoMask`, :class:`Causal`): pure numpy, importing nothing of the package but the one
+position formula (:mod:`meanfield.sequence`), so the config, the PDE, the tokens and the
+run-directory format all take it.  The causal kind's numerics are its modules beside it,
+imported by its components only: the PDE's position slices and their prefix sums
+(:mod:`.causal_slices`) and the tokens' masked field (:mod:`.causal_tokens`).
+
+A mask kind is one class that registers itself under its config name when it is
 defined (as the attention kinds of :mod:`meanfield.attention` do): :func:`mask_names` lists
 the registered names (the config schema's choices) and :func:`make_mask` builds the mask of a
 run from its name and its ``[positions]`` settings.  A mask owns what differs between the
@@ -38,10 +43,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from .sequence import slice_positions
+from ..sequence import slice_positions
 
 if TYPE_CHECKING:
-    from .attention import Attention
+    from ..attention import Attention
 
 #: Position slices of a causal run without ``positions.slices``.
 DEFAULT_SLICES = 32
@@ -234,7 +239,7 @@ NO_MASK = NoMask()
 class Causal(Mask):
     """The causal (decoder) mask: the token at position s attends to the positions s' <= s.
 
-    The PDE keeps M position slices at ``s_k = (k + 1/2) / M`` (:mod:`meanfield.causal`), the
+    The PDE keeps M position slices at ``s_k = (k + 1/2) / M`` (:mod:`.causal_slices`), the
     tokens sit at ``s_i = (i + 1/2) / n``; ``decay`` adds ``-decay (s - s')`` to the logits
     and ``normalise`` divides an unnormalised row by its positional mass.
     """

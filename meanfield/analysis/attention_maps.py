@@ -5,7 +5,7 @@ with the weights of its softmax: head h gives the slice j the share
 
     w_kj(x) = c_kj Z_j(x) / sum_i c_ki Z_i(x),   Z_j(x) = int exp(beta <Q_h x, K_h y>) rho_j(y) dy,
 
-with ``c_kj = 1`` for j < k, ``1/2`` for j = k (the midpoint rule of :mod:`meanfield.causal`)
+with ``c_kj = 1`` for j < k, ``1/2`` for j = k (the midpoint rule of :mod:`meanfield.masks.causal_slices`)
 and 0 for j > k.  The attention map averages these shares over slice k's tokens,
 
     a[k, j] = sum_h |w_h| / sum_h' |w_h'| * int rho_k(x) w_kj(x) dx,

@@ -40,11 +40,11 @@ from functools import partial
 
 import numpy as np
 
-from .discretisation.base import SpatialScheme
-from .model import VelocityField
-from .nonlocal_field.base import FieldValues
-from .sequence import slice_positions
-from .velocity import velocities
+from ..discretisation.base import SpatialScheme
+from ..model import VelocityField
+from ..nonlocal_field.base import FieldValues
+from ..sequence import slice_positions
+from ..velocity import velocities
 
 
 def _at_position(density: Callable[[np.ndarray, float], np.ndarray], s: float, points: np.ndarray) -> np.ndarray:
