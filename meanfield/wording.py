@@ -1,4 +1,4 @@
-"""Words in messages: counted nouns (``1 rank``, ``2 ranks``) and durations (``4m05s``)."""
+"""Words in messages: counted nouns (``1 rank``, ``2 ranks``) and durations (``4m05s``, ``3.2 ms``)."""
 
 from __future__ import annotations
 
@@ -25,3 +25,12 @@ def format_duration(seconds: float) -> str:
     seconds = int(seconds)
     return f"{seconds // 3600}h{seconds // 60 % 60:02d}m{seconds % 60:02d}s" if seconds >= 3600 else \
         f"{seconds // 60}m{seconds % 60:02d}s"
+
+
+def format_seconds(seconds: float) -> str:
+    """``12 us``, ``3.2 ms``, ``45.1 s`` (three significant digits); ``? s`` for an unknown (NaN) time."""
+    if seconds != seconds:
+        return "? s"
+    if seconds < 1e-3:
+        return f"{seconds * 1e6:.3g} us"
+    return f"{seconds * 1e3:.3g} ms" if seconds < 1 else f"{seconds:.3g} s"

@@ -19,7 +19,7 @@ from typing import Any
 
 from ..memory import format_bytes
 from ..problem import Problem
-from ..wording import counted
+from ..wording import counted, format_seconds
 from . import walltime
 from .batch_size import output_bytes
 from .launch import run_estimate
@@ -54,7 +54,7 @@ class Part:
     def line(self) -> str:
         """The part as one line of the report."""
         low, high = self.seconds
-        each = f"~{_seconds(low)}" if high <= 1.05 * low else f"~{_seconds(low)} to {_seconds(high)}"
+        each = f"~{format_seconds(low)}" if high <= 1.05 * low else f"~{format_seconds(low)} to {format_seconds(high)}"
         return (f"  {self.runs} x {self.what}: {each} each, ~{format_bytes(self.memory)} per rank, "
                 f"~{format_bytes(self.disk)} on disk")
 
@@ -88,7 +88,7 @@ class JobSize:
     def format(self) -> str:
         """The report as text for the terminal."""
         low, high = self.seconds
-        total = f"~{_seconds(low)}" if high <= 1.05 * low else f"~{_seconds(low)} to {_seconds(high)}"
+        total = f"~{format_seconds(low)}" if high <= 1.05 * low else f"~{format_seconds(low)} to {format_seconds(high)}"
         memory = max((p.memory for p in self.parts), default=0.0)
         disk = sum(p.runs * p.disk for p in self.parts)
         lines = [f"# meanfield {self.command}: the job's size (nothing was written; short runs in temporary "
@@ -101,12 +101,6 @@ class JobSize:
                  "runs:", *(p.line() for p in self.parts)]
         lines += [f"note:        {note}" for note in self.notes]
         return "\n".join(lines)
-
-
-def _seconds(s: float) -> str:
-    if s != s:  # nan
-        return "? s"
-    return f"{s * 1e3:.3g} ms" if s < 1 else f"{s:.3g} s"
 
 
 def pde_part(report: CheckReport, what: str, runs: int = 1, factor: float = 1.0) -> Part:
@@ -163,5 +157,5 @@ def particle_part(problem: Problem, what: str, ranks: int, cores: int, near: Pat
     memory = run_estimate(problem, ranks, n * p.prompts)
     assert memory is not None
     seconds = wall.total if startup else wall.total - wall.startup
-    return Part(f"{what} ({steps} steps, a step {_seconds(costs.step)} on one process)", runs,
+    return Part(f"{what} ({steps} steps, a step {format_seconds(costs.step)} on one process)", runs,
                 (seconds, seconds), memory.per_rank, outputs * output_bytes(p.prompts, n, d))

@@ -41,7 +41,7 @@ from ..problem import Problem
 from ..rundir import layout
 from ..rundir.directory import RunDirectoryError, check_target
 from ..spheres import sphere_named
-from ..wording import counted
+from ..wording import counted, format_seconds
 from . import walltime
 from .batch_size import BatchSize
 
@@ -433,7 +433,8 @@ class CheckReport:
             return None
         last = times[-1]
         return (f"warning: writing {counted(len(self.output_times), 'output')} and their checkpoints would take "
-                f"~{_seconds(last.writing)}, more than the time stepping (~{_seconds(last.stepping)} at most): "
+                f"~{format_seconds(last.writing)}, more than the time stepping "
+                f"(~{format_seconds(last.stepping)} at most): "
                 "fewer outputs (a larger time.outputs_every, or a smaller time.outputs) would shorten the run")
 
     def wall_time(self) -> str:
@@ -441,17 +442,17 @@ class CheckReport:
         modelled cost of the nonlocal field alone."""
         times = self.wall_times()
         if times:
-            total = " to ".join(f"~{_seconds(w.total)}" for w in times)
-            stepping = " to ".join(_seconds(w.stepping) for w in times)
+            total = " to ".join(f"~{format_seconds(w.total)}" for w in times)
+            stepping = " to ".join(format_seconds(w.stepping) for w in times)
             steps = " to ".join(str(n) for n in self._step_counts())
             pilot = None if self.estimate is None else self.estimate.pilot
             if pilot is not None and pilot.atom_steps:
                 steps += f" + {pilot.atom_steps} with atoms alone"
             last = times[-1]
-            periodic = f" and {_seconds(last.checkpoints)} for {counted(last.checkpoints_count, 'more checkpoint')}" \
-                if last.checkpoints_count else ""
-            return (f"{total}: start-up {_seconds(last.startup)}, time stepping {stepping} ({steps} steps), "
-                    f"{counted(len(self.output_times), 'output')} with a checkpoint each {_seconds(last.outputs)}"
+            periodic = (f" and {format_seconds(last.checkpoints)} for "
+                        f"{counted(last.checkpoints_count, 'more checkpoint')}") if last.checkpoints_count else ""
+            return (f"{total}: start-up {format_seconds(last.startup)}, time stepping {stepping} ({steps} steps), "
+                    f"{counted(len(self.output_times), 'output')} with a checkpoint each {format_seconds(last.outputs)}"
                     f"{periodic}; from the costs measured here (costs below)")
         return self._field_time()
 
@@ -461,8 +462,8 @@ class CheckReport:
         if self.ranks <= here:
             return ""
         return (f"; more than the {counted(here, 'core')} here: on this machine the ranks would take turns "
-                f"(oversubscribed), each step ~{_seconds(walltime.step_penalty(self.ranks, here))} slower as they "
-                "wait for each other")
+                f"(oversubscribed), each step ~{format_seconds(walltime.step_penalty(self.ranks, here))} slower "
+                "as they wait for each other")
 
     def _costs(self) -> str:
         if isinstance(self.costs, str):
@@ -472,8 +473,8 @@ class CheckReport:
             if hasattr(os, "getloadavg") else ""
         return (f"measured on one process here (a run of {walltime.PROBE_OUTPUTS} outputs into a temporary directory"
                 f"{load}): "
-                f"start-up {_seconds(c.startup)}, a step {_seconds(c.step)}, an output and its checkpoint "
-                f"{_seconds(c.output)}, a checkpoint {_seconds(c.checkpoint)}")
+                f"start-up {format_seconds(c.startup)}, a step {format_seconds(c.step)}, an output and its checkpoint "
+                f"{format_seconds(c.output)}, a checkpoint {format_seconds(c.checkpoint)}")
 
     def _field_time(self) -> str:
         """The modelled wall time of the run's nonlocal field on :attr:`ranks` ranks, as text."""
@@ -483,8 +484,8 @@ class CheckReport:
             return "not estimated (adaptive steps, not counted before the run); the modelled cost per step is " \
                    "under field below"
         seconds = [self._field_seconds(steps) for steps in self._step_counts()]
-        shown = " to ".join(f"~{_seconds(s / self.ranks)}" for s in seconds)
-        one_core = " to ".join(_seconds(s) for s in seconds)
+        shown = " to ".join(f"~{format_seconds(s / self.ranks)}" for s in seconds)
+        one_core = " to ".join(format_seconds(s) for s in seconds)
         basis = "" if self.estimate is None else " for the estimated steps"
         return (f"{shown} (the nonlocal field's modelled cost{basis}, {one_core} on one core, shared by "
                 f"{counted(self.ranks, 'rank')})")
@@ -516,8 +517,8 @@ class CheckReport:
             alone = "" if e.pilot.absorbed is None else \
                 (f", then ~{e.pilot.atom_steps} steps with atoms alone from t = {e.pilot.absorbed:.3g}, where the "
                  f"pilot's density had gone to the atoms (atoms.absorb_mass), at the atoms' bound whatever the mesh, "
-                 f"{_seconds(e.pilot.atom_step)} each on the pilot, and an output with its checkpoint then "
-                 f"{_seconds(e.pilot.atom_output)}")
+                 f"{format_seconds(e.pilot.atom_step)} each on the pilot, and an output with its checkpoint then "
+                 f"{format_seconds(e.pilot.atom_output)}")
             return (f"{head}: ~{e.pilot.steps} steps{alone}, counted by a pilot run {how}; from the initial step dt = "
                     f"{first}{per_layer}: ~{e.steps} steps, {e.fewest_steps} to {e.most_steps} at the extremes: the "
                     "fewer if the error stops limiting the step and the speed stays as it starts, the more at "
@@ -538,18 +539,12 @@ class CheckReport:
                  f"evaluation, {evaluations} evaluations per step; modelled on one core:"]
         for layer in self.fields:
             per_step = evaluations * layer.costs[layer.evaluator]
-            text = (f"  from t = {layer.start:g}: {layer.evaluator} ({_seconds(layer.costs['direct'])} direct, "
-                    f"{_seconds(layer.costs['fast'])} fast per evaluation; ~{_seconds(per_step)} per step")
+            text = (f"  from t = {layer.start:g}: {layer.evaluator} ({format_seconds(layer.costs['direct'])} direct, "
+                    f"{format_seconds(layer.costs['fast'])} fast per evaluation; ~{format_seconds(per_step)} per step")
             if self.steps is not None and len(self.fields) == 1 and self.estimate is None:
-                text += f", ~{_seconds(per_step * self.steps)} for the run"
+                text += f", ~{format_seconds(per_step * self.steps)} for the run"
             lines.append(text + ")")
         return "\n             ".join(lines)
-
-
-def _seconds(s: float) -> str:
-    if s < 1e-3:
-        return f"{s * 1e6:.3g} us"
-    return f"{s * 1e3:.3g} ms" if s < 1 else f"{s:.3g} s"
 
 
 def _step_sizes(dts: tuple[float, ...], limits: tuple[str, ...] | None = None) -> str:

@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
+from ..memory import available_memory, ranks_on_node
 from .base import array_key
 from .harmonics import basis_size, harmonic_basis, kernel_coefficients
 
@@ -36,28 +37,13 @@ BLOCK_BYTES = 1 << 23
 CACHE_FRACTION = 0.25
 
 
-def available_memory() -> int:
-    """Bytes of memory available to new allocations on this node (``MemAvailable``)."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-
-
 def default_cache_bytes(comm=None) -> int:
-    """:data:`CACHE_FRACTION` of the available memory, shared by the ranks on this node."""
-    ranks = 1
-    if comm is not None and comm.size > 1:
-        from mpi4py import MPI
-
-        node = comm.Split_type(MPI.COMM_TYPE_SHARED)
-        ranks = node.size
-        node.Free()
-    return int(CACHE_FRACTION * available_memory() / ranks)
+    """:data:`CACHE_FRACTION` of the memory available to the process (:func:`meanfield.memory.available_memory`:
+    the smaller of the cgroup's room and the node's ``MemAvailable``), shared by the ranks on this node
+    (collective); where neither is known, of the node's free pages."""
+    room = available_memory()
+    available = room[0] if room is not None else os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    return int(CACHE_FRACTION * available / ranks_on_node(comm))
 
 
 def block_points(rows: int) -> int:
