@@ -1,5 +1,6 @@
-"""Documented behaviour of the CLI, run as users run it: ``python -m meanfield.cli`` in a fresh
-process (serially; the same commands under mpirun are in test_mpi_jobs.py).
+"""Documented behaviour of the CLI, run as users run it: ``python -m meanfield.cli`` in a new
+process (forked by the tests' command server, tests/helpers/command_server.py; serially; the same
+commands under mpirun are in test_mpi_jobs.py).
 
 * ``meanfield resume RUN --set mesh.*`` / ``--set scheme.*`` is refused (exit 2, one line
   naming the setting, the run untouched): they would not continue the same run;
@@ -13,11 +14,11 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers.cli import cli_environment, command_server
 from mpi4py import MPI
 
 import meanfield
@@ -46,11 +47,10 @@ def _serial():
 
 
 def meanfield_cli(*args: str) -> subprocess.CompletedProcess:
-    """``meanfield args`` in a fresh process; a command still running after TIMEOUT seconds fails
+    """``meanfield args`` in a new process; a command still running after TIMEOUT seconds fails
     the test with its output."""
     try:
-        return subprocess.run([sys.executable, "-m", "meanfield.cli", *args], capture_output=True, text=True,
-                              timeout=TIMEOUT)
+        return command_server().run(list(args), Path.cwd(), cli_environment(), TIMEOUT)
     except subprocess.TimeoutExpired as exc:
         pytest.fail(f"meanfield {' '.join(args)} still running after {TIMEOUT} s\n{exc.stdout!r}\n{exc.stderr!r}",
                     pytrace=False)
@@ -60,8 +60,10 @@ def _tree(path: Path) -> dict[str, bytes]:
     return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
 
 
-@pytest.fixture
-def completed_run(tmp_path) -> Path:
+@pytest.fixture(scope="module")
+def completed_run(tmp_path_factory) -> Path:
+    """One run the module's tests read (each checks that it leaves the run as it found it, or writes elsewhere)."""
+    tmp_path = tmp_path_factory.mktemp("completed")
     (tmp_path / "case.toml").write_text(CASE)
     out = tmp_path / "run"
     proc = meanfield_cli("run", str(tmp_path / "case.toml"), "--out", str(out), "--quiet")
@@ -110,6 +112,7 @@ def _pdf_pages(path: Path) -> int:
 
 
 def test_plot_format_pdf_writes_pdf_figures(completed_run, tmp_path):
+    before = _tree(completed_run)
     proc = meanfield_cli("plot", str(completed_run), "--format", "pdf", "--no-movie", "--out", str(tmp_path / "p"))
     assert proc.returncode == 0, proc.stderr
     written = sorted(Path(line.removeprefix("wrote ")) for line in proc.stdout.splitlines() if line.startswith("wrote"))
@@ -118,3 +121,4 @@ def test_plot_format_pdf_writes_pdf_figures(completed_run, tmp_path):
     for path in written:
         assert path.read_bytes()[:5] == b"%PDF-" and _pdf_pages(path) == 1, path
     assert not list((tmp_path / "p").glob("*.png"))
+    assert _tree(completed_run) == before  # the figures went to --out
