@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import csv
 import subprocess
-import sys
 import tomllib
 from pathlib import Path
 
 import numpy as np
 import pytest
 import xarray as xr
-from helpers.mpi import TIMEOUT, meanfield_job
+from helpers.cli import cli as command, refused
+from helpers.mpi import meanfield_job
 from mpi4py import MPI
 from scipy.special import ive
 
@@ -51,11 +51,8 @@ xdmf = false
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
-    try:
-        return subprocess.run([sys.executable, "-m", "meanfield.cli", *args], capture_output=True, text=True,
-                              timeout=TIMEOUT)
-    except subprocess.TimeoutExpired as exc:
-        pytest.fail(f"meanfield {' '.join(args)} still running after {TIMEOUT} s\n{exc.stderr!r}", pytrace=False)
+    """``meanfield ARGS`` in a new process (one rank)."""
+    return command(list(args), Path.cwd())
 
 
 @pytest.fixture
@@ -137,14 +134,9 @@ def test_causal_particles_with_decay_serial_and_on_two_ranks(tmp_path, serial):
     assert np.abs(runs["dgr"].points[-1] - runs["plain"].points[-1]).max() > 1e-3
 
 
-def test_an_ordered_sampler_is_refused_in_one_line(tmp_path, serial):
-    cfg = tmp_path / "c.toml"
-    cfg.write_text(CASE.format(method="direct"))
-    out = cli("particles", str(cfg), "--n", "20", "--set", 'particles.sampler="quantile"', "--out",
-              str(tmp_path / "p"))
-    assert out.returncode == 2 and "particles.sampler" in out.stderr
-    assert len(out.stderr.strip().splitlines()) == 1
-    assert not (tmp_path / "p").exists()
+def test_an_ordered_sampler_is_refused_in_one_line(tmp_path, capsys, serial):
+    refused(tmp_path, capsys, CASE.format(method="direct"), "particles.sampler", "--n", "20", "--set",
+            'particles.sampler="quantile"', command="particles")
 
 
 @pytest.mark.slow

@@ -122,13 +122,19 @@ CASES = {
     "causal-dg1-S2-direct": Case(causal(S2, "z", "x") + dg1() + method("direct") + time_section(0.3, 2), 6),
 }
 TOKENS = 300
-#: (ranks of the interrupted run, ranks of the resume).  Every case runs one pair that changes
-#: the rank count in ``make test`` (1 -> 2 and 2 -> 1 alternately, so each is run by half of
-#: the cases); the other pairs are marked exhaustive (``make test-exhaustive``).
+#: (ranks of the interrupted run, ranks of the resume).  Every case but those of :data:`COVERED`
+#: runs one pair that changes the rank count in ``make test`` (1 -> 2 and 2 -> 1 alternately, so
+#: each is run by half of the cases); the other pairs are marked exhaustive (``make test-exhaustive``).
 PAIRS = ((1, 1), (1, 2), (2, 1))
 QUICK = {name: (1, 2) if i % 2 == 0 else (2, 1) for i, name in enumerate(CASES)}
+#: Cases whose resume path cases of ``make test`` take (the same scheme or kind of run, on the
+#: same sphere, across the same rank change), named beside them: all their pairs are exhaustive.
+COVERED = {"fv-S1-direct": "causal-fv-S1-fast (1 -> 2, and the slices)",
+           "dg1-S2-direct": "causal-dg1-S2-direct (2 -> 1, and the slices)",
+           "particles-S1-direct": "particles-S1-fast (2 -> 1) and particles-S2-fast (1 -> 2)"}
 MATRIX = [pytest.param(name, pair, id=f"{name}-{pair[0]}to{pair[1]}",
-                       marks=() if QUICK[name] == pair else (pytest.mark.slow, pytest.mark.exhaustive))
+                       marks=() if QUICK[name] == pair and name not in COVERED
+                       else (pytest.mark.slow, pytest.mark.exhaustive))
           for name in CASES for pair in PAIRS]
 
 #: Injected before the CLI starts: SIGTERM to rank 0 after the given number of controller steps.
