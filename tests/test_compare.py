@@ -10,6 +10,7 @@ from mpi4py import MPI
 
 import meanfield
 from meanfield.analysis.compare import compare, transfer
+from meanfield.cli import main
 from meanfield.studies.convergence.ladder import coarsen
 
 S1 = {"name": "c", "mesh": {"sphere": "S1", "resolution": 64}, "model": {"beta": 4.0},
@@ -73,15 +74,19 @@ def test_cli_table_and_csv(runs, tmp_path):
     (["RUN", "nothere"], "nothere"),
     (["RUN", "OTHER"], "a run on S2"),
 ])
-def test_cli_refusals(runs, tmp_path, args, field):
-    """Exit 2, one line naming the option or run, nothing written."""
+def test_cli_refusals(runs, tmp_path, capsys, monkeypatch, args, field):
+    """Exit 2, one line naming the option or run, nothing written (the CLI's ``main`` in this
+    process, in tmp_path)."""
     other = _run(tmp_path, "other", mesh={"sphere": "S2", "resolution": 0}, initial={"kind": "uniform"},
                  time={"t_final": 0.1, "outputs": 1}) if "OTHER" in args else None
     names = {"RUN": str(runs["fv64"].path), "OTHER": str(other.path) if other is not None else ""}
-    done = cli(["compare", *[names.get(a, a) for a in args]], tmp_path)
-    lines = done.stderr.strip().splitlines()
-    assert done.returncode == 2 and len(lines) == 1 and field in lines[0], done.stderr
-    assert done.stdout == "" and not (tmp_path / "cmp.txt").exists()
+    monkeypatch.chdir(tmp_path)
+    capsys.readouterr()
+    code = main(["compare", *[names.get(a, a) for a in args]])
+    out, err = capsys.readouterr()
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and field in lines[0], err
+    assert out == "" and not (tmp_path / "cmp.txt").exists()
 
 
 def test_s2_nested_levels(tmp_path):

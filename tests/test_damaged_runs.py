@@ -1,28 +1,25 @@
 """Damaged run directories: resume from the newest intact state, and say which; damaged metadata.json.
 
-Through the CLI as users meet it (``meanfield resume`` / ``meanfield info`` in a fresh
-process).  A run to t = 0.4 is resumed to t = 0.8 after its checkpoint was damaged or
-deleted, and compared with an uninterrupted run to t = 0.8 (the same outputs, the same
-densities or tokens to 1e-12: the state used is the exact state of that output; 1e-12 and not
-bit for bit because the extended output times 0.4 + 0.1 k differ from linspace(0, 0.8, 9) in
-the last bit).
+Through the CLI as users meet it (``meanfield resume`` / ``meanfield info`` in a fresh process,
+forked by the tests' command server). A run to t = 0.4 is resumed to t = 0.8 after its
+checkpoint was damaged or deleted, and compared with an uninterrupted run to t = 0.8 (the same
+outputs, the same densities or tokens to 1e-12: the state used is the exact state of that
+output; 1e-12 and not bit for bit because the extended output times 0.4 + 0.1 k differ from
+linspace(0, 0.8, 9) in the last bit).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers.cli import cli
 
 import meanfield
 
-REPO = Path(__file__).resolve().parents[1]
 BASE = ('name = "x"\n[mesh]\nsphere = "{sphere}"\nresolution = {resolution}\n[scheme]\nkind = "{scheme}"\n'
         "[time]\nt_final = 0.4\noutputs = 4\n[output]\nxdmf = false\n")
 KINDS = {
@@ -32,12 +29,6 @@ KINDS = {
     "hybrid": ("run", BASE.format(sphere="S1", resolution=64, scheme="dg1") + "[model]\nbeta = 9.0\n"
                "[atoms]\ncapture = true\n"),
 }
-
-
-def cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    return subprocess.run([sys.executable, "-m", "meanfield.cli", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=300, env=env)
 
 
 def start(folder: Path, kind: str, out: str, t_final: float = 0.4, outputs: int = 4) -> Path:

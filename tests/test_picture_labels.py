@@ -1,7 +1,8 @@
 """What the S^2 pictures say: ``meanfield plot``'s maps carry longitude/latitude labels and the
 model's parameters in their titles; ``meanfield response``'s influence functions are named as
-the docs say and drawn on a diverging colour scale centred on 0 (commands run as users run
-them, then the figures' data and labels checked)."""
+the docs say and drawn on a diverging colour scale centred on 0 (``response`` run as users run
+it; the runs that ``plot`` reads made through the Python API, since the command itself is
+tested in test_plotting.py; then the figures' data and labels checked)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from helpers.cli import cli
 from helpers.pictures import figures_of
 from matplotlib.collections import PolyCollection
 from matplotlib.figure import Figure
+from mpi4py import MPI
 
 import meanfield
 from meanfield.plotting.projections import mollweide
@@ -39,9 +41,7 @@ DEGREE = "\N{DEGREE SIGN}"
 def s2_run(tmp_path_factory):
     folder = tmp_path_factory.mktemp("s2")
     (folder / "case.toml").write_text(S2_CASE)
-    for args in (["run", "case.toml", "--out", "run", "--quiet"], ["plot", "run", "--no-movie", "--quiet"]):
-        done = cli(args, folder)
-        assert done.returncode == 0, done.stderr
+    meanfield.run(folder / "case.toml", out=folder / "run", comm=MPI.COMM_SELF, quiet=True)
     return folder
 
 
@@ -182,7 +182,7 @@ outputs = 1
 
 @pytest.mark.slow
 def test_tokens_are_coloured_by_their_density_and_observables_have_no_empty_panel(tmp_path, monkeypatch):
-    """``meanfield particles`` (3000 tokens on S^2) then ``meanfield plot``: each drawn token is
+    """A particle run (3000 tokens on S^2) and the pictures ``meanfield plot`` draws: each drawn token is
     coloured by the tokens' density around it (against a count by dot products), on a log scale
     with its colour bar; observables.png has no mass-drift panel (a particle run's mass is exact)
     and no empty panel."""
@@ -191,10 +191,7 @@ def test_tokens_are_coloured_by_their_density_and_observables_have_no_empty_pane
     from meanfield.plotting.sphere_maps import token_radius
 
     (tmp_path / "case.toml").write_text(TOKENS_CASE)
-    for args in (["particles", "case.toml", "--n", "3000", "--out", "run", "--quiet"],
-                 ["plot", "run", "--no-movie", "--quiet"]):
-        done = cli(args, tmp_path)
-        assert done.returncode == 0, done.stderr
+    meanfield.run_particles(tmp_path / "case.toml", n=3000, out=tmp_path / "run", comm=MPI.COMM_SELF, quiet=True)
     run = meanfield.load_run(tmp_path / "run")
     figures = figures_of(monkeypatch, tmp_path / "run")
     final = figures["tokens_final"]
