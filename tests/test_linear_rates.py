@@ -19,6 +19,7 @@ from mpi4py import MPI
 from scipy import linalg, special
 
 import meanfield
+from meanfield.cli import main
 from meanfield.sequence import slice_positions
 
 EPS = 1e-5
@@ -41,10 +42,10 @@ def exact_rate(sphere: str, attention: str, beta: float, k: int) -> float:
 
 
 def run(tmp_path, text: str) -> meanfield.PDERunResult:
-    """``meanfield run`` of ``text`` in a fresh process, loaded back."""
+    """``meanfield run`` of ``text`` (the CLI's ``main`` in this process: the subject is the run's
+    steps, not the process), loaded back."""
     (tmp_path / "case.toml").write_text(text)
-    done = cli(["run", "case.toml", "--out", "out", "--quiet"], tmp_path)
-    assert done.returncode == 0, done.stderr
+    assert main(["run", str(tmp_path / "case.toml"), "--out", str(tmp_path / "out"), "--quiet"]) == 0
     return meanfield.load_run(tmp_path / "out")
 
 
