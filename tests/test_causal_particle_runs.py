@@ -18,6 +18,7 @@ from mpi4py import MPI
 from scipy.special import ive
 
 import meanfield
+from meanfield.cli import main
 from meanfield.config import ConfigError, load_config
 from meanfield.drivers.particles import build_particles
 from meanfield.initial import make_initial_density
@@ -140,16 +141,15 @@ def test_an_ordered_sampler_is_refused_in_one_line(tmp_path, capsys, serial):
 
 @pytest.mark.slow
 def test_resumed_causal_particles_take_the_same_steps(tmp_path, serial):
-    """A causal particle run stopped at t = 0.25 and resumed to 0.5 ends where an uninterrupted one does."""
+    """A causal particle run stopped at t = 0.25 and resumed to 0.5 ends where an uninterrupted one
+    does (the commands through the CLI's ``main`` in this process: the subject is the state resumed)."""
     cfg = tmp_path / "c.toml"
     cfg.write_text(CASE.format(method="fast"))
-    common = ("--n", "200", "--quiet")
     meanfield.run_particles(cfg, n=200, overrides=["time.outputs=2"], out=tmp_path / "whole", comm=MPI.COMM_SELF,
                             quiet=True)  # the uninterrupted reference
-    assert cli("particles", str(cfg), *common, "--set", "time.t_final=0.25", "--out", str(tmp_path / "cut")
-               ).returncode == 0
-    resumed = cli("resume", str(tmp_path / "cut"), "--t-final", "0.5", "--quiet")
-    assert resumed.returncode == 0, resumed.stderr
+    assert main(["particles", str(cfg), "--n", "200", "--quiet", "--set", "time.t_final=0.25", "--out",
+                 str(tmp_path / "cut")]) == 0
+    assert main(["resume", str(tmp_path / "cut"), "--t-final", "0.5", "--quiet"]) == 0
     whole, cut = meanfield.load_run(tmp_path / "whole"), meanfield.load_run(tmp_path / "cut")
     assert np.allclose(cut.times, [0.0, 0.25, 0.5]) and np.array_equal(cut.positions, whole.positions)
     assert np.abs(cut.at(0.5) - whole.at(0.5)).max() < 1e-14
