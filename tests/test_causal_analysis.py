@@ -129,28 +129,28 @@ def test_a_causal_run_is_plotted_and_mapped(tmp_path, monkeypatch):
 
 
 def test_slices_of_a_causal_run_on_s2_are_mapped(tmp_path):
+    """``meanfield plot`` (its ``main`` in this process) of a causal DG1 run on S^2."""
     case = {**CASE, "mesh": {"sphere": "S2", "resolution": 1}, "scheme": {"kind": "dg1"},
             "initial": {"kind": "expression", "expression": "1 + 0.3*s*z"}, "time": {"t_final": 0.5, "outputs": 1}}
     meanfield.run(case, out=tmp_path / "run", quiet=True)
-    done = cli(["plot", "run", "--no-movie"], tmp_path)
-    assert done.returncode == 0, done.stderr
+    assert main(["plot", str(tmp_path / "run"), "--no-movie"]) == 0
     written = {p.name for p in (tmp_path / "run" / "plots").iterdir()}
     assert {"slices_initial.png", "slices_final.png", "position_clusters.png", "attention.png",
             "density_final.png"} <= written
 
 
-def test_clusters_position_by_position(tmp_path):
-    """``meanfield clusters`` of a causal run: the whole token distribution's tables and
-    positions.csv.  Under softmax attention an s-independent density stays s-independent, so
+def test_clusters_position_by_position(tmp_path, capsys):
+    """``meanfield clusters`` (its ``main`` in this process) of a causal run: the whole token
+    distribution's tables and positions.csv.  Under softmax attention an s-independent density stays s-independent, so
     every position has the whole distribution's clusters (an exact invariance)."""
     import pandas as pd
 
     case = {**CASE, "initial": {"kind": "expression", "expression": "1 + 0.4*cos(3*arctan2(y, x))"},
             "time": {"t_final": 3.0, "outputs": 3}}
     meanfield.run(case, out=tmp_path / "run", quiet=True)
-    done = cli(["clusters", "run"], tmp_path)
-    assert done.returncode == 0, done.stderr
-    assert "by position" in done.stdout
+    capsys.readouterr()
+    assert main(["clusters", str(tmp_path / "run")]) == 0
+    assert "by position" in capsys.readouterr().out
     whole = pd.read_csv(tmp_path / "run" / "clusters" / "clusters.csv")
     by_position = pd.read_csv(tmp_path / "run" / "clusters" / "positions.csv")
     assert sorted(by_position["position"].unique()) == pytest.approx((np.arange(6) + 0.5) / 6)

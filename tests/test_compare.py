@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pandas
 import pytest
-from helpers.cli import cli
 from mpi4py import MPI
 
 import meanfield
@@ -59,10 +58,12 @@ def test_nested_meshes_use_the_coarser_one_and_the_convergence_transfer(runs):
     np.testing.assert_allclose(moved.sum(axis=1), fine.densities @ fine.areas, rtol=1e-13)
 
 
-def test_cli_table_and_csv(runs, tmp_path):
-    done = cli(["compare", str(runs["fv64"].path), str(runs["dg1128"].path), "-o", "cmp.csv"], tmp_path)
-    assert done.returncode == 0, done.stderr
-    lines = done.stdout.splitlines()
+def test_cli_table_and_csv(runs, tmp_path, capsys, monkeypatch):
+    """``meanfield compare A B -o cmp.csv`` (its ``main`` in this process, in tmp_path)."""
+    monkeypatch.chdir(tmp_path)
+    capsys.readouterr()
+    assert main(["compare", str(runs["fv64"].path), str(runs["dg1128"].path), "-o", "cmp.csv"]) == 0
+    lines = capsys.readouterr().out.splitlines()
     assert "densities compared on A's mesh" in lines[0] and lines[1].split()[:3] == ["t", "L1", "W1"]
     assert len(lines) == 2 + 5 + 1 and lines[-1] == "wrote cmp.csv"
     table = pandas.read_csv(tmp_path / "cmp.csv")
