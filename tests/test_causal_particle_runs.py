@@ -4,14 +4,12 @@ with ``model.mask = "causal"``, and the mean-field limit at rate n^-1/2."""
 from __future__ import annotations
 
 import csv
-import subprocess
 import tomllib
 from pathlib import Path
 
 import numpy as np
 import pytest
 import xarray as xr
-from helpers.cli import cli as command
 from helpers.cli import refused
 from helpers.mpi import meanfield_job
 from mpi4py import MPI
@@ -50,11 +48,6 @@ dt = 0.25
 [output]
 xdmf = false
 """
-
-
-def cli(*args: str) -> subprocess.CompletedProcess:
-    """``meanfield ARGS`` in a new process (one rank)."""
-    return command(list(args), Path.cwd())
 
 
 @pytest.fixture
@@ -96,13 +89,13 @@ def test_samplers_that_cannot_draw_by_position_are_refused(sampler):
 # --- the CLI ---------------------------------------------------------------------------------
 
 @pytest.mark.slow
-def test_causal_particles_serial_and_on_two_ranks(tmp_path, serial):
-    """``meanfield particles`` and ``mpirun -n 2 meanfield particles`` on a causal config (fast
-    field): the same tokens to round-off, positions in run.nc and on the run."""
+def test_causal_particles_serial_and_on_two_ranks(tmp_path, capsys, serial):
+    """``meanfield particles`` (its ``main`` in this process) and ``mpirun -n 2 meanfield
+    particles`` on a causal config (fast field): the same tokens to round-off, positions in
+    run.nc and on the run."""
     cfg = tmp_path / "c.toml"
     cfg.write_text(CASE.format(method="fast"))
-    one = cli("particles", str(cfg), "--n", "301", "--out", str(tmp_path / "one"), "--quiet")
-    assert one.returncode == 0, one.stderr
+    assert main(["particles", str(cfg), "--n", "301", "--out", str(tmp_path / "one"), "--quiet"]) == 0
     two = meanfield_job("particles", str(cfg), "--n", "301", "--out", str(tmp_path / "two"), "--quiet")
     assert two.returncode == 0, two.stderr
     a, b = meanfield.load_run(tmp_path / "one"), meanfield.load_run(tmp_path / "two")
@@ -113,7 +106,9 @@ def test_causal_particles_serial_and_on_two_ranks(tmp_path, serial):
         assert np.array_equal(ds["position"].values, a.positions) and ds["position"].dims == ("token",)
     mean = moment_observables(None, a.points[-1], np.full(301, 1.0 / 301))  # the whole measure's columns
     assert a.observables["mean_0"][-1] == pytest.approx(mean["mean_0"], abs=1e-12)
-    assert "token i at s_i = (i + 1/2)/n attends to the tokens j <= i" in cli("info", str(tmp_path / "one")).stdout
+    capsys.readouterr()
+    assert main(["info", str(tmp_path / "one")]) == 0
+    assert "token i at s_i = (i + 1/2)/n attends to the tokens j <= i" in capsys.readouterr().out
 
 
 @pytest.mark.slow
@@ -159,8 +154,8 @@ def _validate(tmp_path: Path, n: str, seeds: str) -> Path:
     """``meanfield validate`` of the causal case (direct field) into tmp_path/v, checked to succeed."""
     cfg = tmp_path / "c.toml"
     cfg.write_text(CASE.format(method="direct"))
-    out = cli("validate", str(cfg), "--n", n, "--seeds", seeds, "--no-refine", "--out", str(tmp_path / "v"), "--quiet")
-    assert out.returncode == 0, out.stderr
+    assert main(["validate", str(cfg), "--n", n, "--seeds", seeds, "--no-refine", "--out", str(tmp_path / "v"),
+                 "--quiet"]) == 0
     return tmp_path / "v"
 
 

@@ -130,10 +130,9 @@ def test_cli_run_writes_a_density_per_position(tmp_path, capsys):
     """``meanfield run`` of a causal config: run.nc with a position dimension, load_run with
     (T, M, C) densities and the positions, each slice a probability density, the whole-measure
     observables the mean of the slices' (first moments are linear in the measure), and info
-    and check naming the mask."""
+    and check naming the mask (the commands through the CLI's ``main`` in this process)."""
     (tmp_path / "causal.toml").write_text(S1_CAUSAL)
-    done = cli(["run", "causal.toml", "--out", "run", "--quiet"], tmp_path)
-    assert done.returncode == 0, done.stderr
+    assert main(["run", str(tmp_path / "causal.toml"), "--out", str(tmp_path / "run"), "--quiet"]) == 0
     run = meanfield.load_run(tmp_path / "run")
     assert run.mask == Causal(4) and run.densities.shape == (3, 4, 64)
     assert np.allclose(run.positions, [0.125, 0.375, 0.625, 0.875])
@@ -151,7 +150,7 @@ def test_cli_run_writes_a_density_per_position(tmp_path, capsys):
     assert run.to_xarray()["mean_0_by_position"].dims == ("time", "position")
     assert len(run.position_dataframe()) == 3 * 4
     capsys.readouterr()
-    assert main(["info", str(tmp_path / "run")]) == 0  # info and check in this process: what they print
+    assert main(["info", str(tmp_path / "run")]) == 0
     info = capsys.readouterr().out
     assert "mask:       causal, M = 4 position slices" in info, info
     assert main(["check", str(tmp_path / "causal.toml")]) == 0
