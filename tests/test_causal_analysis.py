@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers.cli import cli
 from helpers.sphere import random_sphere_points
 
 import meanfield
@@ -176,8 +175,7 @@ def test_whom_a_position_attends_to_through_the_cli(tmp_path, monkeypatch):
     from meanfield.analysis.clusters import analyse_positions, analyse_run
 
     run = meanfield.run(CASE, out=tmp_path / "run", quiet=True)
-    done = cli(["plot", "run", "--no-movie", "--attending", "0.5,1", "--log"], tmp_path)
-    assert done.returncode == 0, done.stderr
+    assert main(["plot", str(tmp_path / "run"), "--no-movie", "--attending", "0.5,1", "--log"]) == 0  # in this process
     table = pd.read_csv(tmp_path / "run" / "plots" / "attending.csv")
     assert sorted(table["attending"].unique()) == pytest.approx([run.positions[2], run.positions[5]])  # nearest slices
     history = analyse_run(run, plots=False)
