@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers.cli import cli
 from helpers.sphere import random_sphere_points
 
 import meanfield
 from meanfield.analysis.attention_maps import attention_map, attention_shares
+from meanfield.cli import main
 from meanfield.model import AttentionModel
 from meanfield.plotting.position_figures import fair_shares, first_reaching
 
@@ -105,18 +105,17 @@ def test_first_reaching_interpolates_between_outputs():
 
 
 def test_a_causal_run_is_plotted_and_mapped(tmp_path, monkeypatch):
-    """As users run it: ``meanfield plot RUN`` writes the whole measure's pictures, saying they
+    """What ``meanfield plot RUN`` draws (the command itself on a causal run:
+    test_whom_a_position_attends_to_through_the_cli): the whole measure's pictures, saying they
     show the mean over the positions, and the positions' (the (theta, s) images, who clusters
     first, the attention map); the map of the run agrees with its definition on the run's own cells."""
     from helpers.pictures import figures_of
 
     run = meanfield.run(CASE, out=tmp_path / "run", quiet=True)
-    done = cli(["plot", "run", "--no-movie"], tmp_path)
-    assert done.returncode == 0, done.stderr
-    written = {p.name for p in (tmp_path / "run" / "plots").iterdir()}
+    figures = figures_of(monkeypatch, tmp_path / "run")
+    written = {p.name for p in (tmp_path / "run" / "again").iterdir()}
     assert {"positions.png", "position_clusters.png", "attention.png", "density.png", "spacetime.png",
             "observables.png"} <= written
-    figures = figures_of(monkeypatch, tmp_path / "run")
     mean = "the mean over the 6 token positions"
     assert mean in figures["density"].get_suptitle() and mean in figures["spacetime"].axes[0].get_title()
     assert mean not in figures["positions"].get_suptitle()  # each position's own density
@@ -124,33 +123,33 @@ def test_a_causal_run_is_plotted_and_mapped(tmp_path, monkeypatch):
     model = AttentionModel.build(d=2, beta=9.0)
     np.testing.assert_allclose(a, _brute_force(model, run.centroids, run.areas, run.density(2.0)), rtol=1e-9)
     with pytest.raises(ValueError, match="not a causal run"):
-        attention_map(meanfield.run({**CASE, "model": {"beta": 9.0}, "positions": {}, "initial": {}},
-                                    out=tmp_path / "plain", quiet=True), 0.0)
+        attention_map(meanfield.run({**CASE, "model": {"beta": 9.0}, "positions": {}, "initial": {},
+                                     "time": {"t_final": 0.5, "outputs": 1}}, out=tmp_path / "plain", quiet=True), 0.0)
 
 
 def test_slices_of_a_causal_run_on_s2_are_mapped(tmp_path):
+    """``meanfield plot`` (its ``main`` in this process) of a causal DG1 run on S^2."""
     case = {**CASE, "mesh": {"sphere": "S2", "resolution": 1}, "scheme": {"kind": "dg1"},
             "initial": {"kind": "expression", "expression": "1 + 0.3*s*z"}, "time": {"t_final": 0.5, "outputs": 1}}
     meanfield.run(case, out=tmp_path / "run", quiet=True)
-    done = cli(["plot", "run", "--no-movie"], tmp_path)
-    assert done.returncode == 0, done.stderr
+    assert main(["plot", str(tmp_path / "run"), "--no-movie"]) == 0
     written = {p.name for p in (tmp_path / "run" / "plots").iterdir()}
     assert {"slices_initial.png", "slices_final.png", "position_clusters.png", "attention.png",
             "density_final.png"} <= written
 
 
-def test_clusters_position_by_position(tmp_path):
-    """``meanfield clusters`` of a causal run: the whole token distribution's tables and
-    positions.csv.  Under softmax attention an s-independent density stays s-independent, so
+def test_clusters_position_by_position(tmp_path, capsys):
+    """``meanfield clusters`` (its ``main`` in this process) of a causal run: the whole token
+    distribution's tables and positions.csv.  Under softmax attention an s-independent density stays s-independent, so
     every position has the whole distribution's clusters (an exact invariance)."""
     import pandas as pd
 
     case = {**CASE, "initial": {"kind": "expression", "expression": "1 + 0.4*cos(3*arctan2(y, x))"},
             "time": {"t_final": 3.0, "outputs": 3}}
     meanfield.run(case, out=tmp_path / "run", quiet=True)
-    done = cli(["clusters", "run"], tmp_path)
-    assert done.returncode == 0, done.stderr
-    assert "by position" in done.stdout
+    capsys.readouterr()
+    assert main(["clusters", str(tmp_path / "run")]) == 0
+    assert "by position" in capsys.readouterr().out
     whole = pd.read_csv(tmp_path / "run" / "clusters" / "clusters.csv")
     by_position = pd.read_csv(tmp_path / "run" / "clusters" / "positions.csv")
     assert sorted(by_position["position"].unique()) == pytest.approx((np.arange(6) + 0.5) / 6)
@@ -176,8 +175,7 @@ def test_whom_a_position_attends_to_through_the_cli(tmp_path, monkeypatch):
     from meanfield.analysis.clusters import analyse_positions, analyse_run
 
     run = meanfield.run(CASE, out=tmp_path / "run", quiet=True)
-    done = cli(["plot", "run", "--no-movie", "--attending", "0.5,1", "--log"], tmp_path)
-    assert done.returncode == 0, done.stderr
+    assert main(["plot", str(tmp_path / "run"), "--no-movie", "--attending", "0.5,1", "--log"]) == 0  # in this process
     table = pd.read_csv(tmp_path / "run" / "plots" / "attending.csv")
     assert sorted(table["attending"].unique()) == pytest.approx([run.positions[2], run.positions[5]])  # nearest slices
     history = analyse_run(run, plots=False)
@@ -215,18 +213,25 @@ def test_whom_a_position_attends_to_through_the_cli(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("args, message", [(["--attending", "1.5"], "--attending 1.5"),
                                            (["--attending", "x"], "--attending x")])
-def test_attending_refused_through_the_cli(tmp_path, args, message):
+def test_attending_refused_through_the_cli(tmp_path, capsys, args, message):
+    """``meanfield plot`` (its ``main`` in this process): exit 2, one line naming the option, no plots."""
     meanfield.run({**CASE, "time": {"t_final": 0.5, "outputs": 1}}, out=tmp_path / "run", quiet=True)
-    done = cli(["plot", "run", "--no-movie", *args], tmp_path)
-    lines = done.stderr.strip().splitlines()
-    assert done.returncode == 2 and len(lines) == 1 and message in lines[0], done.stderr
-    assert not (tmp_path / "run" / "plots").exists()
+    _refused_plot(capsys, tmp_path / "run", [*args], message)
 
 
-def test_attending_refused_on_a_run_without_positions(tmp_path):
+def test_attending_refused_on_a_run_without_positions(tmp_path, capsys):
     meanfield.run({**CASE, "model": {"beta": 9.0}, "positions": {}, "initial": {}, "time": {"t_final": 0.5,
                                                                                               "outputs": 1}},
                   out=tmp_path / "plain", quiet=True)
-    done = cli(["plot", "plain", "--no-movie", "--attending", "1"], tmp_path)
-    lines = done.stderr.strip().splitlines()
-    assert done.returncode == 2 and len(lines) == 1 and "only a causal run" in lines[0], done.stderr
+    _refused_plot(capsys, tmp_path / "plain", ["--attending", "1"], "only a causal run")
+
+
+def _refused_plot(capsys, run, args: list[str], message: str) -> None:
+    """``meanfield plot RUN --no-movie ARGS``: exit 2, one line with ``message``, nothing on
+    stdout, no plots folder."""
+    capsys.readouterr()
+    code = main(["plot", str(run), "--no-movie", *args])
+    out, err = capsys.readouterr()
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and message in lines[0], err
+    assert out == "" and not (run / "plots").exists()

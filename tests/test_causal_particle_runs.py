@@ -4,19 +4,19 @@ with ``model.mask = "causal"``, and the mean-field limit at rate n^-1/2."""
 from __future__ import annotations
 
 import csv
-import subprocess
-import sys
 import tomllib
 from pathlib import Path
 
 import numpy as np
 import pytest
 import xarray as xr
-from helpers.mpi import TIMEOUT, meanfield_job
+from helpers.cli import refused
+from helpers.mpi import meanfield_job
 from mpi4py import MPI
 from scipy.special import ive
 
 import meanfield
+from meanfield.cli import main
 from meanfield.config import ConfigError, load_config
 from meanfield.drivers.particles import build_particles
 from meanfield.initial import make_initial_density
@@ -48,14 +48,6 @@ dt = 0.25
 [output]
 xdmf = false
 """
-
-
-def cli(*args: str) -> subprocess.CompletedProcess:
-    try:
-        return subprocess.run([sys.executable, "-m", "meanfield.cli", *args], capture_output=True, text=True,
-                              timeout=TIMEOUT)
-    except subprocess.TimeoutExpired as exc:
-        pytest.fail(f"meanfield {' '.join(args)} still running after {TIMEOUT} s\n{exc.stderr!r}", pytrace=False)
 
 
 @pytest.fixture
@@ -97,13 +89,13 @@ def test_samplers_that_cannot_draw_by_position_are_refused(sampler):
 # --- the CLI ---------------------------------------------------------------------------------
 
 @pytest.mark.slow
-def test_causal_particles_serial_and_on_two_ranks(tmp_path, serial):
-    """``meanfield particles`` and ``mpirun -n 2 meanfield particles`` on a causal config (fast
-    field): the same tokens to round-off, positions in run.nc and on the run."""
+def test_causal_particles_serial_and_on_two_ranks(tmp_path, capsys, serial):
+    """``meanfield particles`` (its ``main`` in this process) and ``mpirun -n 2 meanfield
+    particles`` on a causal config (fast field): the same tokens to round-off, positions in
+    run.nc and on the run."""
     cfg = tmp_path / "c.toml"
     cfg.write_text(CASE.format(method="fast"))
-    one = cli("particles", str(cfg), "--n", "301", "--out", str(tmp_path / "one"), "--quiet")
-    assert one.returncode == 0, one.stderr
+    assert main(["particles", str(cfg), "--n", "301", "--out", str(tmp_path / "one"), "--quiet"]) == 0
     two = meanfield_job("particles", str(cfg), "--n", "301", "--out", str(tmp_path / "two"), "--quiet")
     assert two.returncode == 0, two.stderr
     a, b = meanfield.load_run(tmp_path / "one"), meanfield.load_run(tmp_path / "two")
@@ -114,7 +106,9 @@ def test_causal_particles_serial_and_on_two_ranks(tmp_path, serial):
         assert np.array_equal(ds["position"].values, a.positions) and ds["position"].dims == ("token",)
     mean = moment_observables(None, a.points[-1], np.full(301, 1.0 / 301))  # the whole measure's columns
     assert a.observables["mean_0"][-1] == pytest.approx(mean["mean_0"], abs=1e-12)
-    assert "token i at s_i = (i + 1/2)/n attends to the tokens j <= i" in cli("info", str(tmp_path / "one")).stdout
+    capsys.readouterr()
+    assert main(["info", str(tmp_path / "one")]) == 0
+    assert "token i at s_i = (i + 1/2)/n attends to the tokens j <= i" in capsys.readouterr().out
 
 
 @pytest.mark.slow
@@ -124,12 +118,10 @@ def test_causal_particles_with_decay_serial_and_on_two_ranks(tmp_path, serial):
     round-off, and the keys move the tokens (against the run without them)."""
     text = CASE.format(method="fast").replace('[model]\n', '[model]\nattention = "unnormalized"\n')
     runs = {}
-    for name, keys in (("plain", ""), ("dgr", "decay = 2.0\nnormalise = true\n")):
+    for name, keys in (("plain", ""), ("dgr", "decay = 2.0\nnormalise = true\n")):  # one rank: through the API
         cfg = tmp_path / f"{name}.toml"
         cfg.write_text(text.replace("slices = 8\n", "slices = 8\n" + keys))
-        one = cli("particles", str(cfg), "--n", "301", "--out", str(tmp_path / f"{name}-one"), "--quiet")
-        assert one.returncode == 0, one.stderr
-        runs[name] = meanfield.load_run(tmp_path / f"{name}-one")
+        runs[name] = meanfield.run_particles(cfg, n=301, out=tmp_path / f"{name}-one", comm=MPI.COMM_SELF, quiet=True)
     two = meanfield_job("particles", str(tmp_path / "dgr.toml"), "--n", "301", "--out", str(tmp_path / "dgr-two"),
                         "--quiet")
     assert two.returncode == 0, two.stderr
@@ -137,28 +129,22 @@ def test_causal_particles_with_decay_serial_and_on_two_ranks(tmp_path, serial):
     assert np.abs(runs["dgr"].points[-1] - runs["plain"].points[-1]).max() > 1e-3
 
 
-def test_an_ordered_sampler_is_refused_in_one_line(tmp_path, serial):
-    cfg = tmp_path / "c.toml"
-    cfg.write_text(CASE.format(method="direct"))
-    out = cli("particles", str(cfg), "--n", "20", "--set", 'particles.sampler="quantile"', "--out",
-              str(tmp_path / "p"))
-    assert out.returncode == 2 and "particles.sampler" in out.stderr
-    assert len(out.stderr.strip().splitlines()) == 1
-    assert not (tmp_path / "p").exists()
+def test_an_ordered_sampler_is_refused_in_one_line(tmp_path, capsys, serial):
+    refused(tmp_path, capsys, CASE.format(method="direct"), "particles.sampler", "--n", "20", "--set",
+            'particles.sampler="quantile"', command="particles")
 
 
 @pytest.mark.slow
 def test_resumed_causal_particles_take_the_same_steps(tmp_path, serial):
-    """A causal particle run stopped at t = 0.25 and resumed to 0.5 ends where an uninterrupted one does."""
+    """A causal particle run stopped at t = 0.25 and resumed to 0.5 ends where an uninterrupted one
+    does (the commands through the CLI's ``main`` in this process: the subject is the state resumed)."""
     cfg = tmp_path / "c.toml"
     cfg.write_text(CASE.format(method="fast"))
-    common = ("--n", "200", "--quiet")
-    assert cli("particles", str(cfg), *common, "--set", "time.outputs=2", "--out", str(tmp_path / "whole")
-               ).returncode == 0
-    assert cli("particles", str(cfg), *common, "--set", "time.t_final=0.25", "--out", str(tmp_path / "cut")
-               ).returncode == 0
-    resumed = cli("resume", str(tmp_path / "cut"), "--t-final", "0.5", "--quiet")
-    assert resumed.returncode == 0, resumed.stderr
+    meanfield.run_particles(cfg, n=200, overrides=["time.outputs=2"], out=tmp_path / "whole", comm=MPI.COMM_SELF,
+                            quiet=True)  # the uninterrupted reference
+    assert main(["particles", str(cfg), "--n", "200", "--quiet", "--set", "time.t_final=0.25", "--out",
+                 str(tmp_path / "cut")]) == 0
+    assert main(["resume", str(tmp_path / "cut"), "--t-final", "0.5", "--quiet"]) == 0
     whole, cut = meanfield.load_run(tmp_path / "whole"), meanfield.load_run(tmp_path / "cut")
     assert np.allclose(cut.times, [0.0, 0.25, 0.5]) and np.array_equal(cut.positions, whole.positions)
     assert np.abs(cut.at(0.5) - whole.at(0.5)).max() < 1e-14
@@ -168,27 +154,23 @@ def _validate(tmp_path: Path, n: str, seeds: str) -> Path:
     """``meanfield validate`` of the causal case (direct field) into tmp_path/v, checked to succeed."""
     cfg = tmp_path / "c.toml"
     cfg.write_text(CASE.format(method="direct"))
-    out = cli("validate", str(cfg), "--n", n, "--seeds", seeds, "--no-refine", "--out", str(tmp_path / "v"), "--quiet")
-    assert out.returncode == 0, out.stderr
+    assert main(["validate", str(cfg), "--n", n, "--seeds", seeds, "--no-refine", "--out", str(tmp_path / "v"),
+                 "--quiet"]) == 0
     return tmp_path / "v"
 
 
+@pytest.mark.slow
 def test_validate_a_causal_config(tmp_path, serial):
-    """``meanfield validate``: causal particles against the causal PDE, a first-moment metric of
-    the whole measure and one position by position in validation.csv."""
-    _validate(tmp_path, "50,100", "1")
+    """``meanfield validate --n 50,200,800 --seeds 6``: causal particles against the causal PDE, a
+    first-moment metric of the whole measure and one position by position in validation.csv, and
+    summary.csv's slopes of both first-moment errors about -1/2."""
+    _validate(tmp_path, "50,200,800", "6")
     with open(tmp_path / "v" / "validation.csv") as fh:
         rows = list(csv.DictReader(fh))
     names = {r["metric"] for r in rows}
     assert {"mean_error", "mean_error_by_position", "mmd", "w1", "cluster_count_error"} <= names
     assert meanfield.load_run(tmp_path / "v" / "pde").densities.shape == (2, 8, 64)
-
-
-@pytest.mark.slow
-def test_validate_a_causal_config_observes_the_rate(tmp_path, serial):
-    """``meanfield validate --n 50,200,800 --seeds 6``: summary.csv's slopes of the first-moment
-    errors (whole measure, and position by position) are about -1/2."""
-    with open(_validate(tmp_path, "50,200,800", "6") / "summary.csv") as fh:
+    with open(tmp_path / "v" / "summary.csv") as fh:
         slopes = {row["metric"]: float(row["slope_rms"]) for row in csv.DictReader(fh)}
     for metric in ("mean_error", "mean_error_by_position"):
         assert -0.75 <= slopes[metric] <= -0.25, slopes

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pandas
 import pytest
-from helpers.cli import cli
 from mpi4py import MPI
 
 import meanfield
 from meanfield.analysis.compare import compare, transfer
+from meanfield.cli import main
 from meanfield.studies.convergence.ladder import coarsen
 
 S1 = {"name": "c", "mesh": {"sphere": "S1", "resolution": 64}, "model": {"beta": 4.0},
@@ -58,10 +58,12 @@ def test_nested_meshes_use_the_coarser_one_and_the_convergence_transfer(runs):
     np.testing.assert_allclose(moved.sum(axis=1), fine.densities @ fine.areas, rtol=1e-13)
 
 
-def test_cli_table_and_csv(runs, tmp_path):
-    done = cli(["compare", str(runs["fv64"].path), str(runs["dg1128"].path), "-o", "cmp.csv"], tmp_path)
-    assert done.returncode == 0, done.stderr
-    lines = done.stdout.splitlines()
+def test_cli_table_and_csv(runs, tmp_path, capsys, monkeypatch):
+    """``meanfield compare A B -o cmp.csv`` (its ``main`` in this process, in tmp_path)."""
+    monkeypatch.chdir(tmp_path)
+    capsys.readouterr()
+    assert main(["compare", str(runs["fv64"].path), str(runs["dg1128"].path), "-o", "cmp.csv"]) == 0
+    lines = capsys.readouterr().out.splitlines()
     assert "densities compared on A's mesh" in lines[0] and lines[1].split()[:3] == ["t", "L1", "W1"]
     assert len(lines) == 2 + 5 + 1 and lines[-1] == "wrote cmp.csv"
     table = pandas.read_csv(tmp_path / "cmp.csv")
@@ -73,15 +75,19 @@ def test_cli_table_and_csv(runs, tmp_path):
     (["RUN", "nothere"], "nothere"),
     (["RUN", "OTHER"], "a run on S2"),
 ])
-def test_cli_refusals(runs, tmp_path, args, field):
-    """Exit 2, one line naming the option or run, nothing written."""
+def test_cli_refusals(runs, tmp_path, capsys, monkeypatch, args, field):
+    """Exit 2, one line naming the option or run, nothing written (the CLI's ``main`` in this
+    process, in tmp_path)."""
     other = _run(tmp_path, "other", mesh={"sphere": "S2", "resolution": 0}, initial={"kind": "uniform"},
                  time={"t_final": 0.1, "outputs": 1}) if "OTHER" in args else None
     names = {"RUN": str(runs["fv64"].path), "OTHER": str(other.path) if other is not None else ""}
-    done = cli(["compare", *[names.get(a, a) for a in args]], tmp_path)
-    lines = done.stderr.strip().splitlines()
-    assert done.returncode == 2 and len(lines) == 1 and field in lines[0], done.stderr
-    assert done.stdout == "" and not (tmp_path / "cmp.txt").exists()
+    monkeypatch.chdir(tmp_path)
+    capsys.readouterr()
+    code = main(["compare", *[names.get(a, a) for a in args]])
+    out, err = capsys.readouterr()
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and field in lines[0], err
+    assert out == "" and not (tmp_path / "cmp.txt").exists()
 
 
 def test_s2_nested_levels(tmp_path):

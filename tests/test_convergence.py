@@ -149,7 +149,7 @@ def test_plot_title_names_case_scheme_and_reference(tmp_path) -> None:
     assert [ax.get_xlabel() for ax in fig.axes] == ["h", "h"]
 
 
-CAUSAL_CASE = ('name = "causal"\n[mesh]\nsphere = "S1"\nresolution = 64\n[model]\nbeta = 4.0\nmask = "causal"\n'
+CAUSAL_CASE = ('name = "causal"\n[mesh]\nsphere = "S1"\nresolution = 32\n[model]\nbeta = 4.0\nmask = "causal"\n'
                '[initial]\nkind = "expression"\nexpression = "1 + 0.5*s*cos(arctan2(y, x)) + 0.3*(1 - s)*y"\n'
                '[time]\nt_final = 1.0\noutputs = 2\n')
 
@@ -157,14 +157,14 @@ CAUSAL_CASE = ('name = "causal"\n[mesh]\nsphere = "S1"\nresolution = 64\n[model]
 def test_slices_ladder_through_the_cli(tmp_path) -> None:
     """``meanfield convergence --slices``: the whole token distribution's moments converge in
     1/M at second order up to a logarithm (MODEL.md, causal attention), Richardson orders from
-    the finest M."""
-    from helpers.cli import cli
-
+    the finest M (measured 1.66, 1.71 on 32 cells, and the same to three digits on 64: the error
+    in 1/M is not the mesh's)."""
+    from meanfield.cli import main
     from meanfield.studies.convergence import read_csv
 
     (tmp_path / "case.toml").write_text(CAUSAL_CASE)
-    done = cli(["convergence", "case.toml", "--slices", "4,8,16,32", "--out", "study", "--quiet"], tmp_path)
-    assert done.returncode == 0, done.stderr
+    assert main(["convergence", str(tmp_path / "case.toml"), "--slices", "4,8,16,32", "--out", str(tmp_path / "study"),
+                 "--quiet"]) == 0  # the CLI's main in this process: the subject is the study it writes
     assert sorted(p.name for p in (tmp_path / "study").iterdir() if p.is_dir()) == \
         ["slices16", "slices32", "slices4", "slices8"]
     rows = [r for r in read_csv(tmp_path / "study" / "convergence.csv") if r.time == 1.0]

@@ -1,28 +1,26 @@
 """Damaged run directories: resume from the newest intact state, and say which; damaged metadata.json.
 
-Through the CLI as users meet it (``meanfield resume`` / ``meanfield info`` in a fresh
-process).  A run to t = 0.4 is resumed to t = 0.8 after its checkpoint was damaged or
-deleted, and compared with an uninterrupted run to t = 0.8 (the same outputs, the same
-densities or tokens to 1e-12: the state used is the exact state of that output; 1e-12 and not
-bit for bit because the extended output times 0.4 + 0.1 k differ from linspace(0, 0.8, 9) in
-the last bit).
+Through the CLI as users meet it (``meanfield resume`` / ``meanfield info``: the CLI's ``main``
+in this process, since the subject is what they print and the files, not the process). A run to
+t = 0.4 is resumed to t = 0.8 after its checkpoint was damaged or deleted, and compared with an
+uninterrupted run to t = 0.8 (the same outputs, the same densities or tokens to 1e-12: the
+state used is the exact state of that output; 1e-12 and not bit for bit because the extended
+output times 0.4 + 0.1 k differ from linspace(0, 0.8, 9) in the last bit).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import meanfield
+from meanfield.cli import main
 
-REPO = Path(__file__).resolve().parents[1]
 BASE = ('name = "x"\n[mesh]\nsphere = "{sphere}"\nresolution = {resolution}\n[scheme]\nkind = "{scheme}"\n'
         "[time]\nt_final = 0.4\noutputs = 4\n[output]\nxdmf = false\n")
 KINDS = {
@@ -34,10 +32,19 @@ KINDS = {
 }
 
 
-def cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    return subprocess.run([sys.executable, "-m", "meanfield.cli", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=300, env=env)
+@pytest.fixture
+def cli(capsys, monkeypatch):
+    """``meanfield ARGS`` in ``cwd`` (the CLI's ``main`` in this process): exit code and streams."""
+
+    def command(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+        capsys.readouterr()
+        with monkeypatch.context() as here:
+            here.chdir(cwd)
+            code = main(args)
+        out, err = capsys.readouterr()
+        return subprocess.CompletedProcess(["meanfield", *args], code, out, err)
+
+    return command
 
 
 def start(folder: Path, kind: str, out: str, t_final: float = 0.4, outputs: int = 4) -> Path:
@@ -71,7 +78,7 @@ def same_run(path: Path, reference: Path, atol: float = 1e-12) -> None:
 
 
 @pytest.mark.parametrize("damage", ["garbage", "deleted"])
-def test_damaged_checkpoint_resumes_from_the_previous_one(tmp_path, runs, damage):
+def test_damaged_checkpoint_resumes_from_the_previous_one(cli, tmp_path, runs, damage):
     short, long = runs["fv"]
     run = Path(shutil.copytree(short, tmp_path / "run"))
     if damage == "garbage":
@@ -91,7 +98,7 @@ def test_damaged_checkpoint_resumes_from_the_previous_one(tmp_path, runs, damage
 
 
 @pytest.mark.parametrize("kind", ["fv", "dg1", "particles"])
-def test_no_checkpoint_resumes_from_the_newest_full_snapshot(tmp_path, runs, kind):
+def test_no_checkpoint_resumes_from_the_newest_full_snapshot(cli, tmp_path, runs, kind):
     short, long = runs[kind]
     run = Path(shutil.copytree(short, tmp_path / "run"))
     (run / "checkpoint.npz").unlink()
@@ -108,7 +115,7 @@ def test_no_checkpoint_resumes_from_the_newest_full_snapshot(tmp_path, runs, kin
 
 
 @pytest.mark.parametrize("kind", ["fv", "dg1"])
-def test_a_snapshot_without_the_step_controller_resumes_within_the_step_error(tmp_path, runs, kind):
+def test_a_snapshot_without_the_step_controller_resumes_within_the_step_error(cli, tmp_path, runs, kind):
     """A run directory written before snapshots held the controller's state still resumes: its
     error controller starts afresh there, so the run continues to within the steps' error
     (time.tol = 1e-3 relative to a step's change), not to round-off."""
@@ -128,7 +135,7 @@ def test_a_snapshot_without_the_step_controller_resumes_within_the_step_error(tm
     assert 0 < gap < 1e-5, gap
 
 
-def test_a_damaged_newest_snapshot_is_passed_over(tmp_path, runs):
+def test_a_damaged_newest_snapshot_is_passed_over(cli, tmp_path, runs):
     short, long = runs["fv"]
     run = Path(shutil.copytree(short, tmp_path / "run"))
     for name in ("checkpoint.npz", "checkpoint.previous.npz"):
@@ -140,7 +147,7 @@ def test_a_damaged_newest_snapshot_is_passed_over(tmp_path, runs):
     same_run(run, long)
 
 
-def test_no_intact_state_is_refused_naming_the_outputs_on_disk(tmp_path):
+def test_no_intact_state_is_refused_naming_the_outputs_on_disk(cli, tmp_path):
     """A hybrid run's snapshots are not a full state (the atoms' id counter is only in the
     checkpoint): refused, outputs left as they are, and not "stopped before its first output"."""
     run = start(tmp_path, "hybrid", "run")
@@ -155,7 +162,7 @@ def test_no_intact_state_is_refused_naming_the_outputs_on_disk(tmp_path):
     assert sorted(p.name for p in (run / "snapshots").iterdir()) == before
 
 
-def test_no_output_at_all_says_so(tmp_path, runs):
+def test_no_output_at_all_says_so(cli, tmp_path, runs):
     short, _ = runs["fv"]
     run = Path(shutil.copytree(short, tmp_path / "run"))
     for name in ("checkpoint.npz", "checkpoint.previous.npz"):
@@ -165,7 +172,7 @@ def test_no_output_at_all_says_so(tmp_path, runs):
     assert done.returncode == 2 and "the run stopped before its first output" in done.stderr, done.stderr
 
 
-def test_garbage_metadata_is_named_with_the_way_back(tmp_path, runs):
+def test_garbage_metadata_is_named_with_the_way_back(cli, tmp_path, runs):
     short, long = runs["fv"]
     run = Path(shutil.copytree(short, tmp_path / "run"))
     (run / "metadata.json").write_text("\x00\x01 not json")

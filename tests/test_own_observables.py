@@ -5,10 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import xarray
-from helpers.cli import cli
+from helpers.cli import refused
 from mpi4py import MPI
 
 import meanfield
+from meanfield.cli import main
 from meanfield.config import ConfigError, load_config
 from meanfield.expression import ExpressionError
 from meanfield.own_observables import OwnObservables
@@ -68,15 +69,11 @@ def test_duplicate_name_and_table_check():
         Problem(load_config({**CASE, "output": {"observables": ["max(rho)"]}}))
 
 
-def test_cli_refuses_a_bad_expression(tmp_path):
-    """As users run it: exit 2, one line naming the field, no run directory."""
-    (tmp_path / "case.toml").write_text(
-        'name = "x"\n[mesh]\nsphere = "S1"\nresolution = 32\n[time]\nt_final = 0.2\noutputs = 2\n'
-        '[[output.observables]]\nname = "zbar"\nexpression = "integral(rho * q)"\n')
-    done = cli(["run", "case.toml", "--out", "out", "--quiet"], tmp_path)
-    lines = done.stderr.strip().splitlines()
-    assert done.returncode == 2 and len(lines) == 1 and "output.observables[0].expression" in lines[0], done.stderr
-    assert done.stdout == "" and not (tmp_path / "out").exists()
+def test_cli_refuses_a_bad_expression(tmp_path, capsys):
+    """``meanfield run``: exit 2, one line naming the field, no run directory."""
+    refused(tmp_path, capsys, 'name = "x"\n[mesh]\nsphere = "S1"\nresolution = 32\n[time]\nt_final = 0.2\noutputs = 2\n'
+            '[[output.observables]]\nname = "zbar"\nexpression = "integral(rho * q)"\n',
+            "output.observables[0].expression")
 
 
 def test_run_writes_own_observables_to_csv_and_run_nc(tmp_path):
@@ -125,16 +122,12 @@ def test_particle_runs_evaluate_own_observables_on_their_tokens(tmp_path):
 
 
 @pytest.mark.parametrize("expression", ["max(rho)", "integral(rho**2)", "integral(rho * z + 1)"])
-def test_particle_runs_refuse_own_observables_that_need_a_density(tmp_path, expression):
-    """As users run it: exit 2, one line naming the field and what tokens take, nothing written."""
-    (tmp_path / "case.toml").write_text(
-        'name = "x"\n[mesh]\nsphere = "S2"\nresolution = 1\n[time]\nt_final = 0.2\noutputs = 2\n'
-        f'[[output.observables]]\nname = "q"\nexpression = "{expression}"\n')
-    done = cli(["particles", "case.toml", "--n", "50", "--out", "out", "--quiet"], tmp_path)
-    lines = done.stderr.strip().splitlines()
-    assert done.returncode == 2 and len(lines) == 1, done.stderr
-    assert "output.observables[0].expression" in lines[0] and "no value on tokens" in lines[0]
-    assert not (tmp_path / "out").exists()
+def test_particle_runs_refuse_own_observables_that_need_a_density(tmp_path, capsys, expression):
+    """``meanfield particles``: exit 2, one line naming the field and what tokens take, nothing written."""
+    refused(tmp_path, capsys, 'name = "x"\n[mesh]\nsphere = "S2"\nresolution = 1\n[time]\nt_final = 0.2\noutputs = 2\n'
+            f'[[output.observables]]\nname = "q"\nexpression = "{expression}"\n',
+            f"output.observables[0].expression: '{expression}' has no value on tokens", "--n", "50",
+            command="particles")
 
 
 @pytest.mark.mpi
@@ -153,9 +146,10 @@ OWN = [{"name": "op", "expression": ORDER}, {"name": "lean", "expression": "arct
 
 
 def test_functions_of_integrals_through_the_cli(tmp_path):
-    """As users run it: an order parameter written as a function of integrals equals the built-in
-    ``order`` column (FV: the integrals are the mean vector's components, mass 1); run.nc names
-    its expression (CF attributes), and observables.png draws it (its panel's data and labels)."""
+    """The run's config as users write it, its pictures by ``meanfield plot``: an order parameter
+    written as a function of integrals equals the built-in ``order`` column (FV: the integrals
+    are the mean vector's components, mass 1); run.nc names its expression (CF attributes), and
+    observables.png draws it (its panel's data and labels)."""
     from meanfield.plotting.data import run_data
     from meanfield.plotting.series import time_series
 
@@ -164,9 +158,7 @@ def test_functions_of_integrals_through_the_cli(tmp_path):
         '[initial]\nkind = "expression"\nexpression = "1 + 0.5*z + 0.3*x"\n'
         + "".join(f'[[output.observables]]\nname = "{e["name"]}"\nexpression = "{e["expression"]}"\n'
                   + (f'every = {e["every"]}\n' if "every" in e else "") for e in OWN))
-    done = cli(["run", "case.toml", "--out", "run", "--quiet"], tmp_path)
-    assert done.returncode == 0, done.stderr
-    run = meanfield.load_run(tmp_path / "run")
+    run = meanfield.run(tmp_path / "case.toml", out=tmp_path / "run", comm=MPI.COMM_SELF, quiet=True)  # plot reads it
     np.testing.assert_allclose(run.observables["op"], run.observables["order"], rtol=1e-12)
     assert run.observables["order"][0] > 0.1  # not a uniform density: the order parameter is not 0
     due = np.isfinite(run.observables["lean"])
@@ -174,8 +166,8 @@ def test_functions_of_integrals_through_the_cli(tmp_path):
     with xarray.open_dataset(tmp_path / "run" / "run.nc") as ds:
         assert ds["op"].attrs["expression"] == ORDER and ORDER in ds["op"].attrs["long_name"]
         assert "every 0.5" in ds["lean"].attrs["comment"] and ds["order"].attrs["long_name"].startswith("order")
-    done = cli(["plot", "run", "--no-movie", "--quiet"], tmp_path)
-    assert done.returncode == 0 and (tmp_path / "run" / "plots" / "observables.png").is_file(), done.stderr
+    assert main(["plot", str(tmp_path / "run"), "--no-movie", "--quiet"]) == 0  # in this process
+    assert (tmp_path / "run" / "plots" / "observables.png").is_file()
     figure = time_series(run_data(run).observables, own_observables=run_data(run).own_observables)
     panels = {ax.get_title(): ax for ax in figure.axes if ax.get_visible()}
     assert {"op", "lean", "order parameter |mean|"} <= set(panels)
@@ -199,12 +191,8 @@ def test_particle_runs_take_functions_of_token_sums(tmp_path):
     ("foo(integral(rho))", "unknown function 'foo'"),
     ("sqrt(rho)", "'rho' outside"),
 ])
-def test_functions_of_integrals_refused(tmp_path, expression, message):
-    """What cannot be evaluated is refused through the CLI: exit 2, one line naming the field."""
-    (tmp_path / "case.toml").write_text(
-        'name = "x"\n[mesh]\nsphere = "S1"\nresolution = 32\n[time]\nt_final = 0.2\noutputs = 2\n'
-        f'[[output.observables]]\nname = "q"\nexpression = "{expression}"\n')
-    done = cli(["run", "case.toml", "--out", "out", "--quiet"], tmp_path)
-    lines = done.stderr.strip().splitlines()
-    assert done.returncode == 2 and len(lines) == 1 and "output.observables[0].expression" in lines[0], done.stderr
-    assert message in lines[0] and not (tmp_path / "out").exists()
+def test_functions_of_integrals_refused(tmp_path, capsys, expression, message):
+    """What cannot be evaluated is refused by ``meanfield run``: exit 2, one line naming the field."""
+    refused(tmp_path, capsys, 'name = "x"\n[mesh]\nsphere = "S1"\nresolution = 32\n[time]\nt_final = 0.2\noutputs = 2\n'
+            f'[[output.observables]]\nname = "q"\nexpression = "{expression}"\n',
+            f"output.observables[0].expression: {message}")

@@ -1,19 +1,21 @@
 """What the S^2 pictures say: ``meanfield plot``'s maps carry longitude/latitude labels and the
 model's parameters in their titles; ``meanfield response``'s influence functions are named as
-the docs say and drawn on a diverging colour scale centred on 0 (commands run as users run
-them, then the figures' data and labels checked)."""
+the docs say and drawn on a diverging colour scale centred on 0 (``response`` through the CLI's
+``main`` in this process, the runs that ``plot`` reads through the Python API: the subject is
+what they write and draw, not the process; then the figures' data and labels checked)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import xarray as xr
-from helpers.cli import cli
 from helpers.pictures import figures_of
 from matplotlib.collections import PolyCollection
 from matplotlib.figure import Figure
+from mpi4py import MPI
 
 import meanfield
+from meanfield.cli import main
 from meanfield.plotting.projections import mollweide
 
 S2_CASE = """name = "s2"
@@ -39,9 +41,7 @@ DEGREE = "\N{DEGREE SIGN}"
 def s2_run(tmp_path_factory):
     folder = tmp_path_factory.mktemp("s2")
     (folder / "case.toml").write_text(S2_CASE)
-    for args in (["run", "case.toml", "--out", "run", "--quiet"], ["plot", "run", "--no-movie", "--quiet"]):
-        done = cli(args, folder)
-        assert done.returncode == 0, done.stderr
+    meanfield.run(folder / "case.toml", out=folder / "run", comm=MPI.COMM_SELF, quiet=True)
     return folder
 
 
@@ -65,8 +65,8 @@ def test_influence_functions_are_named_and_centred_on_zero(tmp_path, monkeypatch
     (tmp_path / "case.toml").write_text(S2_CASE)
     observables = ["z", "q=x**2 - y**2", "x*y"]
     args = [a for o in observables for a in ("--observable", o)]
-    done = cli(["response", "case.toml", *args, "--at", "0.2", "--out", "resp", "--quiet"], tmp_path)
-    assert done.returncode == 0, done.stderr
+    assert main(["response", str(tmp_path / "case.toml"), *args, "--at", "0.2", "--out", str(tmp_path / "resp"),
+                 "--quiet"]) == 0
     names = {p.name for p in (tmp_path / "resp").glob("influence-*.png")}
     assert names == {"influence-z-t0.2.png", "influence-q-t0.2.png", "influence-2-t0.2.png"}  # x*y: its number
     drawn: dict[str, Figure] = {}
@@ -118,7 +118,7 @@ def test_ensemble_band_on_a_log_axis_stays_whole(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
-def test_retrieval_profiles_are_named_covariances_beside_the_closed_form(tmp_path, monkeypatch):
+def test_retrieval_profiles_are_named_covariances_beside_the_closed_form(tmp_path, monkeypatch, capsys):
     """``meanfield response --retrieval`` in DGR's setting (32 cells, 8 slices): the terminal and
     retrieval.csv name the score "score (8 codewords)" (never "mode 0"), the y axis says R is a
     covariance, the closed form is dashed beside each profile, the minimum is written in the
@@ -132,13 +132,14 @@ def test_retrieval_profiles_are_named_covariances_beside_the_closed_form(tmp_pat
     from meanfield.studies.retrieval import SCORE_WEIGHT_CUTOFF, dgr_setting, retrieval
 
     (tmp_path / "dgr.toml").write_text(DGR.format(sphere="S1", resolution=32, slices=8))
-    done = cli(["response", "dgr.toml", "--retrieval", "--at", "1", "--modes", "1", "--codewords", "8",
-                "--out", "out"], tmp_path)
-    assert done.returncode == 0, done.stderr
-    table = done.stdout.splitlines()
+    capsys.readouterr()
+    assert main(["response", str(tmp_path / "dgr.toml"), "--retrieval", "--at", "1", "--modes", "1", "--codewords",
+                 "8", "--out", str(tmp_path / "out")]) == 0
+    stdout = capsys.readouterr().out
+    table = stdout.splitlines()
     assert table[0].split()[:2] == ["t", "profile"]
     assert table[1].split()[1:3] == ["mode", "1"] and table[2].split()[1:4] == ["score", "(8", "codewords)"]
-    assert "mode 0" not in done.stdout
+    assert "mode 0" not in stdout
     assert {(r["mode"], r["profile"]) for r in rows_of(tmp_path / "out")} == {(1.0, "mode 1"),
                                                                              (0.0, "score (8 codewords)")}
     drawn: dict[str, Figure] = {}
@@ -182,7 +183,7 @@ outputs = 1
 
 @pytest.mark.slow
 def test_tokens_are_coloured_by_their_density_and_observables_have_no_empty_panel(tmp_path, monkeypatch):
-    """``meanfield particles`` (3000 tokens on S^2) then ``meanfield plot``: each drawn token is
+    """A particle run (3000 tokens on S^2) and the pictures ``meanfield plot`` draws: each drawn token is
     coloured by the tokens' density around it (against a count by dot products), on a log scale
     with its colour bar; observables.png has no mass-drift panel (a particle run's mass is exact)
     and no empty panel."""
@@ -191,10 +192,7 @@ def test_tokens_are_coloured_by_their_density_and_observables_have_no_empty_pane
     from meanfield.plotting.sphere_maps import token_radius
 
     (tmp_path / "case.toml").write_text(TOKENS_CASE)
-    for args in (["particles", "case.toml", "--n", "3000", "--out", "run", "--quiet"],
-                 ["plot", "run", "--no-movie", "--quiet"]):
-        done = cli(args, tmp_path)
-        assert done.returncode == 0, done.stderr
+    meanfield.run_particles(tmp_path / "case.toml", n=3000, out=tmp_path / "run", comm=MPI.COMM_SELF, quiet=True)
     run = meanfield.load_run(tmp_path / "run")
     figures = figures_of(monkeypatch, tmp_path / "run")
     final = figures["tokens_final"]

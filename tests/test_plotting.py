@@ -494,19 +494,22 @@ def test_plot_controls_on_s1_lines(tmp_path):
     (["--centre", "10"], "--centre 10: expected LON,LAT"),
     (["--fps", "0"], "--fps 0: must be > 0"),
 ])
-def test_plot_controls_refused(tmp_path, args, message):
-    """As users run it: exit 2, one line naming the option, no plots folder."""
-    from helpers.cli import cli
+def test_plot_controls_refused(tmp_path, capsys, args, message):
+    """``meanfield plot`` (its ``main`` in this process): exit 2, one line naming the option, no
+    plots folder."""
     from mpi4py import MPI
 
     import meanfield
+    from meanfield.cli import main
 
     meanfield.run({"name": "p", "mesh": {"sphere": "S1", "resolution": 16}, "time": {"t_final": 0.2, "outputs": 2},
                    "output": {"xdmf": False}}, out=tmp_path / "run", comm=MPI.COMM_SELF, quiet=True)
-    done = cli(["plot", "run", *args], tmp_path)
-    lines = done.stderr.strip().splitlines()
-    assert done.returncode == 2 and len(lines) == 1 and message in lines[0], done.stderr
-    assert done.stdout == "" and not (tmp_path / "run" / "plots").exists()
+    capsys.readouterr()
+    code = main(["plot", str(tmp_path / "run"), *args])
+    out, err = capsys.readouterr()
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and message in lines[0], err
+    assert out == "" and not (tmp_path / "run" / "plots").exists()
 
 
 def test_mass_drift_panel_and_layer_ends():

@@ -1,14 +1,14 @@
 """A refused command leaves nothing behind, in every subcommand.
 
-Each case runs the CLI as users do (``python -m meanfield.cli`` in a fresh process, with a
-timeout) and asserts exit code 2, one line on stderr naming the field or option, nothing on
-stdout, and that the folder or file the command would write does not exist afterwards (or,
-for a run directory or a file that already existed, is unchanged: same names, sizes and
-modification times).  Sizes far beyond the machine (an S^2 mesh of 335 million cells, a
-level-99 icosphere, 10^10 tokens) are refused at once by the memory estimate, so these cases
-also show that nothing was allocated first: the timeout is far below the minutes those jobs
-would take.  A selection (MPI_CASES) runs again under ``mpirun -n 2``: the same exit code,
-one line from rank 0, nothing written.
+Each case runs the CLI's ``main`` in this process (a refusal's subject is its exit code, its
+streams and the files, not the process) and asserts exit code 2, one line on stderr naming the
+field or option, nothing on stdout, and that the folder or file the command would write does
+not exist afterwards (or, for a run directory or a file that already existed, is unchanged:
+same names, sizes and modification times). Sizes far beyond the machine (an S^2 mesh of 335
+million cells, a level-99 icosphere, 10^10 tokens) are refused at once by the memory estimate,
+so these cases also show that nothing was allocated first: the error line is the estimate's,
+given before the minutes those jobs would take. A selection (MPI_CASES) runs again under ``mpirun -n 2`` in fresh
+processes, as users start them: the same exit code, one line from rank 0, nothing written.
 """
 
 from __future__ import annotations
@@ -18,6 +18,10 @@ from pathlib import Path
 
 import pytest
 from helpers.cli import cli
+from mpi4py import MPI
+
+import meanfield
+from meanfield.cli import main
 
 S1 = 'name = "x"\n[mesh]\nsphere = "S1"\nresolution = 32\n[time]\nt_final = 0.2\noutputs = 2\n[output]\nxdmf = false\n'
 S2 = S1.replace('sphere = "S1"\nresolution = 32', 'sphere = "S2"\nresolution = 1')
@@ -34,9 +38,28 @@ def finished_run(tmp_path_factory) -> Path:
     """An S1 PDE run to t = 0.2 that the cases refer to (and must leave as it is)."""
     folder = tmp_path_factory.mktemp("refusals-run")
     (folder / "s1.toml").write_text(S1)
-    done = cli(["run", "s1.toml", "--out", "run", "--quiet"], folder)
-    assert done.returncode == 0, done.stderr
+    meanfield.run(folder / "s1.toml", out=folder / "run", comm=MPI.COMM_SELF, quiet=True)
     return folder / "run"
+
+
+@pytest.fixture
+def meanfield_in(capsys, monkeypatch):
+    """``meanfield ARGS`` in ``cwd``: ``main`` in this process (the memory check on) on one rank,
+    ``mpirun -n ranks`` otherwise; (exit code, stdout, stderr)."""
+    monkeypatch.delenv("MEANFIELD_MEMORY_CHECK", raising=False)
+
+    def command(args: list[str], cwd: Path, ranks: int = 1) -> tuple[int, str, str]:
+        if ranks > 1:
+            done = cli(args, cwd, ranks)
+            return done.returncode, done.stdout, done.stderr
+        capsys.readouterr()
+        with monkeypatch.context() as here:
+            here.chdir(cwd)
+            code = main(args)
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return command
 
 
 def listing(path: Path) -> dict[str, tuple[int, int]] | None:
@@ -108,39 +131,40 @@ PARAMS = [pytest.param(*case[1:], 1, id=case[0]) for case in CASES] + \
 
 
 @pytest.mark.parametrize("args, field, target, ranks", PARAMS)
-def test_refusal_leaves_nothing(tmp_path, finished_run, args, field, target, ranks):
+def test_refusal_leaves_nothing(tmp_path, finished_run, meanfield_in, args, field, target, ranks):
     for name, text in CONFIGS.items():
         (tmp_path / name).write_text(text)
     shutil.copytree(finished_run, tmp_path / "RUN")
     watched = tmp_path / target
     before = listing(watched)
-    done = cli(args, tmp_path, ranks)
-    lines = done.stderr.strip().splitlines()
-    assert done.returncode == 2, done.stderr
-    assert len(lines) == 1 and lines[0].startswith("error: ") and field in lines[0], done.stderr
-    assert done.stdout == ""
+    code, out, err = meanfield_in(args, tmp_path, ranks)
+    lines = err.strip().splitlines()
+    assert code == 2, err
+    assert len(lines) == 1 and lines[0].startswith("error: ") and field in lines[0], err
+    assert out == ""
     assert listing(watched) == before, f"{target} changed: {before} -> {listing(watched)}"
 
 
-def test_existing_files_are_not_replaced_without_overwrite(tmp_path, finished_run):
+def test_existing_files_are_not_replaced_without_overwrite(tmp_path, finished_run, meanfield_in):
     """``mesh -o`` and ``collect -o`` onto a file the user wrote: refused, the file untouched."""
     mine = tmp_path / "mine.msh"
     mine.write_text("the user's own file\n")
     for args in (["mesh", "S1", "--cells", "8", "-o", "mine.msh"], ["collect", str(finished_run), "-o", "mine.csv"]):
         target = tmp_path / args[-1]
         target.write_text("the user's own file\n")
-        done = cli(args, tmp_path)
-        assert done.returncode == 2 and "exists; pass --overwrite" in done.stderr, done.stderr
+        code, _, err = meanfield_in(args, tmp_path)
+        assert code == 2 and "exists; pass --overwrite" in err, err
         assert target.read_text() == "the user's own file\n"
 
 
-def test_refused_corrected_command_then_runs(tmp_path):
+def test_refused_corrected_command_then_runs(tmp_path, meanfield_in):
     """The convergence case of the report: refused without time.dt, then the corrected command runs
     in the same folder (no study.json was left to refuse it)."""
     (tmp_path / "s1.toml").write_text(S1)
-    assert cli(["convergence", "s1.toml", "--levels", "3:4", "--dt-ladder", "--out", "study", "--quiet"],
-               tmp_path).returncode == 2
-    done = cli(["convergence", "s1.toml", "--levels", "3:4", "--dt-ladder", "--out", "study", "--quiet",
-                "--set", "time.dt=0.01"], tmp_path)
-    assert done.returncode == 0, done.stderr
+    code, _, err = meanfield_in(["convergence", "s1.toml", "--levels", "3:4", "--dt-ladder", "--out", "study",
+                                 "--quiet"], tmp_path)
+    assert code == 2 and "--dt-ladder: set time.dt" in err, err
+    code, _, err = meanfield_in(["convergence", "s1.toml", "--levels", "3:4", "--dt-ladder", "--out", "study",
+                                 "--quiet", "--set", "time.dt=0.01"], tmp_path)
+    assert code == 0, err
     assert (tmp_path / "study" / "convergence.csv").is_file()

@@ -241,7 +241,7 @@ def _read_summary(path):
 
 
 @pytest.mark.slow
-def test_validate_verdict_table_and_picture_through_the_cli(tmp_path):
+def test_validate_verdict_table_and_picture_through_the_cli(tmp_path, capsys, monkeypatch):
     """``meanfield validate`` as users run it, against the config's own PDE and against a PDE of
     another initial density (a bias that cannot shrink).  The terminal: the PDE's progress in its
     run.log, not on the terminal; one narrow table of the errors per metric and integer n, the verdict
@@ -249,9 +249,13 @@ def test_validate_verdict_table_and_picture_through_the_cli(tmp_path):
     ratio_n<N>, the verdict, no hist_l1_noise.  errors.png (drawn again from the CSV files with the
     function that drew it): every n a labelled tick, the n^-1/2 guide through the RMS errors'
     geometric mean, the band around the predicted line, hist_l1's noise level on its panel.
-    ``meanfield info`` of the study: its runs by status and the verdicts."""
-    from helpers.cli import cli
+    ``meanfield info`` of the study: its runs by status and the verdicts.  (The commands through
+    the CLI's ``main`` in this process, in tmp_path: the subject is what they print and write.)"""
+    from mpi4py import MPI
 
+    import meanfield
+    from meanfield.cli import main
+    from meanfield.config import load_config
     from meanfield.studies.validation.plots import plot_errors
     from meanfield.studies.validation.prediction import BIAS, CONSISTENT, NO_PREDICTION
 
@@ -259,11 +263,13 @@ def test_validate_verdict_table_and_picture_through_the_cli(tmp_path):
         'name = "v"\n[mesh]\nsphere = "S1"\nresolution = 64\n[model]\nbeta = 1.0\n'
         '[initial]\nkind = "vmf"\ncenters = [[1.0, 0.0]]\nkappas = [2.0]\n[time]\nt_final = 0.25\noutputs = 1\n'
         '[particles]\ndt = 0.25\n[output]\nxdmf = false\n')
-    for out, extra in (("pde", []), ("other", ["--set", "initial.kappas=[4.0]"])):
-        assert cli(["run", "case.toml", "--out", out, "--quiet", *extra], tmp_path).returncode == 0
-    done = cli(["validate", "case.toml", "--n", "50,200,800", "--seeds", "2", "--no-refine", "--out", "v"], tmp_path)
-    assert done.returncode == 0 and (tmp_path / "v" / "errors.png").is_file(), done.stderr
-    out = done.stdout
+    other = load_config(tmp_path / "case.toml", ["initial.kappas=[4.0]"])  # the biased PDE (--pde other below)
+    meanfield.run(other, out=tmp_path / "other", comm=MPI.COMM_SELF, quiet=True)
+    monkeypatch.chdir(tmp_path)
+    capsys.readouterr()
+    assert main(["validate", "case.toml", "--n", "50,200,800", "--seeds", "2", "--no-refine", "--out", "v"]) == 0
+    assert (tmp_path / "v" / "errors.png").is_file()
+    out = capsys.readouterr().out
     assert "step 1 " not in out and "PDE run v/pde: progress in v/pde/run.log" in out
     table = out[out.index("metric "):].split("\n\n")[0].splitlines()
     assert table[0].split() == ["metric", "n", "RMS", "predicted", "ratio", "scatter", "verdict"]
@@ -309,32 +315,37 @@ def test_validate_verdict_table_and_picture_through_the_cli(tmp_path):
     np.testing.assert_allclose(noise.get_ydata(), [next(r["value"] for r in found if r["metric"] == "hist_l1_noise"
                                                         and r["n"] == n and r["time"] == t) for n in ns])
 
-    done = cli(["info", "v"], tmp_path)  # the study's summary: its runs and its verdicts
+    capsys.readouterr()
+    assert main(["info", "v"]) == 0  # the study's summary: its runs and its verdicts
     # the PDE, the 2 seeds of n = 50 and of n = 200 as one batch each, n = 800 seed by seed (its (n, n)
     # matrices outgrow the batched engine's chunk: studies.validation.study.batch_covers)
-    assert done.returncode == 0 and "runs:       5: 5 completed" in done.stdout, done.stderr
-    assert f"  mean_error: {summary['mean_error']['verdict']}\n" in done.stdout
+    info = capsys.readouterr().out
+    assert "runs:       5: 5 completed" in info, info
+    assert f"  mean_error: {summary['mean_error']['verdict']}\n" in info
 
-    done = cli(["validate", "case.toml", "--n", "50,200,800", "--seeds", "2", "--pde", "other", "--force",
-                "--no-refine", "--out", "biased", "--quiet"], tmp_path)
-    assert done.returncode == 0, done.stderr
+    assert main(["validate", "case.toml", "--n", "50,200,800", "--seeds", "2", "--pde", "other", "--force",
+                 "--no-refine", "--out", "biased", "--quiet"]) == 0
     biased = _read_summary(tmp_path / "biased" / "summary.csv")["mean_error"]
     assert biased["verdict"].startswith(BIAS), biased  # measured ratios 2.3, 3.3, 5.3
     assert biased["ratio_n800"] > biased["ratio_high_n800"]
 
 
 @pytest.mark.slow
-def test_cluster_agreement_converges_on_s1_validation(tmp_path):
+def test_cluster_agreement_converges_on_s1_validation(tmp_path, capsys):
     """``meanfield validate`` on the s1-validation example: a second bump whose dip n tokens
     cannot resolve is compared at their resolution (no count error), and the masses and
     centres of the PDE's two clusters converge as n grows (they were 1 and 0.37 at every n
-    when the tokens' clusters were counted against the PDE's at the mesh scale)."""
-    from helpers.cli import REPO, cli
+    when the tokens' clusters were counted against the PDE's at the mesh scale).  (The CLI's
+    ``main`` in this process.)"""
+    from helpers.cli import REPO
 
-    done = cli(["validate", str(REPO / "runs" / "examples" / "s1-validation.toml"), "--n", "500,2000,8000",
-                "--seeds", "2", "--out", "v"], tmp_path)
-    assert done.returncode == 0, done.stderr
-    assert "cluster agreement at t = 2" in done.stdout and "pde_clusters_resolved" in done.stdout
+    from meanfield.cli import main
+
+    capsys.readouterr()
+    assert main(["validate", str(REPO / "runs" / "examples" / "s1-validation.toml"), "--n", "500,2000,8000",
+                 "--seeds", "2", "--out", str(tmp_path / "v")]) == 0
+    out = capsys.readouterr().out
+    assert "cluster agreement at t = 2" in out and "pde_clusters_resolved" in out
     with open(tmp_path / "v" / "clusters.csv") as fh:
         table = {(r["metric"], int(r["n"])): float(r["mean"]) for r in csv.DictReader(fh)}
     ns = (500, 2000, 8000)
