@@ -44,3 +44,26 @@ def tmp_path(request, tmp_path_factory):
     comm = MPI.COMM_WORLD
     path = str(tmp_path_factory.mktemp(request.node.name[:40], numbered=True)) if comm.rank == 0 else None
     return Path(comm.bcast(path, root=0))
+
+
+@pytest.fixture
+def cli_in_process(capsys, monkeypatch):
+    """``meanfield ARGS`` in the folder ``cwd``: the CLI's ``main`` in this process, the memory
+    check on, for a test whose subject is what a command prints, writes or refuses rather than
+    its process (``tests/helpers/cli.py: cli`` starts one); a :class:`subprocess.CompletedProcess`
+    with the exit code and both streams."""
+    import subprocess
+
+    from meanfield.cli import main
+
+    monkeypatch.delenv("MEANFIELD_MEMORY_CHECK", raising=False)
+
+    def command(args: list[str], cwd) -> subprocess.CompletedProcess:
+        capsys.readouterr()
+        with monkeypatch.context() as here:
+            here.chdir(cwd)
+            code = main(args)
+        out, err = capsys.readouterr()
+        return subprocess.CompletedProcess(["meanfield", *args], code, out, err)
+
+    return command

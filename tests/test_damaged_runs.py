@@ -12,14 +12,12 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import meanfield
-from meanfield.cli import main
 
 BASE = ('name = "x"\n[mesh]\nsphere = "{sphere}"\nresolution = {resolution}\n[scheme]\nkind = "{scheme}"\n'
         "[time]\nt_final = 0.4\noutputs = 4\n[output]\nxdmf = false\n")
@@ -30,21 +28,6 @@ KINDS = {
     "hybrid": ("run", BASE.format(sphere="S1", resolution=64, scheme="dg1") + "[model]\nbeta = 9.0\n"
                "[atoms]\ncapture = true\n"),
 }
-
-
-@pytest.fixture
-def cli(capsys, monkeypatch):
-    """``meanfield ARGS`` in ``cwd`` (the CLI's ``main`` in this process): exit code and streams."""
-
-    def command(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
-        capsys.readouterr()
-        with monkeypatch.context() as here:
-            here.chdir(cwd)
-            code = main(args)
-        out, err = capsys.readouterr()
-        return subprocess.CompletedProcess(["meanfield", *args], code, out, err)
-
-    return command
 
 
 def start(folder: Path, kind: str, out: str, t_final: float = 0.4, outputs: int = 4) -> Path:
@@ -78,14 +61,14 @@ def same_run(path: Path, reference: Path, atol: float = 1e-12) -> None:
 
 
 @pytest.mark.parametrize("damage", ["garbage", "deleted"])
-def test_damaged_checkpoint_resumes_from_the_previous_one(cli, tmp_path, runs, damage):
+def test_damaged_checkpoint_resumes_from_the_previous_one(cli_in_process, tmp_path, runs, damage):
     short, long = runs["fv"]
     run = Path(shutil.copytree(short, tmp_path / "run"))
     if damage == "garbage":
         (run / "checkpoint.npz").write_bytes(b"not a checkpoint")
     else:
         (run / "checkpoint.npz").unlink()
-    done = cli(["resume", "run", "--t-final", "0.8", "--quiet"], tmp_path)
+    done = cli_in_process(["resume", "run", "--t-final", "0.8", "--quiet"], tmp_path)
     assert done.returncode == 0, done.stderr
     problem = "damaged" if damage == "garbage" else "missing"
     assert f"checkpoint.npz: {problem}" in done.stdout and "resuming from checkpoint.previous.npz at t = 0.3" \
@@ -98,12 +81,12 @@ def test_damaged_checkpoint_resumes_from_the_previous_one(cli, tmp_path, runs, d
 
 
 @pytest.mark.parametrize("kind", ["fv", "dg1", "particles"])
-def test_no_checkpoint_resumes_from_the_newest_full_snapshot(cli, tmp_path, runs, kind):
+def test_no_checkpoint_resumes_from_the_newest_full_snapshot(cli_in_process, tmp_path, runs, kind):
     short, long = runs[kind]
     run = Path(shutil.copytree(short, tmp_path / "run"))
     (run / "checkpoint.npz").unlink()
     (run / "checkpoint.previous.npz").write_bytes(b"garbage")
-    done = cli(["resume", "run", "--t-final", "0.8", "--quiet"], tmp_path)
+    done = cli_in_process(["resume", "run", "--t-final", "0.8", "--quiet"], tmp_path)
     assert done.returncode == 0, done.stderr
     assert "checkpoint.npz: missing; resuming from snapshots/0004.npz at t = 0.4" in done.stdout, done.stdout
     assert "the run stopped before its first output" not in done.stdout + done.stderr
@@ -115,7 +98,7 @@ def test_no_checkpoint_resumes_from_the_newest_full_snapshot(cli, tmp_path, runs
 
 
 @pytest.mark.parametrize("kind", ["fv", "dg1"])
-def test_a_snapshot_without_the_step_controller_resumes_within_the_step_error(cli, tmp_path, runs, kind):
+def test_a_snapshot_without_the_step_controller_resumes_within_the_step_error(cli_in_process, tmp_path, runs, kind):
     """A run directory written before snapshots held the controller's state still resumes: its
     error controller starts afresh there, so the run continues to within the steps' error
     (time.tol = 1e-3 relative to a step's change), not to round-off."""
@@ -128,33 +111,33 @@ def test_a_snapshot_without_the_step_controller_resumes_within_the_step_error(cl
         arrays = {k: data[k] for k in data.files if k != "stepper"}
     assert len(arrays) < len(np.load(snapshot).files)  # the entry was there
     np.savez(snapshot, **arrays)
-    done = cli(["resume", "run", "--t-final", "0.8", "--quiet"], tmp_path)
+    done = cli_in_process(["resume", "run", "--t-final", "0.8", "--quiet"], tmp_path)
     assert done.returncode == 0, done.stderr
     assert "resuming from snapshots/0004.npz at t = 0.4" in done.stdout, done.stdout
     gap = np.abs(meanfield.load_run(run).densities - meanfield.load_run(long).densities).max()
     assert 0 < gap < 1e-5, gap
 
 
-def test_a_damaged_newest_snapshot_is_passed_over(cli, tmp_path, runs):
+def test_a_damaged_newest_snapshot_is_passed_over(cli_in_process, tmp_path, runs):
     short, long = runs["fv"]
     run = Path(shutil.copytree(short, tmp_path / "run"))
     for name in ("checkpoint.npz", "checkpoint.previous.npz"):
         (run / name).unlink()
     (run / "snapshots" / "0004.npz").write_bytes(b"cut short")
-    done = cli(["resume", "run", "--t-final", "0.8", "--quiet"], tmp_path)
+    done = cli_in_process(["resume", "run", "--t-final", "0.8", "--quiet"], tmp_path)
     assert done.returncode == 0, done.stderr
     assert "resuming from snapshots/0003.npz at t = 0.3" in done.stdout, done.stdout
     same_run(run, long)
 
 
-def test_no_intact_state_is_refused_naming_the_outputs_on_disk(cli, tmp_path):
+def test_no_intact_state_is_refused_naming_the_outputs_on_disk(cli_in_process, tmp_path):
     """A hybrid run's snapshots are not a full state (the atoms' id counter is only in the
     checkpoint): refused, outputs left as they are, and not "stopped before its first output"."""
     run = start(tmp_path, "hybrid", "run")
     for name in ("checkpoint.npz", "checkpoint.previous.npz"):
         (run / name).unlink()
     before = sorted(p.name for p in (run / "snapshots").iterdir())
-    done = cli(["resume", "run", "--t-final", "0.8"], tmp_path)
+    done = cli_in_process(["resume", "run", "--t-final", "0.8"], tmp_path)
     assert done.returncode == 2
     line = done.stderr.strip()
     assert len(line.splitlines()) == 1 and "checkpoint.npz: missing" in line and "5 output(s) on disk" in line, line
@@ -162,31 +145,31 @@ def test_no_intact_state_is_refused_naming_the_outputs_on_disk(cli, tmp_path):
     assert sorted(p.name for p in (run / "snapshots").iterdir()) == before
 
 
-def test_no_output_at_all_says_so(cli, tmp_path, runs):
+def test_no_output_at_all_says_so(cli_in_process, tmp_path, runs):
     short, _ = runs["fv"]
     run = Path(shutil.copytree(short, tmp_path / "run"))
     for name in ("checkpoint.npz", "checkpoint.previous.npz"):
         (run / name).unlink()
     shutil.rmtree(run / "snapshots")
-    done = cli(["resume", "run"], tmp_path)
+    done = cli_in_process(["resume", "run"], tmp_path)
     assert done.returncode == 2 and "the run stopped before its first output" in done.stderr, done.stderr
 
 
-def test_garbage_metadata_is_named_with_the_way_back(cli, tmp_path, runs):
+def test_garbage_metadata_is_named_with_the_way_back(cli_in_process, tmp_path, runs):
     short, long = runs["fv"]
     run = Path(shutil.copytree(short, tmp_path / "run"))
     (run / "metadata.json").write_text("\x00\x01 not json")
     for command in (["info", "run"], ["resume", "run", "--t-final", "0.8"]):
-        done = cli(command, tmp_path)
+        done = cli_in_process(command, tmp_path)
         line = done.stderr.strip()
         assert done.returncode == 2 and len(line.splitlines()) == 1, done.stderr
         assert "run/metadata.json: damaged" in line and "not a meanfield run" not in line, line
         assert "move it aside" in line and "meanfield resume run" in line, line
     assert (run / "metadata.json").read_text() == "\x00\x01 not json"  # never replaced by the program
     (run / "metadata.json").rename(run / "metadata.json.damaged")  # what the message says to do
-    done = cli(["resume", "run", "--t-final", "0.8", "--quiet"], tmp_path)
+    done = cli_in_process(["resume", "run", "--t-final", "0.8", "--quiet"], tmp_path)
     assert done.returncode == 0, done.stderr
     meta = json.loads((run / "metadata.json").read_text())
     assert meta["status"] == "completed" and meta["kind"] == "pde" and "metadata_rebuilt" in meta
-    assert json.loads(cli(["info", "run", "--json"], tmp_path).stdout)["t_reached"] == pytest.approx(0.8)
+    assert json.loads(cli_in_process(["info", "run", "--json"], tmp_path).stdout)["t_reached"] == pytest.approx(0.8)
     same_run(run, long)

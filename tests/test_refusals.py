@@ -21,7 +21,6 @@ from helpers.cli import cli
 from mpi4py import MPI
 
 import meanfield
-from meanfield.cli import main
 
 S1 = 'name = "x"\n[mesh]\nsphere = "S1"\nresolution = 32\n[time]\nt_final = 0.2\noutputs = 2\n[output]\nxdmf = false\n'
 S2 = S1.replace('sphere = "S1"\nresolution = 32', 'sphere = "S2"\nresolution = 1')
@@ -43,21 +42,13 @@ def finished_run(tmp_path_factory) -> Path:
 
 
 @pytest.fixture
-def meanfield_in(capsys, monkeypatch):
-    """``meanfield ARGS`` in ``cwd``: ``main`` in this process (the memory check on) on one rank,
-    ``mpirun -n ranks`` otherwise; (exit code, stdout, stderr)."""
-    monkeypatch.delenv("MEANFIELD_MEMORY_CHECK", raising=False)
+def meanfield_in(cli_in_process):
+    """``meanfield ARGS`` in ``cwd``: ``main`` in this process on one rank (conftest's
+    ``cli_in_process``), ``mpirun -n ranks`` otherwise; (exit code, stdout, stderr)."""
 
     def command(args: list[str], cwd: Path, ranks: int = 1) -> tuple[int, str, str]:
-        if ranks > 1:
-            done = cli(args, cwd, ranks)
-            return done.returncode, done.stdout, done.stderr
-        capsys.readouterr()
-        with monkeypatch.context() as here:
-            here.chdir(cwd)
-            code = main(args)
-        out, err = capsys.readouterr()
-        return code, out, err
+        done = cli(args, cwd, ranks) if ranks > 1 else cli_in_process(args, cwd)
+        return done.returncode, done.stdout, done.stderr
 
     return command
 
