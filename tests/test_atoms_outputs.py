@@ -347,15 +347,16 @@ def test_hybrid_run_through_load_run_clusters_and_plots(tmp_path):
 
 @pytest.mark.slow
 def test_hybrid_run_under_mpirun(tmp_path):
+    """A hybrid run on 2 ranks, then the commands that read it (as fresh processes on one rank:
+    under mpirun they do all their work on rank 0, as test_mpi_jobs.py runs them)."""
+    from helpers.cli import cli
     from helpers.mpi import meanfield_job
 
     (tmp_path / "case.toml").write_text(HYBRID_CASE)
-    jobs = [("run", str(tmp_path / "case.toml"), "--out", str(tmp_path / "run"), "--quiet"),
-            ("clusters", str(tmp_path / "run"), "--out", str(tmp_path / "c")),
-            ("plot", str(tmp_path / "run"), "--out", str(tmp_path / "p")),
-            ("info", str(tmp_path / "run"), "--json")]
-    for args in jobs:
-        proc = meanfield_job(*args, timeout=300)
+    proc = meanfield_job("run", str(tmp_path / "case.toml"), "--out", str(tmp_path / "run"), "--quiet", timeout=300)
+    assert proc.returncode == 0, (proc.stdout, proc.stderr)
+    for args in (["clusters", "run", "--out", "c"], ["plot", "run", "--out", "p"], ["info", "run", "--json"]):
+        proc = cli(args, tmp_path)
         assert proc.returncode == 0, (args, proc.stdout, proc.stderr)
     assert load_run(tmp_path / "run").metadata["ranks"] == 2
     assert '"atoms"' in proc.stdout and (tmp_path / "c" / "clusters.csv").is_file()

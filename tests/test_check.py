@@ -16,6 +16,16 @@ from meanfield.drivers.planning import check_config
 from meanfield.rundir import layout
 
 
+@pytest.fixture(autouse=True)
+def short_probes(monkeypatch):
+    """Short probes in this process: the wall time a check measures is asserted here only of
+    commands run as fresh processes (under mpirun); in this process the rest of the report is."""
+    from meanfield.drivers import walltime
+
+    monkeypatch.setattr(walltime, "PROBE_STEPPING", 0.05)
+    monkeypatch.setattr(walltime, "PROBE_OUTPUTS", 3)
+
+
 def _config(sphere: str, kind: str) -> dict:
     return {"name": "chk", "mesh": {"sphere": sphere, "resolution": 2 if sphere == "S2" else 48},
             "scheme": {"kind": kind}, "time": {"t_final": 0.1, "outputs": 2}}
@@ -237,9 +247,6 @@ def test_cli_check_sizes_a_particle_run(tmp_path, capsys, monkeypatch):
     """``meanfield check particles CONFIG ...`` reads the command's own arguments (its refusals
     name it) and sizes its run: the run's steps; nothing is written."""
     from meanfield.cli import main
-    from meanfield.drivers import walltime
-
-    monkeypatch.setattr(walltime, "PROBE_STEPPING", 0.05)  # a short probe: the steps counted are tested here
     monkeypatch.chdir(tmp_path)
     (tmp_path / "c.toml").write_text(SMALL)
     assert main(["check", "particles", "c.toml", "--n", "20", "--no-diagnostics"]) == 0
@@ -263,10 +270,6 @@ def test_cli_check_sizes_the_studies(tmp_path, capsys, monkeypatch):
     its points; a response its forward and adjoint; a phase study a batch per beta; a fit its
     iterations; nothing is written."""
     from meanfield.cli import main
-    from meanfield.drivers import walltime
-
-    monkeypatch.setattr(walltime, "PROBE_STEPPING", 0.05)  # short probes: the runs listed are what is tested here
-    monkeypatch.setattr(walltime, "PROBE_OUTPUTS", 3)
     monkeypatch.chdir(tmp_path)
     (tmp_path / "c.toml").write_text(SMALL)
     assert main(["check", "validate", "c.toml", "--n", "20,40", "--seeds", "2", "--no-refine"]) == 0

@@ -177,14 +177,14 @@ def test_clusters_of_a_beta_sweep_through_the_cli(tmp_path):
 
     (tmp_path / "case.toml").write_text('name = "ph"\n[mesh]\nsphere = "S1"\nresolution = 64\n'
                                          '[time]\nt_final = 8.0\noutputs = 16\n[output]\nxdmf = false\n')
-    done = cli(["sweep", "case.toml", "--grid", "model.beta=1,4,9,16", "--quiet"], tmp_path)
+    done = cli(["sweep", "case.toml", "--grid", "model.beta=1,16", "--quiet"], tmp_path)
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "runs" / "ph-sweep" / "sweep.csv").is_file()  # docs/getting-started.rst
     done = cli(["collect", "runs/ph-sweep", "-o", "table.nc", "--clusters"], tmp_path)
     assert done.returncode == 0, done.stderr
     assert "table-clusters.png: clusters against model.beta" in done.stdout
     with xr.open_dataset(tmp_path / "table.nc") as ds:
-        assert ds["model.beta"].dtype == np.float64 and ds["model.beta"].values.tolist() == [1.0, 4.0, 9.0, 16.0]
+        assert ds["model.beta"].dtype == np.float64 and ds["model.beta"].values.tolist() == [1.0, 16.0]
         assert ds["formation_time"].dims == ("run",) and ds["clusters"].dims == ("run", "time")
         assert "10 x uniform" in ds["formation_time"].attrs["long_name"]
         for k, run in enumerate(ds["run"].values):
@@ -192,11 +192,11 @@ def test_clusters_of_a_beta_sweep_through_the_cli(tmp_path):
             assert ds["clusters"].isel(run=k).values.tolist() == history.counts.tolist()
             assert ds["formation_time"].values[k] == pytest.approx(history.crossing(10.0), nan_ok=True)
         counts = ds["clusters"].isel(time=-1).values
-    assert counts[0] < counts[-1]  # more clusters at larger beta (measured 2, 3, 3, 3: the three initial bumps)
+    assert counts[0] < counts[-1]  # more clusters at larger beta (measured 2, 3: the three initial bumps at beta 16)
     figure = clusters_figure(collect([tmp_path / "runs" / "ph-sweep"], clusters=True), ["model.beta"])
     count, formation = figure.axes
     (line,) = count.get_lines()
-    assert line.get_xdata().tolist() == [1.0, 4.0, 9.0, 16.0] and line.get_ydata().tolist() == counts.tolist()
+    assert line.get_xdata().tolist() == [1.0, 16.0] and line.get_ydata().tolist() == counts.tolist()
     assert count.get_xlabel() == "model.beta" and count.get_ylabel() == "clusters at the last output"
     assert formation.get_ylabel() == "t" and "10 x uniform" in formation.get_title()
     assert imread(tmp_path / "table-clusters.png").shape[:2] == (400, 1000)

@@ -81,10 +81,18 @@ def test_longtime_has_a_default_folder_and_refuses_to_overwrite(tmp_path):
     assert cli([*args, "--overwrite"], tmp_path).returncode == 0
 
 
+@pytest.fixture(scope="module")
+def a_run(tmp_path_factory) -> Path:
+    """A run that the tests of this module read (each writes its own folder elsewhere)."""
+    folder = tmp_path_factory.mktemp("conventions")
+    done = cli(["run", _case(folder, "case"), "--quiet"], folder)
+    assert done.returncode == 0, done.stderr
+    return folder / "runs" / "case"
+
+
 @pytest.mark.parametrize("command", [["plot", "--no-movie"], ["clusters", "--no-plots"]])
-def test_plots_and_clusters_are_replaced_only_with_overwrite(tmp_path, command):
-    assert cli(["run", _case(tmp_path, "case"), "--quiet"], tmp_path).returncode == 0
-    args = [command[0], "runs/case", *command[1:], "--out", "derived", "--quiet"]
+def test_plots_and_clusters_are_replaced_only_with_overwrite(tmp_path, a_run, command):
+    args = [command[0], str(a_run), *command[1:], "--out", "derived", "--quiet"]
     assert cli(args, tmp_path).returncode == 0
     before = _files(tmp_path / "derived")
     again = cli(args, tmp_path)

@@ -70,7 +70,7 @@ def test_recovery_fitted_toml_and_particles(tmp_path):
     loss is reported beside the density's."""
     target = target_run(tmp_path)
     done = cli(["fit", "case.toml", "--param", PARAM, "--target", str(target), "--max-iter", "40",
-                "--check-particles", "4000", "--quiet"], tmp_path)
+                "--check-particles", "2000", "--quiet"], tmp_path)
     assert done.returncode == 0, done.stderr
     out = tmp_path / "runs" / "x-fit"
     history = rows(out / "fit.csv")
@@ -88,8 +88,9 @@ def test_recovery_fitted_toml_and_particles(tmp_path):
     assert rerun.returncode == 0, rerun.stderr
     assert final_loss(tmp_path / "rerun", target) == pytest.approx(min(losses), rel=1e-6, abs=1e-17)
     particles = rows(out / "particles.csv")[0]
-    # 4000 tokens: the MMD of an empirical measure is of order e^kappa / n
-    assert float(particles["density_loss"]) < 1e-12 and 0 < float(particles["token_loss"]) < 5 * np.e / 4000
+    # 2000 tokens: the MMD of an empirical measure is of order e^kappa / n (measured 0.5-3.2 e / n
+    # over particles.seed = 0-9)
+    assert float(particles["density_loss"]) < 1e-12 and 0 < float(particles["token_loss"]) < 5 * np.e / 2000
 
 
 @pytest.mark.slow
