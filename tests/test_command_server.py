@@ -23,3 +23,15 @@ def test_a_command_past_its_timeout_is_killed_and_the_server_serves_on(tmp_path)
     with pytest.raises(subprocess.TimeoutExpired):
         command_server().run(["run", "case.toml", "--out", "out", "--quiet"], tmp_path, cli_environment(), 0.5)
     assert cli(["--help"], tmp_path).stdout.startswith("usage: meanfield")
+
+
+def test_a_command_in_a_changed_environment_starts_a_new_interpreter(tmp_path, monkeypatch):
+    """A ``sitecustomize`` on a changed ``PYTHONPATH`` runs as the interpreter starts: a forked child
+    would not run it, so such a command gets a new interpreter (and the server's children do not)."""
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    (hooks / "sitecustomize.py").write_text("import sys\nprint('hooked', file=sys.stderr)\n")
+    monkeypatch.setenv("PYTHONPATH", str(hooks))
+    assert cli(["--help"], tmp_path).stderr == "hooked\n"
+    monkeypatch.delenv("PYTHONPATH")
+    assert cli(["--help"], tmp_path).stderr == ""

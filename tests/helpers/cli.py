@@ -6,6 +6,7 @@ import atexit
 import os
 import subprocess
 import sys
+from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
 
@@ -36,17 +37,24 @@ def refused(tmp_path: Path, capsys, text: str, field: str, *extra: str, command:
     assert captured.out == "" and not out.exists()
 
 
-def cli_environment() -> dict[str, str]:
-    """The environment of a fresh ``meanfield``: this checkout first on the path, the memory check on."""
-    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    environment.pop("MEANFIELD_MEMORY_CHECK", None)
-    return environment
+def cli_environment(environment: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of a fresh ``meanfield`` (from this process's, or from ``environment``): this
+    checkout first on the path, the memory check on."""
+    out = dict(os.environ if environment is None else environment)
+    out["PYTHONPATH"] = os.pathsep.join([str(REPO), out.get("PYTHONPATH", "")])
+    out.pop("MEANFIELD_MEMORY_CHECK", None)
+    return out
+
+
+#: The command server's environment: this process's before any test changed it (this module is
+#: imported when the tests are collected).  pytest's own per-test variable is left out.
+SERVER_ENVIRONMENT = cli_environment({k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"})
 
 
 @cache
 def command_server() -> CommandServer:
     """This test process's :class:`~.command_server.CommandServer` (started at the first command)."""
-    server = CommandServer(cli_environment())
+    server = CommandServer(SERVER_ENVIRONMENT)
     atexit.register(server.close)
     return server
 
@@ -54,11 +62,15 @@ def command_server() -> CommandServer:
 def cli(args: list[str], cwd: Path, ranks: int = 1) -> subprocess.CompletedProcess:
     """``meanfield ARGS`` in a new process in ``cwd``, importing this checkout, with the memory check
     on: forked by the :func:`command_server` on one rank, a new interpreter per rank under
-    ``mpirun -n ranks``."""
-    if ranks == 1:
-        return command_server().run(args, cwd, cli_environment(), TIMEOUT)
-    return subprocess.run([str(mpirun()), "-n", str(ranks), sys.executable, "-m", "meanfield.cli", *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=TIMEOUT, env=cli_environment())
+    ``mpirun -n ranks``, and a new interpreter on one rank too where a test has changed the
+    environment (a variable read as the interpreter or a library starts, such as ``PYTHONPATH``
+    with a ``sitecustomize`` hook, would not reach a forked child)."""
+    environment = cli_environment()
+    if ranks == 1 and {k: v for k, v in environment.items() if k != "PYTEST_CURRENT_TEST"} == SERVER_ENVIRONMENT:
+        return command_server().run(args, cwd, environment, TIMEOUT)
+    launcher = [str(mpirun()), "-n", str(ranks)] if ranks > 1 else []
+    return subprocess.run([*launcher, sys.executable, "-m", "meanfield.cli", *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=TIMEOUT, env=environment)
 
 
 def cli_to_closed_pipe(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
