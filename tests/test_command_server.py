@@ -35,3 +35,17 @@ def test_a_command_in_a_changed_environment_starts_a_new_interpreter(tmp_path, m
     assert cli(["--help"], tmp_path).stderr == "hooked\n"
     monkeypatch.delenv("PYTHONPATH")
     assert cli(["--help"], tmp_path).stderr == ""
+
+
+def test_variables_read_after_the_fork_keep_a_command_on_the_server(monkeypatch):
+    """meanfield's own variables and PETSc's options (set by meanfield itself once it has imported
+    dolfinx in the test process) are read by what each command imports after the fork: such a
+    command is still forked; a changed PYTHONPATH or thread variable of the libraries is not."""
+    from helpers.cli import SERVER_ENVIRONMENT, read_before_the_fork
+
+    server = read_before_the_fork(SERVER_ENVIRONMENT)
+    monkeypatch.setenv("MEANFIELD_NUM_THREADS", "2")
+    monkeypatch.setenv("PETSC_OPTIONS", "-no_signal_handler")
+    assert read_before_the_fork(cli_environment()) == server
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "3")
+    assert read_before_the_fork(cli_environment()) != server

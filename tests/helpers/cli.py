@@ -47,8 +47,17 @@ def cli_environment(environment: Mapping[str, str] | None = None) -> dict[str, s
 
 
 #: The command server's environment: this process's before any test changed it (this module is
-#: imported when the tests are collected).  pytest's own per-test variable is left out.
-SERVER_ENVIRONMENT = cli_environment({k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"})
+#: imported when the tests are collected).
+SERVER_ENVIRONMENT = cli_environment()
+
+
+def read_before_the_fork(environment: Mapping[str, str]) -> dict[str, str]:
+    """The variables of ``environment`` that a forked child could not honour: all but pytest's
+    per-test variable and those read only after the fork, by what each command imports itself
+    (meanfield's ``MEANFIELD_*``; ``PETSC_OPTIONS``, which meanfield sets in this process too when it
+    first imports dolfinx)."""
+    return {k: v for k, v in environment.items()
+            if k not in ("PYTEST_CURRENT_TEST", "PETSC_OPTIONS") and not k.startswith("MEANFIELD_")}
 
 
 @cache
@@ -66,7 +75,7 @@ def cli(args: list[str], cwd: Path, ranks: int = 1) -> subprocess.CompletedProce
     environment (a variable read as the interpreter or a library starts, such as ``PYTHONPATH``
     with a ``sitecustomize`` hook, would not reach a forked child)."""
     environment = cli_environment()
-    if ranks == 1 and {k: v for k, v in environment.items() if k != "PYTEST_CURRENT_TEST"} == SERVER_ENVIRONMENT:
+    if ranks == 1 and read_before_the_fork(environment) == read_before_the_fork(SERVER_ENVIRONMENT):
         return command_server().run(args, cwd, environment, TIMEOUT)
     launcher = [str(mpirun()), "-n", str(ranks)] if ranks > 1 else []
     return subprocess.run([*launcher, sys.executable, "-m", "meanfield.cli", *args], cwd=cwd, capture_output=True,
