@@ -51,13 +51,17 @@ def cli_environment(environment: Mapping[str, str] | None = None) -> dict[str, s
 SERVER_ENVIRONMENT = cli_environment()
 
 
+#: Variables read only after the fork, by what each command imports itself, that the test process
+#: sets when it imports the same in-process: PETSc's options (meanfield, at its first dolfinx import)
+#: and JAX's (at its import).
+SET_ON_IMPORT = ("PETSC_OPTIONS", "KMP_DUPLICATE_LIB_OK", "TF_CPP_MIN_LOG_LEVEL", "TPU_SKIP_MDS_QUERY")
+
+
 def read_before_the_fork(environment: Mapping[str, str]) -> dict[str, str]:
     """The variables of ``environment`` that a forked child could not honour: all but pytest's
-    per-test variable and those read only after the fork, by what each command imports itself
-    (meanfield's ``MEANFIELD_*``; ``PETSC_OPTIONS``, which meanfield sets in this process too when it
-    first imports dolfinx)."""
+    per-test variable, meanfield's own (``MEANFIELD_*``) and :data:`SET_ON_IMPORT`."""
     return {k: v for k, v in environment.items()
-            if k not in ("PYTEST_CURRENT_TEST", "PETSC_OPTIONS") and not k.startswith("MEANFIELD_")}
+            if k != "PYTEST_CURRENT_TEST" and k not in SET_ON_IMPORT and not k.startswith("MEANFIELD_")}
 
 
 @cache
