@@ -53,10 +53,8 @@ class Part:
 
     def line(self) -> str:
         """The part as one line of the report."""
-        low, high = self.seconds
-        each = f"~{format_seconds(low)}" if high <= 1.05 * low else f"~{format_seconds(low)} to {format_seconds(high)}"
-        return (f"  {self.runs} x {self.what}: {each} each, ~{format_bytes(self.memory)} per rank, "
-                f"~{format_bytes(self.disk)} on disk")
+        return (f"  {self.runs} x {self.what}: {_seconds_range(*self.seconds)} each, "
+                f"~{format_bytes(self.memory)} per rank, ~{format_bytes(self.disk)} on disk")
 
 
 @dataclass
@@ -87,8 +85,7 @@ class JobSize:
 
     def format(self) -> str:
         """The report as text for the terminal."""
-        low, high = self.seconds
-        total = f"~{format_seconds(low)}" if high <= 1.05 * low else f"~{format_seconds(low)} to {format_seconds(high)}"
+        total = _seconds_range(*self.seconds)
         memory = max((p.memory for p in self.parts), default=0.0)
         disk = sum(p.runs * p.disk for p in self.parts)
         lines = [f"# meanfield {self.command}: the job's size (nothing was written; short runs in temporary "
@@ -101,6 +98,11 @@ class JobSize:
                  "runs:", *(p.line() for p in self.parts)]
         lines += [f"note:        {note}" for note in self.notes]
         return "\n".join(lines)
+
+
+def _seconds_range(low: float, high: float) -> str:
+    """``~low``, or ``~low to high`` where they differ by more than 5 %."""
+    return f"~{format_seconds(low)}" if high <= 1.05 * low else f"~{format_seconds(low)} to {format_seconds(high)}"
 
 
 def pde_part(report: CheckReport, what: str, runs: int = 1, factor: float = 1.0) -> Part:
