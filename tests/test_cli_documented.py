@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers.cli import cli_environment, command_server
+from helpers.cli import cli
 from mpi4py import MPI
 
 import meanfield
@@ -50,7 +50,7 @@ def meanfield_cli(*args: str) -> subprocess.CompletedProcess:
     """``meanfield args`` in a new process; a command still running after TIMEOUT seconds fails
     the test with its output."""
     try:
-        return command_server().run(list(args), Path.cwd(), cli_environment(), TIMEOUT)
+        return cli(list(args), Path.cwd(), timeout=TIMEOUT)
     except subprocess.TimeoutExpired as exc:
         pytest.fail(f"meanfield {' '.join(args)} still running after {TIMEOUT} s\n{exc.stdout!r}\n{exc.stderr!r}",
                     pytrace=False)

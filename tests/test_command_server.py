@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 
 import pytest
-from helpers.cli import S1, cli, cli_environment, command_server
+from helpers.cli import S1, cli, cli_environment
 
 
 def test_a_forked_command_has_its_own_status_streams_and_folder(tmp_path):
@@ -21,7 +21,7 @@ def test_a_forked_command_has_its_own_status_streams_and_folder(tmp_path):
 def test_a_command_past_its_timeout_is_killed_and_the_server_serves_on(tmp_path):
     (tmp_path / "case.toml").write_text(S1.replace("t_final = 0.2", "t_final = 1000.0"))
     with pytest.raises(subprocess.TimeoutExpired):
-        command_server().run(["run", "case.toml", "--out", "out", "--quiet"], tmp_path, cli_environment(), 0.5)
+        cli(["run", "case.toml", "--out", "out", "--quiet"], tmp_path, timeout=0.5)
     assert cli(["--help"], tmp_path).stdout.startswith("usage: meanfield")
 
 

@@ -72,18 +72,19 @@ def command_server() -> CommandServer:
     return server
 
 
-def cli(args: list[str], cwd: Path, ranks: int = 1) -> subprocess.CompletedProcess:
+def cli(args: list[str], cwd: Path, ranks: int = 1, timeout: float = TIMEOUT) -> subprocess.CompletedProcess:
     """``meanfield ARGS`` in a new process in ``cwd``, importing this checkout, with the memory check
     on: forked by the :func:`command_server` on one rank, a new interpreter per rank under
     ``mpirun -n ranks``, and a new interpreter on one rank too where a test has changed the
     environment (a variable read as the interpreter or a library starts, such as ``PYTHONPATH``
-    with a ``sitecustomize`` hook, would not reach a forked child)."""
+    with a ``sitecustomize`` hook, would not reach a forked child).  A command still running after
+    ``timeout`` seconds is killed (:class:`subprocess.TimeoutExpired`)."""
     environment = cli_environment()
     if ranks == 1 and read_before_the_fork(environment) == read_before_the_fork(SERVER_ENVIRONMENT):
-        return command_server().run(args, cwd, environment, TIMEOUT)
+        return command_server().run(args, cwd, environment, timeout)
     launcher = [str(mpirun()), "-n", str(ranks)] if ranks > 1 else []
     return subprocess.run([*launcher, sys.executable, "-m", "meanfield.cli", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=TIMEOUT, env=environment)
+                          text=True, timeout=timeout, env=environment)
 
 
 def cli_to_closed_pipe(args: list[str], cwd: Path) -> subprocess.CompletedProcess:

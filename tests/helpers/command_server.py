@@ -90,6 +90,7 @@ class CommandServer:
 
     def run(self, args: list[str], cwd: Path, env: dict[str, str], timeout: float) -> subprocess.CompletedProcess:
         """``meanfield ARGS`` in a forked child (see :func:`subprocess.run` for what it returns and raises)."""
+        command = ["meanfield", *args]
         with tempfile.TemporaryDirectory() as streams:
             out, err = Path(streams, "stdout"), Path(streams, "stderr")
             out.touch()
@@ -104,9 +105,8 @@ class CommandServer:
             except subprocess.TimeoutExpired:
                 os.kill(pid, signal.SIGKILL)
                 self._reply(timeout=None)
-                command = ["meanfield", *args]
                 raise subprocess.TimeoutExpired(command, timeout, out.read_text(), err.read_text()) from None
-            return subprocess.CompletedProcess(["meanfield", *args], status, out.read_text(), err.read_text())
+            return subprocess.CompletedProcess(command, status, out.read_text(), err.read_text())
 
     def _reply(self, timeout: float | None) -> dict:
         """The server's next answer (:class:`subprocess.TimeoutExpired` after ``timeout`` seconds)."""
