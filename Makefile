@@ -23,11 +23,13 @@ find_python = $(shell \
     $$p -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null && { echo $$p; exit 0; }; \
   done)
 
-.PHONY: demo test test-quick test-serial test-exhaustive test-mpi test-kernel test-tools mpirun-check lint docs venv bench clean
+.PHONY: demo test test-quick test-serial test-exhaustive test-mpi test-kernel test-tools mpirun-check lint docs venv bytecode bench clean
 
-# The packages are installed with uv (from PyPI; a fresh machine, no cache: 22 s where pip took 170 s),
+# The packages are installed with uv (from PyPI; a fresh machine, no cache: 32 s where pip took 170 s),
 # else, or in a venv that sees a conda environment's packages (whose mpi4py and dolfinx must be the
-# ones imported), with pip.
+# ones imported), with pip.  uv compiles their bytecode as pip does (--compile-bytecode): where
+# PYTHONDONTWRITEBYTECODE is set (this machine and its CI) nothing else writes it, and every process
+# would compile each module it imports again (an mpirun job of the tests took 2.5x as long)
 $(VENV)/.installed: pyproject.toml
 	@base="$(find_python)"; \
 	if [ -z "$$base" ]; then echo "error: no Python >= 3.12 found (PATH or pyenv)" >&2; exit 1; fi; \
@@ -35,13 +37,18 @@ $(VENV)/.installed: pyproject.toml
 	if $$base -c 'import mpi4py.MPI, dolfinx' 2>/dev/null; then shared=--system-site-packages; fi; \
 	[ -x $(PY) ] || $$base -m venv $$shared $(VENV); \
 	if $(PY) -c 'import mpi4py.MPI, dolfinx' 2>/dev/null; then extra=test,docs; else extra=test,docs,fem; fi; \
-	if [ -z "$$shared" ] && $(PY) -m pip install -q uv && $(VENV)/bin/uv pip install -q --python $(PY) -e ".[$$extra]"; \
+	if [ -z "$$shared" ] && $(PY) -m pip install -q uv && $(VENV)/bin/uv pip install -q --python $(PY) --compile-bytecode -e ".[$$extra]"; \
 	then :; else $(PY) -m pip install -q --upgrade pip && $(PY) -m pip install -q -e ".[$$extra]"; fi
 	@touch $@
 
 venv: $(VENV)/.installed
 
-demo: venv
+# the bytecode of the package and its tests, compiled once for all the processes of a test pass
+# (PYTHONDONTWRITEBYTECODE: see above); a file changed since is compiled again, here or on import
+bytecode: venv
+	@$(PY) -m compileall -q -j0 meanfield tests >/dev/null
+
+demo: bytecode
 	$(VENV)/bin/mpirun -n $(NP) $(VENV)/bin/meanfield run --overwrite
 
 # test-tools (an apt-get install on a fresh machine: a minute of downloads and unpacking) runs beside
@@ -74,7 +81,7 @@ test-tools:
 	echo "no ParaView pvbatch or Xvfb ($$why): the ParaView checks use VTK's readers (the vtk wheel) and skip the rest"
 
 # the quick loop while developing: no slow studies, no MPI pass
-test-quick: venv
+test-quick: bytecode
 	$(PY) -m pytest -q $(XDIST) -m "not slow" tests; $(PYTEST_OK)
 
 # the documentation site, warnings as errors (docs/_build/html/index.html); -E: always read
@@ -91,12 +98,12 @@ lint: venv
 # pytest exits 5 when it collects no test; that is not a failure of the suite's code
 PYTEST_OK = rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 5 ] || exit $$rc
 
-test-serial: venv
+test-serial: bytecode
 	MEANFIELD_DOCS_SITE=$(MEANFIELD_DOCS_SITE) $(PY) -m pytest $(XDIST) -m "not exhaustive" tests; $(PYTEST_OK)
 
 # the combinations `make test` leaves out (tests marked exhaustive: more rank pairs of the resume
 # matrix, more kinds of job interrupted by SIGTERM to mpirun)
-test-exhaustive: venv
+test-exhaustive: bytecode
 	$(PY) -m pytest $(XDIST) -m exhaustive tests; $(PYTEST_OK)
 
 # the mpirun of the MPI tests, found as tests/helpers/mpi.py says (MEANFIELD_MPIRUN, the bin
@@ -107,7 +114,7 @@ mpirun-check: venv
 	@$(FIND_MPIRUN) >/dev/null
 
 # each rank gets its own pytest temporary folder (rank-0 paths are broadcast where shared)
-test-mpi: venv
+test-mpi: bytecode
 	mpirun=$$($(FIND_MPIRUN)) && timeout 1200 $$mpirun -n $(NP) sh -c 'exec $(PY) -m pytest -m "mpi and not exhaustive" -p no:cacheprovider -q \
 	  --basetemp=$${TMPDIR:-/tmp}/meanfield-pytest-rank$${PMI_RANK:-$${OMPI_COMM_WORLD_RANK:-0}} tests'; $(PYTEST_OK)
 
@@ -125,7 +132,7 @@ KERNEL_SKIP = atoms_log atoms_outputs bad_input causal_analysis check cli_docume
               problem_once refusals resume_atom_keys resume_matrix rundir run run_pictures runfile run_threads \
               sweep watching
 
-test-kernel: venv
+test-kernel: bytecode
 	OPENBLAS_CORETYPE=$(KERNEL) $(PY) -m pytest $(XDIST) -q -m "not slow and not exhaustive" \
 	  $(foreach m,$(KERNEL_SKIP),--ignore=tests/test_$(m).py) tests; $(PYTEST_OK)
 
