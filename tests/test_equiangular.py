@@ -128,7 +128,16 @@ def test_clusters_of_known_configurations() -> None:
 
 
 def test_equiangular_time() -> None:
-    """The crossing time solves the ODE: g at it is the level."""
+    """The crossing time (a quadrature of 1/g') solves the ODE: g at it is the level, for one beta
+    and for an array of them (the phase diagram's curve), where a time past t_max is inf."""
     t = equiangular_time(0.999, 2.0, 32)
-    assert equiangular([t], 2.0, 32)[0] == pytest.approx(0.999, abs=1e-9)
+    assert isinstance(t, float) and equiangular([t], 2.0, 32)[0] == pytest.approx(0.999, abs=1e-9)
     assert equiangular_time(0.5, 1.0, 32, "unnormalized") < equiangular_time(0.5, 1.0, 32)
+    betas = np.array([0.5, 2.0, 4.0])
+    for attention in ("softmax", "unnormalized"):
+        times = equiangular_time(0.99, betas, 8, attention)
+        assert times.shape == (3,) and np.all(np.isfinite(times))
+        for beta, crossing in zip(betas, times):
+            assert equiangular([crossing], beta, 8, attention)[0] == pytest.approx(0.99, abs=1e-9)
+        cut = equiangular_time(0.99, betas, 8, attention, t_max=float(np.median(times)))
+        assert list(np.isfinite(cut)) == list(times <= np.median(times))

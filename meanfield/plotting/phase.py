@@ -40,7 +40,7 @@ def phase_figure(rows: Sequence[Mapping[str, Any]], *, attention: str = "softmax
     axes = fig.subplots(1, len(ds), squeeze=False, sharey=True)[0]
     image = None
     fine = np.linspace(betas[0], betas[-1], 200) if len(betas) > 1 else betas
-    curve = np.array([equiangular_time(1.0 - delta, b, n, attention, t_max=10 * times[-1] + 1) for b in fine]) \
+    curve = np.asarray(equiangular_time(1.0 - delta, fine, n, attention, t_max=10 * times[-1] + 1)) \
         if attention_kind(attention).exponential else None
     for ax, d in zip(axes, ds):
         grid = np.full((len(betas), len(times)), np.nan)
