@@ -201,6 +201,10 @@ def test_ratio_scatter_and_band_against_sampled_seeds(rng):
             low, high = ratio_band(dof)
             assert 0.005 < np.mean((ratios < low) | (ratios > high)) < 0.016, (cov, seeds)
     assert ratio_scatter(3.0) == pytest.approx(0.389, abs=1e-3)  # one observable, 3 seeds: below sqrt(1/6) = 0.408
+    from scipy.stats import chi2
+
+    for dof in (1.5, 3.0, 24.7):  # the band's quantiles are scipy.stats's chi-square ones
+        assert np.allclose(ratio_band(dof), np.sqrt(chi2.ppf([0.005, 0.995], dof) / dof), rtol=1e-12, atol=0)
 
 
 @pytest.mark.slow

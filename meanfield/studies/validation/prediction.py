@@ -89,12 +89,14 @@ def ratio_scatter(dof: float) -> float:
 
 
 def ratio_band(dof: float) -> tuple[float, float]:
-    """The central ``1 - BAND_OUTSIDE`` interval of ``sqrt(chi^2_k / k)``, k = ``dof``."""
-    from scipy.stats import chi2
+    """The central ``1 - BAND_OUTSIDE`` interval of ``sqrt(chi^2_k / k)``, k = ``dof``: the
+    chi-square quantiles ``2 P^-1(k/2, q)`` with P the regularised lower incomplete gamma function
+    (scipy.special; scipy.stats's ``chi2.ppf`` is the same, after 1.5 s of imports)."""
+    from scipy.special import gammaincinv
 
     if not np.isfinite(dof):
         return 1.0, 1.0
-    low, high = chi2.ppf([BAND_OUTSIDE / 2, 1 - BAND_OUTSIDE / 2], dof)
+    low, high = 2.0 * gammaincinv(dof / 2, [BAND_OUTSIDE / 2, 1 - BAND_OUTSIDE / 2])
     return float(np.sqrt(low / dof)), float(np.sqrt(high / dof))
 
 
