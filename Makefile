@@ -82,7 +82,7 @@ test-tools:
 
 # the quick loop while developing: no slow studies, no MPI pass
 test-quick: bytecode
-	$(PY) -m pytest -q $(XDIST) -m "not slow" tests; $(PYTEST_OK)
+	$(PYTEST) -q $(XDIST) -m "not slow" tests; $(PYTEST_OK)
 
 # the documentation site, warnings as errors (docs/_build/html/index.html); -E: always read
 # every page again, since pages are written from the code (config schema, CLI, imports).  It
@@ -95,16 +95,21 @@ lint: venv
 	$(VENV)/bin/ruff check meanfield tests benchmarks meshes demos
 	$(VENV)/bin/mypy
 
+# pytest keeps the test modules it rewrites for its assertion messages only where Python may write
+# bytecode: under PYTHONDONTWRITEBYTECODE each process of a pass rewrote all ~100 of them again
+# (about 5 CPU-s each), so the passes run with it unset
+PYTEST = PYTHONDONTWRITEBYTECODE= $(PY) -m pytest
+
 # pytest exits 5 when it collects no test; that is not a failure of the suite's code
 PYTEST_OK = rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 5 ] || exit $$rc
 
 test-serial: bytecode
-	MEANFIELD_DOCS_SITE=$(MEANFIELD_DOCS_SITE) $(PY) -m pytest $(XDIST) -m "not exhaustive" tests; $(PYTEST_OK)
+	MEANFIELD_DOCS_SITE=$(MEANFIELD_DOCS_SITE) $(PYTEST) $(XDIST) -m "not exhaustive" tests; $(PYTEST_OK)
 
 # the combinations `make test` leaves out (tests marked exhaustive: more rank pairs of the resume
 # matrix, more kinds of job interrupted by SIGTERM to mpirun)
 test-exhaustive: bytecode
-	$(PY) -m pytest $(XDIST) -m exhaustive tests; $(PYTEST_OK)
+	$(PYTEST) $(XDIST) -m exhaustive tests; $(PYTEST_OK)
 
 # the mpirun of the MPI tests, found as tests/helpers/mpi.py says (MEANFIELD_MPIRUN, the bin
 # folder of the venv's Python, PATH); where there is none, one line says how to get one
@@ -115,7 +120,7 @@ mpirun-check: venv
 
 # each rank gets its own pytest temporary folder (rank-0 paths are broadcast where shared)
 test-mpi: bytecode
-	mpirun=$$($(FIND_MPIRUN)) && timeout 1200 $$mpirun -n $(NP) sh -c 'exec $(PY) -m pytest -m "mpi and not exhaustive" -p no:cacheprovider -q \
+	mpirun=$$($(FIND_MPIRUN)) && PYTHONDONTWRITEBYTECODE= timeout 1200 $$mpirun -n $(NP) sh -c 'exec $(PY) -m pytest -m "mpi and not exhaustive" -p no:cacheprovider -q \
 	  --basetemp=$${TMPDIR:-/tmp}/meanfield-pytest-rank$${PMI_RANK:-$${OMPI_COMM_WORLD_RANK:-0}} tests'; $(PYTEST_OK)
 
 # the serial pass's tests that are not slow, again under another OpenBLAS kernel: it rounds
@@ -133,7 +138,7 @@ KERNEL_SKIP = atoms_log atoms_outputs bad_input causal_analysis check cli_docume
               sweep watching
 
 test-kernel: bytecode
-	OPENBLAS_CORETYPE=$(KERNEL) $(PY) -m pytest $(XDIST) -q -m "not slow and not exhaustive" \
+	OPENBLAS_CORETYPE=$(KERNEL) $(PYTEST) $(XDIST) -q -m "not slow and not exhaustive" \
 	  $(foreach m,$(KERNEL_SKIP),--ignore=tests/test_$(m).py) tests; $(PYTEST_OK)
 
 bench: venv
