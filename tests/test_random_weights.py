@@ -322,10 +322,12 @@ def test_validate_a_draw_the_tokens_converge_at_the_mean_field_rate(tmp_path):
 
     cfg = case(random={"layers": 4, "eta": 0.25, "heads": 2, "seed": 7},
                mesh={"resolution": 512}, time={"outputs": 1}, **{"nonlocal": {"method": "fast"}})
-    result = validate(cfg, ns=[100, 400, 1600, 6400], seeds=8, out=tmp_path / "v", refine=False,
+    result = validate(cfg, ns=[100, 400, 1600], seeds=6, out=tmp_path / "v", refine=False,
                       comm=MPI.COMM_SELF, quiet=True)
     summary = {s["metric"]: s for s in result.summary}
-    for metric in ("mean_error", "w1", "mmd"):  # measured -0.52, -0.51, -0.50
+    # measured -0.46, -0.45, -0.47 (weights seed 8: -0.46, -0.45, -0.47); n up to 6400 over 8 seeds
+    # gave -0.52, -0.51, -0.50 at twice the cost
+    for metric in ("mean_error", "w1", "mmd"):
         assert -0.7 < summary[metric]["slope_rms"] < -0.35, (metric, summary[metric])
 
 
