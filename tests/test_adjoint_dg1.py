@@ -15,7 +15,6 @@ import csv
 
 import numpy as np
 import pytest
-from helpers.cli import cli
 from mpi4py import MPI
 from scipy import linalg
 from scipy.special import iv, spherical_in
@@ -195,7 +194,7 @@ xdmf = false
 
 
 @pytest.mark.slow
-def test_retrieval_converges_at_second_order_through_the_cli(tmp_path):
+def test_retrieval_converges_at_second_order_through_the_cli(cli_in_process, tmp_path):
     """``meanfield response CASE --retrieval --modes 1,2`` in DGR's setting (S^1, M = 8), 8 and 16
     cells: the profile against the M-slice Volterra law ``d_t a = a_n W a`` solved exactly
     (``M expm(a_n t W)[-1]``, W the slices' kernel), whose closed form in s is DGR's: order >= 1.8."""
@@ -203,8 +202,8 @@ def test_retrieval_converges_at_second_order_through_the_cli(tmp_path):
     errors = []
     for resolution in (8, 16):
         (tmp_path / "dgr.toml").write_text(DGR.format(resolution=resolution))
-        done = cli(["response", "dgr.toml", "--retrieval", "--at", "1", "--modes", "1,2", "--out", f"r{resolution}",
-                    "--quiet"], tmp_path)
+        done = cli_in_process(["response", "dgr.toml", "--retrieval", "--at", "1", "--modes", "1,2", "--out",
+                               f"r{resolution}", "--quiet"], tmp_path)
         assert done.returncode == 0, done.stderr
         with open(tmp_path / f"r{resolution}" / "retrieval.csv") as fh:
             rows = [{k: float(v) for k, v in r.items() if k != "profile"} for r in csv.DictReader(fh)]

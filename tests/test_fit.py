@@ -1,5 +1,6 @@
-"""``meanfield fit`` as users run it: recovery of known weights, fitted.toml, resume, refusals,
-the tokens' check and what the density cannot identify."""
+"""``meanfield fit`` as users run it (the CLI's ``main`` in this process where the subject is what it
+writes; a fresh process for SIGINT and for two ranks): recovery of known weights, fitted.toml,
+resume, refusals, the tokens' check and what the density cannot identify."""
 
 from __future__ import annotations
 
@@ -64,13 +65,13 @@ def final_loss(run_dir: Path, target_dir: Path) -> float:
 
 
 @pytest.mark.slow
-def test_recovery_fitted_toml_and_particles(tmp_path):
+def test_recovery_fitted_toml_and_particles(tmp_path, cli_in_process):
     """From a perturbed start the fit recovers both layers' V[0][1] to 1e-4 with the loss below
     1e-10 of its start; fitted.toml rerun by `meanfield run` gives the fitted loss; the tokens'
     loss is reported beside the density's."""
     target = target_run(tmp_path)
-    done = cli(["fit", "case.toml", "--param", PARAM, "--target", str(target), "--max-iter", "40",
-                "--check-particles", "2000", "--quiet"], tmp_path)
+    done = cli_in_process(["fit", "case.toml", "--param", PARAM, "--target", str(target), "--max-iter", "40",
+                           "--check-particles", "2000", "--quiet"], tmp_path)
     assert done.returncode == 0, done.stderr
     out = tmp_path / "runs" / "x-fit"
     history = rows(out / "fit.csv")
@@ -84,7 +85,7 @@ def test_recovery_fitted_toml_and_particles(tmp_path):
         assert (out / name).is_file(), name
     metadata = json.loads((out / "metadata.json").read_text())
     assert metadata["status"] == "completed" and metadata["fitted_loss"] == pytest.approx(min(losses), rel=1e-12)
-    rerun = cli(["run", str(out / "fitted.toml"), "--out", "rerun", "--quiet"], tmp_path)
+    rerun = cli_in_process(["run", str(out / "fitted.toml"), "--out", "rerun", "--quiet"], tmp_path)
     assert rerun.returncode == 0, rerun.stderr
     assert final_loss(tmp_path / "rerun", target) == pytest.approx(min(losses), rel=1e-6, abs=1e-17)
     particles = rows(out / "particles.csv")[0]
@@ -94,7 +95,7 @@ def test_recovery_fitted_toml_and_particles(tmp_path):
 
 
 @pytest.mark.slow
-def test_interrupted_fit_resumes_from_its_last_iterate(tmp_path):
+def test_interrupted_fit_resumes_from_its_last_iterate(tmp_path, cli_in_process):
     """SIGINT between iterations: exit 130, the rows kept and status interrupted; the same command
     continues from the last row (iterations numbered on) to the fit's end."""
     target = target_run(tmp_path)
@@ -113,7 +114,7 @@ def test_interrupted_fit_resumes_from_its_last_iterate(tmp_path):
     kept = rows(table)
     assert 3 <= len(kept) < 30
     assert json.loads((table.parent / "metadata.json").read_text())["status"] == "interrupted"
-    done = cli(args[3:], tmp_path)
+    done = cli_in_process(args[3:], tmp_path)  # the continuation: what it writes, in this process
     assert done.returncode == 0, done.stderr
     history = rows(table)
     assert [int(r["iteration"]) for r in history] == list(range(len(history)))
@@ -165,15 +166,16 @@ def test_only_beta_q_k_product_is_identifiable(comm):
 
 
 @pytest.mark.slow
-def test_one_and_two_ranks_agree(tmp_path):
+def test_one_and_two_ranks_agree(tmp_path, cli_in_process):
     """`mpirun -n 2 meanfield fit` writes the rows of one rank: the loss to round-off, the gradient
     to the round-off of its central differences of the field (step 1e-5: measured 3e-12 relative
     at the start)."""
     (tmp_path / "case.toml").write_text(CASE.format(a=0.25, b=-0.3))
     tables = []
-    for ranks in (1, 2):
-        done = cli(["fit", "case.toml", "--param", PARAM, "--param", "model.beta", "--target", "exp(2*x)",
-                    "--max-iter", "2", "--quiet", "--out", f"f{ranks}"], tmp_path, ranks=ranks)
+    for ranks in (1, 2):  # the one-rank reference in this process; the subject is the two-rank job
+        args = ["fit", "case.toml", "--param", PARAM, "--param", "model.beta", "--target", "exp(2*x)",
+                "--max-iter", "2", "--quiet", "--out", f"f{ranks}"]
+        done = cli_in_process(args, tmp_path) if ranks == 1 else cli(args, tmp_path, ranks=ranks)
         assert done.returncode == 0, done.stderr
         tables.append(rows(tmp_path / f"f{ranks}" / "fit.csv"))
         assert (tmp_path / f"f{ranks}" / "pair-1.png").is_file()
@@ -186,12 +188,12 @@ def test_one_and_two_ranks_agree(tmp_path):
 
 
 @pytest.mark.slow
-def test_failure_at_tried_weights_is_recorded(tmp_path):
+def test_failure_at_tried_weights_is_recorded(tmp_path, cli_in_process):
     """Weights the optimiser tries that break the fixed step's CFL bound: exit 1 naming the
     iteration and why, fit.csv kept, metadata.json says failed."""
     example = Path(__file__).parents[1] / "runs" / "examples" / "s1-fit-transport.toml"
-    done = cli(["fit", str(example), "--set", "time.dt=0.02", "--set", "mesh.resolution=96", "--set",
-                "model.ffn.b=[0.0, 0.0]", "--max-iter", "5", "--out", "f", "--quiet"], tmp_path)
+    done = cli_in_process(["fit", str(example), "--set", "time.dt=0.02", "--set", "mesh.resolution=96", "--set",
+                           "model.ffn.b=[0.0, 0.0]", "--max-iter", "5", "--out", "f", "--quiet"], tmp_path)
     assert done.returncode == 1 and "stability bound" in done.stderr and "fit.csv kept" in done.stderr, done.stderr
     assert len(rows(tmp_path / "f" / "fit.csv")) >= 1
     assert json.loads((tmp_path / "f" / "metadata.json").read_text())["status"] == "failed"

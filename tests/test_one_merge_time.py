@@ -1,5 +1,6 @@
 """One merge time per run (meanfield.merging): the run log, ``meanfield clusters`` and
-``meanfield longtime --run`` report the same time for the same merge, through the CLI."""
+``meanfield longtime --run`` report the same time for the same merge, through the CLI (its ``main``
+in this process: the subject is what the commands print and write)."""
 
 from __future__ import annotations
 
@@ -10,17 +11,17 @@ from collections import Counter
 
 import numpy as np
 import pytest
-from helpers.cli import REPO, cli
+from helpers.cli import REPO
 
 NUMBER = r"([-+0-9.e]+)"
 
 
 @pytest.mark.slow
-def test_run_log_clusters_and_longtime_report_one_merge_time(tmp_path):
+def test_run_log_clusters_and_longtime_report_one_merge_time(cli_in_process, tmp_path):
     # the s1-long-time example, made cheap: 128 cells, to t = 40 (its merge at t ~ 38 on this mesh)
     shutil.copy(REPO / "runs" / "examples" / "s1-long-time.toml", tmp_path / "case.toml")
     cheap = ["--set", "mesh.resolution=128", "--set", "time.t_final=40", "--set", "time.outputs=80"]
-    done = cli(["run", "case.toml", "--out", "run", "--quiet", *cheap], tmp_path)
+    done = cli_in_process(["run", "case.toml", "--out", "run", "--quiet", *cheap], tmp_path)
     assert done.returncode == 0, done.stderr
     log = (tmp_path / "run" / "run.log").read_text()
     logged = [float(t) for t in re.findall(r"merge: atom \d+ \(mass \S+\) and atom \d+ \(mass \S+\) within 0.01 rad "
@@ -29,13 +30,13 @@ def test_run_log_clusters_and_longtime_report_one_merge_time(tmp_path):
     combined = re.findall(r"t = " + NUMBER + r"  combine: atom", log)  # the solver's step, later, named apart
     assert all(float(t) > logged[0] for t in combined)
 
-    done = cli(["clusters", "run", "--no-plots"], tmp_path)
+    done = cli_in_process(["clusters", "run", "--no-plots"], tmp_path)
     assert done.returncode == 0, done.stderr
     analysed = [float(t) for t in re.findall(r"merge +at t = " + NUMBER, done.stdout)]
     assert "vanished" not in done.stdout
 
-    done = cli(["longtime", "case.toml", "--run", "run", "--n", "1024", "--t-final", "40", "--out", "study",
-                "--no-plots"], tmp_path)
+    done = cli_in_process(["longtime", "case.toml", "--run", "run", "--n", "1024", "--t-final", "40", "--out",
+                           "study", "--no-plots"], tmp_path)
     assert done.returncode == 0, done.stderr
     hybrid = re.search(r"hybrid run: merges at " + NUMBER + r" \(reference " + NUMBER + r", ([-+0-9.]+)%\); "
                        r"(\d+) clusters at t = 40 \(reference (\d+)\)", done.stdout)
@@ -65,8 +66,8 @@ def _rows(path) -> list[dict[str, str]]:
         return list(csv.DictReader(fh))
 
 
-@pytest.mark.slow  # about 8 s of CPU: the run, then two commands in fresh processes
-def test_clusters_and_longtime_see_the_same_clusters(tmp_path):
+@pytest.mark.slow  # the run, then two commands (their main in this process)
+def test_clusters_and_longtime_see_the_same_clusters(cli_in_process, tmp_path):
     """One cluster convention (docs/long-time.rst, "One cluster convention"): two bumps that merge
     on a coarse S^1 mesh.  ``meanfield clusters RUN`` and ``meanfield longtime CONFIG --run RUN``
     give each output the same clusters (count, id, theta in (-pi, pi], mass: the same columns)
@@ -80,12 +81,13 @@ def test_clusters_and_longtime_see_the_same_clusters(tmp_path):
 
     meanfield.run(TWO_BUMPS, out=tmp_path / "run", comm=MPI.COMM_SELF, quiet=True)
     (tmp_path / "two.toml").write_bytes(tomli_w.dumps(TWO_BUMPS).encode())
-    done = cli(["clusters", "run", "--no-plots"], tmp_path)
+    done = cli_in_process(["clusters", "run", "--no-plots"], tmp_path)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     merge = re.fullmatch(r"  merge    at t = " + NUMBER + r": cluster 1 into 0 \(peaks within 0.01 rad\)", lines[1])
     assert merge is not None and len(lines) <= 6, done.stdout  # the merge first, no per-output table
-    done = cli(["longtime", "two.toml", "--run", "run", "--n", "128", "--out", "study", "--no-plots"], tmp_path)
+    done = cli_in_process(["longtime", "two.toml", "--run", "run", "--n", "128", "--out", "study", "--no-plots"],
+                          tmp_path)
     assert done.returncode == 0, done.stderr
     assert f"hybrid run: merges at {merge[1]} " in done.stdout
 

@@ -90,10 +90,10 @@ def test_parameter_derivative_against_two_runs(parameter, tmp_path):
 
 
 @pytest.mark.slow
-def test_cli_writes_the_table_the_functions_and_pictures(tmp_path):
+def test_cli_writes_the_table_the_functions_and_pictures(cli_in_process, tmp_path):
     (tmp_path / "case.toml").write_text(TOML)
-    done = cli(["response", "case.toml", "--observable", "z2=x**2", "--observable", "y", "--at", "0,0.5",
-                "--wrt", "model.beta", "--quiet"], tmp_path)
+    done = cli_in_process(["response", "case.toml", "--observable", "z2=x**2", "--observable", "y", "--at",
+                           "0,0.5", "--wrt", "model.beta", "--quiet"], tmp_path)
     assert done.returncode == 0, done.stderr
     out = tmp_path / "runs" / "resp-response"
     rows = read_rows(out / "response.csv")
@@ -107,7 +107,7 @@ def test_cli_writes_the_table_the_functions_and_pictures(tmp_path):
     assert (out / "metadata.json").is_file()
 
 
-def test_cli_shows_the_progress_of_both_sweeps_unless_quiet(tmp_path, monkeypatch):
+def test_cli_shows_the_progress_of_both_sweeps_unless_quiet(cli_in_process, tmp_path, monkeypatch):
     """Without a terminal the forward run and the backward sweep log their progress on stderr
     (a line at every tenth, the last at 100%), before the table on stdout; --quiet shows none.
     The adjoint's memory decision is logged and in the metadata: every step's stages kept by
@@ -115,7 +115,7 @@ def test_cli_shows_the_progress_of_both_sweeps_unless_quiet(tmp_path, monkeypatc
     (tmp_path / "case.toml").write_text(TOML)
     args = ["response", "case.toml", "--observable", "y", "--at", "0.3", "--set", "time.t_final=0.3", "--set",
             "time.dt=0.01"]
-    done = cli([*args, "--out", "loud"], tmp_path)
+    done = cli_in_process([*args, "--out", "loud"], tmp_path)
     assert done.returncode == 0, done.stderr
     lines = done.stderr.splitlines()
     backward = [line for line in lines if "backward sweep: step" in line]
@@ -126,7 +126,7 @@ def test_cli_shows_the_progress_of_both_sweeps_unless_quiet(tmp_path, monkeypatc
     memory = json.loads((tmp_path / "loud" / "metadata.json").read_text())["adjoint_memory"]
     assert memory["stages_kept"] == memory["steps"] == 30 and memory["steps_recomputed"] == 0
     monkeypatch.setenv("MEANFIELD_ADJOINT_MEMORY", "0")
-    quiet = cli([*args, "--out", "quiet", "--quiet"], tmp_path)
+    quiet = cli_in_process([*args, "--out", "quiet", "--quiet"], tmp_path)
     assert quiet.returncode == 0 and "sweep" not in quiet.stderr + quiet.stdout, quiet.stderr
     memory = json.loads((tmp_path / "quiet" / "metadata.json").read_text())["adjoint_memory"]
     assert memory["stages_kept"] == 0 and memory["steps_recomputed"] == 30
@@ -141,24 +141,24 @@ def test_cli_shows_the_progress_of_both_sweeps_unless_quiet(tmp_path, monkeypatc
     (["--observable", "x", "--at", "1", "--wrt", "model.gamma"], "--wrt"),
     (["--observable", "x", "--at", "1", "--set", "atoms.initial=[[0.1, 1.0, 0.0]]"], "atoms"),
 ])
-def test_cli_refuses_bad_input(extra, field, tmp_path):
+def test_cli_refuses_bad_input(cli_in_process, extra, field, tmp_path):
     """Exit 2, one line naming the field, nothing written."""
     (tmp_path / "case.toml").write_text(TOML)
-    done = cli(["response", "case.toml", "--out", "out", "--quiet", *extra], tmp_path)
+    done = cli_in_process(["response", "case.toml", "--out", "out", "--quiet", *extra], tmp_path)
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 2 and len(lines) == 1 and field in lines[0], done.stderr
     assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.slow
-def test_one_and_two_ranks_agree(tmp_path):
+def test_one_and_two_ranks_agree(tmp_path, cli_in_process):
     """mpirun -n 2 gives the table and the influence functions of one rank, to round-off."""
     (tmp_path / "case.toml").write_text(TOML.replace('sphere = "S1"\nresolution = 64', 'sphere = "S2"\nresolution = 2'))
     outs = []
-    for ranks in (1, 2):
+    for ranks in (1, 2):  # the one-rank reference in this process; the subject is the two-rank job
         args = ["response", "case.toml", "--observable", "z", "--at", "0.5,1", "--wrt", "model.beta", "--quiet",
                 "--set", "model.Q=[[1, 0.3, 0], [0, 1, 0], [0, 0, 1]]", "--out", f"r{ranks}"]
-        done = cli(args, tmp_path, ranks=ranks)
+        done = cli_in_process(args, tmp_path) if ranks == 1 else cli(args, tmp_path, ranks=ranks)
         assert done.returncode == 0, done.stderr
         outs.append(tmp_path / f"r{ranks}")
     one, two = (read_rows(o / "response.csv") for o in outs)
