@@ -299,7 +299,7 @@ def test_plots_of_hybrid_runs_draw_the_atoms(hybrid):
         assert 0 < len(orthographic) and set(orthographic) <= set(expected)
 
 
-HYBRID_CASE = hybrid_case(256, 3.5, 7)
+HYBRID_CASE = hybrid_case(128, 3.5, 7)  # the atoms merge at t = 2.82 at resolution 64, 128 and 256
 
 
 def _check_hybrid_run(path) -> None:
@@ -346,17 +346,17 @@ def test_hybrid_run_through_load_run_clusters_and_plots(tmp_path):
 
 
 @pytest.mark.slow
-def test_hybrid_run_under_mpirun(tmp_path):
-    """A hybrid run on 2 ranks, then the commands that read it (as fresh processes on one rank:
-    under mpirun they do all their work on rank 0, as test_mpi_jobs.py runs them)."""
-    from helpers.cli import cli
+def test_hybrid_run_under_mpirun(tmp_path, cli_in_process):
+    """A hybrid run on 2 ranks, then the commands that read it (on one rank, in this process:
+    under mpirun they do all their work on rank 0, as test_mpi_jobs.py runs them; the movie of a
+    hybrid run is test_plots_of_hybrid_runs_draw_the_atoms's)."""
     from helpers.mpi import meanfield_job
 
     (tmp_path / "case.toml").write_text(HYBRID_CASE)
     proc = meanfield_job("run", str(tmp_path / "case.toml"), "--out", str(tmp_path / "run"), "--quiet", timeout=300)
     assert proc.returncode == 0, (proc.stdout, proc.stderr)
-    for args in (["clusters", "run", "--out", "c"], ["plot", "run", "--out", "p"], ["info", "run", "--json"]):
-        proc = cli(args, tmp_path)
+    for args in (["clusters", "run", "--out", "c"], ["plot", "run", "--out", "p", "--no-movie"], ["info", "run", "--json"]):
+        proc = cli_in_process(args, tmp_path)
         assert proc.returncode == 0, (args, proc.stdout, proc.stderr)
     assert load_run(tmp_path / "run").metadata["ranks"] == 2
     assert '"atoms"' in proc.stdout and (tmp_path / "c" / "clusters.csv").is_file()
