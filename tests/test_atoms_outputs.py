@@ -355,7 +355,8 @@ def test_hybrid_run_under_mpirun(tmp_path, cli_in_process):
     (tmp_path / "case.toml").write_text(HYBRID_CASE)
     proc = meanfield_job("run", str(tmp_path / "case.toml"), "--out", str(tmp_path / "run"), "--quiet", timeout=300)
     assert proc.returncode == 0, (proc.stdout, proc.stderr)
-    for args in (["clusters", "run", "--out", "c"], ["plot", "run", "--out", "p", "--no-movie"], ["info", "run", "--json"]):
+    for args in (["clusters", "run", "--out", "c"], ["plot", "run", "--out", "p", "--no-movie"],
+                 ["info", "run", "--json"]):
         proc = cli_in_process(args, tmp_path)
         assert proc.returncode == 0, (args, proc.stdout, proc.stderr)
     assert load_run(tmp_path / "run").metadata["ranks"] == 2
