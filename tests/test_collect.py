@@ -164,12 +164,11 @@ def test_densities_refused(swept, tmp_path, args, message):
 
 
 @pytest.mark.slow
-def test_clusters_of_a_beta_sweep_through_the_cli(tmp_path):
+def test_clusters_of_a_beta_sweep_through_the_cli(tmp_path, cli_in_process):
     """``meanfield sweep`` (default folder, where the docs put it: runs/<name>-sweep) then
     ``meanfield collect --clusters``: beta stays a float, every run has its cluster count and
     formation time (the same as ``meanfield clusters`` of that run), and the picture shows them
-    against beta."""
-    from helpers.cli import cli
+    against beta (the commands through the CLI's ``main``, in this process)."""
     from matplotlib.image import imread
 
     from meanfield.analysis.clusters import analyse_run
@@ -177,10 +176,10 @@ def test_clusters_of_a_beta_sweep_through_the_cli(tmp_path):
 
     (tmp_path / "case.toml").write_text('name = "ph"\n[mesh]\nsphere = "S1"\nresolution = 64\n'
                                          '[time]\nt_final = 8.0\noutputs = 16\n[output]\nxdmf = false\n')
-    done = cli(["sweep", "case.toml", "--grid", "model.beta=1,16", "--quiet"], tmp_path)
+    done = cli_in_process(["sweep", "case.toml", "--grid", "model.beta=1,16", "--quiet"], tmp_path)
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "runs" / "ph-sweep" / "sweep.csv").is_file()  # docs/getting-started.rst
-    done = cli(["collect", "runs/ph-sweep", "-o", "table.nc", "--clusters"], tmp_path)
+    done = cli_in_process(["collect", "runs/ph-sweep", "-o", "table.nc", "--clusters"], tmp_path)
     assert done.returncode == 0, done.stderr
     assert "table-clusters.png: clusters against model.beta" in done.stdout
     with xr.open_dataset(tmp_path / "table.nc") as ds:
