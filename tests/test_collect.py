@@ -118,12 +118,10 @@ def test_cli(swept, tmp_path, capsys):
     assert len(pd.read_csv(tmp_path / "t.csv")) == 4
 
 
-def test_final_densities_of_a_sweep(tmp_path):
+def test_final_densities_of_a_sweep(tmp_path, cli_in_process):
     """``collect --densities``: density(run, cell) equal to each run's last snapshot, the mesh as coordinates."""
-    from helpers.cli import cli
-
     sweep(BASE, ["model.beta=1,4,9"], out=tmp_path / "b", quiet=True)
-    done = cli(["collect", "b", "-o", "final.nc", "--densities"], tmp_path)
+    done = cli_in_process(["collect", "b", "-o", "final.nc", "--densities"], tmp_path)
     assert done.returncode == 0, done.stderr
     with xr.open_dataset(tmp_path / "final.nc") as ds:
         assert ds.density.dims == ("run", "cell") and ds.sizes == {"run": 3, "cell": 16}
@@ -154,10 +152,8 @@ def test_final_densities_of_a_sweep_over_slices(tmp_path):
     (["-o", "final.csv", "--densities"], "--densities: needs -o TABLE.nc"),
     (["-o", "final.nc", "--densities"], "--densities: "),  # two meshes (16 and 32 cells)
 ])
-def test_densities_refused(swept, tmp_path, args, message):
-    from helpers.cli import cli
-
-    done = cli(["collect", str(swept), *args], tmp_path)
+def test_densities_refused(swept, tmp_path, args, message, cli_in_process):
+    done = cli_in_process(["collect", str(swept), *args], tmp_path)
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 2 and len(lines) == 1 and message in lines[0], done.stderr
     assert done.stdout == "" and list(tmp_path.iterdir()) == []
