@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import meshio
 import numpy as np
@@ -299,11 +300,12 @@ def test_plots_of_hybrid_runs_draw_the_atoms(hybrid):
         assert 0 < len(orthographic) and set(orthographic) <= set(expected)
 
 
-HYBRID_CASE = hybrid_case(256, 3.5, 7)
+HYBRID_CASE = hybrid_case(128, 3.5, 7)  # the atoms merge at t = 2.82 at resolution 64, 128 and 256
 
 
-def _check_hybrid_run(path) -> None:
-    """What a real hybrid run wrote: snapshots, run.nc, ParaView points, clusters and plots agree."""
+def _check_hybrid_run(path, plotted: Path | None = None) -> None:
+    """What a real hybrid run wrote: snapshots, run.nc, ParaView points, clusters and plots agree
+    (the plots drawn here, or those ``meanfield plot`` wrote into ``plotted``)."""
     from meanfield.plotting import plot_run_directory
     from meanfield.rundir.files import load_npz
 
@@ -333,7 +335,7 @@ def _check_hybrid_run(path) -> None:
     before = history.frames[merged - 1]
     survivor, absorbed = (int(history.ids[merged - 1][before.atom_ids == i][0]) for i in (0, 1))
     assert merges[0].ids == (survivor, absorbed)
-    written = {p.name for p in plot_run_directory(path, movie=False)}
+    written = {p.name for p in (plot_run_directory(path, movie=False) if plotted is None else plotted.iterdir())}
     assert {"density.png", "spacetime.png", "observables.png"} <= written
 
 
@@ -346,22 +348,22 @@ def test_hybrid_run_through_load_run_clusters_and_plots(tmp_path):
 
 
 @pytest.mark.slow
-def test_hybrid_run_under_mpirun(tmp_path):
-    """A hybrid run on 2 ranks, then the commands that read it (as fresh processes on one rank:
-    under mpirun they do all their work on rank 0, as test_mpi_jobs.py runs them)."""
-    from helpers.cli import cli
+def test_hybrid_run_under_mpirun(tmp_path, cli_in_process):
+    """A hybrid run on 2 ranks, then the commands that read it (on one rank, in this process:
+    under mpirun they do all their work on rank 0, as test_mpi_jobs.py runs them; the movie of a
+    hybrid run is test_plots_of_hybrid_runs_draw_the_atoms's)."""
     from helpers.mpi import meanfield_job
 
     (tmp_path / "case.toml").write_text(HYBRID_CASE)
     proc = meanfield_job("run", str(tmp_path / "case.toml"), "--out", str(tmp_path / "run"), "--quiet", timeout=300)
     assert proc.returncode == 0, (proc.stdout, proc.stderr)
-    for args in (["clusters", "run", "--out", "c"], ["plot", "run", "--out", "p"], ["info", "run", "--json"]):
-        proc = cli(args, tmp_path)
+    for args in (["clusters", "run", "--out", "c"], ["plot", "run", "--out", "p", "--no-movie"],
+                 ["info", "run", "--json"]):
+        proc = cli_in_process(args, tmp_path)
         assert proc.returncode == 0, (args, proc.stdout, proc.stderr)
     assert load_run(tmp_path / "run").metadata["ranks"] == 2
     assert '"atoms"' in proc.stdout and (tmp_path / "c" / "clusters.csv").is_file()
-    assert (tmp_path / "p" / "spacetime.png").is_file()
-    _check_hybrid_run(tmp_path / "run")
+    _check_hybrid_run(tmp_path / "run", plotted=tmp_path / "p")
 
 
 @pytest.mark.slow

@@ -160,23 +160,26 @@ def test_check_gives_the_step_sizes_of_many_layers_as_a_range(tmp_path):
 #: The costs both commands of the test below take instead of measuring them: what they then say
 #: depends on the job and the ranks alone (measured costs vary with the machine's load, which a
 #: test cannot bound).
+FIXED = {"startup": 2.0, "step": 1e-3, "output": 0.01, "checkpoint": 0.01}
 FIXED_COSTS = ("from meanfield.drivers import walltime\n"
-               "walltime.Costs.measure = classmethod(lambda cls, *args, **kwargs: "
-               "cls(startup=2.0, step=1e-3, output=0.01, checkpoint=0.01))\n")
+               f"walltime.Costs.measure = classmethod(lambda cls, *args, **kwargs: cls(**{FIXED!r}))\n")
 
 
 @pytest.mark.slow
-def test_cli_check_under_mpirun_agrees_with_check_for_as_many_ranks(tmp_path):
-    """``mpirun -n 2 meanfield check`` and ``meanfield check --ranks 2`` (one process) size the
-    same job: the same ranks, cores, steps and, from the same measured costs, the same wall time
-    and memory, neither oversubscribed; for a PDE run and for a command's job (particles)."""
+def test_cli_check_under_mpirun_agrees_with_check_for_as_many_ranks(tmp_path, cli_in_process, monkeypatch):
+    """``mpirun -n 2 meanfield check`` and ``meanfield check --ranks 2`` (one process: this one)
+    size the same job: the same ranks, cores, steps and, from the same measured costs, the same
+    wall time and memory, neither oversubscribed; for a PDE run and for a command's job (particles)."""
+    from meanfield.drivers import walltime
+
+    monkeypatch.setattr(walltime.Costs, "measure", classmethod(lambda cls, *args, **kwargs: cls(**FIXED)))
     (tmp_path / "c.toml").write_text(
         'name = "c"\n[mesh]\nsphere = "S1"\nresolution = 128\n[model]\nbeta = 9.0\n[initial]\nkind = "expression"\n'
         'expression = "1 + 0.05*cos(3*arctan2(y, x))"\n[time]\nt_final = 4.0\noutputs = 4\n')
     particles = ["check", "particles", "c.toml", "--n", "20", "--no-diagnostics"]
     for job, kept in ((["check", "c.toml"], ("ranks:", "time: ", "wall time:", "memory:")),
                       (particles, ("ranks:", "  1 x", "wall time:"))):
-        serial = meanfield_job(*job, "--ranks", "2", ranks=1, patch=FIXED_COSTS, cwd=tmp_path)
+        serial = cli_in_process([*job, "--ranks", "2"], tmp_path)
         parallel = meanfield_job(*job, ranks=2, patch=FIXED_COSTS, cwd=tmp_path)
         assert serial.returncode == parallel.returncode == 0, serial.stderr + parallel.stderr
         lines = [[line.split(": fits in")[0] for line in done.stdout.splitlines() if line.startswith(kept)]

@@ -118,12 +118,10 @@ def test_cli(swept, tmp_path, capsys):
     assert len(pd.read_csv(tmp_path / "t.csv")) == 4
 
 
-def test_final_densities_of_a_sweep(tmp_path):
+def test_final_densities_of_a_sweep(tmp_path, cli_in_process):
     """``collect --densities``: density(run, cell) equal to each run's last snapshot, the mesh as coordinates."""
-    from helpers.cli import cli
-
     sweep(BASE, ["model.beta=1,4,9"], out=tmp_path / "b", quiet=True)
-    done = cli(["collect", "b", "-o", "final.nc", "--densities"], tmp_path)
+    done = cli_in_process(["collect", "b", "-o", "final.nc", "--densities"], tmp_path)
     assert done.returncode == 0, done.stderr
     with xr.open_dataset(tmp_path / "final.nc") as ds:
         assert ds.density.dims == ("run", "cell") and ds.sizes == {"run": 3, "cell": 16}
@@ -154,22 +152,19 @@ def test_final_densities_of_a_sweep_over_slices(tmp_path):
     (["-o", "final.csv", "--densities"], "--densities: needs -o TABLE.nc"),
     (["-o", "final.nc", "--densities"], "--densities: "),  # two meshes (16 and 32 cells)
 ])
-def test_densities_refused(swept, tmp_path, args, message):
-    from helpers.cli import cli
-
-    done = cli(["collect", str(swept), *args], tmp_path)
+def test_densities_refused(swept, tmp_path, args, message, cli_in_process):
+    done = cli_in_process(["collect", str(swept), *args], tmp_path)
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 2 and len(lines) == 1 and message in lines[0], done.stderr
     assert done.stdout == "" and list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.slow
-def test_clusters_of_a_beta_sweep_through_the_cli(tmp_path):
+def test_clusters_of_a_beta_sweep_through_the_cli(tmp_path, cli_in_process):
     """``meanfield sweep`` (default folder, where the docs put it: runs/<name>-sweep) then
     ``meanfield collect --clusters``: beta stays a float, every run has its cluster count and
     formation time (the same as ``meanfield clusters`` of that run), and the picture shows them
-    against beta."""
-    from helpers.cli import cli
+    against beta (the commands through the CLI's ``main``, in this process)."""
     from matplotlib.image import imread
 
     from meanfield.analysis.clusters import analyse_run
@@ -177,10 +172,10 @@ def test_clusters_of_a_beta_sweep_through_the_cli(tmp_path):
 
     (tmp_path / "case.toml").write_text('name = "ph"\n[mesh]\nsphere = "S1"\nresolution = 64\n'
                                          '[time]\nt_final = 8.0\noutputs = 16\n[output]\nxdmf = false\n')
-    done = cli(["sweep", "case.toml", "--grid", "model.beta=1,16", "--quiet"], tmp_path)
+    done = cli_in_process(["sweep", "case.toml", "--grid", "model.beta=1,16", "--quiet"], tmp_path)
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "runs" / "ph-sweep" / "sweep.csv").is_file()  # docs/getting-started.rst
-    done = cli(["collect", "runs/ph-sweep", "-o", "table.nc", "--clusters"], tmp_path)
+    done = cli_in_process(["collect", "runs/ph-sweep", "-o", "table.nc", "--clusters"], tmp_path)
     assert done.returncode == 0, done.stderr
     assert "table-clusters.png: clusters against model.beta" in done.stdout
     with xr.open_dataset(tmp_path / "table.nc") as ds:

@@ -121,16 +121,16 @@ dt = 0.1
 
 
 @pytest.mark.slow
-def test_no_diagnostics_and_the_api_leaves_what_the_cli_does(tmp_path):
+def test_no_diagnostics_and_the_api_leaves_what_the_cli_does(tmp_path, cli_in_process):
     (tmp_path / "case.toml").write_text(CASE)
-    done = cli(["particles", "case.toml", "--out", "cli", "--quiet"], tmp_path)
+    done = cli_in_process(["particles", "case.toml", "--out", "cli", "--quiet"], tmp_path)
     assert done.returncode == 0, done.stderr
     api = meanfield.run_particles(tmp_path / "case.toml", out=tmp_path / "api", quiet=True)
     for run in (tmp_path / "cli", api.path):
         assert (run / layout.DIAGNOSTICS).is_file() and (run / layout.INNER_PRODUCTS).is_file()
         assert "diagnostics" in json.loads((run / layout.METADATA).read_text())["timings"]
     assert (tmp_path / "cli" / layout.DIAGNOSTICS).read_text() == (api.path / layout.DIAGNOSTICS).read_text()
-    done = cli(["particles", "case.toml", "--out", "off", "--quiet", "--no-diagnostics"], tmp_path)
+    done = cli_in_process(["particles", "case.toml", "--out", "off", "--quiet", "--no-diagnostics"], tmp_path)
     assert done.returncode == 0, done.stderr
     assert not (tmp_path / "off" / layout.DIAGNOSTICS).exists()
     assert not (tmp_path / "off" / layout.INNER_PRODUCTS).exists()
@@ -159,8 +159,9 @@ def hooked(self, *args, **kwargs):
     ("rundir.writers", "RunFileOutput", "write", "args[1] >= 0.4"),  # the last output's run.nc
     ("analysis.diagnostics", "OutputDiagnostics", "add", "True"),    # the diagnostics' first output
 ])
-def test_sigterm_while_the_end_is_written_leaves_an_interrupted_resumable_run(tmp_path, monkeypatch, module, owner,
-                                                                              method, when):
+def test_sigterm_while_the_end_is_written_leaves_an_interrupted_resumable_run(tmp_path, monkeypatch, cli_in_process,
+                                                                              module, owner, method, when):
+    """The stopped run in a fresh process (its exit is the subject), the resume in this one."""
     hooks = tmp_path / "hooks"
     hooks.mkdir()
     (hooks / "sitecustomize.py").write_text(HOOK.format(module=module, owner=owner, method=method, when=when))
@@ -172,7 +173,7 @@ def test_sigterm_while_the_end_is_written_leaves_an_interrupted_resumable_run(tm
     assert meta["status"] == "interrupted" and meta["interrupted_by"] == "SIGTERM"
     assert not (tmp_path / "r" / layout.DIAGNOSTICS).exists()
     monkeypatch.delenv("PYTHONPATH")
-    done = cli(["resume", "r", "--quiet"], tmp_path)
+    done = cli_in_process(["resume", "r", "--quiet"], tmp_path)
     assert done.returncode == 0, done.stderr
     run = meanfield.load_run(tmp_path / "r")
     assert run.status == "completed" and list(run.times) == pytest.approx([0.0, 0.2, 0.4])

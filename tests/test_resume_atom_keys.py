@@ -1,7 +1,8 @@
 """``meanfield resume --set atoms.KEY=...``: the atom phase's accuracy and cost controls change on
 resume, as ``t_final`` does; ``atoms.capture`` and ``atoms.initial`` do not.
 
-Run as users run it (``python -m meanfield.cli`` in a fresh process).  The evidence that a
+The resumes run through the CLI (its ``main``, in this process: the subject is what ``resume``
+writes and refuses, not its process); the first segment through the Python API.  The evidence that a
 changed key acts from the resume on is a contrast, not a stored number: the same run resumed
 twice to the same end time, once with ``atoms.absorb_mass`` raised above the density's mass
 (which must then be zero at the end, all of it in the atoms) and once without (the density
@@ -12,8 +13,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -28,7 +27,6 @@ from meanfield.rundir import layout
 # level leaves their rims in the density (absorb_mass = 0: they stay there)
 CASE = (COLLAPSING + '[nonlocal]\nmethod = "direct"\n[time]\nt_final = 0.75\noutputs = 3\n'
         + CAPTURE.replace("lipschitz_step = 0.25\n", ""))
-TIMEOUT = 300
 CHANGES = ["atoms.absorb_mass=0.5", "atoms.lipschitz_step=0.5", "atoms.merge_distance=0.002",
            "atoms.core_level=0.2", "atoms.core_cells=4", "atoms.min_height=10.0", "atoms.core_fraction=0.8"]
 
@@ -39,17 +37,11 @@ def _serial():
         pytest.skip("starts its own processes: runs in the serial pass")
 
 
-def meanfield_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "meanfield.cli", *args], capture_output=True, text=True,
-                          timeout=TIMEOUT)
-
-
 @pytest.fixture(scope="module")
 def first_segment(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("atoms-resume")
     (folder / "case.toml").write_text(CASE)
-    proc = meanfield_cli("run", str(folder / "case.toml"), "--out", str(folder / "run"), "--quiet")
-    assert proc.returncode == 0, proc.stderr
+    meanfield.run(folder / "case.toml", out=folder / "run", quiet=True)
     return folder / "run"
 
 
@@ -57,16 +49,16 @@ def _density_mass(run) -> np.ndarray:
     return run.densities @ run.areas
 
 
-def test_atom_keys_change_on_resume_and_act_from_there(first_segment, tmp_path):
+def test_atom_keys_change_on_resume_and_act_from_there(first_segment, tmp_path, cli_in_process):
     before = meanfield.load_run(first_segment)
     assert before.atoms[-1].count >= 1 and _density_mass(before)[-1] > 1e-3  # atoms, and rims in the density
     plain, changed = tmp_path / "plain", tmp_path / "changed"
     shutil.copytree(first_segment, plain)
     shutil.copytree(first_segment, changed)
-    proc = meanfield_cli("resume", str(plain), "--t-final", "1.5", "--quiet")
+    proc = cli_in_process(["resume", str(plain), "--t-final", "1.5", "--quiet"], tmp_path)
     assert proc.returncode == 0, proc.stderr
     sets = [a for change in CHANGES for a in ("--set", change)]
-    proc = meanfield_cli("resume", str(changed), "--t-final", "1.5", *sets, "--quiet")
+    proc = cli_in_process(["resume", str(changed), "--t-final", "1.5", *sets, "--quiet"], tmp_path)
     assert proc.returncode == 0, proc.stderr
     a, b = meanfield.load_run(plain), meanfield.load_run(changed)
     meta = json.loads((changed / layout.METADATA).read_text())
@@ -84,8 +76,9 @@ def test_atom_keys_change_on_resume_and_act_from_there(first_segment, tmp_path):
 
 
 @pytest.mark.parametrize("setting", ["atoms.capture=false", "atoms.initial=[]"])
-def test_capture_and_initial_atoms_do_not_change_on_resume(first_segment, setting):
-    proc = meanfield_cli("resume", str(first_segment), "--t-final", "1.5", "--set", setting, "--quiet")
+def test_capture_and_initial_atoms_do_not_change_on_resume(first_segment, setting, cli_in_process):
+    proc = cli_in_process(["resume", str(first_segment), "--t-final", "1.5", "--set", setting, "--quiet"],
+                          first_segment.parent)
     assert proc.returncode == 2, (proc.stdout, proc.stderr)
     line = proc.stderr.strip()
     key = setting.split("=")[0]

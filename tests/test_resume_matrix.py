@@ -1,14 +1,15 @@
 """A resumed run equals the uninterrupted one, for every kind of run and across rank counts.
 
-Each case runs through the CLI in a fresh process (``mpirun -n 2`` for two ranks), is stopped
-by SIGTERM after a chosen step (a fault injected before the CLI starts: the moment is a step
-count, not a wall-clock time), and is resumed with ``meanfield resume`` on the same or on
-another rank count (on one rank through the CLI's ``main`` in the test's process). Every output
-of the finished run (densities, DG1 vertex values, atom masses and positions, token positions,
-observables) must be within 1e-12 of a run that was never interrupted (one rank). The
-interruption falls between two outputs, after the layer boundary for the layered cases and
-after the first capture for the hybrid case, so the checkpoint has to carry the step plan, the
-layer and the atoms.
+Each case runs through the CLI (``mpirun -n 2`` for two ranks; on one rank its ``main`` in the
+test's process), is stopped by SIGTERM after a chosen step (a fault injected before the CLI
+starts: the moment is a step count, not a wall-clock time), and is resumed with ``meanfield
+resume`` on the same or on another rank count (on one rank, again in the test's process: the
+subject is the state it stops with and resumes from; the exit code checked is then ``main``'s,
+on two ranks the job's). Every output of the finished run (densities, DG1 vertex values, atom
+masses and positions, token positions, observables) must be within 1e-12 of a run that was
+never interrupted (one rank). The interruption falls between two outputs, after the layer
+boundary for the layered cases and after the first capture for the hybrid case, so the
+checkpoint has to carry the step plan, the layer and the atoms.
 """
 
 from __future__ import annotations
@@ -139,7 +140,8 @@ MATRIX = [pytest.param(name, pair, id=f"{name}-{pair[0]}to{pair[1]}",
                        else (pytest.mark.slow, pytest.mark.exhaustive))
           for name in CASES for pair in PAIRS]
 
-#: Injected before the CLI starts: SIGTERM to rank 0 after the given number of controller steps.
+#: Injected before the CLI starts (in a job's ``python -c``, or executed in the test's process):
+#: SIGTERM to rank 0 after the given number of controller steps.
 STOP_AFTER = """import os, signal
 from meanfield.engine import controller
 _step = controller.Controller._step
@@ -154,14 +156,22 @@ controller.Controller._step = _stop_after
 """
 
 
-def cli(args: list[str], ranks: int, stop_after: int | None = None) -> subprocess.CompletedProcess:
-    """``meanfield args`` in a fresh process (under ``mpirun -n ranks`` for ranks > 1)."""
+def job(args: list[str], ranks: int, stop_after: int | None = None) -> subprocess.CompletedProcess:
+    """``mpirun -n ranks meanfield args``."""
     patch = STOP_AFTER.format(steps=stop_after) if stop_after is not None else ""
     code = f"import sys\n{patch}\nfrom meanfield.cli import main\nsys.exit(main({args!r}))\n"
-    command = [sys.executable, "-c", code]
-    if ranks > 1:
-        command = [str(mpirun()), "-n", str(ranks), *command]
+    command = [str(mpirun()), "-n", str(ranks), sys.executable, "-c", code]
     return subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT)
+
+
+def stopped_here(args: list[str], stop_after: int, monkeypatch) -> int:
+    """The exit code of ``meanfield args`` (the CLI's ``main``, in this process) stopped by
+    SIGTERM after ``stop_after`` steps (:data:`STOP_AFTER`, undone at the end of the test)."""
+    from meanfield.engine import controller
+
+    monkeypatch.setattr(controller.Controller, "_step", controller.Controller._step)  # restored after the test
+    exec(STOP_AFTER.format(steps=stop_after), {})
+    return main(args)
 
 
 def start_args(case: Case, config: Path, out: Path) -> list[str]:
@@ -212,13 +222,16 @@ def differences(run, reference) -> dict[str, float]:
 
 
 @pytest.mark.parametrize("name, pair", MATRIX)
-def test_resume_equals_the_uninterrupted_run(tmp_path, references, name, pair):
+def test_resume_equals_the_uninterrupted_run(tmp_path, references, name, pair, monkeypatch):
     case, (first, second) = CASES[name], pair
     config = tmp_path / "case.toml"
     config.write_text(case.config)
     out = tmp_path / "run"
-    stopped = cli(start_args(case, config, out), ranks=first, stop_after=case.stop_after)
-    assert stopped.returncode == 128 + signal.SIGTERM, stopped.stderr
+    if first == 1:
+        assert stopped_here(start_args(case, config, out), case.stop_after, monkeypatch) == 128 + signal.SIGTERM
+    else:
+        stopped = job(start_args(case, config, out), ranks=first, stop_after=case.stop_after)
+        assert stopped.returncode == 128 + signal.SIGTERM, stopped.stderr
     checkpoint = Checkpoint.load(out)
     where = (f"{name}: SIGTERM after step {case.stop_after} (t = {checkpoint.t:.6g}) on {first} rank(s), "
              f"resumed on {second}")
@@ -230,7 +243,7 @@ def test_resume_equals_the_uninterrupted_run(tmp_path, references, name, pair):
     if second == 1:  # the CLI's main in this process: the subject is the state it resumes from
         assert main(["resume", str(out), "--quiet"]) == 0, where
     else:
-        resumed = cli(["resume", str(out), "--quiet"], ranks=second)
+        resumed = job(["resume", str(out), "--quiet"], ranks=second)
         assert resumed.returncode == 0, f"{where}\n{resumed.stderr}"
     run, reference = meanfield.load_run(out), meanfield.load_run(references(name))
     assert run.status == "completed" and np.array_equal(run.times, reference.times), where

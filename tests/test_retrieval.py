@@ -54,7 +54,7 @@ def profile(rows, t, mode):
 
 
 @pytest.mark.slow
-def test_dgr_score_through_the_cli(tmp_path):
+def test_dgr_score_through_the_cli(tmp_path, cli_in_process):
     """``meanfield response CASE --retrieval --modes 1,2 --codewords 8 --at 0.5,1`` (S^1, 128
     cells, M = 32): every mode and the score against the closed form with the last slice as the
     target (s = 1 - 1/64), within the slices' error at source slice k, 0.03 / (k + 1/2)^2 + 5e-4
@@ -62,7 +62,7 @@ def test_dgr_score_through_the_cli(tmp_path):
     half of itself, 0.9 % at k = 1, 0.3 % at k = 2, 1.2e-4 at the last); the score
     is U-shaped at t = 1 with its minimum at the slice nearest DGR's 0.259 (closed form, s = 1)."""
     (tmp_path / "dgr.toml").write_text(DGR.format(sphere="S1", resolution=128, slices=32))
-    done = cli(["response", "dgr.toml", "--retrieval", "--at", "0.5,1", "--modes", "1,2", "--codewords", "8",
+    done = cli_in_process(["response", "dgr.toml", "--retrieval", "--at", "0.5,1", "--modes", "1,2", "--codewords", "8",
                 "--out", "out"], tmp_path)
     assert done.returncode == 0, done.stderr
     assert "primacy" in done.stdout and (tmp_path / "out" / "retrieval.png").stat().st_size > 0
@@ -106,9 +106,10 @@ def test_a_pair_on_s2_against_the_closed_form(tmp_path):
 
 
 @pytest.mark.slow
-def test_one_and_two_ranks_agree(tmp_path):
-    """``mpirun -n 2 meanfield response --retrieval`` gives the serial profile to round-off (S^1,
-    64 cells, 8 slices, a position-dependent prompt under softmax attention with decay)."""
+def test_one_and_two_ranks_agree(tmp_path, cli_in_process):
+    """``mpirun -n 2 meanfield response --retrieval`` gives the serial profile (the CLI's ``main``
+    in this process) to round-off (S^1, 64 cells, 8 slices, a position-dependent prompt under
+    softmax attention with decay)."""
     text = DGR.format(sphere="S1", resolution=64, slices=8)
     text = text.replace('attention = "unnormalized"', 'attention = "softmax"')
     text = text.replace("normalise = true\n", "").replace('kind = "uniform"', 'kind = "expression"\n'
@@ -116,8 +117,9 @@ def test_one_and_two_ranks_agree(tmp_path):
     (tmp_path / "case.toml").write_text(text)
     profiles = []
     for ranks in (1, 2):
-        done = cli(["response", "case.toml", "--retrieval", "--at", "0.5", "--modes", "1,2", "--out", f"r{ranks}",
-                    "--quiet"], tmp_path, ranks=ranks)
+        args = ["response", "case.toml", "--retrieval", "--at", "0.5", "--modes", "1,2", "--out", f"r{ranks}",
+                "--quiet"]
+        done = cli_in_process(args, tmp_path) if ranks == 1 else cli(args, tmp_path, ranks=ranks)
         assert done.returncode == 0, done.stderr
         profiles.append(np.array([r["value"] for r in rows_of(tmp_path / f"r{ranks}")]))
     assert profiles[0].size == 2 * 7 and np.all(np.isfinite(profiles[0]))

@@ -1,4 +1,5 @@
-"""Sizing a job honestly, run as users run it (``python -m meanfield.cli`` in a fresh process):
+"""Sizing a job honestly, through the CLI (its ``main`` in the test's process: the subject is
+what the commands print, warn and write):
 
 * ``meanfield check`` counts a run's start-up, steps, outputs and checkpoints from costs it
   measures, says when the ranks are more than the cores here, and warns (one line on stderr)
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers.cli import cli, refused
+from helpers.cli import refused
 
 from meanfield import load_run
 from meanfield.config import load_config
@@ -73,16 +74,16 @@ def test_wall_time_counts_every_part_and_oversubscription():
 
 
 @pytest.mark.slow
-def test_check_counts_outputs_warns_when_they_dominate_and_names_the_cores(tmp_path):
+def test_check_counts_outputs_warns_when_they_dominate_and_names_the_cores(tmp_path, cli_in_process):
     """One step per output: writing them costs more than the steps (a warning on stderr, one
     line); 10000 steps for 3 outputs: no warning.  More ranks than cores: said on the ranks line.
     (The warning is asked of one rank: an oversubscribed rank's measured loss per step is of the
     order of an output's cost, so on more ranks than cores either may win under load.)"""
-    done = cli(["check", _case(tmp_path, outputs="outputs = 100")], tmp_path)
+    done = cli_in_process(["check", _case(tmp_path, outputs="outputs = 100")], tmp_path)
     assert done.returncode == 0, done.stderr
     warning = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(warning) == 1 and warning[0].startswith("warning: writing 101 outputs"), done.stderr
-    crowded = cli(["check", _case(tmp_path, outputs="outputs = 100"), "--ranks", str(cores() + 1)], tmp_path)
+    crowded = cli_in_process(["check", _case(tmp_path, outputs="outputs = 100"), "--ranks", str(cores() + 1)], tmp_path)
     assert crowded.returncode == 0, crowded.stderr
     ranks = crowded.stdout.split("\n\n")[0]
     assert f"more than the {cores()} core" in ranks and "oversubscribed" in ranks
@@ -94,7 +95,7 @@ def test_check_counts_outputs_warns_when_they_dominate_and_names_the_cores(tmp_p
                      done.stdout)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["w.toml"]  # the probe's directory is gone
 
-    quiet = cli(["check", _case(tmp_path, dt=2e-5)], tmp_path)
+    quiet = cli_in_process(["check", _case(tmp_path, dt=2e-5)], tmp_path)
     assert quiet.returncode == 0 and quiet.stderr == "", quiet.stderr
     assert "10000 steps of dt = 2e-05" in quiet.stdout and "more than the" not in quiet.stdout
 
@@ -112,18 +113,18 @@ def test_outputs_every_or_a_count_not_both(tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_outputs_every_keeps_its_spacing_through_check_run_and_resume(tmp_path):
+def test_outputs_every_keeps_its_spacing_through_check_run_and_resume(tmp_path, cli_in_process):
     """A --set of the interval replaces the file's count; a resume that extends the run keeps
     the interval (config.toml holds it, not a count)."""
     _case(tmp_path)
     args = ["w.toml", "--set", "time.outputs_every=0.05", "--set", "time.t_final=0.1"]
-    done = cli(["check", *args], tmp_path)
+    done = cli_in_process(["check", *args], tmp_path)
     assert done.returncode == 0, done.stderr
     assert "3 outputs at t = 0, 0.05, 0.1;" in done.stdout and "outputs_every = 0.05" in done.stdout
-    assert cli(["run", *args, "--quiet"], tmp_path).returncode == 0
+    assert cli_in_process(["run", *args, "--quiet"], tmp_path).returncode == 0
     run = tmp_path / "runs" / "w"
     assert np.allclose(load_run(run).times, [0.0, 0.05, 0.1], rtol=0, atol=1e-12)
-    resumed = cli(["resume", "runs/w", "--t-final", "0.2", "--quiet"], tmp_path)
+    resumed = cli_in_process(["resume", "runs/w", "--t-final", "0.2", "--quiet"], tmp_path)
     assert resumed.returncode == 0, resumed.stderr
     assert np.allclose(load_run(run).times, [0.0, 0.05, 0.1, 0.15, 0.2], rtol=0, atol=1e-12)
     config = load_config(run / "config.toml")
@@ -131,8 +132,8 @@ def test_outputs_every_keeps_its_spacing_through_check_run_and_resume(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_run_whose_outputs_dominate_warns_once(tmp_path):
-    done = cli(["run", _case(tmp_path, outputs="outputs = 100")], tmp_path)
+def test_a_run_whose_outputs_dominate_warns_once(tmp_path, cli_in_process):
+    done = cli_in_process(["run", _case(tmp_path, outputs="outputs = 100")], tmp_path)
     assert done.returncode == 0, done.stderr
     warnings = [line for line in done.stderr.splitlines() if "writing dominates" in line]
     assert len(warnings) == 1, done.stderr
