@@ -153,35 +153,29 @@ def test_a_costly_first_output_alone_does_not_warn(tmp_path, monkeypatch):
     from meanfield.cli import main
     from meanfield.engine.controller import Controller
 
-    output, step = Controller._output, Controller._step
+    output = Controller._output
 
     def first_output_pays_once(self, k: int) -> None:
+        """At the first output (before any step): its snapshot costly this once, every step from now on."""
         if k > 0:
             return output(self, k)
-        snapshot = self.sim.snapshot
+        snapshot, step = self.sim.snapshot, self.sim.step
 
         def costly_snapshot(*args, **kwargs):
             time.sleep(2.5)
             return snapshot(*args, **kwargs)
 
-        self.sim.snapshot = costly_snapshot
+        def slower_step(*args, **kwargs):
+            time.sleep(0.02)
+            return step(*args, **kwargs)
+
+        self.sim.snapshot, self.sim.step = costly_snapshot, slower_step
         try:
             output(self, k)
         finally:
             self.sim.snapshot = snapshot
 
-    def costly_steps(self, target: float) -> float:
-        simulation_step = self.sim.step
-        if not getattr(simulation_step, "costly", False):
-            def slower(*args, **kwargs):
-                time.sleep(0.02)
-                return simulation_step(*args, **kwargs)
-            slower.costly = True
-            self.sim.step = slower
-        return step(self, target)
-
     monkeypatch.setattr(Controller, "_output", first_output_pays_once)
-    monkeypatch.setattr(Controller, "_step", costly_steps)
     (tmp_path / "s.toml").write_text('name = "s"\n[mesh]\nsphere = "S2"\nresolution = 3\n[time]\nt_final = 1.0\n'
                                      'outputs = 4\n[output]\nxdmf = false\n')
     assert main(["run", str(tmp_path / "s.toml"), "--out", str(tmp_path / "s"), "--quiet"]) == 0
