@@ -23,13 +23,14 @@ find_python = $(shell \
     $$p -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null && { echo $$p; exit 0; }; \
   done)
 
-.PHONY: demo test test-quick test-serial test-exhaustive test-mpi test-kernel test-tools mpirun-check lint docs venv bytecode bench clean
+.PHONY: demo test test-quick test-serial test-exhaustive test-mpi test-kernel test-tools mpirun-check lint docs venv bench clean
 
 # The packages are installed with uv (from PyPI; a fresh machine, no cache: 32 s where pip took 170 s),
 # else, or in a venv that sees a conda environment's packages (whose mpi4py and dolfinx must be the
 # ones imported), with pip.  uv compiles their bytecode as pip does (--compile-bytecode): where
-# PYTHONDONTWRITEBYTECODE is set (this machine and its CI) nothing else writes it, and every process
-# would compile each module it imports again (an mpirun job of the tests took 2.5x as long)
+# PYTHONDONTWRITEBYTECODE is set (this machine and its CI) nothing else but the test passes (below)
+# writes it, and every process would compile each module it imports again (an mpirun job of the tests
+# took 2.5x as long)
 $(VENV)/.installed: pyproject.toml
 	@base="$(find_python)"; \
 	if [ -z "$$base" ]; then echo "error: no Python >= 3.12 found (PATH or pyenv)" >&2; exit 1; fi; \
@@ -43,12 +44,7 @@ $(VENV)/.installed: pyproject.toml
 
 venv: $(VENV)/.installed
 
-# the bytecode of the package and its tests, compiled once for all the processes of a test pass
-# (PYTHONDONTWRITEBYTECODE: see above); a file changed since is compiled again, here or on import
-bytecode: venv
-	@$(PY) -m compileall -q -j0 meanfield tests >/dev/null
-
-demo: bytecode
+demo: venv
 	$(VENV)/bin/mpirun -n $(NP) $(VENV)/bin/meanfield run --overwrite
 
 # test-tools (an apt-get install on a fresh machine: a minute of downloads and unpacking) runs beside
@@ -81,7 +77,7 @@ test-tools:
 	echo "no ParaView pvbatch or Xvfb ($$why): the ParaView checks use VTK's readers (the vtk wheel) and skip the rest"
 
 # the quick loop while developing: no slow studies, no MPI pass
-test-quick: bytecode
+test-quick: venv
 	$(PYTEST) -q $(XDIST) -m "not slow" tests; $(PYTEST_OK)
 
 # the documentation site, warnings as errors (docs/_build/html/index.html); -E: always read
@@ -95,20 +91,20 @@ lint: venv
 	$(VENV)/bin/ruff check meanfield tests benchmarks meshes demos
 	$(VENV)/bin/mypy
 
-# pytest keeps the test modules it rewrites for its assertion messages only where Python may write
-# bytecode: under PYTHONDONTWRITEBYTECODE each process of a pass rewrote all ~100 of them again
-# (about 5 CPU-s each), so the passes run with it unset
+# The test passes run with PYTHONDONTWRITEBYTECODE unset: under it every process of a pass compiled
+# the package's modules again, and pytest rewrote all ~100 test modules for its assertion messages
+# again (about 5 CPU-s a process); unset, the first process to import one writes its bytecode
 PYTEST = PYTHONDONTWRITEBYTECODE= $(PY) -m pytest
 
 # pytest exits 5 when it collects no test; that is not a failure of the suite's code
 PYTEST_OK = rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 5 ] || exit $$rc
 
-test-serial: bytecode
+test-serial: venv
 	MEANFIELD_DOCS_SITE=$(MEANFIELD_DOCS_SITE) $(PYTEST) $(XDIST) -m "not exhaustive" tests; $(PYTEST_OK)
 
 # the combinations `make test` leaves out (tests marked exhaustive: more rank pairs of the resume
 # matrix, more kinds of job interrupted by SIGTERM to mpirun)
-test-exhaustive: bytecode
+test-exhaustive: venv
 	$(PYTEST) $(XDIST) -m exhaustive tests; $(PYTEST_OK)
 
 # the mpirun of the MPI tests, found as tests/helpers/mpi.py says (MEANFIELD_MPIRUN, the bin
@@ -119,7 +115,7 @@ mpirun-check: venv
 	@$(FIND_MPIRUN) >/dev/null
 
 # each rank gets its own pytest temporary folder (rank-0 paths are broadcast where shared)
-test-mpi: bytecode
+test-mpi: venv
 	mpirun=$$($(FIND_MPIRUN)) && PYTHONDONTWRITEBYTECODE= timeout 1200 $$mpirun -n $(NP) sh -c 'exec $(PY) -m pytest -m "mpi and not exhaustive" -p no:cacheprovider -q \
 	  --basetemp=$${TMPDIR:-/tmp}/meanfield-pytest-rank$${PMI_RANK:-$${OMPI_COMM_WORLD_RANK:-0}} tests'; $(PYTEST_OK)
 
@@ -137,7 +133,7 @@ KERNEL_SKIP = atoms_log atoms_outputs bad_input causal_analysis check cli_docume
               problem_once refusals resume_atom_keys resume_matrix rundir run run_pictures runfile run_threads \
               sweep watching
 
-test-kernel: bytecode
+test-kernel: venv
 	OPENBLAS_CORETYPE=$(KERNEL) $(PYTEST) $(XDIST) -q -m "not slow and not exhaustive" \
 	  $(foreach m,$(KERNEL_SKIP),--ignore=tests/test_$(m).py) tests; $(PYTEST_OK)
 
