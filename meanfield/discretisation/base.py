@@ -91,18 +91,41 @@ class SpatialScheme(ABC):
             density non-negative.
         """
 
-    def rhs_and_bound_many(self, states: np.ndarray) -> tuple[np.ndarray, float]:
-        """The right-hand sides (k, n) of k states (k, n) on this mesh, each moving with the
-        velocity its measure is given by the scheme's velocity field (a causal run's slices,
-        :class:`~meanfield.masks.causal_slices.CausalScheme`), and the largest of their bounds.  This default
-        takes one :meth:`rhs_and_bound` after the other; a scheme that moves them all at once
-        with one batched velocity (:func:`meanfield.velocity.velocities`) overrides it."""
-        out = [self.rhs_and_bound(state) for state in states]
-        return np.array([rhs for rhs, _ in out]), max((rate for _, rate in out), default=0.0)
+    def measure_many(self, rows: np.ndarray) -> np.ndarray:
+        """The masses (n, k) at :meth:`measure`'s points of k states stacked cell by cell.
+
+        Parameters
+        ----------
+        rows
+            (num_owned, k, per_cell): ``rows[:, j].ravel()`` is state j (a causal run's stacked
+            state, :class:`~meanfield.masks.causal_slices.CausalScheme`, seen as rows of cells).
+
+        This default takes one :meth:`measure` after the other; a scheme overrides it with one
+        pass over all of them.
+        """
+        return np.stack([self.measure(_state(rows, j))[1] for j in range(rows.shape[1])], axis=1)
+
+    def rhs_and_bound_many(self, rows: np.ndarray) -> tuple[np.ndarray, float]:
+        """The right-hand sides of k states stacked cell by cell (``rows`` as in
+        :meth:`measure_many`), shape (num_owned, k, per_cell), each moving with the velocity of
+        its own measure under the scheme's velocity field, and the largest of their bounds.  This
+        default takes one :meth:`rhs_and_bound` after the other; a scheme that moves them all at
+        once, with one batched velocity of the k measures (:func:`meanfield.velocity.velocities`
+        of :meth:`measure_many`), overrides it."""
+        out = [self.rhs_and_bound(_state(rows, j)) for j in range(rows.shape[1])]
+        return (np.stack([rhs.reshape(rows.shape[0], -1) for rhs, _ in out], axis=1),
+                max((rate for _, rate in out), default=0.0))
 
     def postprocess(self, state: np.ndarray) -> np.ndarray:
         """Applied after every Runge-Kutta stage (a limiter); the identity by default."""
         return state
+
+    def postprocess_many(self, rows: np.ndarray) -> np.ndarray:
+        """:meth:`postprocess` of k states stacked cell by cell (``rows`` as in
+        :meth:`measure_many`), the same shape.  This default takes one state after the other; a
+        scheme whose postprocessing acts cell by cell overrides it with one pass."""
+        return np.stack([self.postprocess(_state(rows, j)).reshape(rows.shape[0], -1)
+                         for j in range(rows.shape[1])], axis=1)
 
     @abstractmethod
     def cell_averages(self, state: np.ndarray) -> np.ndarray:
@@ -145,6 +168,11 @@ class SpatialScheme(ABC):
     def mass(self, state: np.ndarray) -> float:
         """Total mass over all ranks."""
         return float(self.comm.allreduce(self.measure(state)[1].sum()))
+
+
+def _state(rows: np.ndarray, j: int) -> np.ndarray:
+    """State j (contiguous) of k states stacked cell by cell, rows (num_owned, k, per_cell)."""
+    return np.ascontiguousarray(rows[:, j]).ravel()
 
 
 def check_density_values(comm, values: np.ndarray, points: np.ndarray) -> None:

@@ -59,6 +59,7 @@ class FiniteVolumeScheme(SpatialScheme):
         # owned cells x facets: each facet's left and right cell (sums over the facets of a cell)
         self._left_of, self._right_of = (_owned_cells_of(cells, g.num_owned) for cells in (self._left, self._right))
         self._incidence = (self._right_of - self._left_of).tocsr()
+        self._blocks: dict[int, object] = {}  # k -> a vector of the DG0 dofs with k values each
 
     @staticmethod
     def field_points(cells: int, nv: int) -> tuple[int, int]:
@@ -68,11 +69,22 @@ class FiniteVolumeScheme(SpatialScheme):
         g = self.geometry
         return normalised_cell_averages(self.comm, density, g.vertices[: g.num_owned], self._area)
 
-    def _with_ghosts(self, state: np.ndarray) -> np.ndarray:
-        """Owned averages -> local (owned + ghost) averages, through the DG0 scatter."""
-        arr = self.function.x.array
-        arr[self._dof[: self.geometry.num_owned]] = state
-        self.function.x.scatter_forward()
+    def _with_ghosts(self, values: np.ndarray) -> np.ndarray:
+        """Owned averages (num_owned,) or (num_owned, k) -> local (owned + ghost) ones, through
+        one scatter of the DG0 dofs (k values a dof: a vector of block size k, kept per k)."""
+        if values.ndim == 1:
+            arr = self.function.x.array
+            arr[self._dof[: self.geometry.num_owned]] = values
+            self.function.x.scatter_forward()
+            return arr[self._dof]
+        k = values.shape[1]
+        vector = self._blocks.get(k)
+        if vector is None:
+            dolfinx = _dolfinx()
+            vector = self._blocks[k] = dolfinx.la.vector(self.space.dofmap.index_map, bs=k)
+        arr = vector.array.reshape(-1, k)
+        arr[self._dof[: self.geometry.num_owned]] = values
+        vector.scatter_forward()
         return arr[self._dof]
 
     def facet_velocity(self, state: np.ndarray) -> np.ndarray:
@@ -81,33 +93,41 @@ class FiniteVolumeScheme(SpatialScheme):
         return np.einsum("ij,ij->i", X, self.geometry.facet_normal)
 
     def rhs_and_bound(self, state: np.ndarray) -> tuple[np.ndarray, float]:
-        rhs, rate = self._upwind(self._with_ghosts(state)[None], self.facet_velocity(state)[None])
-        return rhs[0], rate
+        rhs, rate = self._upwind(self._with_ghosts(state)[:, None], self.facet_velocity(state)[:, None])
+        return rhs[:, 0], rate
 
-    def rhs_and_bound_many(self, states: np.ndarray) -> tuple[np.ndarray, float]:
+    def measure_many(self, rows: np.ndarray) -> np.ndarray:
+        return rows[:, :, 0] * self._area[:, None]
+
+    def rhs_and_bound_many(self, rows: np.ndarray) -> tuple[np.ndarray, float]:
         """:meth:`rhs_and_bound` of k states at once: the velocities of their k measures from one
         batched evaluation (:func:`meanfield.velocity.velocities`) and the fluxes of all of them
-        in one pass."""
+        in one pass, facet by facet with the k states' values side by side."""
         from ..velocity import velocities
 
-        rho = np.array([self._with_ghosts(state) for state in states])
-        X = velocities(self.velocity, self._targets, self._sources, (states * self._area).T)
-        return self._upwind(rho, np.einsum("kfd,fd->kf", X, self.geometry.facet_normal))
+        X = velocities(self.velocity, self._targets, self._sources, self.measure_many(rows))  # (k, F, d)
+        un = np.einsum("kfd,fd->fk", X, self.geometry.facet_normal)
+        rhs, rate = self._upwind(self._with_ghosts(rows[:, :, 0]), un)
+        return rhs[:, :, None], rate
+
+    def postprocess_many(self, rows: np.ndarray) -> np.ndarray:
+        return rows
 
     def _upwind(self, rho: np.ndarray, un: np.ndarray) -> tuple[np.ndarray, float]:
-        """The right-hand sides (k, num_owned) of k densities given by their local averages rho
-        (k, num_local) and the normal velocities un (k, F) at the facets, and the largest bound
+        """The right-hand sides (num_owned, k) of k densities given by their local averages rho
+        (num_local, k) and the normal velocities un (F, k) at the facets, and the largest bound
         (collective)."""
         from mpi4py import MPI
 
-        g = self.geometry
-        out_left = g.facet_measure * np.maximum(un, 0.0)  # |e| u^+ leaving the left cell
-        out_right = g.facet_measure * np.maximum(-un, 0.0)
-        flux = out_left * rho[:, self._left] - out_right * rho[:, self._right]
-        dmass = (self._incidence @ flux.T).T  # into the right cell, out of the left one
-        outflow = (self._left_of @ out_left.T + self._right_of @ out_right.T).T
-        local_rate = float((outflow / self._area).max(initial=0.0))
-        return dmass / self._area, self.comm.allreduce(local_rate, op=MPI.MAX)
+        measure = self.geometry.facet_measure[:, None]
+        out_left = measure * np.maximum(un, 0.0)  # |e| u^+ leaving the left cell
+        out_right = measure * np.maximum(-un, 0.0)
+        flux = out_left * rho[self._left] - out_right * rho[self._right]
+        dmass = self._incidence @ flux  # into the right cell, out of the left one
+        outflow = self._left_of @ out_left + self._right_of @ out_right
+        area = self._area[:, None]
+        local_rate = float((outflow / area).max(initial=0.0))
+        return dmass / area, self.comm.allreduce(local_rate, op=MPI.MAX)
 
     def cell_averages(self, state: np.ndarray) -> np.ndarray:
         return state

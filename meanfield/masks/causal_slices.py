@@ -126,14 +126,15 @@ class CausalVelocity:
         W = self.ds * np.where(lag > 0, self.factor ** np.maximum(lag, 0), 0.0) + self.ds * self.own_weight * np.eye(M)
         return W / W.sum(axis=1)[:, None] if self.normalise else W
 
-    def start(self, slice_weights: Sequence[np.ndarray] | None = None) -> None:
-        """Forget the prefix: the next call is slice 0 of a new stage.  ``slice_weights``: the
-        M slices' weights of the stage, on the points the calls will pass (the class docstring)."""
+    def start(self, slice_weights: np.ndarray | None = None) -> None:
+        """Forget the prefix: the next call is slice 0 of a new stage.  ``slice_weights``: (n, M)
+        the M slices' weights of the stage, on the points the calls will pass (the class
+        docstring)."""
         self.slice = 0
         self.sources: np.ndarray | None = None
         self.prefix: np.ndarray | None = None
         self.mass = 0.0  # the prefix's positional mass in units of ds
-        self.announced = None if slice_weights is None else np.stack(slice_weights, axis=1)  # (n, M)
+        self.announced = slice_weights  # (n, M)
         self.fields: tuple[np.ndarray, np.ndarray] | None = None  # (targets, (M, m, d) velocities)
 
     def measure(self, weights: np.ndarray) -> np.ndarray:
@@ -168,7 +169,7 @@ class CausalVelocity:
         if self.slice or announced is None:
             raise RuntimeError("causal velocity: all slices at once after start() with their weights, or one "
                                "after the other")
-        if not np.array_equal(columns, announced):
+        if columns is not announced and not np.array_equal(columns, announced):
             raise ValueError("causal velocity: the slices' weights differ from those given to start()")
         self.sources, self.slice = sources, self.slices
         self.fields = (targets, velocities(self.field, targets, sources, announced @ self.kernel().T))
@@ -229,18 +230,22 @@ class CausalScheme:
         return self.stack([self.scheme.initial_state(partial(_at_position, density, float(s)))
                            for s in self.positions])
 
+    def rows(self, state: np.ndarray) -> np.ndarray:
+        """The stacked state seen as (num_owned, M, per_cell): row c holds cell c of every slice
+        (a view; the layout of the scheme's ``*_many`` methods)."""
+        return state.reshape(self.geometry.num_owned, self.slices, -1)
+
     def rhs_and_bound(self, state: np.ndarray) -> tuple[np.ndarray, float]:
         """The slices' right-hand sides (stacked) and the largest of their outflow bounds; the
         slices' fields come from one batched evaluation (:class:`CausalVelocity`)."""
-        n = self.geometry.num_owned
-        parts = np.ascontiguousarray(state.reshape(n, self.slices, -1).transpose(1, 0, 2)).reshape(self.slices, -1)
-        self.velocity.start([self.scheme.measure(part)[1] for part in parts])
-        rhs, rate = self.scheme.rhs_and_bound_many(parts)
-        return rhs.reshape(self.slices, n, -1).transpose(1, 0, 2).ravel(), rate
+        rows = self.rows(state)
+        self.velocity.start(self.scheme.measure_many(rows))
+        rhs, rate = self.scheme.rhs_and_bound_many(rows)
+        return rhs.ravel(), rate
 
     def postprocess(self, state: np.ndarray) -> np.ndarray:
         """The scheme's postprocessing (limiter) of every slice."""
-        return self.stack([self.scheme.postprocess(part) for part in self.split(state)])
+        return self.scheme.postprocess_many(self.rows(state)).ravel()
 
     def locate_value(self, state: np.ndarray, index: int) -> str:
         """Human-readable location of entry ``index`` of a stacked state: its cell and slice."""
