@@ -19,6 +19,7 @@ averages are refreshed through a DG0 Function's scatter.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -45,6 +46,8 @@ class FiniteVolumeScheme(SpatialScheme):
     order = 1
 
     def __init__(self, msh, velocity: VelocityField, geometry: MeshGeometry | None = None) -> None:
+        from scipy import sparse
+
         super().__init__(msh, velocity, geometry)
         dolfinx = _dolfinx()
         self.space = dolfinx.fem.functionspace(msh, ("DG", 0))
@@ -52,14 +55,17 @@ class FiniteVolumeScheme(SpatialScheme):
         g = self.geometry
         # DG0: one dof per cell; map local cells to dofs once
         self._dof = np.asarray(self.space.dofmap.list[: g.num_local, 0], dtype=np.int64)
+        self._cells_are_dofs = g.num_local == g.num_owned and np.array_equal(self._dof, np.arange(g.num_local))
         self._targets = g.facet_midpoint
         self._left, self._right = g.facet_cells[:, 0], g.facet_cells[:, 1]
         self._sources = np.ascontiguousarray(g.centroid[: g.num_owned])
         self._area = g.measure[: g.num_owned]
+        self._normal_components = np.ascontiguousarray(g.facet_normal.T)  # (d, F)
         # owned cells x facets: each facet's left and right cell (sums over the facets of a cell)
-        self._left_of, self._right_of = (_owned_cells_of(cells, g.num_owned) for cells in (self._left, self._right))
-        self._incidence = (self._right_of - self._left_of).tocsr()
-        self._blocks: dict[int, object] = {}  # k -> a vector of the DG0 dofs with k values each
+        left_of, right_of = (_owned_cells_of(cells, g.num_owned) for cells in (self._left, self._right))
+        self._incidence = (right_of - left_of).tocsr()
+        self._outflow = sparse.hstack([left_of, right_of]).tocsr()  # of [out of the left cells; out of the right]
+        self._blocks: dict[int, Any] = {}  # k -> a dolfinx vector of the DG0 dofs with k values each
 
     @staticmethod
     def field_points(cells: int, nv: int) -> tuple[int, int]:
@@ -71,7 +77,10 @@ class FiniteVolumeScheme(SpatialScheme):
 
     def _with_ghosts(self, values: np.ndarray) -> np.ndarray:
         """Owned averages (num_owned,) or (num_owned, k) -> local (owned + ghost) ones, through
-        one scatter of the DG0 dofs (k values a dof: a vector of block size k, kept per k)."""
+        one scatter of the DG0 dofs (k values a dof: a vector of block size k, kept per k); the
+        values themselves on a mesh without ghosts whose dofs are its cells (one rank)."""
+        if self._cells_are_dofs:
+            return values
         if values.ndim == 1:
             arr = self.function.x.array
             arr[self._dof[: self.geometry.num_owned]] = values
@@ -106,7 +115,8 @@ class FiniteVolumeScheme(SpatialScheme):
         from ..velocity import velocities
 
         X = velocities(self.velocity, self._targets, self._sources, self.measure_many(rows))  # (k, F, d)
-        un = np.einsum("kfd,fd->fk", X, self.geometry.facet_normal)
+        # component-major (the fast field's velocities are a view of (d, k, F) values), then facet-major
+        un = np.ascontiguousarray(np.einsum("dkf,df->kf", np.moveaxis(X, 2, 0), self._normal_components).T)
         rhs, rate = self._upwind(self._with_ghosts(rows[:, :, 0]), un)
         return rhs[:, :, None], rate
 
@@ -119,14 +129,19 @@ class FiniteVolumeScheme(SpatialScheme):
         (collective)."""
         from mpi4py import MPI
 
-        measure = self.geometry.facet_measure[:, None]
-        out_left = measure * np.maximum(un, 0.0)  # |e| u^+ leaving the left cell
-        out_right = measure * np.maximum(-un, 0.0)
-        flux = out_left * rho[self._left] - out_right * rho[self._right]
+        F, measure = un.shape[0], self.geometry.facet_measure[:, None]
+        out = np.empty((2 * F,) + un.shape[1:])  # |e| u^+ leaving the left cell, then |e| u^- leaving the right one
+        np.maximum(un, 0.0, out=out[:F])
+        out[:F] *= measure
+        np.subtract(out[:F], measure * un, out=out[F:])
+        flux = rho[self._left]
+        flux *= out[:F]
+        upwind_right = rho[self._right]
+        upwind_right *= out[F:]
+        flux -= upwind_right  # from left to right
         dmass = self._incidence @ flux  # into the right cell, out of the left one
-        outflow = self._left_of @ out_left + self._right_of @ out_right
         area = self._area[:, None]
-        local_rate = float((outflow / area).max(initial=0.0))
+        local_rate = float(((self._outflow @ out) / area).max(initial=0.0))
         return dmass / area, self.comm.allreduce(local_rate, op=MPI.MAX)
 
     def cell_averages(self, state: np.ndarray) -> np.ndarray:

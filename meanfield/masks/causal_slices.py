@@ -85,10 +85,11 @@ class CausalVelocity:
     raises ``RuntimeError``), with the same source points.  Slice k's call returns the field's
     velocity (one evaluation) of the measure ``ds (prefix + own_weight w_k)`` on those points,
     then adds ``w_k`` to the prefix of weights.  When :meth:`start` is given the slices' weights
-    of the stage (as :class:`CausalScheme` does), the first call evaluates the fields of all M
-    measures ``sum_j W[k, j] w_j`` (:meth:`kernel`) at once, one batched evaluation
-    (:func:`meanfield.velocity.velocities`: one transform of all of them for the fast field,
-    one matrix product for the direct one), and each call returns its slice's.
+    of the stage (as :class:`CausalScheme` does, as a function computed at the first call), the
+    first call evaluates the fields of all M measures ``sum_j W[k, j] w_j`` (:meth:`kernel`) at
+    once, one batched evaluation (:func:`meanfield.velocity.velocities`: one transform of all of
+    them for the fast field, one matrix product for the direct one), and each call returns its
+    slice's.  A scheme that moves all slices at once calls :meth:`many` instead.
 
     Parameters
     ----------
@@ -126,15 +127,16 @@ class CausalVelocity:
         W = self.ds * np.where(lag > 0, self.factor ** np.maximum(lag, 0), 0.0) + self.ds * self.own_weight * np.eye(M)
         return W / W.sum(axis=1)[:, None] if self.normalise else W
 
-    def start(self, slice_weights: np.ndarray | None = None) -> None:
-        """Forget the prefix: the next call is slice 0 of a new stage.  ``slice_weights``: (n, M)
-        the M slices' weights of the stage, on the points the calls will pass (the class
-        docstring)."""
+    def start(self, slice_weights: Callable[[], np.ndarray] | None = None) -> None:
+        """Forget the prefix: the next call is slice 0 of a new stage.  ``slice_weights``: gives
+        the M slices' weights of the stage (n, M), on the points the calls will pass, when a
+        call one slice after the other needs them (the class docstring)."""
         self.slice = 0
         self.sources: np.ndarray | None = None
         self.prefix: np.ndarray | None = None
         self.mass = 0.0  # the prefix's positional mass in units of ds
-        self.announced = slice_weights  # (n, M)
+        self.announce = slice_weights
+        self.announced: np.ndarray | None = None  # (n, M), from announce at the first call
         self.fields: tuple[np.ndarray, np.ndarray] | None = None  # (targets, (M, m, d) velocities)
 
     def measure(self, weights: np.ndarray) -> np.ndarray:
@@ -147,7 +149,7 @@ class CausalVelocity:
         """The velocity of the next slice at the targets, from its measure (sources, weights)."""
         if self.slice == self.slices:
             raise RuntimeError(f"causal velocity: called for more than {self.slices} slices since start()")
-        if self.announced is not None:
+        if self.announce is not None:
             return self._announced_slice(targets, sources, weights)
         if self.sources is None or self.prefix is None:
             self.sources, self.prefix = sources, np.zeros_like(weights)
@@ -162,22 +164,20 @@ class CausalVelocity:
 
 
     def many(self, targets: np.ndarray, sources: np.ndarray, columns: np.ndarray) -> np.ndarray:
-        """The velocities (M, m, d) of all the slices of the stage at once, their weights
-        ``columns`` (n, M) (those given to :meth:`start`): a scheme that moves them together
+        """The velocities (M, m, d) of all the slices of the stage at once, from their weights
+        ``columns`` (n, M): a scheme that moves them together
         (:meth:`~meanfield.discretisation.base.SpatialScheme.rhs_and_bound_many`)."""
-        announced = self.announced
-        if self.slice or announced is None:
-            raise RuntimeError("causal velocity: all slices at once after start() with their weights, or one "
-                               "after the other")
-        if columns is not announced and not np.array_equal(columns, announced):
-            raise ValueError("causal velocity: the slices' weights differ from those given to start()")
+        if self.slice:
+            raise RuntimeError("causal velocity: all slices at once after start(), or one after the other")
         self.sources, self.slice = sources, self.slices
-        self.fields = (targets, velocities(self.field, targets, sources, announced @ self.kernel().T))
+        self.fields = (targets, velocities(self.field, targets, sources, columns @ self.kernel().T))
         return self.fields[1]
 
     def _announced_slice(self, targets: np.ndarray, sources: np.ndarray, weights: np.ndarray) -> np.ndarray:
         """The next slice's velocity from the batched evaluation of the stage (made at the first call)."""
-        assert self.announced is not None
+        assert self.announce is not None
+        if self.announced is None:
+            self.announced = self.announce()
         k = self.slice
         if weights.shape != self.announced[:, k].shape or weights.sum() != self.announced[:, k].sum():
             raise ValueError(f"causal velocity: slice {k}'s weights differ from those given to start()")
@@ -239,7 +239,7 @@ class CausalScheme:
         """The slices' right-hand sides (stacked) and the largest of their outflow bounds; the
         slices' fields come from one batched evaluation (:class:`CausalVelocity`)."""
         rows = self.rows(state)
-        self.velocity.start(self.scheme.measure_many(rows))
+        self.velocity.start(partial(self.scheme.measure_many, rows))
         rhs, rate = self.scheme.rhs_and_bound_many(rows)
         return rhs.ravel(), rate
 

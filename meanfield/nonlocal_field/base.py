@@ -28,6 +28,10 @@ from ..choices import FIELD_TOL
 from ..model import AttentionModel
 from .parallel import allreduce_sum
 
+#: About how many values (targets times measures) :meth:`FieldValues.velocity` forms at a time
+#: (measured on S^2 level 4 with 64 measures: 16384-65536 alike, 30% faster than all at once).
+VELOCITY_BLOCK = 16384
+
 #: Default accuracy of the fast field (:data:`meanfield.choices.FIELD_TOL`).
 DEFAULT_TOL = FIELD_TOL
 
@@ -63,27 +67,38 @@ class FieldValues:
         The attention kind combines N and Z (:meth:`~meanfield.attention.Attention.factor`):
         softmax heads divide N by Z (the scale cancels; targets where a head sees no mass get
         zero velocity from it), unnormalised heads multiply the scaled N back by
-        ``exp(log_scale)``.  The heads' sum is projected once (P_x is linear).
-        Computed component by component (long contiguous loops when N is stored as by
-        :meth:`empty`, and on a contiguous copy of the targets' components); the result is a
-        transposed view of a (d, targets) array.  Values of k measures at the same m targets,
-        stored one after the other as k m targets, take the m ``targets`` once.
+        ``exp(log_scale)``.  The heads' sum is projected once (P_x is linear).  Values of k
+        measures at the same m targets, stored one after the other as k m targets, take the m
+        ``targets`` once.  Formed component by component, a block of whole measures at a time
+        (about :data:`VELOCITY_BLOCK` values: the temporaries stay in a core's cache); the result
+        is a transposed view of a (d, targets) array.
         """
-        XT = None
-        kind = model.kind
-        for h, head in enumerate(model.heads):
-            factor = kind.factor(head.weight, self.Z[h], self.log_scale[h])
-            term = self.N[h].T * factor
-            XT = term if XT is None else np.add(XT, term, out=XT)
-        assert XT is not None  # a model has at least one head
-        xT = np.ascontiguousarray(targets.T)
-        if xT.shape[1] == 0:
+        kind, d = model.kind, model.d
+        xT = np.ascontiguousarray(targets.T)  # (d, m)
+        m = xT.shape[1]
+        XT = np.empty((d, self.Z.shape[1]))
+        if m == 0:
             return XT.T  # no targets (a rank without points)
-        per_target = XT.reshape(model.d, -1, xT.shape[1])  # (d, k, m): k measures at the same targets
-        radial = xT[0] * per_target[0]
-        for i in range(1, model.d):
-            radial += xT[i] * per_target[i]
-        per_target -= xT[:, None, :] * radial
+        k = self.Z.shape[1] // m
+        out = XT.reshape(d, k, m)
+        Z, log_scale = self.Z.reshape(-1, k, m), self.log_scale.reshape(-1, k, m)
+        N = [self.N[h].T.reshape(d, k, m) for h in range(len(model.heads))]
+        count = max(VELOCITY_BLOCK // m, 1)
+        x = xT[:, None, :]
+        for start in range(0, k, count):
+            block = slice(start, start + count)
+            X = out[:, block]
+            for h, head in enumerate(model.heads):
+                factor = kind.factor(head.weight, Z[h][block], log_scale[h][block])
+                if h == 0:
+                    np.multiply(N[h][:, block], factor, out=X)
+                else:
+                    X += N[h][:, block] * factor
+            radial = X[0] * x[0]
+            for i in range(1, d):
+                radial += X[i] * x[i]
+            for i in range(d):
+                X[i] -= radial * x[i]
         return XT.T
 
     def partition_function(self) -> np.ndarray:

@@ -555,22 +555,22 @@ class FastEvaluator(NonlocalEvaluator):
         k, m, H = totals.shape[0], targets.shape[0], len(model.heads)
         synthesis = self._targets_plan(used, source_plan, targets, fixed_targets, max(self.degrees), k * (d + 1))
         vector = spectrum_for(d, self.coefficient_degree).vector_moments(coeffs)  # (d, k) + spectrum, degree L + 1
-        values = FieldValues.empty(H, k * m, d)  # the k measures' values one after the other, as k m targets
+        sums = []  # per head [G, F] (d + 1, k m): the k measures' values one after the other, as k m targets
         for h in range(H):
             terms, L = self._head_terms(h), self.degrees[h]
             if terms.kappa == 0.0:  # a constant kernel: the exact sums [sum w y, sum w]
-                GF = np.broadcast_to(totals[:, :, None], (k, d + 1, m))
+                GF = np.broadcast_to(totals.T[:, :, None], (d + 1, k, m))
             else:
                 block = (slice(None), slice(None)) + (slice(0, L + 2),) * (d - 1)
-                stack = np.concatenate([np.moveaxis(vector, 0, 1)[block], coeffs[:, None][block]], axis=1)
+                stack = np.concatenate([vector[block], coeffs[None][block]])  # (d + 1, k) + spectrum
                 if terms.rotation is not None:
                     stack = spectrum_for(d, L + 1).rotate(stack, terms.rotation)
-                sets = np.zeros((k * (d + 1),) + synthesis.spectrum.shape, dtype=complex)
-                place(sets, (stack * terms.multipliers).reshape((k * (d + 1),) + stack.shape[2:]), slice(0, L + 1))
-                GF = synthesis.synthesis(sets).reshape(k, d + 1, m)
-            self._store(values, h, np.moveaxis(GF, 1, 0).reshape(d + 1, k * m), terms.kappa)
+                sets = np.zeros(((d + 1) * k,) + synthesis.spectrum.shape, dtype=complex)
+                place(sets, (stack * terms.multipliers).reshape(((d + 1) * k,) + stack.shape[2:]), slice(0, L + 1))
+                GF = synthesis.synthesis(sets)
+            sums.append((GF.reshape(d + 1, k * m), terms.kappa))
         self._batch_plans = used
-        return values.velocity(model, targets).reshape(k, m, d)
+        return self._values(sums, k * m).velocity(model, targets).reshape(k, m, d)
 
     def linear_sums(
         self,
@@ -630,7 +630,7 @@ class FastEvaluator(NonlocalEvaluator):
         the sources with their transform (for targets that are the same points, :func:`plan_of`)."""
         sources, columns = np.asarray(sources, dtype=float), np.asarray(columns, dtype=float)
         plan = self._batch_transform(used, "sources", sources, fixed, self.coefficient_degree, True, columns.shape[1])
-        local = plan.adjoint(np.ascontiguousarray(columns.T))
+        local = plan.adjoint(columns.T)  # (k, n): the exact sums read columns as they are
         sums = np.concatenate([columns.T @ sources, columns.sum(axis=0)[:, None]], axis=1)  # (k, d + 1)
         flat = allreduce_sum(self.comm, np.concatenate([local.ravel().view(float), sums.ravel()]))
         return flat[: -sums.size].view(complex).reshape(local.shape), flat[-sums.size:].reshape(sums.shape), \
@@ -707,6 +707,18 @@ class FastEvaluator(NonlocalEvaluator):
             worst = max(worst, float(change.max()))
             scale = max(scale, float(np.abs(record.values.velocity(model, record.points)).max()))
         return worst / scale if scale > 0 else None
+
+    def _values(self, sums: Sequence[tuple[np.ndarray, float]], m: int) -> FieldValues:
+        """The values of every head from its scaled sums ``[G, F]`` (d + 1, m) and shift; a single
+        head with a plain V takes its sums' rows as they are (no copy)."""
+        d = self.model.d
+        if len(sums) == 1 and self._plain_V[0]:
+            (GF, kappa), = sums
+            return FieldValues(GF[None, :d].transpose(0, 2, 1), GF[None, d], np.broadcast_to(kappa, (1, m)))
+        values = FieldValues.empty(len(sums), m, d)
+        for h, (GF, kappa) in enumerate(sums):
+            self._store(values, h, GF, kappa)
+        return values
 
     def _store(self, values: FieldValues, h: int, sums: np.ndarray, kappa: np.ndarray | float) -> None:
         """Write head h's scaled sums ``[G, F]`` (shape (d + 1, m)) as N = V G, Z = F."""
