@@ -60,10 +60,14 @@ class ShuOsher:
                 term = a * states[j]
             elif a == 0.0:
                 term = (b * dt) * rates[j]
+            else:  # a (u_j + (b / a) dt L_j), in place on one new array
+                term = rates[j] * (dt if b == a else (b / a) * dt)
+                term += states[j]
+                term *= a
+            if out is None:
+                out = term
             else:
-                ratio = b / a
-                term = a * (states[j] + dt * rates[j] if ratio == 1.0 else states[j] + (ratio * dt) * rates[j])
-            out = term if out is None else out + term
+                out += term
         assert out is not None, "a stage has at least one term"
         return out
 

@@ -29,6 +29,10 @@ from ..model import VelocityField
 from .base import SpatialScheme, normalised_cell_averages
 from .geometry import MeshGeometry
 
+#: About how many facet values (facets times states) :meth:`FiniteVolumeScheme._upwind` takes at a
+#: time (measured on S^2 level 4 with 64 states: 16384-32768 alike, 3x faster than all at once).
+UPWIND_BLOCK = 16384
+
 
 def _owned_cells_of(cells: np.ndarray, owned: int):
     """The sparse (owned, facets) matrix with a one at (cells[e], e) where that cell is owned."""
@@ -60,7 +64,7 @@ class FiniteVolumeScheme(SpatialScheme):
         self._left, self._right = g.facet_cells[:, 0], g.facet_cells[:, 1]
         self._sources = np.ascontiguousarray(g.centroid[: g.num_owned])
         self._area = g.measure[: g.num_owned]
-        self._normal_components = np.ascontiguousarray(g.facet_normal.T)  # (d, F)
+        self._scaled_normals = np.ascontiguousarray((g.facet_measure[:, None] * g.facet_normal).T)  # (d, F): |e| n_e
         # owned cells x facets: each facet's left and right cell (sums over the facets of a cell)
         left_of, right_of = (_owned_cells_of(cells, g.num_owned) for cells in (self._left, self._right))
         self._incidence = (right_of - left_of).tocsr()
@@ -96,13 +100,9 @@ class FiniteVolumeScheme(SpatialScheme):
         vector.scatter_forward()
         return arr[self._dof]
 
-    def facet_velocity(self, state: np.ndarray) -> np.ndarray:
-        """Normal velocity u_e at every facet touching an owned cell."""
-        X = self.velocity(self._targets, self._sources, state * self._area)
-        return np.einsum("ij,ij->i", X, self.geometry.facet_normal)
-
     def rhs_and_bound(self, state: np.ndarray) -> tuple[np.ndarray, float]:
-        rhs, rate = self._upwind(self._with_ghosts(state)[:, None], self.facet_velocity(state)[:, None])
+        X = self.velocity(self._targets, self._sources, state * self._area)
+        rhs, rate = self._upwind(self._with_ghosts(state)[:, None], X[None])
         return rhs[:, 0], rate
 
     def measure_many(self, rows: np.ndarray) -> np.ndarray:
@@ -114,34 +114,41 @@ class FiniteVolumeScheme(SpatialScheme):
         in one pass, facet by facet with the k states' values side by side."""
         from ..velocity import velocities
 
-        X = velocities(self.velocity, self._targets, self._sources, self.measure_many(rows))  # (k, F, d)
-        # component-major (the fast field's velocities are a view of (d, k, F) values), then facet-major
-        un = np.ascontiguousarray(np.einsum("dkf,df->kf", np.moveaxis(X, 2, 0), self._normal_components).T)
-        rhs, rate = self._upwind(self._with_ghosts(rows[:, :, 0]), un)
+        X = velocities(self.velocity, self._targets, self._sources, self.measure_many(rows))
+        rhs, rate = self._upwind(self._with_ghosts(rows[:, :, 0]), X)
         return rhs[:, :, None], rate
 
     def postprocess_many(self, rows: np.ndarray) -> np.ndarray:
         return rows
 
-    def _upwind(self, rho: np.ndarray, un: np.ndarray) -> tuple[np.ndarray, float]:
+    def _upwind(self, rho: np.ndarray, X: np.ndarray) -> tuple[np.ndarray, float]:
         """The right-hand sides (num_owned, k) of k densities given by their local averages rho
-        (num_local, k) and the normal velocities un (F, k) at the facets, and the largest bound
+        (num_local, k) and their velocities X (k, F, d) at the facets, and the largest bound
         (collective)."""
         from mpi4py import MPI
 
-        F, measure = un.shape[0], self.geometry.facet_measure[:, None]
-        out = np.empty((2 * F,) + un.shape[1:])  # |e| u^+ leaving the left cell, then |e| u^- leaving the right one
-        np.maximum(un, 0.0, out=out[:F])
-        out[:F] *= measure
-        np.subtract(out[:F], measure * un, out=out[F:])
-        flux = rho[self._left]
-        flux *= out[:F]
-        upwind_right = rho[self._right]
-        upwind_right *= out[F:]
-        flux -= upwind_right  # from left to right
+        F, k = X.shape[1], X.shape[0]
+        components = np.moveaxis(X, 2, 0)  # (d, k, F): a view of the fast field's component-major values
+        normal = self._scaled_normals
+        out = np.empty((2 * F, k))  # |e| u^+ leaving the left cell, then |e| u^- leaving the right one
+        leaving_left, leaving_right = out[:F], out[F:]
+        flux = np.empty((F, k))  # from left to right
+        rows = max(UPWIND_BLOCK // max(k, 1), 1)
+        for start in range(0, F, rows):  # a block of facets at a time: the temporaries stay in cache
+            block = slice(start, start + rows)
+            left, right = leaving_left[block], leaving_right[block]
+            u = np.einsum("dkf,df->kf", components[:, :, block], normal[:, block])  # |e| times the normal velocity
+            np.maximum(u.T, 0.0, out=left)
+            np.subtract(left, u.T, out=right)
+            f = flux[block]
+            np.take(rho, self._left[block], axis=0, out=f)
+            f *= left
+            upwind_right = np.take(rho, self._right[block], axis=0)
+            upwind_right *= right
+            f -= upwind_right
         dmass = self._incidence @ flux  # into the right cell, out of the left one
         area = self._area[:, None]
-        local_rate = float(((self._outflow @ out) / area).max(initial=0.0))
+        local_rate = float(((self._outflow @ out) / area).max(initial=0.0))  # the cells' outflow rates
         return dmass / area, self.comm.allreduce(local_rate, op=MPI.MAX)
 
     def cell_averages(self, state: np.ndarray) -> np.ndarray:

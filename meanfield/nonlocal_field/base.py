@@ -94,9 +94,7 @@ class FieldValues:
                     np.multiply(N[h][:, block], factor, out=X)
                 else:
                     X += N[h][:, block] * factor
-            radial = X[0] * x[0]
-            for i in range(1, d):
-                radial += X[i] * x[i]
+            radial = np.einsum("dkm,dm->km", X, xT)
             for i in range(d):
                 X[i] -= radial * x[i]
         return XT.T
