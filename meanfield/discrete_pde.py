@@ -62,15 +62,20 @@ class TimedVelocity:
             self.calls += 1
         return self._observed(X)
 
-    def many(self, targets: np.ndarray, sources: np.ndarray, columns: np.ndarray) -> np.ndarray:
-        """The velocities of k measures at once (:func:`meanfield.velocity.velocities`), timed."""
+    def many(self, targets: np.ndarray, sources: np.ndarray, columns: np.ndarray,
+             directions: np.ndarray | None = None) -> np.ndarray:
+        """The velocities of k measures at once, or their components along ``directions``
+        (:func:`meanfield.velocity.velocities`), timed; the observers see the velocities (formed
+        in full while there are observers)."""
         tic = time.perf_counter()
         try:
-            X = velocities(self.field, targets, sources, columns)
+            X = velocities(self.field, targets, sources, columns, None if self.observers else directions)
         finally:
             self.seconds += time.perf_counter() - tic
             self.calls += 1
-        return self._observed(X)
+        if not self.observers or directions is None:
+            return X
+        return np.einsum("kmd,md->km", self._observed(X), directions)
 
 
 class DiscretePDE:

@@ -104,16 +104,21 @@ class LayerVelocity:
         X = values.velocity(self.evaluator.model, targets)
         return X if ffn is None else X + ffn.velocity(targets)
 
-    def many(self, targets: np.ndarray, sources: np.ndarray, columns: np.ndarray) -> np.ndarray:
+    def many(self, targets: np.ndarray, sources: np.ndarray, columns: np.ndarray,
+             directions: np.ndarray | None = None) -> np.ndarray:
         """The velocities (k, m, d) of k measures on the same sources, weights ``columns`` (n, k),
-        in one batched evaluation (:meth:`~meanfield.nonlocal_field.base.NonlocalEvaluator.velocities`)."""
+        in one batched evaluation (:meth:`~meanfield.nonlocal_field.base.NonlocalEvaluator.velocities`);
+        with ``directions`` (m, d), their components along them, (k, m)."""
         ffn = self.layer.ffn
         if self.evaluator is None:
-            X = np.zeros((columns.shape[1],) + targets.shape)
+            X = np.zeros((columns.shape[1],) + (targets.shape if directions is None else targets.shape[:1]))
         else:
             X = self.evaluator.velocities(targets, sources, columns, fixed_sources=self.fixed_points,
-                                          fixed_targets=self.fixed_points)
-        return X if ffn is None else X + ffn.velocity(targets)[None]
+                                          fixed_targets=self.fixed_points, directions=directions)
+        if ffn is None:
+            return X
+        local = ffn.velocity(targets)
+        return X + (local if directions is None else np.einsum("md,md->m", local, directions))[None]
 
     def groups(self, targets: Sequence[PointGroup], sources: Sequence[PointGroup]) -> list[np.ndarray]:
         """The active layer's velocity at each group of targets, of the measure made of all the
@@ -156,12 +161,15 @@ class LayerVelocity:
         return " + ".join(parts or ["zero"]) + " field" + (f" in {len(layers)} layers" if len(layers) > 1 else "")
 
 
-def velocities(field: VelocityField, targets: np.ndarray, sources: np.ndarray, columns: np.ndarray) -> np.ndarray:
+def velocities(field: VelocityField, targets: np.ndarray, sources: np.ndarray, columns: np.ndarray,
+               directions: np.ndarray | None = None) -> np.ndarray:
     """The velocities (k, m, d) under ``field`` of k measures on the same sources, weights
-    ``columns`` (n, k): the field's own batched ``many`` when it has one (a
+    ``columns`` (n, k), or with ``directions`` (m, d) their components along them (k, m) (a
+    scheme's normal velocities): the field's own batched ``many`` when it has one (a
     :class:`LayerVelocity`, or a wrapper of one), else one call per measure (a prescribed
     rotation)."""
     many = getattr(field, "many", None)
     if many is not None:
-        return many(targets, sources, columns)
-    return np.stack([field(targets, sources, np.ascontiguousarray(columns[:, c])) for c in range(columns.shape[1])])
+        return many(targets, sources, columns, directions)
+    X = np.stack([field(targets, sources, np.ascontiguousarray(columns[:, c])) for c in range(columns.shape[1])])
+    return X if directions is None else np.einsum("kmd,md->km", X, directions)

@@ -93,15 +93,18 @@ def test_the_batched_slices_equal_one_evaluation_per_slice(monkeypatch, sphere, 
     """The batched evaluation of the slices' fields gives the right-hand side of one evaluation
     per slice: to round-off with the same transforms (direct; fast with its NUFFTs), and to the
     field's tolerance when the fast field's batch takes the exact harmonic sums (one matrix
-    product at the fixed points: taken here for any number of slices), with positional decay."""
+    product at the fixed points: taken here for any number of slices), with positional decay
+    and a feed-forward block (finite volumes take the normal components only)."""
     import meanfield.nonlocal_field.fast as fast
 
     monkeypatch.setattr(fast, "BATCH_DIRECT_FUNCTIONS_PER_BASIS", 0.0)
     initial = S1_BUMPS if sphere == "S1" else {"kind": "vmf", "centers": [[0.0, 0.0, 1.0]], "kappas": [3.0]}
+    d = 2 if sphere == "S1" else 3
+    ffn = {"W": np.eye(d).tolist(), "A": (0.3 * np.roll(np.eye(d), 1, axis=1)).tolist(), "activation": "tanh"}
     for budget, tol in ((0, 1e-12), (fast.BATCH_DIRECT_BYTES, 1e-5))[: 1 if method == "direct" else 2]:
         monkeypatch.setattr(fast, "BATCH_DIRECT_BYTES", budget)
         sim = simulation(mesh={"sphere": sphere, "resolution": resolution}, scheme={"kind": kind}, initial=initial,
-                         model={"beta": 3.0}, **{"nonlocal": {"method": method}})
+                         model={"beta": 3.0, "ffn": ffn}, **{"nonlocal": {"method": method}})
         scheme = causal_scheme(sim, 4, decay=1.5)
         state = scheme.initial_state(lambda p, s: np.exp((1 + s) * p[:, 0]))
         reference, rate = per_slice_rhs(scheme, state)

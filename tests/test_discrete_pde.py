@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from mpi4py import MPI
 
 from meanfield.config import load_config
@@ -28,6 +29,25 @@ def test_observers_see_each_velocity_the_scheme_evaluates() -> None:
     assert np.abs(seen[0] - X).max() <= 1e-12 * np.abs(X).max()
     plain.initial_rates()
     assert len(seen) == 1 and not plain.velocity.observers  # the observer is gone after the block
+
+
+def test_observers_see_the_causal_slices_velocities_where_the_scheme_takes_normal_components() -> None:
+    """Finite volumes take only the normal components of the slices' batched field; an observer
+    still sees the M velocities in full, and the right-hand side is the same with and without."""
+    causal = pde(model={"beta": 2.0, "mask": "causal"}, positions={"slices": 3},
+                 initial={"kind": "expression", "expression": "1 + 0.5*s*x"})
+    scheme = causal.stepper.scheme
+    unobserved, rate = scheme.rhs_and_bound(causal.state)
+    seen: list[np.ndarray] = []
+    with causal.observing_velocity(seen.append):
+        observed, observed_rate = scheme.rhs_and_bound(causal.state)
+    assert len(seen) == 1 and seen[0].shape == (3,) + causal.scheme.velocity_points.shape
+    assert np.abs(observed - unobserved).max() <= 1e-14 * np.abs(unobserved).max()
+    assert observed_rate == pytest.approx(rate, rel=1e-14, abs=0)
+    points, _ = causal.scheme.measure(causal.split(causal.state)[2])
+    columns = causal.scheme.measure_many(scheme.rows(causal.state)) @ causal.positions.kernel().T
+    X = causal.field(causal.scheme.velocity_points, points, columns[:, 2])  # the last slice's own field
+    assert np.abs(seen[0][2] - X).max() <= 1e-12 * np.abs(X).max()
 
 
 def test_slices_cell_averages_and_gathering_of_a_causal_state() -> None:

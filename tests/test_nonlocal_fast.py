@@ -250,7 +250,9 @@ def test_velocities_of_several_measures_are_each_ones(rng, d, attention, monkeyp
     """``velocities`` (k measures at once, a causal run's slices) equals one evaluation per
     measure: to round-off for direct and for the fast field's batch with NUFFTs, to the
     tolerance for its batch by exact harmonic sums (taken here for any number of measures); a
-    rotated head with a general V beside a plain one."""
+    rotated head with a general V beside a plain one.  Their components along given directions
+    (a scheme's normals) are those of the velocities, also for a head that is not spectral
+    (one evaluation after the other)."""
     import meanfield.nonlocal_field.fast as fast
 
     monkeypatch.setattr(fast, "BATCH_DIRECT_FUNCTIONS_PER_BASIS", 0.0)
@@ -258,6 +260,7 @@ def test_velocities_of_several_measures_are_each_ones(rng, d, attention, monkeyp
     model = AttentionModel(d, 3.0, attention, (Head(np.eye(d), 1.3 * R, rng.normal(size=(d, d)), 1.0),
                                                Head(np.eye(d), np.eye(d), np.eye(d), 0.5)))
     x, y, columns = random_sphere_points(rng, 150, d), random_sphere_points(rng, 200, d), rng.random((200, 5))
+    directions = rng.normal(size=(150, d))  # not tangent: the components keep the projection's radial part
     exact = np.stack([DirectEvaluator(model).velocity(x, y, columns[:, k]) for k in range(5)])
     for method, budget, tol in (("direct", 0, 1e-13), ("fast", 0, 1e-13), ("fast", fast.BATCH_DIRECT_BYTES, 1e-7)):
         monkeypatch.setattr(fast, "BATCH_DIRECT_BYTES", budget)
@@ -267,6 +270,14 @@ def test_velocities_of_several_measures_are_each_ones(rng, d, attention, monkeyp
                         for k in range(5)])
         assert np.abs(got - one).max() <= tol * np.abs(one).max(), (method, budget)
         assert np.abs(got - exact).max() <= 1e-7 * np.abs(exact).max(), (method, budget)
+        along = evaluator.velocities(x, y, columns, fixed_sources=True, fixed_targets=True, directions=directions)
+        expected = np.einsum("kmd,md->km", one, directions)
+        assert np.abs(along - expected).max() <= tol * np.abs(one).max() * np.abs(directions).max() * d
+    general = AttentionModel(d, 3.0, attention, (Head(np.eye(d), np.diag(np.linspace(0.5, 1.5, d)), np.eye(d), 1.0),))
+    evaluator = make_evaluator(general, None, "fast", 1e-8)  # not spectral: one measure after the other
+    one = np.stack([evaluator.velocity(x, y, columns[:, k]) for k in range(5)])
+    along = evaluator.velocities(x, y, columns, directions=directions)
+    assert np.abs(along - np.einsum("kmd,md->km", one, directions)).max() <= 1e-13 * np.abs(one).max() * 3 * d
 
 
 @pytest.mark.parametrize("method", METHODS)

@@ -102,44 +102,42 @@ class FiniteVolumeScheme(SpatialScheme):
 
     def rhs_and_bound(self, state: np.ndarray) -> tuple[np.ndarray, float]:
         X = self.velocity(self._targets, self._sources, state * self._area)
-        rhs, rate = self._upwind(self._with_ghosts(state)[:, None], X[None])
+        flow = np.einsum("fd,df->f", X, self._scaled_normals)
+        rhs, rate = self._upwind(self._with_ghosts(state)[:, None], flow[None])
         return rhs[:, 0], rate
 
     def measure_many(self, rows: np.ndarray) -> np.ndarray:
         return rows[:, :, 0] * self._area[:, None]
 
     def rhs_and_bound_many(self, rows: np.ndarray) -> tuple[np.ndarray, float]:
-        """:meth:`rhs_and_bound` of k states at once: the velocities of their k measures from one
-        batched evaluation (:func:`meanfield.velocity.velocities`) and the fluxes of all of them
-        in one pass, facet by facet with the k states' values side by side."""
+        """:meth:`rhs_and_bound` of k states at once: the normal velocities of their k measures
+        from one batched evaluation (:func:`meanfield.velocity.velocities`) and the fluxes of all
+        of them in one pass, facet by facet with the k states' values side by side."""
         from ..velocity import velocities
 
-        X = velocities(self.velocity, self._targets, self._sources, self.measure_many(rows))
-        rhs, rate = self._upwind(self._with_ghosts(rows[:, :, 0]), X)
+        flow = velocities(self.velocity, self._targets, self._sources, self.measure_many(rows), self._scaled_normals.T)
+        rhs, rate = self._upwind(self._with_ghosts(rows[:, :, 0]), flow)
         return rhs[:, :, None], rate
 
     def postprocess_many(self, rows: np.ndarray) -> np.ndarray:
         return rows
 
-    def _upwind(self, rho: np.ndarray, X: np.ndarray) -> tuple[np.ndarray, float]:
+    def _upwind(self, rho: np.ndarray, flow: np.ndarray) -> tuple[np.ndarray, float]:
         """The right-hand sides (num_owned, k) of k densities given by their local averages rho
-        (num_local, k) and their velocities X (k, F, d) at the facets, and the largest bound
-        (collective)."""
+        (num_local, k) and their flows ``|e| u_e`` (k, F) through the facets (u_e the normal
+        velocity), and the largest bound (collective)."""
         from mpi4py import MPI
 
-        F, k = X.shape[1], X.shape[0]
-        components = np.moveaxis(X, 2, 0)  # (d, k, F): a view of the fast field's component-major values
-        normal = self._scaled_normals
+        k, F = flow.shape
         out = np.empty((2 * F, k))  # |e| u^+ leaving the left cell, then |e| u^- leaving the right one
         leaving_left, leaving_right = out[:F], out[F:]
         flux = np.empty((F, k))  # from left to right
         rows = max(UPWIND_BLOCK // max(k, 1), 1)
         for start in range(0, F, rows):  # a block of facets at a time: the temporaries stay in cache
             block = slice(start, start + rows)
-            left, right = leaving_left[block], leaving_right[block]
-            u = np.einsum("dkf,df->kf", components[:, :, block], normal[:, block])  # |e| times the normal velocity
-            np.maximum(u.T, 0.0, out=left)
-            np.subtract(left, u.T, out=right)
+            left, right, u = leaving_left[block], leaving_right[block], flow[:, block].T
+            np.maximum(u, 0.0, out=left)
+            np.subtract(left, u, out=right)
             f = flux[block]
             np.take(rho, self._left[block], axis=0, out=f)
             f *= left

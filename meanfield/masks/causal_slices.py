@@ -163,15 +163,16 @@ class CausalVelocity:
         return X
 
 
-    def many(self, targets: np.ndarray, sources: np.ndarray, columns: np.ndarray) -> np.ndarray:
+    def many(self, targets: np.ndarray, sources: np.ndarray, columns: np.ndarray,
+             directions: np.ndarray | None = None) -> np.ndarray:
         """The velocities (M, m, d) of all the slices of the stage at once, from their weights
-        ``columns`` (n, M): a scheme that moves them together
+        ``columns`` (n, M), or with ``directions`` (m, d) their components along them (M, m): a
+        scheme that moves them together
         (:meth:`~meanfield.discretisation.base.SpatialScheme.rhs_and_bound_many`)."""
         if self.slice:
             raise RuntimeError("causal velocity: all slices at once after start(), or one after the other")
-        self.sources, self.slice = sources, self.slices
-        self.fields = (targets, velocities(self.field, targets, sources, columns @ self.kernel().T))
-        return self.fields[1]
+        self.slice = self.slices
+        return velocities(self.field, targets, sources, columns @ self.kernel().T, directions)
 
     def _announced_slice(self, targets: np.ndarray, sources: np.ndarray, weights: np.ndarray) -> np.ndarray:
         """The next slice's velocity from the batched evaluation of the stage (made at the first call)."""

@@ -130,12 +130,13 @@ class AutoEvaluator(NonlocalEvaluator):
         *,
         fixed_sources: bool = False,
         fixed_targets: bool = False,
+        directions: np.ndarray | None = None,
     ) -> np.ndarray:
         """The chosen evaluator's :meth:`~.base.NonlocalEvaluator.velocities` (the first call
         fixes the method, as for one measure)."""
         chosen = self._chosen_for(targets, sources, fixed_targets, fixed_sources)
         return chosen.velocities(targets, sources, columns, fixed_sources=fixed_sources,
-                                 fixed_targets=fixed_targets)
+                                 fixed_targets=fixed_targets, directions=directions)
 
     def linear_sums(
         self,

@@ -61,33 +61,36 @@ class FieldValues:
         return cls(np.empty((heads, d, targets)).transpose(0, 2, 1), np.empty((heads, targets)),
                    np.empty((heads, targets)))
 
-    def velocity(self, model: AttentionModel, targets: np.ndarray) -> np.ndarray:
-        """The attention velocity X[mu] at the targets, shape (targets, d).
+    def velocity(self, model: AttentionModel, targets: np.ndarray, directions: np.ndarray | None = None) -> np.ndarray:
+        """The attention velocity X[mu] at the targets, shape (targets, d); with ``directions``
+        (targets, d), its components along them, shape (targets,), without forming X.
 
         The attention kind combines N and Z (:meth:`~meanfield.attention.Attention.factor`):
         softmax heads divide N by Z (the scale cancels; targets where a head sees no mass get
         zero velocity from it), unnormalised heads multiply the scaled N back by
         ``exp(log_scale)``.  The heads' sum is projected once (P_x is linear).  Values of k
         measures at the same m targets, stored one after the other as k m targets, take the m
-        ``targets`` once.  Formed component by component, a block of whole measures at a time
-        (about :data:`VELOCITY_BLOCK` values: the temporaries stay in a core's cache); the result
-        is a transposed view of a (d, targets) array.
+        ``targets`` (and ``directions``) once.  Formed component by component, a block of whole
+        measures at a time (about :data:`VELOCITY_BLOCK` values: the temporaries stay in a
+        core's cache); the velocity is a transposed view of a (d, targets) array.
         """
         kind, d = model.kind, model.d
         xT = np.ascontiguousarray(targets.T)  # (d, m)
-        m = xT.shape[1]
-        XT = np.empty((d, self.Z.shape[1]))
+        m, total = xT.shape[1], self.Z.shape[1]
+        XT = np.empty((d, total) if directions is None else (total,))
         if m == 0:
             return XT.T  # no targets (a rank without points)
-        k = self.Z.shape[1] // m
-        out = XT.reshape(d, k, m)
+        k = total // m
+        out = XT.reshape((d, k, m) if directions is None else (k, m))
+        nT = None if directions is None else np.ascontiguousarray(directions.T)
+        along = None if nT is None else np.einsum("dm,dm->m", xT, nT)  # x . n: the radial part's share
         Z, log_scale = self.Z.reshape(-1, k, m), self.log_scale.reshape(-1, k, m)
         N = [self.N[h].T.reshape(d, k, m) for h in range(len(model.heads))]
         count = max(VELOCITY_BLOCK // m, 1)
         x = xT[:, None, :]
         for start in range(0, k, count):
             block = slice(start, start + count)
-            X = out[:, block]
+            X = out[:, block] if nT is None else np.empty((d,) + out[block].shape)
             for h, head in enumerate(model.heads):
                 factor = kind.factor(head.weight, Z[h][block], log_scale[h][block])
                 if h == 0:
@@ -95,8 +98,12 @@ class FieldValues:
                 else:
                     X += N[h][:, block] * factor
             radial = np.einsum("dkm,dm->km", X, xT)
-            for i in range(d):
-                X[i] -= radial * x[i]
+            if nT is None:
+                for i in range(d):
+                    X[i] -= radial * x[i]
+            else:
+                radial *= along
+                np.subtract(np.einsum("dkm,dm->km", X, nT), radial, out=out[block])
         return XT.T
 
     def partition_function(self) -> np.ndarray:
@@ -218,17 +225,22 @@ class NonlocalEvaluator(ABC):
         *,
         fixed_sources: bool = False,
         fixed_targets: bool = False,
+        directions: np.ndarray | None = None,
     ) -> np.ndarray:
         """The velocities X of k measures on the same sources at once, shape (k, m, d)
         (collective): ``columns`` (n_local, k) holds this rank's weights of each (a causal
-        run's position slices, :class:`meanfield.masks.Causal`).  This default evaluates one measure
-        after the other; evaluators that share the work between the measures (one transform
-        of all of them, one matrix product) override it."""
+        run's position slices, :class:`meanfield.masks.Causal`); with ``directions`` (m, d), their
+        components along them, shape (k, m) (a scheme's normal velocities at its facets,
+        :meth:`FieldValues.velocity`).  This default evaluates one measure after the other;
+        evaluators that share the work between the measures (one transform of all of them, one
+        matrix product) override it."""
         targets = np.asarray(targets, dtype=float)
         columns = np.asarray(columns, dtype=float)
-        return np.stack([self.velocity(targets, sources, np.ascontiguousarray(columns[:, c]),
-                                       fixed_sources=fixed_sources, fixed_targets=fixed_targets)
-                         for c in range(columns.shape[1])]).reshape(columns.shape[1], *targets.shape)
+        k = columns.shape[1]
+        X = np.stack([self.velocity(targets, sources, np.ascontiguousarray(columns[:, c]),
+                                    fixed_sources=fixed_sources, fixed_targets=fixed_targets)
+                      for c in range(k)]).reshape(k, *targets.shape)
+        return X if directions is None else np.einsum("kmd,md->km", X, directions)
 
     def linear_sums(
         self,

@@ -144,6 +144,7 @@ class DirectEvaluator(NonlocalEvaluator):
         *,
         fixed_sources: bool = False,
         fixed_targets: bool = False,
+        directions: np.ndarray | None = None,
     ) -> np.ndarray:
         """See :meth:`NonlocalEvaluator.velocities`: per head, the kernel of the targets
         against the sources once, multiplied by the ``(d + 1) k`` columns ``[w V y, w]`` of all
@@ -162,5 +163,7 @@ class DirectEvaluator(NonlocalEvaluator):
                                                                    self.block_sources)
                 N[:, h] = acc[:, : k * d].reshape(m, k, d).transpose(1, 0, 2)
                 Z[:, h] = acc[:, k * d:].T
-        return np.stack([FieldValues(N[c], Z[c], log_scale[c]).velocity(self.model, targets) for c in range(k)]) \
-            if k else np.zeros((0, m, d))
+        if not k:
+            return np.zeros((0, m) if directions is not None else (0, m, d))
+        return np.stack([FieldValues(N[c], Z[c], log_scale[c]).velocity(self.model, targets, directions)
+                         for c in range(k)])

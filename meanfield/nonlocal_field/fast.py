@@ -538,6 +538,7 @@ class FastEvaluator(NonlocalEvaluator):
         *,
         fixed_sources: bool = False,
         fixed_targets: bool = False,
+        directions: np.ndarray | None = None,
     ) -> np.ndarray:
         """See :meth:`NonlocalEvaluator.velocities`.  With every head spectral: one adjoint
         transform of the k measures (two to a complex NUFFT), their vector moments on the
@@ -548,7 +549,7 @@ class FastEvaluator(NonlocalEvaluator):
         model, d = self.model, self.model.d
         if not self.transforms or len(self.spectral_heads) < len(model.heads):
             return super().velocities(targets, sources, columns, fixed_sources=fixed_sources,
-                                      fixed_targets=fixed_targets)
+                                      fixed_targets=fixed_targets, directions=directions)
         used: dict = {}
         coeffs, totals, source_plan = self._column_coefficients(used, sources, columns, fixed_sources)
         targets = np.ascontiguousarray(targets, dtype=float)
@@ -570,7 +571,8 @@ class FastEvaluator(NonlocalEvaluator):
                 GF = synthesis.synthesis(sets)
             sums.append((GF.reshape(d + 1, k * m), terms.kappa))
         self._batch_plans = used
-        return self._values(sums, k * m).velocity(model, targets).reshape(k, m, d)
+        X = self._values(sums, k * m).velocity(model, targets, directions)
+        return X.reshape((k, m) if directions is not None else (k, m, d))
 
     def linear_sums(
         self,
