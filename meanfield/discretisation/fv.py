@@ -135,7 +135,8 @@ class FiniteVolumeScheme(SpatialScheme):
         rows = max(UPWIND_BLOCK // max(k, 1), 1)
         for start in range(0, F, rows):  # a block of facets at a time: the temporaries stay in cache
             block = slice(start, start + rows)
-            left, right, u = leaving_left[block], leaving_right[block], flow[:, block].T
+            left, right = leaving_left[block], leaving_right[block]
+            u = np.ascontiguousarray(flow[:, block].T)  # facet-major, as rho's rows
             np.maximum(u, 0.0, out=left)
             np.subtract(left, u, out=right)
             f = flux[block]
