@@ -119,6 +119,16 @@ def _scatter(index: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
     return out.reshape((size,) + values.shape[1:])
 
 
+def _csr(rows: np.ndarray, columns: np.ndarray, values: np.ndarray, shape: tuple[int, int]):
+    """The sparse matrix with the given entries (arrays broadcast together; repeated entries summed, zeros dropped)."""
+    from scipy import sparse
+
+    rows, columns, values = np.broadcast_arrays(rows, columns, values)
+    matrix = sparse.csr_matrix((values.ravel(), (rows.ravel(), columns.ravel())), shape=shape)
+    matrix.eliminate_zeros()
+    return matrix
+
+
 def zhang_shu_limit(m: np.ndarray, points: np.ndarray) -> np.ndarray:
     """Scale linear cell data towards the cell means so that it is >= 0 at the given points.
 
@@ -137,13 +147,21 @@ def zhang_shu_limit(m: np.ndarray, points: np.ndarray) -> np.ndarray:
         leave a value of -1e-17; means unchanged.  A mean that is negative can only come
         from round-off under the CFL bound (Zhang-Shu), and one below ``tiny / margin``
         (about 2e-296) leaves no room for the margin in floating point: both are set to 0.
+        Cells whose values at the points are all >= 0 keep theirs (``m`` itself is returned
+        when that holds for all).
     """
-    mean = m.mean(axis=1, keepdims=True)
+    low = (points @ m.T).min(axis=0)  # (points, cells): the minimum over long contiguous rows
+    limited = np.flatnonzero(~(low >= 0.0))
+    if not limited.size:
+        return m
+    part = m[limited]
+    mean = part.mean(axis=1, keepdims=True)
     mean = np.where(mean >= np.finfo(float).tiny / ROUNDOFF_MARGIN, mean, 0.0)
-    low = (m @ points.T).min(axis=1, keepdims=True)
-    drop = mean - low
+    drop = mean - low[limited, None]
     theta = np.clip(mean / np.where(drop > 0, drop, 1.0), 0.0, 1.0) * (1.0 - ROUNDOFF_MARGIN)
-    return np.where(low >= 0.0, m, mean + theta * (m - mean))
+    out = m.copy()
+    out[limited] = mean + theta * (part - mean)
+    return out
 
 
 class DG1Scheme(SpatialScheme):
@@ -175,7 +193,6 @@ class DG1Scheme(SpatialScheme):
 
     def __init__(self, msh, velocity: VelocityField, geometry: MeshGeometry | None = None,
                  limiter: bool = True) -> None:
-        dolfinx = _dolfinx()
         geometry = geometry or mesh_geometry(msh)
         self.curved_msh, cells = curved_mesh(msh)
         self.cells = cells
@@ -186,15 +203,15 @@ class DG1Scheme(SpatialScheme):
         area = cells.measure(bary, weights)
         super().__init__(msh, velocity, replace(geometry, measure=area))
         self.limiter = limiter
-        self.space = dolfinx.fem.functionspace(self.curved_msh, ("DG", 1))
-        self._ghosts = dolfinx.fem.Function(self.space)  # ghost exchange
         g = self.geometry
-        self._dofs = np.asarray(self.space.dofmap.list[: g.num_local], dtype=np.int64)
+        self._cell_map = msh.topology.index_map(msh.topology.dim)
+        self._blocks: dict[int, Any] = {}  # k -> a vector of the local cells with nv * k values each (ghost exchange)
         mass = self._ref * (np.eye(nv) + 1.0) / ((self._k + 1) * (self._k + 2))
         self._mass_inverse = np.linalg.inv(mass)
         self._zs_points, self._alpha = _positivity_points(nv)
         self._setup_facets()
         self._setup_volume()
+        self._setup_operators()
         src_bary, src_w = _source_rule(nv)
         x, _ = cells.map(src_bary, slice(0, g.num_owned))
         self._sources = np.ascontiguousarray(normalize(x).reshape(-1, g.d))
@@ -265,14 +282,66 @@ class DG1Scheme(SpatialScheme):
         self._volume_sums: Any = None  # built by the adjoint's first residual_transpose
         self._targets = np.concatenate([self._facet_points.reshape(-1, g.d), normalize(x[:, -1])])
 
+    def _setup_operators(self) -> None:
+        """The right-hand side's linear maps as sparse matrices acting on k states side by side.
+
+        With ``m`` the local cells' values (num_local * nv, k) and the velocity (d * T, k) at
+        :attr:`velocity_points`: ``upwind`` (2, F * nq -> num_local * nv) the density at the facet
+        points from the left and from the right cell; ``normal`` the facet weight times the normal
+        velocity there; ``facet_rhs`` (num_owned * nv, F * nq) the facet fluxes' part of the
+        right-hand side (the inverse mass matrix applied); ``volume`` the velocity's part of the
+        volume term, ``Y[(c, w, u)] = sum_q lambda_w(xi_q) (X_q . D_q) M^{-1}[:, u]`` for u < nv - 1
+        (the last column is minus the others' sum: the gradients of the lambda_i sum to 0 and the
+        rows of M^{-1} to one constant), so that the cell's volume term is ``sum_w m_w Y[w]``.
+        """
+        g, nv, d = self.geometry, self._nv, self.geometry.d
+        nf, nq = self._facet_normal.shape[:2]
+        n, points = g.num_owned, nf * nq
+        point = np.arange(points).reshape(nf, nq)
+        dof = np.arange(nv)
+        self._upwind_rows = []
+        facet_rhs = []
+        for side, sign in ((0, -1.0), (1, 1.0)):
+            cell = g.facet_cells[:, side]
+            self._upwind_rows.append(_csr(point[..., None], cell[:, None, None] * nv + dof, self._bary[side] / self._jac_side[side][..., None],
+                                          (points, g.num_local * nv)))
+            owned = cell < n
+            into = sign * self._bary[side][owned] @ self._mass_inverse  # (owned facets, nq, nv)
+            facet_rhs.append((np.broadcast_to(cell[owned, None, None] * nv + dof, into.shape),
+                              np.broadcast_to(point[owned, :, None], into.shape), into))
+        self._facet_rhs = _csr(*(np.concatenate([part[i].ravel() for part in facet_rhs]) for i in range(3)),
+                               (n * nv, points))
+        self._normal = _csr(point[..., None], np.arange(d) * len(self._targets) + point[..., None],
+                            self._facet_weight[..., None] * self._facet_normal, (points, len(self._targets) * d))
+        scale = self._ref * self._alpha
+        self._rate_factors = [np.where(g.facet_cells[:, side, None] < n, 1.0 / (scale * self._jac_side[side]), 0.0)
+                              .ravel() for side in (0, 1)]
+        # Y[(c, w, u), (t, e)] = sum_q [t(c, q) = t] bary[c, q, w] (D[c, q, e] @ M^{-1})[u]
+        gradient = (self._volume_gradient @ self._mass_inverse)[..., : nv - 1]  # (n, q, d, nv - 1)
+        values = self._volume_bary[:, :, :, None, None] * gradient[:, :, None]  # (n, q, w, e, u)
+        rows = (np.arange(n)[:, None, None, None, None] * nv + dof[:, None, None]) * (nv - 1) + np.arange(nv - 1)
+        columns = self._volume_target[:, :, None, None, None] + np.arange(d)[:, None] * len(self._targets)
+        self._volume = _csr(rows, columns, values, (n * nv * (nv - 1), len(self._targets) * d))
+
     # -- the scheme ----------------------------------------------------------------------
 
+    def _with_ghosts(self, owned: np.ndarray) -> np.ndarray:
+        """Owned cells' values (num_owned, nv, k) -> all local cells' (num_local * nv, k), through
+        one scatter of the cells (a vector of block size nv * k, kept per k): a view of that
+        vector, overwritten by the next exchange of k values."""
+        n, nv, k = owned.shape
+        vector = self._blocks.get(k)
+        if vector is None:
+            vector = self._blocks[k] = _dolfinx().la.vector(self._cell_map, bs=nv * k)
+        arr = vector.array.reshape(-1, nv, k)
+        arr[:n] = owned
+        vector.scatter_forward()
+        return vector.array.reshape(-1, k)
+
     def _local(self, state: np.ndarray) -> np.ndarray:
-        """Owned state -> m of all local cells (owned + ghost), (num_local, nv)."""
-        arr = self._ghosts.x.array
-        arr[self._dofs[: self.geometry.num_owned]] = state.reshape(-1, self._nv)
-        self._ghosts.x.scatter_forward()
-        return arr[self._dofs]
+        """Owned state -> m of all local cells (owned + ghost), (num_local, nv) (a view, as
+        :meth:`_with_ghosts`)."""
+        return self._with_ghosts(state.reshape(-1, self._nv, 1)).reshape(-1, self._nv)
 
     @staticmethod
     def field_points(cells: int, nv: int) -> tuple[int, int]:
@@ -297,38 +366,56 @@ class DG1Scheme(SpatialScheme):
         return np.einsum("fqd,fqd->fq", Xf, self._facet_normal)
 
     def rhs_and_bound(self, state: np.ndarray) -> tuple[np.ndarray, float]:
+        X = self.velocity(self._targets, self._sources, self.measure(state)[1])
+        rhs, rate = self._rhs(self._with_ghosts(state.reshape(-1, self._nv, 1)), X[None])
+        return rhs.ravel(), rate
+
+    def measure_many(self, rows: np.ndarray) -> np.ndarray:
+        return np.matmul(self._source_matrix, rows.transpose(0, 2, 1)).reshape(-1, rows.shape[1])
+
+    def rhs_and_bound_many(self, rows: np.ndarray) -> tuple[np.ndarray, float]:
+        """:meth:`rhs_and_bound` of k states at once (``rows`` (num_owned, k, nv)): the velocities
+        of their k measures from one batched evaluation (:func:`meanfield.velocity.velocities`)
+        and the right-hand sides of all of them in one pass, their values side by side."""
+        from ..velocity import velocities
+
+        X = velocities(self.velocity, self._targets, self._sources, self.measure_many(rows))  # (k, T, d)
+        rhs, rate = self._rhs(self._with_ghosts(rows.transpose(0, 2, 1)), X)
+        return rhs.transpose(0, 2, 1), rate
+
+    def _rhs(self, m: np.ndarray, X: np.ndarray) -> tuple[np.ndarray, float]:
+        """The right-hand sides (num_owned, nv, k) of k states given by the local cells' values m
+        (num_local * nv, k) and their velocities X (k, T, d) at :attr:`velocity_points`, and the
+        largest forward-Euler bound (collective)."""
         from mpi4py import MPI
 
-        g, nv = self.geometry, self._nv
-        m = self._local(state)
-        owned = m[: g.num_owned]
-        X = self.velocity(self._targets, self._sources, (owned @ self._source_matrix.T).ravel())
-        u = self.facet_velocity(X)
-        left, right = g.facet_cells[:, 0], g.facet_cells[:, 1]
-        rho_l = np.einsum("fqv,fv->fq", self._bary[0], m[left]) / self._jac_side[0]
-        rho_r = np.einsum("fqv,fv->fq", self._bary[1], m[right]) / self._jac_side[1]
-        out_l = self._facet_weight * np.maximum(u, 0.0)
-        out_r = self._facet_weight * np.maximum(-u, 0.0)
-        flux = out_l * rho_l - out_r * rho_r  # from left to right
-        into_left = np.einsum("fq,fqv->fv", flux, self._bary[0])
-        into_right = np.einsum("fq,fqv->fv", flux, self._bary[1])
-        n = g.num_owned
-        residual = np.stack([np.bincount(right, into_right[:, i], n)[:n] - np.bincount(left, into_left[:, i], n)[:n]
-                             for i in range(nv)], axis=1)
-        m_q = np.einsum("cqv,cv->cq", self._volume_bary, owned)
-        flux_q = m_q[:, :, None] * X[self._volume_target]  # m X at the volume points
-        residual += np.einsum("cqd,cqdv->cv", flux_q, self._volume_gradient)
-        scale = self._ref * self._alpha
-        rate_l = (out_l / (scale * self._jac_side[0])).max(axis=1)
-        rate_r = (out_r / (scale * self._jac_side[1])).max(axis=1)
-        local_rate = max(rate_l[left < n].max(initial=0.0), rate_r[right < n].max(initial=0.0))
-        max_rate = self.comm.allreduce(float(local_rate), op=MPI.MAX)
-        return (residual @ self._mass_inverse).ravel(), max_rate
+        n, nv = self.geometry.num_owned, self._nv
+        X = np.ascontiguousarray(X.transpose(2, 1, 0)).reshape(-1, m.shape[1])  # (d * T, k): one copy from the
+        # field's component-major layout (the faster transpose from it) or a C-ordered one
+        uw = self._normal @ X  # facet weight times normal velocity (F * nq, k)
+        left, right = self._upwind_rows
+        flux = left @ m
+        np.copyto(flux, right @ m, where=uw <= 0.0)
+        flux *= uw  # the upwind flux from left to right
+        # the largest of W u^+ / (|T| alpha J) at the points of owned cells (factors >= 0 and 0 elsewhere)
+        rate = max(0.0, (self._rate_factors[0] * uw.max(axis=1)).max(initial=0.0),
+                   -(self._rate_factors[1] * uw.min(axis=1)).min(initial=0.0))
+        rhs = (self._facet_rhs @ flux).reshape(n, nv, -1)
+        volume = np.einsum("cwj,cwuj->cuj", m[: n * nv].reshape(n, nv, -1),
+                           (self._volume @ X).reshape(n, nv, nv - 1, -1))
+        rhs[:, : nv - 1] += volume
+        rhs[:, nv - 1] -= volume.sum(axis=1)
+        return rhs, self.comm.allreduce(float(rate), op=MPI.MAX)
 
     def postprocess(self, state: np.ndarray) -> np.ndarray:
         if not self.limiter:
             return state
         return zhang_shu_limit(state.reshape(-1, self._nv), self._zs_points).ravel()
+
+    def postprocess_many(self, rows: np.ndarray) -> np.ndarray:
+        if not self.limiter:
+            return rows
+        return zhang_shu_limit(rows.reshape(-1, self._nv), self._zs_points).reshape(rows.shape)
 
     def cell_averages(self, state: np.ndarray) -> np.ndarray:
         return self._ref * state.reshape(-1, self._nv).mean(axis=1) / self.geometry.measure[: self.geometry.num_owned]
