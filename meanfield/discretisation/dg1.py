@@ -338,11 +338,6 @@ class DG1Scheme(SpatialScheme):
         vector.scatter_forward()
         return vector.array.reshape(-1, k)
 
-    def _local(self, state: np.ndarray) -> np.ndarray:
-        """Owned state -> m of all local cells (owned + ghost), (num_local, nv) (a view, as
-        :meth:`_with_ghosts`)."""
-        return self._with_ghosts(state.reshape(-1, self._nv, 1)).reshape(-1, self._nv)
-
     @staticmethod
     def field_points(cells: int, nv: int) -> tuple[int, int]:
         facets = cells * nv // 2  # each facet between two cells
@@ -458,17 +453,16 @@ class DG1Scheme(SpatialScheme):
 
     def _local_columns(self, values: np.ndarray) -> np.ndarray:
         """(num_owned * nv, P) per owned dof -> (num_local, nv, P), the ghost cells' values filled in."""
-        return np.stack([self._local(values[:, p]) for p in range(values.shape[1])], axis=-1)
+        return self._with_ghosts(values.reshape(-1, self._nv, values.shape[1])).reshape(-1, self._nv,
+                                                                                      values.shape[1]).copy()
 
     def facet_state(self, state: np.ndarray, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(F, nq) the normal velocity ``u`` at the facet points of the velocity X (T, d) at
         :attr:`velocity_points`, and the upwind density there (:meth:`rhs_and_bound`'s)."""
-        g = self.geometry
-        m = self._local(state)
+        m = self._with_ghosts(state.reshape(-1, self._nv, 1))
         u = self.facet_velocity(X)
-        rho_l = np.einsum("fqv,fv->fq", self._bary[0], m[g.facet_cells[:, 0]]) / self._jac_side[0]
-        rho_r = np.einsum("fqv,fv->fq", self._bary[1], m[g.facet_cells[:, 1]]) / self._jac_side[1]
-        return u, np.where(u > 0, rho_l, rho_r)
+        left, right = ((rows @ m).reshape(u.shape) for rows in self._upwind_rows)
+        return u, np.where(u > 0, left, right)
 
     def residual_transpose(self, state: np.ndarray, X: np.ndarray, u: np.ndarray, upwind: np.ndarray,
                            phi: np.ndarray, share: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
