@@ -283,45 +283,50 @@ class DG1Scheme(SpatialScheme):
         self._targets = np.concatenate([self._facet_points.reshape(-1, g.d), normalize(x[:, -1])])
 
     def _setup_operators(self) -> None:
-        """The right-hand side's linear maps as sparse matrices acting on k states side by side.
+        """The right-hand side's linear maps, as sparse matrices that act on k states side by side.
 
-        With ``m`` the local cells' values (num_local * nv, k) and the velocity (d * T, k) at
-        :attr:`velocity_points`: ``upwind`` (2, F * nq -> num_local * nv) the density at the facet
-        points from the left and from the right cell; ``normal`` the facet weight times the normal
-        velocity there; ``facet_rhs`` (num_owned * nv, F * nq) the facet fluxes' part of the
-        right-hand side (the inverse mass matrix applied); ``volume`` the velocity's part of the
-        volume term, ``Y[(c, w, u)] = sum_q lambda_w(xi_q) (X_q . D_q) M^{-1}[:, u]`` for u < nv - 1
-        (the last column is minus the others' sum: the gradients of the lambda_i sum to 0 and the
-        rows of M^{-1} to one constant), so that the cell's volume term is ``sum_w m_w Y[w]``.
+        With ``m`` (num_local * nv, k) the local cells' values of k states and ``X`` (d * T, k)
+        their velocities at :attr:`velocity_points`, component by component:
+
+        - ``_upwind @ m`` (2 F nq, k): the density ``rho = m / J`` at the facet points from the
+          left cell, then from the right one;
+        - ``_velocity @ X`` (F nq + num_owned nv (nv - 1), k): first ``W u`` (facet weight
+          times normal velocity) at the facet points, then the velocity's part of the volume
+          term, ``Y[(c, w, i)] = sum_q lambda_w(xi_q) X_q . (D_q M^{-1})[:, i]`` for i < nv - 1,
+          so that the volume term of cell c (the inverse mass matrix applied) is
+          ``sum_w m_cw Y[(c, w, i)]``; its last entry is minus the sum of the others (the
+          gradients of the lambda_i sum to 0, the rows of M^{-1} to one constant);
+        - ``_facet_rhs @ flux`` (num_owned * nv, k): the facet fluxes' part of the right-hand
+          side, the inverse mass matrix applied.
         """
+        from scipy import sparse
+
         g, nv, d = self.geometry, self._nv, self.geometry.d
         nf, nq = self._facet_normal.shape[:2]
-        n, points = g.num_owned, nf * nq
+        n, points, targets = g.num_owned, nf * nq, len(self._targets)
         point = np.arange(points).reshape(nf, nq)
         dof = np.arange(nv)
-        self._upwind_rows = []
-        facet_rhs = []
+        upwind, facet_rhs = [], []
         for side, sign in ((0, -1.0), (1, 1.0)):
             cell = g.facet_cells[:, side]
-            self._upwind_rows.append(_csr(point[..., None], cell[:, None, None] * nv + dof, self._bary[side] / self._jac_side[side][..., None],
-                                          (points, g.num_local * nv)))
+            upwind.append(_csr(point[..., None], cell[:, None, None] * nv + dof,
+                               self._bary[side] / self._jac_side[side][..., None], (points, g.num_local * nv)))
             owned = cell < n
             into = sign * self._bary[side][owned] @ self._mass_inverse  # (owned facets, nq, nv)
-            facet_rhs.append((np.broadcast_to(cell[owned, None, None] * nv + dof, into.shape),
-                              np.broadcast_to(point[owned, :, None], into.shape), into))
-        self._facet_rhs = _csr(*(np.concatenate([part[i].ravel() for part in facet_rhs]) for i in range(3)),
-                               (n * nv, points))
-        self._normal = _csr(point[..., None], np.arange(d) * len(self._targets) + point[..., None],
-                            self._facet_weight[..., None] * self._facet_normal, (points, len(self._targets) * d))
+            facet_rhs.append(_csr(cell[owned, None, None] * nv + dof, point[owned, :, None], into, (n * nv, points)))
+        self._upwind = sparse.vstack(upwind, format="csr")
+        self._facet_rhs = facet_rhs[0] + facet_rhs[1]
+        normal = _csr(point[..., None], np.arange(d) * targets + point[..., None],
+                      self._facet_weight[..., None] * self._facet_normal, (points, d * targets))
+        gradient = (self._volume_gradient @ self._mass_inverse)[..., : nv - 1]  # (n, q, d, nv - 1)
+        volume = _csr((np.arange(n)[:, None, None, None, None] * nv + dof[:, None, None]) * (nv - 1) + np.arange(nv - 1),
+                      self._volume_target[:, :, None, None, None] + np.arange(d)[:, None] * targets,
+                      self._volume_bary[:, :, :, None, None] * gradient[:, :, None],  # (n, q, w, e, i)
+                      (n * nv * (nv - 1), d * targets))
+        self._velocity = sparse.vstack([normal, volume], format="csr")
         scale = self._ref * self._alpha
         self._rate_factors = [np.where(g.facet_cells[:, side, None] < n, 1.0 / (scale * self._jac_side[side]), 0.0)
                               .ravel() for side in (0, 1)]
-        # Y[(c, w, u), (t, e)] = sum_q [t(c, q) = t] bary[c, q, w] (D[c, q, e] @ M^{-1})[u]
-        gradient = (self._volume_gradient @ self._mass_inverse)[..., : nv - 1]  # (n, q, d, nv - 1)
-        values = self._volume_bary[:, :, :, None, None] * gradient[:, :, None]  # (n, q, w, e, u)
-        rows = (np.arange(n)[:, None, None, None, None] * nv + dof[:, None, None]) * (nv - 1) + np.arange(nv - 1)
-        columns = self._volume_target[:, :, None, None, None] + np.arange(d)[:, None] * len(self._targets)
-        self._volume = _csr(rows, columns, values, (n * nv * (nv - 1), len(self._targets) * d))
 
     # -- the scheme ----------------------------------------------------------------------
 
@@ -375,31 +380,32 @@ class DG1Scheme(SpatialScheme):
         from ..velocity import velocities
 
         X = velocities(self.velocity, self._targets, self._sources, self.measure_many(rows))  # (k, T, d)
-        rhs, rate = self._rhs(self._with_ghosts(rows.transpose(0, 2, 1)), X)
-        return rhs.transpose(0, 2, 1), rate
+        return self._rhs(self._with_ghosts(rows.transpose(0, 2, 1)), X)
 
     def _rhs(self, m: np.ndarray, X: np.ndarray) -> tuple[np.ndarray, float]:
-        """The right-hand sides (num_owned, nv, k) of k states given by the local cells' values m
+        """The right-hand sides (num_owned, k, nv) of k states given by the local cells' values m
         (num_local * nv, k) and their velocities X (k, T, d) at :attr:`velocity_points`, and the
         largest forward-Euler bound (collective)."""
         from mpi4py import MPI
 
-        n, nv = self.geometry.num_owned, self._nv
-        X = np.ascontiguousarray(X.transpose(2, 1, 0)).reshape(-1, m.shape[1])  # (d * T, k): one copy from the
-        # field's component-major layout (the faster transpose from it) or a C-ordered one
-        uw = self._normal @ X  # facet weight times normal velocity (F * nq, k)
-        left, right = self._upwind_rows
-        flux = left @ m
-        np.copyto(flux, right @ m, where=uw <= 0.0)
+        n, nv, k = self.geometry.num_owned, self._nv, m.shape[1]
+        points = len(self._rate_factors[0])
+        # (d * T, k): one copy, the faster transpose from the field's component-major layout
+        velocity = self._velocity @ np.ascontiguousarray(X.transpose(2, 1, 0)).reshape(-1, k)
+        uw = velocity[:points]  # facet weight times normal velocity
+        rho = self._upwind @ m
+        flux = rho[:points]
+        np.copyto(flux, rho[points:], where=uw <= 0.0)
         flux *= uw  # the upwind flux from left to right
-        # the largest of W u^+ / (|T| alpha J) at the points of owned cells (factors >= 0 and 0 elsewhere)
+        # the largest W u^+ / (|T| alpha J) at the points of owned cells (the factors are 0 elsewhere)
         rate = max(0.0, (self._rate_factors[0] * uw.max(axis=1)).max(initial=0.0),
                    -(self._rate_factors[1] * uw.min(axis=1)).min(initial=0.0))
-        rhs = (self._facet_rhs @ flux).reshape(n, nv, -1)
-        volume = np.einsum("cwj,cwuj->cuj", m[: n * nv].reshape(n, nv, -1),
-                           (self._volume @ X).reshape(n, nv, nv - 1, -1))
-        rhs[:, : nv - 1] += volume
-        rhs[:, nv - 1] -= volume.sum(axis=1)
+        facet = (self._facet_rhs @ flux).reshape(n, nv, k)
+        volume = np.einsum("cwj,cwij->cij", m[: n * nv].reshape(n, nv, k), velocity[points:].reshape(n, nv, nv - 1, k))
+        rhs = np.empty((n, k, nv))
+        cell_major = rhs.transpose(0, 2, 1)
+        np.add(facet[:, : nv - 1], volume, out=cell_major[:, : nv - 1])
+        np.subtract(facet[:, nv - 1], volume.sum(axis=1), out=cell_major[:, nv - 1])
         return rhs, self.comm.allreduce(float(rate), op=MPI.MAX)
 
     def postprocess(self, state: np.ndarray) -> np.ndarray:
@@ -461,7 +467,7 @@ class DG1Scheme(SpatialScheme):
         :attr:`velocity_points`, and the upwind density there (:meth:`rhs_and_bound`'s)."""
         m = self._with_ghosts(state.reshape(-1, self._nv, 1))
         u = self.facet_velocity(X)
-        left, right = ((rows @ m).reshape(u.shape) for rows in self._upwind_rows)
+        left, right = (self._upwind @ m).reshape((2,) + u.shape)
         return u, np.where(u > 0, left, right)
 
     def residual_transpose(self, state: np.ndarray, X: np.ndarray, u: np.ndarray, upwind: np.ndarray,
