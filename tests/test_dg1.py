@@ -139,18 +139,19 @@ def test_many_states_at_once_equal_one_at_a_time(comm, raw) -> None:
     rows = np.stack([scheme.initial_state(lambda x, c=c: np.exp(2.0 * x @ c)).reshape(n, nv) for c in centres], axis=1)
     rows[::3, 1, 0] -= 0.5 * np.abs(rows).max()
     rows[1::4, 2, -1] -= 0.5 * np.abs(rows).max()
-    one = [scheme.rhs_and_bound(np.ascontiguousarray(rows[:, j]).ravel()) for j in range(len(centres))]
+    states = [np.ascontiguousarray(rows[:, j]).ravel() for j in range(len(centres))]
+    one = [scheme.rhs_and_bound(state) for state in states]
     rhs, rate = scheme.rhs_and_bound_many(rows)
     assert rhs.shape == rows.shape
     scale = comm.allreduce(float(np.abs(rhs).max()), op=MPI.MAX)
-    for j, (rhs_j, rate_j) in enumerate(one):
+    for j, (rhs_j, _) in enumerate(one):
         np.testing.assert_allclose(rhs[:, j].ravel(), rhs_j, rtol=0, atol=1e-13 * scale)
         assert abs(scheme.mass(rhs_j)) < 1e-13 * scale
     assert rate == pytest.approx(max(r for _, r in one), rel=1e-13, abs=0)
     assert len({r for _, r in one}) == len(one)  # each state its own velocity
     limited = scheme.postprocess_many(rows)
-    for j in range(len(centres)):
-        np.testing.assert_array_equal(limited[:, j].ravel(), scheme.postprocess(np.ascontiguousarray(rows[:, j]).ravel()))
+    for j, state in enumerate(states):
+        np.testing.assert_array_equal(limited[:, j].ravel(), scheme.postprocess(state))
     scaled = comm.allreduce(np.any(limited != rows, axis=2).sum(axis=0))  # cells the limiter scaled, per state
     assert scaled[0] == scaled[3] == 0 and scaled[1] > 0 and scaled[2] > 0
 

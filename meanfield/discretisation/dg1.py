@@ -68,6 +68,16 @@ Why numpy and not dolfinx forms
     and limiter would need the same point data in numpy anyway.  Everything here is a few
     vectorised array operations over facets and cells (dolfinx supplies partitioning,
     ghosts and the P2 geometry).
+
+Many states at once
+    The right-hand side is linear in m at fixed velocity and linear in the velocity at fixed
+    m, apart from the upwind choice and one product per volume point; its linear maps are
+    sparse matrices built once (facet densities from the cells' values, the weighted normal
+    velocity and the volume term's velocity part from the velocity, the facet fluxes' part of
+    the right-hand side), which act on k states with their values side by side (arrays
+    (..., k)).  A causal run's M slices (:meth:`DG1Scheme.rhs_and_bound_many`) are moved that
+    way with one batched field evaluation and one ghost exchange; a single state is the case
+    k = 1.  The limiter acts cell by cell, on all (cell, state) rows at once.
 """
 
 from __future__ import annotations
@@ -182,7 +192,7 @@ class DG1Scheme(SpatialScheme):
     Notes
     -----
     The state is the owned cells' ``m`` at the reference vertices, cell-major, shape
-    (num_owned * nv,).
+    (num_owned * nv,); the ``*_many`` methods take k states as rows (num_owned, k, nv).
     """
 
     name = "dg1"
@@ -194,7 +204,7 @@ class DG1Scheme(SpatialScheme):
     def __init__(self, msh, velocity: VelocityField, geometry: MeshGeometry | None = None,
                  limiter: bool = True) -> None:
         geometry = geometry or mesh_geometry(msh)
-        self.curved_msh, cells = curved_mesh(msh)
+        _, cells = curved_mesh(msh)
         self.cells = cells
         nv = geometry.d
         self._nv, self._k = nv, nv - 1
@@ -319,8 +329,8 @@ class DG1Scheme(SpatialScheme):
         normal = _csr(point[..., None], np.arange(d) * targets + point[..., None],
                       self._facet_weight[..., None] * self._facet_normal, (points, d * targets))
         gradient = (self._volume_gradient @ self._mass_inverse)[..., : nv - 1]  # (n, q, d, nv - 1)
-        volume = _csr((np.arange(n)[:, None, None, None, None] * nv + dof[:, None, None]) * (nv - 1) + np.arange(nv - 1),
-                      self._volume_target[:, :, None, None, None] + np.arange(d)[:, None] * targets,
+        row = (np.arange(n)[:, None, None, None, None] * nv + dof[:, None, None]) * (nv - 1) + np.arange(nv - 1)
+        volume = _csr(row, self._volume_target[:, :, None, None, None] + np.arange(d)[:, None] * targets,
                       self._volume_bary[:, :, :, None, None] * gradient[:, :, None],  # (n, q, w, e, i)
                       (n * nv * (nv - 1), d * targets))
         self._velocity = sparse.vstack([normal, volume], format="csr")
