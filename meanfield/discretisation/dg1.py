@@ -408,8 +408,8 @@ class DG1Scheme(SpatialScheme):
         np.copyto(flux, rho[points:], where=uw <= 0.0)
         flux *= uw  # the upwind flux from left to right
         # the largest W u^+ / (|T| alpha J) at the points of owned cells (the factors are 0 elsewhere)
-        rate = max(0.0, (self._rate_factors[0] * uw.max(axis=1)).max(initial=0.0),
-                   -(self._rate_factors[1] * uw.min(axis=1)).min(initial=0.0))
+        rate = np.max([0.0, (self._rate_factors[0] * uw.max(axis=1)).max(initial=0.0),
+                       -(self._rate_factors[1] * uw.min(axis=1)).min(initial=0.0)])  # nan stays nan
         facet = (self._facet_rhs @ flux).reshape(n, nv, k)
         volume = np.einsum("cwj,cwij->cij", m[: n * nv].reshape(n, nv, k), velocity[points:].reshape(n, nv, nv - 1, k))
         rhs = np.empty((n, k, nv))
