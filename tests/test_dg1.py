@@ -120,8 +120,9 @@ def test_limiter_keeps_means_and_makes_points_nonnegative(rng) -> None:
 @pytest.mark.mpi
 @pytest.mark.parametrize("raw", [icosphere(1), circle(12)], ids=["S2", "S1"])
 def test_many_states_at_once_equal_one_at_a_time(comm, raw) -> None:
-    """DG1's batched right-hand side, bound and limiter of k states stacked cell by cell (a causal
-    run's rows) equal one state at a time to round-off, on all ranks (ghost cells) and on one.
+    """DG1's batched source masses, right-hand side, bound and limiter of k states stacked cell by
+    cell (a causal run's rows) equal one state at a time to round-off, on all ranks (ghost cells)
+    and on one.
     The field pulls towards the measure's own weighted mean (no batched evaluation: one call per
     state), so every state moves with its own velocity, which crosses the facets both ways; two
     states are negative at some positivity points, so that the limiter scales those cells.  Each
@@ -144,7 +145,9 @@ def test_many_states_at_once_equal_one_at_a_time(comm, raw) -> None:
     rhs, rate = scheme.rhs_and_bound_many(rows)
     assert rhs.shape == rows.shape
     scale = comm.allreduce(float(np.abs(rhs).max()), op=MPI.MAX)
+    masses = scheme.measure_many(rows)
     for j, (rhs_j, _) in enumerate(one):
+        np.testing.assert_allclose(masses[:, j], scheme.measure(states[j])[1], rtol=1e-15, atol=0)
         np.testing.assert_allclose(rhs[:, j].ravel(), rhs_j, rtol=0, atol=1e-13 * scale)
         assert abs(scheme.mass(rhs_j)) < 1e-13 * scale
     assert rate == pytest.approx(max(r for _, r in one), rel=1e-13, abs=0)
