@@ -469,8 +469,8 @@ class DG1Scheme(SpatialScheme):
 
     def _local_columns(self, values: np.ndarray) -> np.ndarray:
         """(num_owned * nv, P) per owned dof -> (num_local, nv, P), the ghost cells' values filled in."""
-        return self._with_ghosts(values.reshape(-1, self._nv, values.shape[1])).reshape(-1, self._nv,
-                                                                                      values.shape[1]).copy()
+        shape = (-1, self._nv, values.shape[1])
+        return self._with_ghosts(values.reshape(shape)).reshape(shape).copy()  # (the exchange's buffer is reused)
 
     def facet_state(self, state: np.ndarray, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(F, nq) the normal velocity ``u`` at the facet points of the velocity X (T, d) at
