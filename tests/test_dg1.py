@@ -19,7 +19,7 @@ from meanfield.config import load_config
 from meanfield.discretisation.dg1 import DG1Scheme, _positivity_points, zhang_shu_limit
 from meanfield.discretisation.ordering import gather_rows as gather_global
 from meanfield.mesh import circle, distribute, icosphere
-from meanfield.model import rotation_velocity
+from meanfield.model import project_tangent, rotation_velocity
 from meanfield.studies.convergence import convergence_study, final_rows
 from meanfield.timestepping import SSPRK3
 
@@ -115,6 +115,48 @@ def test_limiter_keeps_means_and_makes_points_nonnegative(rng) -> None:
     assert (limited @ points.T).min() >= -1e-15
     untouched = (m @ points.T).min(axis=1) >= 0
     np.testing.assert_allclose(limited[untouched], m[untouched], rtol=0, atol=1e-15)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("raw", [icosphere(1), circle(12)], ids=["S2", "S1"])
+def test_many_states_at_once_equal_one_at_a_time(comm, raw) -> None:
+    """DG1's batched source masses, right-hand side, bound and limiter of k states stacked cell by
+    cell (a causal run's rows) equal one state at a time to round-off, on all ranks (ghost cells)
+    and on one.
+    The field pulls towards the measure's own weighted mean (no batched evaluation: one call per
+    state), so every state moves with its own velocity, which crosses the facets both ways; two
+    states are negative at some positivity points, so that the limiter scales those cells.  Each
+    right-hand side conserves mass (an invariant of the scheme, not of the batching)."""
+    from mpi4py import MPI
+
+    def towards_mean(targets: np.ndarray, sources: np.ndarray, weights: np.ndarray) -> np.ndarray:
+        mean = comm.allreduce(weights @ sources)
+        return project_tangent(targets, np.broadcast_to(mean, targets.shape))
+
+    d = raw.points.shape[1]
+    scheme = DG1Scheme(distribute(comm, raw), towards_mean)
+    n, nv = scheme.geometry.num_owned, d
+    centres = np.eye(d)[[0, 1, d - 1, 0]] * np.array([[1.0], [1.0], [1.0], [-1.0]])
+    rows = np.stack([scheme.initial_state(lambda x, c=c: np.exp(2.0 * x @ c)).reshape(n, nv) for c in centres], axis=1)
+    rows[::3, 1, 0] -= 0.5 * np.abs(rows).max()
+    rows[1::4, 2, -1] -= 0.5 * np.abs(rows).max()
+    states = [np.ascontiguousarray(rows[:, j]).ravel() for j in range(len(centres))]
+    one = [scheme.rhs_and_bound(state) for state in states]
+    rhs, rate = scheme.rhs_and_bound_many(rows)
+    assert rhs.shape == rows.shape
+    scale = comm.allreduce(float(np.abs(rhs).max()), op=MPI.MAX)
+    masses = scheme.measure_many(rows)
+    for j, (rhs_j, _) in enumerate(one):
+        np.testing.assert_allclose(masses[:, j], scheme.measure(states[j])[1], rtol=1e-15, atol=0)
+        np.testing.assert_allclose(rhs[:, j].ravel(), rhs_j, rtol=0, atol=1e-13 * scale)
+        assert abs(scheme.mass(rhs_j)) < 1e-13 * scale
+    assert rate == pytest.approx(max(r for _, r in one), rel=1e-13, abs=0)
+    assert len({r for _, r in one}) == len(one)  # each state its own velocity
+    limited = scheme.postprocess_many(rows)
+    for j, state in enumerate(states):
+        np.testing.assert_array_equal(limited[:, j].ravel(), scheme.postprocess(state))
+    scaled = comm.allreduce(np.any(limited != rows, axis=2).sum(axis=0))  # cells the limiter scaled, per state
+    assert scaled[0] == scaled[3] == 0 and scaled[1] > 0 and scaled[2] > 0
 
 
 def _rotation_config(sphere: str, kind: str, t_final: float, initial: dict) -> dict:

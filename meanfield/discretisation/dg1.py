@@ -68,6 +68,16 @@ Why numpy and not dolfinx forms
     and limiter would need the same point data in numpy anyway.  Everything here is a few
     vectorised array operations over facets and cells (dolfinx supplies partitioning,
     ghosts and the P2 geometry).
+
+Many states at once
+    The right-hand side is linear in m at fixed velocity and linear in the velocity at fixed
+    m, apart from the upwind choice and one product per volume point; its linear maps are
+    sparse matrices built once (facet densities from the cells' values, the weighted normal
+    velocity and the volume term's velocity part from the velocity, the facet fluxes' part of
+    the right-hand side), which act on k states with their values side by side (arrays
+    (..., k)).  A causal run's M slices (:meth:`DG1Scheme.rhs_and_bound_many`) are moved that
+    way with one batched field evaluation and one ghost exchange; a single state is the case
+    k = 1.  The limiter acts cell by cell, on all (cell, state) rows at once.
 """
 
 from __future__ import annotations
@@ -119,6 +129,16 @@ def _scatter(index: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
     return out.reshape((size,) + values.shape[1:])
 
 
+def _csr(rows: np.ndarray, columns: np.ndarray, values: np.ndarray, shape: tuple[int, int]):
+    """The sparse matrix with the given entries (arrays broadcast together; repeated entries summed, zeros dropped)."""
+    from scipy import sparse
+
+    rows, columns, values = np.broadcast_arrays(rows, columns, values)
+    matrix = sparse.csr_matrix((values.ravel(), (rows.ravel(), columns.ravel())), shape=shape)
+    matrix.eliminate_zeros()
+    return matrix
+
+
 def zhang_shu_limit(m: np.ndarray, points: np.ndarray) -> np.ndarray:
     """Scale linear cell data towards the cell means so that it is >= 0 at the given points.
 
@@ -137,13 +157,21 @@ def zhang_shu_limit(m: np.ndarray, points: np.ndarray) -> np.ndarray:
         leave a value of -1e-17; means unchanged.  A mean that is negative can only come
         from round-off under the CFL bound (Zhang-Shu), and one below ``tiny / margin``
         (about 2e-296) leaves no room for the margin in floating point: both are set to 0.
+        Cells whose values at the points are all >= 0 keep theirs (``m`` itself is returned
+        when that holds for all).
     """
-    mean = m.mean(axis=1, keepdims=True)
+    low = (points @ m.T).min(axis=0)  # (points, cells): the minimum over long contiguous rows
+    limited = np.flatnonzero(~(low >= 0.0))
+    if not limited.size:
+        return m
+    part = m[limited]
+    mean = part.mean(axis=1, keepdims=True)
     mean = np.where(mean >= np.finfo(float).tiny / ROUNDOFF_MARGIN, mean, 0.0)
-    low = (m @ points.T).min(axis=1, keepdims=True)
-    drop = mean - low
+    drop = mean - low[limited, None]
     theta = np.clip(mean / np.where(drop > 0, drop, 1.0), 0.0, 1.0) * (1.0 - ROUNDOFF_MARGIN)
-    return np.where(low >= 0.0, m, mean + theta * (m - mean))
+    out = m.copy()
+    out[limited] = mean + theta * (part - mean)
+    return out
 
 
 class DG1Scheme(SpatialScheme):
@@ -164,7 +192,7 @@ class DG1Scheme(SpatialScheme):
     Notes
     -----
     The state is the owned cells' ``m`` at the reference vertices, cell-major, shape
-    (num_owned * nv,).
+    (num_owned * nv,); the ``*_many`` methods take k states as rows (num_owned, k, nv).
     """
 
     name = "dg1"
@@ -175,9 +203,8 @@ class DG1Scheme(SpatialScheme):
 
     def __init__(self, msh, velocity: VelocityField, geometry: MeshGeometry | None = None,
                  limiter: bool = True) -> None:
-        dolfinx = _dolfinx()
         geometry = geometry or mesh_geometry(msh)
-        self.curved_msh, cells = curved_mesh(msh)
+        _, cells = curved_mesh(msh)
         self.cells = cells
         nv = geometry.d
         self._nv, self._k = nv, nv - 1
@@ -186,15 +213,15 @@ class DG1Scheme(SpatialScheme):
         area = cells.measure(bary, weights)
         super().__init__(msh, velocity, replace(geometry, measure=area))
         self.limiter = limiter
-        self.space = dolfinx.fem.functionspace(self.curved_msh, ("DG", 1))
-        self._ghosts = dolfinx.fem.Function(self.space)  # ghost exchange
         g = self.geometry
-        self._dofs = np.asarray(self.space.dofmap.list[: g.num_local], dtype=np.int64)
+        self._cell_map = msh.topology.index_map(msh.topology.dim)
+        self._blocks: dict[int, Any] = {}  # k -> a vector of the local cells with nv * k values each (ghost exchange)
         mass = self._ref * (np.eye(nv) + 1.0) / ((self._k + 1) * (self._k + 2))
         self._mass_inverse = np.linalg.inv(mass)
         self._zs_points, self._alpha = _positivity_points(nv)
         self._setup_facets()
         self._setup_volume()
+        self._setup_operators()
         src_bary, src_w = _source_rule(nv)
         x, _ = cells.map(src_bary, slice(0, g.num_owned))
         self._sources = np.ascontiguousarray(normalize(x).reshape(-1, g.d))
@@ -265,14 +292,66 @@ class DG1Scheme(SpatialScheme):
         self._volume_sums: Any = None  # built by the adjoint's first residual_transpose
         self._targets = np.concatenate([self._facet_points.reshape(-1, g.d), normalize(x[:, -1])])
 
+    def _setup_operators(self) -> None:
+        """The right-hand side's linear maps, as sparse matrices that act on k states side by side.
+
+        With ``m`` (num_local * nv, k) the local cells' values of k states and ``X`` (d * T, k)
+        their velocities at :attr:`velocity_points`, component by component:
+
+        - ``_upwind @ m`` (2 F nq, k): the density ``rho = m / J`` at the facet points from the
+          left cell, then from the right one;
+        - ``_velocity @ X`` (F nq + num_owned nv (nv - 1), k): first ``W u`` (facet weight
+          times normal velocity) at the facet points, then the velocity's part of the volume
+          term, ``Y[(c, w, i)] = sum_q lambda_w(xi_q) X_q . (D_q M^{-1})[:, i]`` for i < nv - 1,
+          so that the volume term of cell c (the inverse mass matrix applied) is
+          ``sum_w m_cw Y[(c, w, i)]``; its last entry is minus the sum of the others (the
+          gradients of the lambda_i sum to 0, the rows of M^{-1} to one constant);
+        - ``_facet_rhs @ flux`` (num_owned * nv, k): the facet fluxes' part of the right-hand
+          side, the inverse mass matrix applied.
+        """
+        from scipy import sparse
+
+        g, nv, d = self.geometry, self._nv, self.geometry.d
+        nf, nq = self._facet_normal.shape[:2]
+        n, points, targets = g.num_owned, nf * nq, len(self._targets)
+        point = np.arange(points).reshape(nf, nq)
+        dof = np.arange(nv)
+        upwind, facet_rhs = [], []
+        for side, sign in ((0, -1.0), (1, 1.0)):
+            cell = g.facet_cells[:, side]
+            upwind.append(_csr(point[..., None], cell[:, None, None] * nv + dof,
+                               self._bary[side] / self._jac_side[side][..., None], (points, g.num_local * nv)))
+            owned = cell < n
+            into = sign * self._bary[side][owned] @ self._mass_inverse  # (owned facets, nq, nv)
+            facet_rhs.append(_csr(cell[owned, None, None] * nv + dof, point[owned, :, None], into, (n * nv, points)))
+        self._upwind = sparse.vstack(upwind, format="csr")
+        self._facet_rhs = facet_rhs[0] + facet_rhs[1]
+        normal = _csr(point[..., None], np.arange(d) * targets + point[..., None],
+                      self._facet_weight[..., None] * self._facet_normal, (points, d * targets))
+        gradient = (self._volume_gradient @ self._mass_inverse)[..., : nv - 1]  # (n, q, d, nv - 1)
+        row = (np.arange(n)[:, None, None, None, None] * nv + dof[:, None, None]) * (nv - 1) + np.arange(nv - 1)
+        volume = _csr(row, self._volume_target[:, :, None, None, None] + np.arange(d)[:, None] * targets,
+                      self._volume_bary[:, :, :, None, None] * gradient[:, :, None],  # (n, q, w, e, i)
+                      (n * nv * (nv - 1), d * targets))
+        self._velocity = sparse.vstack([normal, volume], format="csr")
+        scale = self._ref * self._alpha
+        self._rate_factors = [np.where(g.facet_cells[:, side, None] < n, 1.0 / (scale * self._jac_side[side]), 0.0)
+                              .ravel() for side in (0, 1)]
+
     # -- the scheme ----------------------------------------------------------------------
 
-    def _local(self, state: np.ndarray) -> np.ndarray:
-        """Owned state -> m of all local cells (owned + ghost), (num_local, nv)."""
-        arr = self._ghosts.x.array
-        arr[self._dofs[: self.geometry.num_owned]] = state.reshape(-1, self._nv)
-        self._ghosts.x.scatter_forward()
-        return arr[self._dofs]
+    def _with_ghosts(self, owned: np.ndarray) -> np.ndarray:
+        """Owned cells' values (num_owned, nv, k) -> all local cells' (num_local * nv, k), through
+        one scatter of the cells (a vector of block size nv * k, kept per k): a view of that
+        vector, overwritten by the next exchange of k values."""
+        n, nv, k = owned.shape
+        vector = self._blocks.get(k)
+        if vector is None:
+            vector = self._blocks[k] = _dolfinx().la.vector(self._cell_map, bs=nv * k)
+        arr = vector.array.reshape(-1, nv, k)
+        arr[:n] = owned
+        vector.scatter_forward()
+        return vector.array.reshape(-1, k)
 
     @staticmethod
     def field_points(cells: int, nv: int) -> tuple[int, int]:
@@ -297,38 +376,57 @@ class DG1Scheme(SpatialScheme):
         return np.einsum("fqd,fqd->fq", Xf, self._facet_normal)
 
     def rhs_and_bound(self, state: np.ndarray) -> tuple[np.ndarray, float]:
+        X = self.velocity(self._targets, self._sources, self.measure(state)[1])
+        rhs, rate = self._rhs(self._with_ghosts(state.reshape(-1, self._nv, 1)), X[None])
+        return rhs.ravel(), rate
+
+    def measure_many(self, rows: np.ndarray) -> np.ndarray:
+        return np.matmul(self._source_matrix, rows.transpose(0, 2, 1)).reshape(-1, rows.shape[1])
+
+    def rhs_and_bound_many(self, rows: np.ndarray) -> tuple[np.ndarray, float]:
+        """:meth:`rhs_and_bound` of k states at once (``rows`` (num_owned, k, nv)): the velocities
+        of their k measures from one batched evaluation (:func:`meanfield.velocity.velocities`)
+        and the right-hand sides of all of them in one pass, their values side by side."""
+        from ..velocity import velocities
+
+        X = velocities(self.velocity, self._targets, self._sources, self.measure_many(rows))  # (k, T, d)
+        return self._rhs(self._with_ghosts(rows.transpose(0, 2, 1)), X)
+
+    def _rhs(self, m: np.ndarray, X: np.ndarray) -> tuple[np.ndarray, float]:
+        """The right-hand sides (num_owned, k, nv) of k states given by the local cells' values m
+        (num_local * nv, k) and their velocities X (k, T, d) at :attr:`velocity_points`, and the
+        largest forward-Euler bound (collective)."""
         from mpi4py import MPI
 
-        g, nv = self.geometry, self._nv
-        m = self._local(state)
-        owned = m[: g.num_owned]
-        X = self.velocity(self._targets, self._sources, (owned @ self._source_matrix.T).ravel())
-        u = self.facet_velocity(X)
-        left, right = g.facet_cells[:, 0], g.facet_cells[:, 1]
-        rho_l = np.einsum("fqv,fv->fq", self._bary[0], m[left]) / self._jac_side[0]
-        rho_r = np.einsum("fqv,fv->fq", self._bary[1], m[right]) / self._jac_side[1]
-        out_l = self._facet_weight * np.maximum(u, 0.0)
-        out_r = self._facet_weight * np.maximum(-u, 0.0)
-        flux = out_l * rho_l - out_r * rho_r  # from left to right
-        into_left = np.einsum("fq,fqv->fv", flux, self._bary[0])
-        into_right = np.einsum("fq,fqv->fv", flux, self._bary[1])
-        n = g.num_owned
-        residual = np.stack([np.bincount(right, into_right[:, i], n)[:n] - np.bincount(left, into_left[:, i], n)[:n]
-                             for i in range(nv)], axis=1)
-        m_q = np.einsum("cqv,cv->cq", self._volume_bary, owned)
-        flux_q = m_q[:, :, None] * X[self._volume_target]  # m X at the volume points
-        residual += np.einsum("cqd,cqdv->cv", flux_q, self._volume_gradient)
-        scale = self._ref * self._alpha
-        rate_l = (out_l / (scale * self._jac_side[0])).max(axis=1)
-        rate_r = (out_r / (scale * self._jac_side[1])).max(axis=1)
-        local_rate = max(rate_l[left < n].max(initial=0.0), rate_r[right < n].max(initial=0.0))
-        max_rate = self.comm.allreduce(float(local_rate), op=MPI.MAX)
-        return (residual @ self._mass_inverse).ravel(), max_rate
+        n, nv, k = self.geometry.num_owned, self._nv, m.shape[1]
+        points = len(self._rate_factors[0])
+        # (d * T, k): one copy, the faster transpose from the field's component-major layout
+        velocity = self._velocity @ np.ascontiguousarray(X.transpose(2, 1, 0)).reshape(-1, k)
+        uw = velocity[:points]  # facet weight times normal velocity
+        rho = self._upwind @ m
+        flux = rho[:points]
+        np.copyto(flux, rho[points:], where=uw <= 0.0)
+        flux *= uw  # the upwind flux from left to right
+        # the largest W u^+ / (|T| alpha J) at the points of owned cells (the factors are 0 elsewhere)
+        rate = np.max([0.0, (self._rate_factors[0] * uw.max(axis=1)).max(initial=0.0),
+                       -(self._rate_factors[1] * uw.min(axis=1)).min(initial=0.0)])  # nan stays nan
+        facet = (self._facet_rhs @ flux).reshape(n, nv, k)
+        volume = np.einsum("cwj,cwij->cij", m[: n * nv].reshape(n, nv, k), velocity[points:].reshape(n, nv, nv - 1, k))
+        rhs = np.empty((n, k, nv))
+        cell_major = rhs.transpose(0, 2, 1)
+        np.add(facet[:, : nv - 1], volume, out=cell_major[:, : nv - 1])
+        np.subtract(facet[:, nv - 1], volume.sum(axis=1), out=cell_major[:, nv - 1])
+        return rhs, self.comm.allreduce(float(rate), op=MPI.MAX)
 
     def postprocess(self, state: np.ndarray) -> np.ndarray:
         if not self.limiter:
             return state
         return zhang_shu_limit(state.reshape(-1, self._nv), self._zs_points).ravel()
+
+    def postprocess_many(self, rows: np.ndarray) -> np.ndarray:
+        if not self.limiter:
+            return rows
+        return zhang_shu_limit(rows.reshape(-1, self._nv), self._zs_points).reshape(rows.shape)
 
     def cell_averages(self, state: np.ndarray) -> np.ndarray:
         return self._ref * state.reshape(-1, self._nv).mean(axis=1) / self.geometry.measure[: self.geometry.num_owned]
@@ -371,17 +469,16 @@ class DG1Scheme(SpatialScheme):
 
     def _local_columns(self, values: np.ndarray) -> np.ndarray:
         """(num_owned * nv, P) per owned dof -> (num_local, nv, P), the ghost cells' values filled in."""
-        return np.stack([self._local(values[:, p]) for p in range(values.shape[1])], axis=-1)
+        shape = (-1, self._nv, values.shape[1])
+        return self._with_ghosts(values.reshape(shape)).reshape(shape).copy()  # (the exchange's buffer is reused)
 
     def facet_state(self, state: np.ndarray, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(F, nq) the normal velocity ``u`` at the facet points of the velocity X (T, d) at
         :attr:`velocity_points`, and the upwind density there (:meth:`rhs_and_bound`'s)."""
-        g = self.geometry
-        m = self._local(state)
+        m = self._with_ghosts(state.reshape(-1, self._nv, 1))
         u = self.facet_velocity(X)
-        rho_l = np.einsum("fqv,fv->fq", self._bary[0], m[g.facet_cells[:, 0]]) / self._jac_side[0]
-        rho_r = np.einsum("fqv,fv->fq", self._bary[1], m[g.facet_cells[:, 1]]) / self._jac_side[1]
-        return u, np.where(u > 0, rho_l, rho_r)
+        left, right = (self._upwind @ m).reshape((2,) + u.shape)
+        return u, np.where(u > 0, left, right)
 
     def residual_transpose(self, state: np.ndarray, X: np.ndarray, u: np.ndarray, upwind: np.ndarray,
                            phi: np.ndarray, share: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
