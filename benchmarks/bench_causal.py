@@ -6,7 +6,7 @@
 A causal step evaluates the attention fields of the M slices' measures (the prefix-summed
 weights of the slices' measures, which share their points, :mod:`meanfield.masks.causal_slices`) in one
 batched evaluation per stage (one transform of all of them, or one matrix product), then moves
-each slice; the goal is at most 16 non-causal steps at M = 64.  Both
+all slices at once; the goal is at most 16 non-causal steps at M = 64.  Both
 steps are SSP-RK3 steps of one fixed dt through the run's own objects
 (:class:`meanfield.discrete_pde.DiscretePDE`), timed alternately, best of ``--repeat``, one thread,
 in CPU time of the process (wall time on a machine shared with other jobs varied more).  The
@@ -14,7 +14,7 @@ baseline is given twice: the best single non-causal step (a short timing, whose 
 is biased low on a busy machine) and the best of M non-causal steps in a row divided by M
 (the same amount of work and duration as the causal step).
 Prints both times, the ratio and the ratio per slice, and the share of the causal step spent
-in the field evaluations (the rest: the slices' transport, limiter and the prefix sums).
+in the field evaluations (the rest: the slices' transport and limiter).
 Not a test.
 """
 
