@@ -13,8 +13,10 @@ in CPU time of the process (wall time on a machine shared with other jobs varied
 baseline is given twice: the best single non-causal step (a short timing, whose best of a few
 is biased low on a busy machine) and the best of M non-causal steps in a row divided by M
 (the same amount of work and duration as the causal step).
-Prints both times, the ratio and the ratio per slice, and the share of the causal step spent
-in the field evaluations (the rest: the slices' transport and limiter).
+Prints both times, the ratio and the ratio per slice, the share of the causal step spent in the
+field evaluations (the rest: the slices' transport and limiter), and the field's seconds in a
+causal step beside those of the cost model ``meanfield check`` uses
+(:func:`meanfield.nonlocal_field.auto.estimated_batch_costs`).
 Not a test.
 """
 
@@ -65,7 +67,9 @@ def main() -> None:
     field_before = causal.velocity.seconds
     tic = time.perf_counter()
     steps(causal, 1)
-    field_share = (causal.velocity.seconds - field_before) / (time.perf_counter() - tic)
+    field_seconds = causal.velocity.seconds - field_before
+    field_share = field_seconds / (time.perf_counter() - tic)
+    modelled = modelled_field_seconds(causal, args)
     block = best["M non-causal"] / args.slices
     ratio, ratio_block = best["causal"] / best["non-causal"], best["causal"] / block
     print(f"{args.sphere} resolution {args.resolution} ({plain.num_cells} cells), {args.scheme}, "
@@ -77,6 +81,21 @@ def main() -> None:
                  [f"causal, M = {args.slices}", best["causal"], 1.0, "", f"{field_share:.0%}"]]))
     print(f"causal / non-causal step at M = {args.slices}: {ratio:.1f}x against the best single step, "
           f"{ratio_block:.1f}x against {args.slices} steps in a row (goal <= 16x at M = 64)")
+    print(f"the slices' batched field in a causal step: {field_seconds * 1e3:.3g} ms measured (wall), "
+          f"{modelled * 1e3:.3g} ms modelled (meanfield check's model, estimated_batch_costs)")
+
+
+def modelled_field_seconds(sim, args: argparse.Namespace) -> float:
+    """The batched field's seconds in one step of ``sim`` by the cost model ``meanfield check`` uses."""
+    from meanfield.drivers.planning import EVALUATIONS_PER_STEP
+    from meanfield.nonlocal_field.auto import estimated_batch_costs
+    from meanfield.nonlocal_field.fast import FieldPlan
+
+    scheme, layer = sim.scheme, sim.schedule.layers[0]
+    plan = FieldPlan.of(layer.attention, sim.problem.field.tol)
+    targets, sources = len(scheme.velocity_points), len(scheme.measure(sim.positions.split(sim.state)[0])[0])
+    costs = estimated_batch_costs(plan, targets, sources, args.slices, components=scheme.normal_components)
+    return EVALUATIONS_PER_STEP * costs[args.method]
 
 
 if __name__ == "__main__":

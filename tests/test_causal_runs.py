@@ -155,7 +155,8 @@ def test_cli_run_writes_a_density_per_position(tmp_path, capsys):
     assert "mask:       causal, M = 4 position slices" in info, info
     assert main(["check", str(tmp_path / "causal.toml")]) == 0
     check = capsys.readouterr().out
-    assert "mask:        causal, M = 4 position slices" in check and "12 evaluations per step" in check
+    assert "mask:        causal, M = 4 position slices" in check
+    assert "per evaluation of 4 measures at once (the position slices), 3 evaluations per step" in check, check
     assert "(64 cells x 4 position slices, 1 rank)" in check, check
 
 

@@ -252,7 +252,8 @@ def test_velocities_of_several_measures_are_each_ones(rng, d, attention, monkeyp
     tolerance for its batch by exact harmonic sums (taken here for any number of measures); a
     rotated head with a general V beside a plain one.  Their components along given directions
     (a scheme's normals) are those of the velocities, also for a head that is not spectral
-    (one evaluation after the other)."""
+    (one evaluation after the other); by the exact sums they come from two syntheses a measure
+    (F, and N . P_x n from a matrix built once), equal to the batch's velocities to round-off."""
     import meanfield.nonlocal_field.fast as fast
 
     monkeypatch.setattr(fast, "BATCH_DIRECT_FUNCTIONS_PER_BASIS", 0.0)
@@ -273,6 +274,9 @@ def test_velocities_of_several_measures_are_each_ones(rng, d, attention, monkeyp
         along = evaluator.velocities(x, y, columns, fixed_sources=True, fixed_targets=True, directions=directions)
         expected = np.einsum("kmd,md->km", one, directions)
         assert np.abs(along - expected).max() <= tol * np.abs(one).max() * np.abs(directions).max() * d
+        # the exact sums' components (F and N . P_x n from a matrix built once) equal the batch's velocities'
+        same = np.einsum("kmd,md->km", got, directions)
+        assert np.abs(along - same).max() <= 1e-12 * np.abs(got).max() * np.abs(directions).max() * d, (method, budget)
     general = AttentionModel(d, 3.0, attention, (Head(np.eye(d), np.diag(np.linspace(0.5, 1.5, d)), np.eye(d), 1.0),))
     evaluator = make_evaluator(general, None, "fast", 1e-8)  # not spectral: one measure after the other
     one = np.stack([evaluator.velocity(x, y, columns[:, k]) for k in range(5)])

@@ -53,6 +53,9 @@ class SpatialScheme(ABC):
     vertex_values: bool = False
     #: Keys of the ``[scheme]`` config section passed to the constructor as keywords.
     options: tuple[str, ...] = ()
+    #: Whether :meth:`rhs_and_bound_many` asks the field only for the velocities' components along
+    #: the facet normals (``directions`` of :func:`meanfield.velocity.velocities`), not for the velocities.
+    normal_components: bool = False
 
     def __init__(self, msh, velocity: VelocityField, geometry: MeshGeometry | None = None) -> None:
         self.msh = msh

@@ -48,6 +48,7 @@ class FiniteVolumeScheme(SpatialScheme):
     name = "fv"
     description = SCHEME_DESCRIPTIONS[name]
     order = 1
+    normal_components = True
 
     def __init__(self, msh, velocity: VelocityField, geometry: MeshGeometry | None = None) -> None:
         from scipy import sparse
@@ -64,7 +65,8 @@ class FiniteVolumeScheme(SpatialScheme):
         self._left, self._right = g.facet_cells[:, 0], g.facet_cells[:, 1]
         self._sources = np.ascontiguousarray(g.centroid[: g.num_owned])
         self._area = g.measure[: g.num_owned]
-        self._scaled_normals = np.ascontiguousarray((g.facet_measure[:, None] * g.facet_normal).T)  # (d, F): |e| n_e
+        self._flow_directions = g.facet_measure[:, None] * g.facet_normal  # (F, d): |e| n_e, one array for good
+        self._scaled_normals = np.ascontiguousarray(self._flow_directions.T)  # (d, F)
         # owned cells x facets: each facet's left and right cell (sums over the facets of a cell)
         left_of, right_of = (_owned_cells_of(cells, g.num_owned) for cells in (self._left, self._right))
         self._incidence = (right_of - left_of).tocsr()
@@ -115,7 +117,7 @@ class FiniteVolumeScheme(SpatialScheme):
         of them in one pass, facet by facet with the k states' values side by side."""
         from ..velocity import velocities
 
-        flow = velocities(self.velocity, self._targets, self._sources, self.measure_many(rows), self._scaled_normals.T)
+        flow = velocities(self.velocity, self._targets, self._sources, self.measure_many(rows), self._flow_directions)
         rhs, rate = self._upwind(self._with_ghosts(rows[:, :, 0]), flow)
         return rhs[:, :, None], rate
 

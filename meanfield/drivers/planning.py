@@ -45,7 +45,8 @@ from ..wording import counted, format_seconds
 from . import walltime
 from .batch_size import BatchSize
 
-#: Field evaluations per time step (SSP-RK3: one per stage; a causal run: one per stage and slice).
+#: Field evaluations per time step (SSP-RK3: one per stage; a causal run's slices in one batched
+#: evaluation a stage).
 EVALUATIONS_PER_STEP = 3
 #: Adaptive runs of up to this many cells are set up on one process to measure their initial
 #: step sizes (a level-7 icosphere, 327680 cells, takes about 5 s); larger ones are not estimated.
@@ -286,12 +287,6 @@ def atom_step_count(problem: Problem, t0: float, t1: float, times: np.ndarray) -
     return steps
 
 
-def evaluations_per_step(problem: Problem) -> int:
-    """Field evaluations of one time step: :data:`EVALUATIONS_PER_STEP`, times the densities of
-    the run (a causal run's position slices, :attr:`meanfield.masks.Mask.count`)."""
-    return EVALUATIONS_PER_STEP * problem.mask.count
-
-
 @dataclass(frozen=True)
 class LayerField:
     """The nonlocal field of one layer: from ``start`` on, ``evaluator`` with modelled ``costs``."""
@@ -492,7 +487,7 @@ class CheckReport:
 
     def _field_seconds(self, steps: int) -> float:
         """The nonlocal field's modelled seconds on one core for ``steps`` steps spread evenly in time."""
-        t_final, evaluations = self.problem.time.t_final, evaluations_per_step(self.problem)
+        t_final, evaluations = self.problem.time.t_final, EVALUATIONS_PER_STEP
         ends = [f.start for f in self.fields[1:]] + [t_final]
         return sum(evaluations * f.costs[f.evaluator] * steps * (min(end, t_final) - f.start) / t_final
                    for f, end in zip(self.fields, ends))
@@ -534,9 +529,10 @@ class CheckReport:
         if not self.fields:
             return "no nonlocal field (prescribed rotation, or no attention)"
         p = self.problem
-        evaluations = evaluations_per_step(p)
+        evaluations, measures = EVALUATIONS_PER_STEP, p.mask.count
+        batched = f" of {measures} measures at once (the position slices)" if measures > 1 else ""
         lines = [f"nonlocal.method = {p.field.method}; {self.targets} targets x {self.sources} sources per "
-                 f"evaluation, {evaluations} evaluations per step; modelled on one core:"]
+                 f"evaluation{batched}, {evaluations} evaluations per step; modelled on one core:"]
         for layer in self.fields:
             per_step = evaluations * layer.costs[layer.evaluator]
             text = (f"  from t = {layer.start:g}: {layer.evaluator} ({format_seconds(layer.costs['direct'])} direct, "
@@ -562,9 +558,10 @@ def _step_sizes(dts: tuple[float, ...], limits: tuple[str, ...] | None = None) -
 
 
 def _fields(problem: Problem, targets: int, sources: int) -> list[LayerField]:
-    """Each attention layer's evaluator (``auto``: the cheaper by the cost model) and modelled costs."""
+    """Each attention layer's evaluator (``auto``: the cheaper by the cost model) and modelled costs
+    of one evaluation (a causal run's: of its slices' measures at once, one a stage)."""
     from ..nonlocal_field import FastEvaluator
-    from ..nonlocal_field.auto import estimated_costs
+    from ..nonlocal_field.auto import estimated_batch_costs, estimated_costs
 
     if not problem.velocity.is_attention:
         return []
@@ -573,9 +570,14 @@ def _fields(problem: Problem, targets: int, sources: int) -> list[LayerField]:
     for start, layer in zip(schedule.starts, schedule.layers):
         if layer.attention is None:
             continue
-        costs = estimated_costs(FastEvaluator(layer.attention, None, problem.field.tol), targets, sources)
+        plan = FastEvaluator(layer.attention, None, problem.field.tol)
+        single = estimated_costs(plan, targets, sources)  # what auto chooses by, at a run's first evaluation
         chosen = problem.field.method if problem.field.method != "auto" else \
-            ("fast" if costs["fast"] < costs["direct"] else "direct")
+            ("fast" if single["fast"] < single["direct"] else "direct")
+        measures = problem.mask.count
+        components = scheme_class(problem.scheme.kind).normal_components
+        costs = single if measures == 1 else estimated_batch_costs(plan, targets, sources, measures,
+                                                                   components=components)
         fields.append(LayerField(float(start), chosen, costs))
     return fields
 
@@ -689,7 +691,7 @@ def _costs(problem: Problem, estimate: StepEstimate | None, fields: list[LayerFi
     t = problem.time
     finite = [dt for dt in (estimate.dts if estimate else ()) if math.isfinite(dt)]
     dt = t.dt if t.dt is not None else min(finite) if finite else t.t_final / 1000
-    field_cost = evaluations_per_step(problem) * max((f.costs[f.evaluator] for f in fields), default=0.0)
+    field_cost = EVALUATIONS_PER_STEP * max((f.costs[f.evaluator] for f in fields), default=0.0)
     guess = max(field_cost, STEP_COST_PER_CELL * cells * problem.mask.count, 1e-3)
     try:
         return walltime.Costs.measure(problem.config, dt, guess, directory)

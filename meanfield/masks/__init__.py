@@ -308,7 +308,7 @@ class Causal(Mask):
     def summary(self) -> list[str]:
         M = self.slice_count
         return [f"mask:        causal, M = {M} position slices at s_k = (k + 1/2)/M (a density per slice; "
-                f"{M} field evaluations per stage)"]
+                f"their {M} fields in one batched evaluation a stage)"]
 
     def heading(self, title: str) -> str:
         return f"{title}\nthe mean over the {self.slice_count} token positions"

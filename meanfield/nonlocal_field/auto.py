@@ -25,7 +25,7 @@ import numpy as np
 from ..model import AttentionModel
 from .base import DEFAULT_TOL, FieldValues, NonlocalEvaluator, PointGroup
 from .direct import DirectEvaluator
-from .fast import FastEvaluator, FieldPlan
+from .fast import FastEvaluator, FieldPlan, batch_takes_exact_sums
 from .harmonics import SUPPORTED_DIMENSIONS, basis_size
 from .parallel import allreduce_sum
 
@@ -65,6 +65,56 @@ def estimated_costs(
         "direct": DIRECT_OVERHEAD + C_DIRECT * H * n_targets * n_sources,
         "fast": FAST_OVERHEAD[d] + 1e-9 * (n_sources * source + n_targets * target) + n_targets * expansion,
     }
+
+
+#: Seconds per target, source, column and head of the direct field's batched matrix product.
+C_BATCH_PRODUCT = 4.5e-11
+#: A batched evaluation of k measures on the same fixed points (a causal run's slices): ns per
+#: point and basis value of the exact sums' matrix (read at every call), per point, function and
+#: basis value of their product, per point and function of a NUFFT, and per target and measure for
+#: forming the velocities (one core; :data:`.fast.BATCH_DIRECT_BYTES`).
+BATCH_READ_NS = 1.3
+BATCH_PRODUCT_NS = 0.05
+BATCH_NUFFT_NS = 45.0
+BATCH_FORM_NS = 10.0
+
+
+def estimated_batch_costs(fast: FastEvaluator | FieldPlan, n_targets: int, n_sources: int, measures: int,
+                          ranks: int = 1, components: bool = False) -> dict[str, float]:
+    """Modelled seconds of one batched evaluation of ``measures`` measures on the same fixed
+    points (:meth:`~.base.NonlocalEvaluator.velocities`: a causal run's slices, one a stage) by
+    each method, totals over ``ranks`` ranks: the direct field's kernel once and one matrix
+    product with the ``(d + 1) k`` columns; the fast field's adjoint of the k measures and, per
+    head, the synthesis of ``(d + 1) k`` functions, by the exact sums where their matrices fit
+    :data:`.fast.BATCH_DIRECT_BYTES` a rank (:func:`.fast.batch_takes_exact_sums`, else NUFFTs),
+    and the velocities formed, or with ``components`` (a scheme that takes the velocities'
+    components along its normals) by the exact sums two functions a measure and head; a model
+    with a head that is not spectral, one evaluation per measure.  The sources' transform is of
+    degree ``L + 2`` (the coefficients of the estimate's first neglected degree), the targets'
+    of degree ``L``.  Calibrated with ``benchmarks/bench_causal.py``, which prints the model
+    beside the measured field (within 1.5x either way on S^1 and S^2, FV and DG1, fast and
+    direct)."""
+    d, H, k = fast.model.d, len(fast.model.heads), measures
+    single = estimated_costs(fast, n_targets, n_sources)
+    direct = single["direct"] + C_BATCH_PRODUCT * H * n_targets * n_sources * (d + 1) * k
+    if len(fast.spectral_heads) < H:
+        return {"direct": direct, "fast": k * single["fast"]}
+
+    def transform_ns(points: int, degree: int, functions: int) -> float:
+        if batch_takes_exact_sums(d, points, degree, functions, ranks):  # the evaluator's own rule
+            return points * basis_size(d, degree) * (BATCH_READ_NS + BATCH_PRODUCT_NS * functions)
+        return BATCH_NUFFT_NS * points * functions
+
+    L = max(fast.degrees)
+    if components and batch_takes_exact_sums(d, n_targets, L, (d + 1) * k, ranks):
+        # F, and N . P_x n from the coefficients' reals (re and im of those of degree L + 2)
+        rows = 2 * (L + 3 if d == 2 else (L + 3) * (L + 4) // 2)
+        per_head = transform_ns(n_targets, L, k) + n_targets * rows * (BATCH_READ_NS + BATCH_PRODUCT_NS * k) \
+            + BATCH_FORM_NS / 4 * n_targets * k
+    else:
+        per_head = transform_ns(n_targets, L, (d + 1) * k) + BATCH_FORM_NS * n_targets * k
+    return {"direct": direct,
+            "fast": FAST_OVERHEAD[d] + 1e-9 * (transform_ns(n_sources, L + 2, k) + H * per_head)}
 
 
 class AutoEvaluator(NonlocalEvaluator):

@@ -71,7 +71,7 @@ from .base import DEFAULT_TOL, FieldValues, NonlocalEvaluator, PointGroup, array
 from .expansion import BasisCache, default_cache_bytes, exact_moments, target_sums
 from .harmonics import basis_size, tail_ratios, truncation_degree
 from .parallel import allreduce_sum
-from .spectral import kernel_multipliers, spectrum_for
+from .spectral import SphereSpectrum, kernel_multipliers, spectrum_for
 from .transforms import EPSILON_FLOOR, DirectTransform, Transform, point_transform
 
 #: Below this tolerance the NUFFT cannot deliver: every head uses the exact expansion.
@@ -99,6 +99,15 @@ BATCH_DIRECT_BYTES = 64 * 2**20
 BATCH_DIRECT_FUNCTIONS_PER_BASIS = 1 / 16
 #: Relative spread of the singular values of ``Q^T K`` up to which a head counts as spectral.
 SPECTRAL_RTOL = 1e-12
+
+
+def batch_takes_exact_sums(d: int, points: float, degree: int, functions: int, ranks: int = 1) -> bool:
+    """Whether a batched call of ``functions`` measures or functions at once transforms a fixed
+    set of ``points`` (all ranks') at ``degree`` by the exact sums: at least
+    :data:`BATCH_DIRECT_FUNCTIONS_PER_BASIS` functions per basis value, and their matrix within
+    :data:`BATCH_DIRECT_BYTES` a rank on average."""
+    basis = basis_size(d, degree)
+    return functions >= basis * BATCH_DIRECT_FUNCTIONS_PER_BASIS and 8.0 * points * basis <= BATCH_DIRECT_BYTES * ranks
 
 
 def head_concentrations(model: AttentionModel) -> np.ndarray:
@@ -308,6 +317,7 @@ class FastEvaluator(NonlocalEvaluator):
         self._plans: dict[tuple, Transform] = {}
         self._energy_plans: dict[tuple, Transform] = {}
         self._batch_plans: dict[tuple, Transform] = {}  # of the batched calls (velocities, partition_sums, ...)
+        self._along: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}  # of the batched components (_along_matrix)
         self._exact: FastEvaluator | None = None  # the energy of models with general heads
         self._estimate_inputs: list[EstimateInput] = []
 
@@ -555,6 +565,10 @@ class FastEvaluator(NonlocalEvaluator):
         targets = np.ascontiguousarray(targets, dtype=float)
         k, m, H = totals.shape[0], targets.shape[0], len(model.heads)
         synthesis = self._targets_plan(used, source_plan, targets, fixed_targets, max(self.degrees), k * (d + 1))
+        if directions is not None and fixed_targets and isinstance(synthesis, DirectTransform) \
+                and all(self._head_terms(h).kappa != 0.0 for h in range(H)):
+            self._batch_plans = used
+            return self._components(coeffs, synthesis, targets, np.asarray(directions, dtype=float))
         vector = spectrum_for(d, self.coefficient_degree).vector_moments(coeffs)  # (d, k) + spectrum, degree L + 1
         sums = []  # per head [G, F] (d + 1, k m): the k measures' values one after the other, as k m targets
         for h in range(H):
@@ -573,6 +587,60 @@ class FastEvaluator(NonlocalEvaluator):
         self._batch_plans = used
         X = self._values(sums, k * m).velocity(model, targets, directions)
         return X.reshape((k, m) if directions is not None else (k, m, d))
+
+    def _components(self, coeffs: np.ndarray, synthesis: DirectTransform, targets: np.ndarray,
+                    directions: np.ndarray) -> np.ndarray:
+        """The velocities' components (k, m) along ``directions`` (m, d) at fixed targets, of the k
+        measures with coefficients ``coeffs`` (k,) + spectrum, by the exact sums: per head the
+        synthesis of F and the product of the coefficients with a matrix that gives ``N . P_x n``
+        (:meth:`_along_matrix`), two functions a measure instead of ``d + 1``.  With ``n`` projected
+        on the tangent plane the projection of the velocity drops out: ``P_x(f N) . n = f N . P_x n``."""
+        model, d, k = self.model, self.model.d, coeffs.shape[0]
+        reals = coeffs.reshape(k, -1).view(float)  # (re, im) of each coefficient
+        out = np.zeros((k, targets.shape[0]))
+        kept = {}
+        for h, head in enumerate(model.heads):
+            terms, L = self._head_terms(h), self.degrees[h]
+            key = (h, synthesis.L, array_key(targets), array_key(directions))
+            rows, along = kept[key] = self._along.get(key) or self._along_matrix(h, synthesis, targets, directions)
+            stack = coeffs[(slice(None),) + (slice(0, L + 2),) * (d - 1)]
+            if terms.rotation is not None:
+                stack = spectrum_for(d, L + 1).rotate(stack, terms.rotation)
+            sets = np.zeros((k,) + synthesis.spectrum.shape, dtype=complex)
+            place(sets, stack * terms.multipliers, slice(0, L + 1))
+            F = synthesis.synthesis(sets)
+            out += model.kind.factor(head.weight, F, np.broadcast_to(terms.kappa, F.shape)) * (reals[:, rows] @ along)
+        self._along = kept
+        return out
+
+    def _along_matrix(self, h: int, synthesis: DirectTransform, targets: np.ndarray,
+                      directions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(rows, A)``: head h's scaled ``N . P_x n`` at the targets is ``reals[:, rows] @ A`` for
+        coefficients seen as reals (re, im of each), A of shape (rows, m): the batched path's
+        maps (vector moments, rotation, kernel multipliers, synthesis, V) applied once to each
+        real unit coefficient, weighted by the targets' ``V^T P_x n``."""
+        model, d = self.model, self.model.d
+        terms, L = self._head_terms(h), self.degrees[h]
+        spectrum = spectrum_for(d, self.coefficient_degree)
+        valid = spectrum.mask if isinstance(spectrum, SphereSpectrum) else np.ones(spectrum.shape, dtype=bool)
+        slots = np.flatnonzero(valid.ravel())
+        rows = np.stack([2 * slots, 2 * slots + 1], axis=1).ravel()
+        unit = np.zeros((len(rows), valid.size), dtype=complex)
+        unit[np.arange(0, len(rows), 2), slots] = 1.0
+        unit[np.arange(1, len(rows), 2), slots] = 1j
+        vector = spectrum.vector_moments(unit.reshape((len(rows),) + spectrum.shape))  # (d, rows) + spectrum
+        stack = vector[(slice(None), slice(None)) + (slice(0, L + 2),) * (d - 1)]
+        if terms.rotation is not None:
+            stack = spectrum_for(d, L + 1).rotate(stack, terms.rotation)
+        stack = stack * terms.multipliers
+        tangent = directions - np.einsum("md,md->m", targets, directions)[:, None] * targets
+        weights = tangent if self._plain_V[h] else tangent @ model.heads[h].V  # V^T P_x n, point by point
+        along = np.zeros((len(rows), targets.shape[0]))
+        for c in range(d):
+            sets = np.zeros((len(rows),) + synthesis.spectrum.shape, dtype=complex)
+            place(sets, stack[c], slice(0, L + 1))
+            along += synthesis.synthesis(sets) * weights[:, c]
+        return rows, along
 
     def linear_sums(
         self,
@@ -663,9 +731,9 @@ class FastEvaluator(NonlocalEvaluator):
         key = (role, L, array_key(points) if fixed else None, many)
         plan = self._batch_plans.get(key) if fixed else None
         if plan is None:
-            total = float(allreduce_sum(self.comm, np.array([points.shape[0] * basis * 8.0]))[0]) \
-                if fixed and many else np.inf
-            direct = total <= BATCH_DIRECT_BYTES * (1 if self.comm is None else self.comm.size)
+            total = float(allreduce_sum(self.comm, np.array([float(points.shape[0])]))[0]) if fixed and many else np.inf
+            ranks = 1 if self.comm is None else self.comm.size
+            direct = batch_takes_exact_sums(self.model.d, total, L, functions, ranks)
             plan = DirectTransform(points, L) if direct else point_transform(
                 np.ascontiguousarray(points, dtype=float), L, self.epsilon, adjoint, self.direct_sums and fixed)
         if fixed:
