@@ -107,8 +107,8 @@ def estimated_batch_costs(fast: FastEvaluator | FieldPlan, n_targets: int, n_sou
 
     L = max(fast.degrees)
     if components and batch_takes_exact_sums(d, n_targets, L, (d + 1) * k, ranks):
-        # F, and N . P_x n from the coefficients' reals (re and im of those of degree L + 2)
-        rows = 2 * (L + 3 if d == 2 else (L + 3) * (L + 4) // 2)
+        # F, and N . P_x n from the coefficients' reals (re and im of those up to degree L + 1)
+        rows = 2 * (L + 2 if d == 2 else (L + 2) * (L + 3) // 2)
         per_head = transform_ns(n_targets, L, k) + n_targets * rows * (BATCH_READ_NS + BATCH_PRODUCT_NS * k) \
             + BATCH_FORM_NS / 4 * n_targets * k
     else:

@@ -623,7 +623,8 @@ class FastEvaluator(NonlocalEvaluator):
         terms, L = self._head_terms(h), self.degrees[h]
         spectrum = spectrum_for(d, self.coefficient_degree)
         valid = spectrum.mask if isinstance(spectrum, SphereSpectrum) else np.ones(spectrum.shape, dtype=bool)
-        slots = np.flatnonzero(valid.ravel())
+        degree = np.indices(spectrum.shape)[0]  # G up to degree L takes the coefficients up to L + 1
+        slots = np.flatnonzero((valid & (degree <= L + 1)).ravel())
         rows = np.stack([2 * slots, 2 * slots + 1], axis=1).ravel()
         unit = np.zeros((len(rows), valid.size), dtype=complex)
         unit[np.arange(0, len(rows), 2), slots] = 1.0
