@@ -34,7 +34,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._fem import dolfinx as _dolfinx
 from ..discretisation.base import SpatialScheme
 from ..model import AttentionModel, VelocityField
 from ..nonlocal_field.base import FieldValues
@@ -103,10 +102,6 @@ class AdjointOperator:
         self.left, self.right = g.facet_cells[:, 0], g.facet_cells[:, 1]
         # a facet between an owned and a ghost cell is seen by two ranks: each counts half of it
         self.share = 0.5 * ((self.left < g.num_owned).astype(float) + (self.right < g.num_owned))
-        dolfinx = _dolfinx()
-        space = dolfinx.fem.functionspace(scheme.msh, ("DG", 0))
-        self._ghosts = dolfinx.fem.Function(space)
-        self._dof = np.asarray(space.dofmap.list[: g.num_local, 0], dtype=np.int64)
         self._sums: AdjointSums | None = None
 
     @property
@@ -140,15 +135,9 @@ class AdjointOperator:
         return phi
 
     def with_ghosts(self, owned: np.ndarray) -> np.ndarray:
-        """(num_owned, P) values per owned cell -> (num_local, P) with the ghosts' values."""
-        g = self.geometry
-        out = np.empty((g.num_local, owned.shape[1]))
-        arr = self._ghosts.x.array
-        for p in range(owned.shape[1]):
-            arr[self._dof[: g.num_owned]] = owned[:, p]
-            self._ghosts.x.scatter_forward()
-            out[:, p] = arr[self._dof]
-        return out
+        """(num_owned, P) values per owned cell -> (num_local, P) with the ghosts' values (a new
+        array; one exchange of all P columns, :attr:`~meanfield.discretisation.base.SpatialScheme.ghosts`)."""
+        return np.array(self.scheme.ghosts(owned))
 
     def _values(self, points: np.ndarray, weights: np.ndarray) -> FieldValues:
         assert self.field.evaluator is not None

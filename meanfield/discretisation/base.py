@@ -20,6 +20,7 @@ from ..collective import CollectiveFailure
 from ..model import VelocityField
 from ..sphere import cell_averages, cell_quadrature_points
 from .geometry import MeshGeometry, mesh_geometry
+from .ghosts import CellGhosts
 
 
 class InitialDataError(ValueError):
@@ -41,6 +42,11 @@ class SpatialScheme(ABC):
         The velocity field of the discrete measure.
     geometry
         The mesh geometry the scheme works with (default: ``msh``'s own, computed here).
+
+    Attributes
+    ----------
+    ghosts
+        The ghost exchange of values per cell (:class:`~.ghosts.CellGhosts`).
     """
 
     #: Name used in configs and metadata (``scheme.kind``).
@@ -62,6 +68,7 @@ class SpatialScheme(ABC):
         self.comm = msh.comm
         self.geometry = geometry or mesh_geometry(msh)
         self.velocity = velocity
+        self.ghosts = CellGhosts(msh)
 
     @property
     def d(self) -> int:

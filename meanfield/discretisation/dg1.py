@@ -88,7 +88,6 @@ from typing import Any
 
 import numpy as np
 
-from .._fem import dolfinx as _dolfinx
 from ..choices import SCHEME_DESCRIPTIONS
 from ..model import VelocityField
 from ..sphere import cell_rule, normalize
@@ -214,8 +213,6 @@ class DG1Scheme(SpatialScheme):
         super().__init__(msh, velocity, replace(geometry, measure=area))
         self.limiter = limiter
         g = self.geometry
-        self._cell_map = msh.topology.index_map(msh.topology.dim)
-        self._blocks: dict[int, Any] = {}  # k -> a vector of the local cells with nv * k values each (ghost exchange)
         mass = self._ref * (np.eye(nv) + 1.0) / ((self._k + 1) * (self._k + 2))
         self._mass_inverse = np.linalg.inv(mass)
         self._zs_points, self._alpha = _positivity_points(nv)
@@ -341,17 +338,9 @@ class DG1Scheme(SpatialScheme):
     # -- the scheme ----------------------------------------------------------------------
 
     def _with_ghosts(self, owned: np.ndarray) -> np.ndarray:
-        """Owned cells' values (num_owned, nv, k) -> all local cells' (num_local * nv, k), through
-        one scatter of the cells (a vector of block size nv * k, kept per k): a view of that
-        vector, overwritten by the next exchange of k values."""
-        n, nv, k = owned.shape
-        vector = self._blocks.get(k)
-        if vector is None:
-            vector = self._blocks[k] = _dolfinx().la.vector(self._cell_map, bs=nv * k)
-        arr = vector.array.reshape(-1, nv, k)
-        arr[:n] = owned
-        vector.scatter_forward()
-        return vector.array.reshape(-1, k)
+        """Owned cells' values (num_owned, nv, k) -> all local cells' (num_local * nv, k)
+        (:attr:`ghosts`: not to be modified, a view of the exchange or of ``owned``)."""
+        return self.ghosts(owned).reshape(-1, owned.shape[2])
 
     @staticmethod
     def field_points(cells: int, nv: int) -> tuple[int, int]:

@@ -19,11 +19,9 @@ averages are refreshed through a DG0 Function's scatter.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 
-from .._fem import dolfinx as _dolfinx
 from ..choices import SCHEME_DESCRIPTIONS
 from ..model import VelocityField
 from .base import SpatialScheme, normalised_cell_averages
@@ -54,13 +52,7 @@ class FiniteVolumeScheme(SpatialScheme):
         from scipy import sparse
 
         super().__init__(msh, velocity, geometry)
-        dolfinx = _dolfinx()
-        self.space = dolfinx.fem.functionspace(msh, ("DG", 0))
-        self.function = dolfinx.fem.Function(self.space, name="density")  # ghost exchange
         g = self.geometry
-        # DG0: one dof per cell; map local cells to dofs once
-        self._dof = np.asarray(self.space.dofmap.list[: g.num_local, 0], dtype=np.int64)
-        self._cells_are_dofs = g.num_local == g.num_owned and np.array_equal(self._dof, np.arange(g.num_local))
         self._targets = g.facet_midpoint
         self._left, self._right = g.facet_cells[:, 0], g.facet_cells[:, 1]
         self._sources = np.ascontiguousarray(g.centroid[: g.num_owned])
@@ -71,7 +63,6 @@ class FiniteVolumeScheme(SpatialScheme):
         left_of, right_of = (_owned_cells_of(cells, g.num_owned) for cells in (self._left, self._right))
         self._incidence = (right_of - left_of).tocsr()
         self._outflow = sparse.hstack([left_of, right_of]).tocsr()  # of [out of the left cells; out of the right]
-        self._blocks: dict[int, Any] = {}  # k -> a dolfinx vector of the DG0 dofs with k values each
 
     @staticmethod
     def field_points(cells: int, nv: int) -> tuple[int, int]:
@@ -81,31 +72,10 @@ class FiniteVolumeScheme(SpatialScheme):
         g = self.geometry
         return normalised_cell_averages(self.comm, density, g.vertices[: g.num_owned], self._area)
 
-    def _with_ghosts(self, values: np.ndarray) -> np.ndarray:
-        """Owned averages (num_owned,) or (num_owned, k) -> local (owned + ghost) ones, through
-        one scatter of the DG0 dofs (k values a dof: a vector of block size k, kept per k); the
-        values themselves on a mesh without ghosts whose dofs are its cells (one rank)."""
-        if self._cells_are_dofs:
-            return values
-        if values.ndim == 1:
-            arr = self.function.x.array
-            arr[self._dof[: self.geometry.num_owned]] = values
-            self.function.x.scatter_forward()
-            return arr[self._dof]
-        k = values.shape[1]
-        vector = self._blocks.get(k)
-        if vector is None:
-            dolfinx = _dolfinx()
-            vector = self._blocks[k] = dolfinx.la.vector(self.space.dofmap.index_map, bs=k)
-        arr = vector.array.reshape(-1, k)
-        arr[self._dof[: self.geometry.num_owned]] = values
-        vector.scatter_forward()
-        return arr[self._dof]
-
     def rhs_and_bound(self, state: np.ndarray) -> tuple[np.ndarray, float]:
         X = self.velocity(self._targets, self._sources, state * self._area)
         flow = np.einsum("fd,df->f", X, self._scaled_normals)
-        rhs, rate = self._upwind(self._with_ghosts(state)[:, None], flow[None])
+        rhs, rate = self._upwind(self.ghosts(state[:, None]), flow[None])
         return rhs[:, 0], rate
 
     def measure_many(self, rows: np.ndarray) -> np.ndarray:
@@ -118,7 +88,7 @@ class FiniteVolumeScheme(SpatialScheme):
         from ..velocity import velocities
 
         flow = velocities(self.velocity, self._targets, self._sources, self.measure_many(rows), self._flow_directions)
-        rhs, rate = self._upwind(self._with_ghosts(rows[:, :, 0]), flow)
+        rhs, rate = self._upwind(self.ghosts(rows[:, :, 0]), flow)
         return rhs[:, :, None], rate
 
     def postprocess_many(self, rows: np.ndarray) -> np.ndarray:
