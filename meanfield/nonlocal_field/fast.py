@@ -570,20 +570,16 @@ class FastEvaluator(NonlocalEvaluator):
             self._batch_plans = used
             return self._components(coeffs, synthesis, targets, np.asarray(directions, dtype=float))
         vector = spectrum_for(d, self.coefficient_degree).vector_moments(coeffs)  # (d, k) + spectrum, degree L + 1
+        degrees = (slice(None), slice(None)) + tuple(slice(0, n) for n in vector.shape[2:])
+        functions = np.concatenate([vector, coeffs[None][degrees]]).reshape(((d + 1) * k,) + vector.shape[2:])
         sums = []  # per head [G, F] (d + 1, k m): the k measures' values one after the other, as k m targets
         for h in range(H):
-            terms, L = self._head_terms(h), self.degrees[h]
-            if terms.kappa == 0.0:  # a constant kernel: the exact sums [sum w y, sum w]
+            kappa = self._head_terms(h).kappa
+            if kappa == 0.0:  # a constant kernel: the exact sums [sum w y, sum w]
                 GF = np.broadcast_to(totals.T[:, :, None], (d + 1, k, m))
             else:
-                block = (slice(None), slice(None)) + (slice(0, L + 2),) * (d - 1)
-                stack = np.concatenate([vector[block], coeffs[None][block]])  # (d + 1, k) + spectrum
-                if terms.rotation is not None:
-                    stack = spectrum_for(d, L + 1).rotate(stack, terms.rotation)
-                sets = np.zeros(((d + 1) * k,) + synthesis.spectrum.shape, dtype=complex)
-                place(sets, (stack * terms.multipliers).reshape(((d + 1) * k,) + stack.shape[2:]), slice(0, L + 1))
-                GF = synthesis.synthesis(sets)
-            sums.append((GF.reshape(d + 1, k * m), terms.kappa))
+                GF = self._synthesised(h, functions, synthesis)
+            sums.append((GF.reshape(d + 1, k * m), kappa))
         self._batch_plans = used
         X = self._values(sums, k * m).velocity(model, targets, directions)
         return X.reshape((k, m) if directions is not None else (k, m, d))
@@ -595,21 +591,16 @@ class FastEvaluator(NonlocalEvaluator):
         synthesis of F and the product of the coefficients with a matrix that gives ``N . P_x n``
         (:meth:`_along_matrix`), two functions a measure instead of ``d + 1``.  With ``n`` projected
         on the tangent plane the projection of the velocity drops out: ``P_x(f N) . n = f N . P_x n``."""
-        model, d, k = self.model, self.model.d, coeffs.shape[0]
+        model, k = self.model, coeffs.shape[0]
         reals = coeffs.reshape(k, -1).view(float)  # (re, im) of each coefficient
         out = np.zeros((k, targets.shape[0]))
         kept = {}
         for h, head in enumerate(model.heads):
-            terms, L = self._head_terms(h), self.degrees[h]
             key = (h, synthesis.L, array_key(targets), array_key(directions))
             rows, along = kept[key] = self._along.get(key) or self._along_matrix(h, synthesis, targets, directions)
-            stack = coeffs[(slice(None),) + (slice(0, L + 2),) * (d - 1)]
-            if terms.rotation is not None:
-                stack = spectrum_for(d, L + 1).rotate(stack, terms.rotation)
-            sets = np.zeros((k,) + synthesis.spectrum.shape, dtype=complex)
-            place(sets, stack * terms.multipliers, slice(0, L + 1))
-            F = synthesis.synthesis(sets)
-            out += model.kind.factor(head.weight, F, np.broadcast_to(terms.kappa, F.shape)) * (reals[:, rows] @ along)
+            F = self._synthesised(h, coeffs, synthesis)
+            kappa = np.broadcast_to(self._head_terms(h).kappa, F.shape)
+            out += model.kind.factor(head.weight, F, kappa) * (reals[:, rows] @ along)
         self._along = kept
         return out
 
@@ -619,8 +610,7 @@ class FastEvaluator(NonlocalEvaluator):
         coefficients seen as reals (re, im of each), A of shape (rows, m): the batched path's
         maps (vector moments, rotation, kernel multipliers, synthesis, V) applied once to each
         real unit coefficient, weighted by the targets' ``V^T P_x n``."""
-        model, d = self.model, self.model.d
-        terms, L = self._head_terms(h), self.degrees[h]
+        model, d, L = self.model, self.model.d, self.degrees[h]
         spectrum = spectrum_for(d, self.coefficient_degree)
         valid = spectrum.mask if isinstance(spectrum, SphereSpectrum) else np.ones(spectrum.shape, dtype=bool)
         degree = np.indices(spectrum.shape)[0]  # G up to degree L takes the coefficients up to L + 1
@@ -630,17 +620,11 @@ class FastEvaluator(NonlocalEvaluator):
         unit[np.arange(0, len(rows), 2), slots] = 1.0
         unit[np.arange(1, len(rows), 2), slots] = 1j
         vector = spectrum.vector_moments(unit.reshape((len(rows),) + spectrum.shape))  # (d, rows) + spectrum
-        stack = vector[(slice(None), slice(None)) + (slice(0, L + 2),) * (d - 1)]
-        if terms.rotation is not None:
-            stack = spectrum_for(d, L + 1).rotate(stack, terms.rotation)
-        stack = stack * terms.multipliers
         tangent = directions - np.einsum("md,md->m", targets, directions)[:, None] * targets
         weights = tangent if self._plain_V[h] else tangent @ model.heads[h].V  # V^T P_x n, point by point
         along = np.zeros((len(rows), targets.shape[0]))
         for c in range(d):
-            sets = np.zeros((len(rows),) + synthesis.spectrum.shape, dtype=complex)
-            place(sets, stack[c], slice(0, L + 1))
-            along += synthesis.synthesis(sets) * weights[:, c]
+            along += self._synthesised(h, vector[c], synthesis) * weights[:, c]
         return rows, along
 
     def linear_sums(
@@ -740,6 +724,16 @@ class FastEvaluator(NonlocalEvaluator):
         if fixed:
             used[key] = plan
         return plan
+
+    def _synthesised(self, h: int, coeffs: np.ndarray, synthesis: Transform) -> np.ndarray:
+        """Values (sets, m) at the synthesis's points of head h's kernel sums, degrees up to L_h
+        (scaled by ``exp(-kappa)``), of the coefficient sets ``coeffs`` (sets,) + spectrum; a head
+        whose kernel is not constant."""
+        kernel = self._kernel_sets(h, coeffs)
+        assert kernel is not None, "a constant kernel has no sets to synthesise"
+        sets = np.zeros((coeffs.shape[0],) + synthesis.spectrum.shape, dtype=complex)
+        place(sets, kernel, slice(0, self.degrees[h] + 1))
+        return synthesis.synthesis(sets)
 
     def _kernel_sets(self, h: int, coeffs: np.ndarray) -> np.ndarray | None:
         """The coefficient sets of head h's kernel sums of measures with coefficients ``coeffs``
