@@ -28,6 +28,7 @@ from .discretisation.registry import scheme_class, scheme_options
 from .mesh import RawMesh, distribute
 from .model import VelocityField
 from .nonlocal_field import NonlocalEvaluator
+from .nonlocal_field.base import components
 from .positions import PositionsComponent, positions_component
 from .problem import Problem
 from .times import time_tol
@@ -75,7 +76,7 @@ class TimedVelocity:
             self.calls += 1
         if not self.observers or directions is None:
             return X
-        return np.einsum("kmd,md->km", self._observed(X), directions)
+        return components(self._observed(X), directions)
 
 
 class DiscretePDE:

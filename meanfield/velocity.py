@@ -23,7 +23,7 @@ import numpy as np
 from .layers import Layer, LayerSchedule
 from .model import VelocityField
 from .nonlocal_field import NonlocalEvaluator, make_evaluator
-from .nonlocal_field.base import FieldValues, PointGroup
+from .nonlocal_field.base import FieldValues, PointGroup, components
 from .observables import measure_observables, moment_observables
 
 
@@ -118,7 +118,7 @@ class LayerVelocity:
         if ffn is None:
             return X
         local = ffn.velocity(targets)
-        return X + (local if directions is None else np.einsum("md,md->m", local, directions))[None]
+        return X + (local if directions is None else components(local, directions))[None]
 
     def groups(self, targets: Sequence[PointGroup], sources: Sequence[PointGroup]) -> list[np.ndarray]:
         """The active layer's velocity at each group of targets, of the measure made of all the
@@ -172,4 +172,4 @@ def velocities(field: VelocityField, targets: np.ndarray, sources: np.ndarray, c
     if many is not None:
         return many(targets, sources, columns, directions)
     X = np.stack([field(targets, sources, np.ascontiguousarray(columns[:, c])) for c in range(columns.shape[1])])
-    return X if directions is None else np.einsum("kmd,md->km", X, directions)
+    return X if directions is None else components(X, directions)

@@ -24,6 +24,7 @@ import numpy as np
 
 from ..choices import SCHEME_DESCRIPTIONS
 from ..model import VelocityField
+from ..nonlocal_field.base import components
 from .base import SpatialScheme, normalised_cell_averages
 from .geometry import MeshGeometry
 
@@ -58,7 +59,6 @@ class FiniteVolumeScheme(SpatialScheme):
         self._sources = np.ascontiguousarray(g.centroid[: g.num_owned])
         self._area = g.measure[: g.num_owned]
         self._flow_directions = g.facet_measure[:, None] * g.facet_normal  # (F, d): |e| n_e, one array for good
-        self._scaled_normals = np.ascontiguousarray(self._flow_directions.T)  # (d, F)
         # owned cells x facets: each facet's left and right cell (sums over the facets of a cell)
         left_of, right_of = (_owned_cells_of(cells, g.num_owned) for cells in (self._left, self._right))
         self._incidence = (right_of - left_of).tocsr()
@@ -74,7 +74,7 @@ class FiniteVolumeScheme(SpatialScheme):
 
     def rhs_and_bound(self, state: np.ndarray) -> tuple[np.ndarray, float]:
         X = self.velocity(self._targets, self._sources, state * self._area)
-        flow = np.einsum("fd,df->f", X, self._scaled_normals)
+        flow = components(X, self._flow_directions)
         rhs, rate = self._upwind(self.ghosts(state[:, None]), flow[None])
         return rhs[:, 0], rate
 

@@ -92,7 +92,7 @@ def estimated_batch_costs(fast: FastEvaluator | FieldPlan, n_targets: int, n_sou
     with a head that is not spectral, one evaluation per measure.  The sources' transform is of
     degree ``L + 2`` (the coefficients of the estimate's first neglected degree), the targets'
     of degree ``L``.  Calibrated with ``benchmarks/bench_causal.py``, which prints the model
-    beside the measured field (within 1.5x either way on S^1 and S^2, FV and DG1, fast and
+    beside the measured field (within 1.7x either way on S^1 and S^2, FV and DG1, fast and
     direct)."""
     d, H, k = fast.model.d, len(fast.model.heads), measures
     single = estimated_costs(fast, n_targets, n_sources)

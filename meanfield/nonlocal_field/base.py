@@ -111,6 +111,11 @@ class FieldValues:
         return np.exp(self.log_scale) * self.Z
 
 
+def components(vectors: np.ndarray, directions: np.ndarray) -> np.ndarray:
+    """The components ``v . n`` of vectors (..., m, d) along the directions (m, d), shape (..., m)."""
+    return np.einsum("...md,md->...m", vectors, directions)
+
+
 @dataclass(frozen=True)
 class PointGroup:
     """Points (n, d) on the unit sphere, with weights (n,) when they are sources.
@@ -240,7 +245,7 @@ class NonlocalEvaluator(ABC):
         X = np.stack([self.velocity(targets, sources, np.ascontiguousarray(columns[:, c]),
                                     fixed_sources=fixed_sources, fixed_targets=fixed_targets)
                       for c in range(k)]).reshape(k, *targets.shape)
-        return X if directions is None else np.einsum("kmd,md->km", X, directions)
+        return X if directions is None else components(X, directions)
 
     def linear_sums(
         self,

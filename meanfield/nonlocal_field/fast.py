@@ -67,7 +67,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..model import AttentionModel
-from .base import DEFAULT_TOL, FieldValues, NonlocalEvaluator, PointGroup, array_key
+from .base import DEFAULT_TOL, FieldValues, NonlocalEvaluator, PointGroup, array_key, components
 from .expansion import BasisCache, default_cache_bytes, exact_moments, target_sums
 from .harmonics import basis_size, tail_ratios, truncation_degree
 from .parallel import allreduce_sum
@@ -620,7 +620,7 @@ class FastEvaluator(NonlocalEvaluator):
         unit[np.arange(0, len(rows), 2), slots] = 1.0
         unit[np.arange(1, len(rows), 2), slots] = 1j
         vector = spectrum.vector_moments(unit.reshape((len(rows),) + spectrum.shape))  # (d, rows) + spectrum
-        tangent = directions - np.einsum("md,md->m", targets, directions)[:, None] * targets
+        tangent = directions - components(targets, directions)[:, None] * targets
         weights = tangent if self._plain_V[h] else tangent @ model.heads[h].V  # V^T P_x n, point by point
         along = np.zeros((len(rows), targets.shape[0]))
         for c in range(d):
