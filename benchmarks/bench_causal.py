@@ -94,7 +94,8 @@ def modelled_field_seconds(sim, args: argparse.Namespace) -> float:
     scheme, layer = sim.scheme, sim.schedule.layers[0]
     plan = FieldPlan.of(layer.attention, sim.problem.field.tol)
     targets, sources = len(scheme.velocity_points), len(scheme.measure(sim.positions.split(sim.state)[0])[0])
-    costs = estimated_batch_costs(plan, targets, sources, args.slices, components=scheme.normal_components)
+    costs = estimated_batch_costs(plan, targets, sources, args.slices,
+                                  components=scheme.velocity_components(layer.attention.d))
     return EVALUATIONS_PER_STEP * costs[args.method]
 
 

@@ -176,7 +176,10 @@ class Softmax(Exponential):
     normalised = True
 
     def factor(self, weight: float, Z: np.ndarray, log_scale: np.ndarray) -> np.ndarray:
-        return np.divide(weight, Z, out=np.zeros_like(Z), where=Z > 0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out = weight / Z
+        out[~(Z > 0)] = 0.0  # no mass seen (or not a number): no velocity
+        return out
 
     def speed_factor(self, logit: float) -> float:
         """1: ``P_x V`` of a convex combination of unit vectors."""

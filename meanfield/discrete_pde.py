@@ -64,13 +64,13 @@ class TimedVelocity:
         return self._observed(X)
 
     def many(self, targets: np.ndarray, sources: np.ndarray, columns: np.ndarray,
-             directions: np.ndarray | None = None) -> np.ndarray:
+             directions: np.ndarray | None = None, mixing: np.ndarray | None = None) -> np.ndarray:
         """The velocities of k measures at once, or their components along ``directions``
         (:func:`meanfield.velocity.velocities`), timed; the observers see the velocities (formed
         in full while there are observers)."""
         tic = time.perf_counter()
         try:
-            X = velocities(self.field, targets, sources, columns, None if self.observers else directions)
+            X = velocities(self.field, targets, sources, columns, None if self.observers else directions, mixing)
         finally:
             self.seconds += time.perf_counter() - tic
             self.calls += 1

@@ -22,6 +22,26 @@ def normalize(v: np.ndarray) -> np.ndarray:
     return v / np.linalg.norm(v, axis=-1, keepdims=True)
 
 
+def tangent_frames(points: np.ndarray, first: np.ndarray | None = None) -> np.ndarray:
+    """Orthonormal bases (n, d - 1, d) of the tangent planes at unit vectors ``points`` (n, d),
+    d = 2 or 3.
+
+    The first vector is ``first`` (n, d) projected on the tangent plane and normalised, or
+    without it: S^1 the counter-clockwise tangent, S^2 ``axis x x`` normalised for the
+    coordinate axis least aligned with x.  S^2: a right-handed pair (e1, e2) with e1 x e2 = x.
+    """
+    points = np.asarray(points, dtype=float)
+    if first is not None:
+        e1 = normalize(first - np.einsum("nd,nd->n", first, points)[:, None] * points)
+    elif points.shape[1] == 2:
+        e1 = np.stack([-points[:, 1], points[:, 0]], axis=1)
+    else:
+        e1 = normalize(np.cross(np.eye(3)[np.argmin(np.abs(points), axis=1)], points))
+    if points.shape[1] == 2:
+        return e1[:, None, :]
+    return np.stack([e1, np.cross(points, e1)], axis=1)
+
+
 def subsample(points: np.ndarray, max_points: int, seed: int = 0) -> np.ndarray:
     """At most ``max_points`` of the points (rows), a uniform subsample of a fixed seed, in order."""
     if len(points) <= max_points:

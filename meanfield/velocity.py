@@ -23,7 +23,7 @@ import numpy as np
 from .layers import Layer, LayerSchedule
 from .model import VelocityField
 from .nonlocal_field import NonlocalEvaluator, make_evaluator
-from .nonlocal_field.base import FieldValues, PointGroup, components
+from .nonlocal_field.base import FieldValues, PointGroup, components, mixed
 from .observables import measure_observables, moment_observables
 
 
@@ -105,16 +105,18 @@ class LayerVelocity:
         return X if ffn is None else X + ffn.velocity(targets)
 
     def many(self, targets: np.ndarray, sources: np.ndarray, columns: np.ndarray,
-             directions: np.ndarray | None = None) -> np.ndarray:
+             directions: np.ndarray | None = None, mixing: np.ndarray | None = None) -> np.ndarray:
         """The velocities (k, m, d) of k measures on the same sources, weights ``columns`` (n, k),
         in one batched evaluation (:meth:`~meanfield.nonlocal_field.base.NonlocalEvaluator.velocities`);
-        with ``directions`` (m, d), their components along them, (k, m)."""
+        with ``directions`` (m, d) or (m, j, d), their components along them, (k, m) or (k, m, j);
+        with ``mixing`` (k, c), of the k measures ``columns @ mixing.T``."""
         ffn = self.layer.ffn
         if self.evaluator is None:
-            X = np.zeros((columns.shape[1],) + (targets.shape if directions is None else targets.shape[:1]))
+            k = columns.shape[1] if mixing is None else len(mixing)
+            X = np.zeros((k,) + (targets.shape if directions is None else directions.shape[:-1]))
         else:
             X = self.evaluator.velocities(targets, sources, columns, fixed_sources=self.fixed_points,
-                                          fixed_targets=self.fixed_points, directions=directions)
+                                          fixed_targets=self.fixed_points, directions=directions, mixing=mixing)
         if ffn is None:
             return X
         local = ffn.velocity(targets)
@@ -162,14 +164,16 @@ class LayerVelocity:
 
 
 def velocities(field: VelocityField, targets: np.ndarray, sources: np.ndarray, columns: np.ndarray,
-               directions: np.ndarray | None = None) -> np.ndarray:
+               directions: np.ndarray | None = None, mixing: np.ndarray | None = None) -> np.ndarray:
     """The velocities (k, m, d) under ``field`` of k measures on the same sources, weights
-    ``columns`` (n, k), or with ``directions`` (m, d) their components along them (k, m) (a
-    scheme's normal velocities): the field's own batched ``many`` when it has one (a
-    :class:`LayerVelocity`, or a wrapper of one), else one call per measure (a prescribed
-    rotation)."""
+    ``columns`` (n, k), or with ``directions`` (m, d) or (m, j, d) their components along them
+    (k, m) or (k, m, j) (a scheme's normal velocities, or tangent frames): the field's own
+    batched ``many`` when it has one (a :class:`LayerVelocity`, or a wrapper of one), else one
+    call per measure (a prescribed rotation).  With ``mixing`` (k, c), of the k measures
+    ``columns @ mixing.T`` (:func:`~meanfield.nonlocal_field.base.mixed`)."""
     many = getattr(field, "many", None)
     if many is not None:
-        return many(targets, sources, columns, directions)
+        return many(targets, sources, columns, directions, mixing)
+    columns = mixed(columns, mixing)
     X = np.stack([field(targets, sources, np.ascontiguousarray(columns[:, c])) for c in range(columns.shape[1])])
     return X if directions is None else components(X, directions)

@@ -16,10 +16,12 @@ import numpy as np
 import pytest
 
 from meanfield.config import load_config
+from meanfield.discretisation import dg1
 from meanfield.discretisation.dg1 import DG1Scheme, _positivity_points, zhang_shu_limit
 from meanfield.discretisation.ordering import gather_rows as gather_global
 from meanfield.mesh import circle, distribute, icosphere
 from meanfield.model import project_tangent, rotation_velocity
+from meanfield.sphere import tangent_frames
 from meanfield.studies.convergence import convergence_study, final_rows
 from meanfield.timestepping import SSPRK3
 
@@ -117,12 +119,34 @@ def test_limiter_keeps_means_and_makes_points_nonnegative(rng) -> None:
     np.testing.assert_allclose(limited[untouched], m[untouched], rtol=0, atol=1e-15)
 
 
+@pytest.mark.parametrize("d", [2, 3])
+def test_tangent_frames_are_orthonormal_tangent_and_start_along_a_given_direction(d) -> None:
+    """The frames DG1 takes the velocities in: d - 1 orthonormal vectors a point, orthogonal to it
+    (also at the poles and the axes), right-handed on S^2, the first one along a given direction's
+    tangent part (a facet normal)."""
+    rng = np.random.default_rng(3)
+    points = np.concatenate([np.eye(d), -np.eye(d), rng.normal(size=(50, d))])
+    points /= np.linalg.norm(points, axis=1, keepdims=True)
+    first = rng.normal(size=points.shape)
+    for given in (None, first):
+        frames = tangent_frames(points, given)
+        assert frames.shape == (len(points), d - 1, d)
+        gram = frames @ frames.transpose(0, 2, 1)
+        np.testing.assert_allclose(gram, np.broadcast_to(np.eye(d - 1), gram.shape), rtol=0, atol=1e-15 * 4)
+        np.testing.assert_allclose(np.einsum("njd,nd->nj", frames, points), 0.0, rtol=0, atol=1e-15 * 4)
+        if d == 3:
+            np.testing.assert_allclose(np.cross(frames[:, 0], frames[:, 1]), points, rtol=0, atol=1e-15 * 4)
+    tangent = first - np.einsum("nd,nd->n", first, points)[:, None] * points
+    e1 = tangent_frames(points, first)[:, 0]
+    np.testing.assert_allclose(e1 * np.linalg.norm(tangent, axis=1, keepdims=True), tangent, rtol=0, atol=1e-14 * 4)
+
+
 @pytest.mark.mpi
 @pytest.mark.parametrize("raw", [icosphere(1), circle(12)], ids=["S2", "S1"])
-def test_many_states_at_once_equal_one_at_a_time(comm, raw) -> None:
+def test_many_states_at_once_equal_one_at_a_time(comm, raw, monkeypatch) -> None:
     """DG1's batched source masses, right-hand side, bound and limiter of k states stacked cell by
     cell (a causal run's rows) equal one state at a time to round-off, on all ranks (ghost cells)
-    and on one.
+    and on one; so does the right-hand side formed a few facet points and one cell a block.
     The field pulls towards the measure's own weighted mean (no batched evaluation: one call per
     state), so every state moves with its own velocity, which crosses the facets both ways; two
     states are negative at some positivity points, so that the limiter scales those cells.  Each
@@ -152,6 +176,11 @@ def test_many_states_at_once_equal_one_at_a_time(comm, raw) -> None:
         assert abs(scheme.mass(rhs_j)) < 1e-13 * scale
     assert rate == pytest.approx(max(r for _, r in one), rel=1e-13, abs=0)
     assert len({r for _, r in one}) == len(one)  # each state its own velocity
+    monkeypatch.setattr(dg1, "RHS_BLOCK", 3 * len(centres))  # 3 facet points and 1 cell a block
+    blocked, blocked_rate = scheme.rhs_and_bound_many(rows)
+    assert len(scheme._blocks(len(centres))[1]) == n > 1
+    np.testing.assert_allclose(blocked, rhs, rtol=0, atol=1e-14 * scale)
+    assert blocked_rate == rate
     limited = scheme.postprocess_many(rows)
     for j, state in enumerate(states):
         np.testing.assert_array_equal(limited[:, j].ravel(), scheme.postprocess(state))

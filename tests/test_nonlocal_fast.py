@@ -23,6 +23,7 @@ from meanfield.nonlocal_field import (
     make_evaluator,
     transforms,
 )
+from meanfield.nonlocal_field.base import components
 from meanfield.nonlocal_field.expansion import block_points
 from meanfield.nonlocal_field.fast import TRANSFORM_TOL_FLOOR, orthogonal_factor
 from meanfield.nonlocal_field.harmonics import (
@@ -251,17 +252,23 @@ def test_velocities_of_several_measures_are_each_ones(rng, d, attention, monkeyp
     measure: to round-off for direct and for the fast field's batch with NUFFTs, to the
     tolerance for its batch by exact harmonic sums (taken here for any number of measures); a
     rotated head with a general V beside a plain one.  Their components along given directions
-    (a scheme's normals) are those of the velocities, also for a head that is not spectral
-    (one evaluation after the other); by the exact sums they come from two syntheses a measure
-    (F, and N . P_x n from a matrix built once), equal to the batch's velocities to round-off."""
+    (a scheme's normals, one a target; or its tangent frames, j a target) are those of the
+    velocities, also for a head that is not spectral (one evaluation after the other); by the
+    exact sums they come from 1 + j products a measure (F, and N . P_x n from matrices built
+    once; a few targets a block here), equal to the batch's velocities to round-off.  Measures
+    given as a mixing of the columns (a causal run's prefix sums) are those of the mixed
+    columns."""
     import meanfield.nonlocal_field.fast as fast
 
     monkeypatch.setattr(fast, "BATCH_DIRECT_FUNCTIONS_PER_BASIS", 0.0)
+    monkeypatch.setattr(fast, "COMPONENTS_BLOCK", 5 * 2 * 7)  # 7 targets a block, the last one shorter
     R = Rotation.random(random_state=4).as_matrix()[:d, :d] if d == 3 else np.array([[0.6, -0.8], [0.8, 0.6]])
     model = AttentionModel(d, 3.0, attention, (Head(np.eye(d), 1.3 * R, rng.normal(size=(d, d)), 1.0),
                                                Head(np.eye(d), np.eye(d), np.eye(d), 0.5)))
     x, y, columns = random_sphere_points(rng, 150, d), random_sphere_points(rng, 200, d), rng.random((200, 5))
-    directions = rng.normal(size=(150, d))  # not tangent: the components keep the projection's radial part
+    # not tangent: the components keep the projection's radial part
+    directions, frames = rng.normal(size=(150, d)), rng.normal(size=(150, 2, d))
+    mixing = np.tril(rng.random((5, 5)))  # prefix sums with weights
     exact = np.stack([DirectEvaluator(model).velocity(x, y, columns[:, k]) for k in range(5)])
     for method, budget, tol in (("direct", 0, 1e-13), ("fast", 0, 1e-13), ("fast", fast.BATCH_DIRECT_BYTES, 1e-7)):
         monkeypatch.setattr(fast, "BATCH_DIRECT_BYTES", budget)
@@ -269,19 +276,29 @@ def test_velocities_of_several_measures_are_each_ones(rng, d, attention, monkeyp
         got = evaluator.velocities(x, y, columns, fixed_sources=True, fixed_targets=True)
         one = np.stack([evaluator.velocity(x, y, columns[:, k], fixed_sources=True, fixed_targets=True)
                         for k in range(5)])
-        assert np.abs(got - one).max() <= tol * np.abs(one).max(), (method, budget)
+        scale = np.abs(one).max()
+        assert np.abs(got - one).max() <= tol * scale, (method, budget)
         assert np.abs(got - exact).max() <= 1e-7 * np.abs(exact).max(), (method, budget)
-        along = evaluator.velocities(x, y, columns, fixed_sources=True, fixed_targets=True, directions=directions)
-        expected = np.einsum("kmd,md->km", one, directions)
-        assert np.abs(along - expected).max() <= tol * np.abs(one).max() * np.abs(directions).max() * d
-        # the exact sums' components (F and N . P_x n from a matrix built once) equal the batch's velocities'
-        same = np.einsum("kmd,md->km", got, directions)
-        assert np.abs(along - same).max() <= 1e-12 * np.abs(got).max() * np.abs(directions).max() * d, (method, budget)
+        for n in (directions, frames):
+            along = evaluator.velocities(x, y, columns, fixed_sources=True, fixed_targets=True, directions=n)
+            assert along.shape == (5,) + n.shape[:-1]
+            bound = scale * np.abs(n).max() * d
+            assert np.abs(along - components(one, n)).max() <= tol * bound
+            # the exact sums' components (F and N . P_x n from matrices built once) equal the batch's velocities'
+            assert np.abs(along - components(got, n)).max() <= 1e-12 * bound, (method, budget)
+        mixed = evaluator.velocities(x, y, columns, fixed_sources=True, fixed_targets=True, directions=frames,
+                                     mixing=mixing)
+        alone = evaluator.velocities(x, y, columns @ mixing.T, fixed_sources=True, fixed_targets=True,
+                                     directions=frames)
+        assert np.abs(mixed - alone).max() <= 1e-12 * np.abs(alone).max(), (method, budget)
     general = AttentionModel(d, 3.0, attention, (Head(np.eye(d), np.diag(np.linspace(0.5, 1.5, d)), np.eye(d), 1.0),))
     evaluator = make_evaluator(general, None, "fast", 1e-8)  # not spectral: one measure after the other
     one = np.stack([evaluator.velocity(x, y, columns[:, k]) for k in range(5)])
-    along = evaluator.velocities(x, y, columns, directions=directions)
-    assert np.abs(along - np.einsum("kmd,md->km", one, directions)).max() <= 1e-13 * np.abs(one).max() * 3 * d
+    for n in (directions, frames):
+        along = evaluator.velocities(x, y, columns, directions=n)
+        assert np.abs(along - components(one, n)).max() <= 1e-13 * np.abs(one).max() * 3 * d
+    mixed = evaluator.velocities(x, y, columns, mixing=mixing)
+    assert np.abs(mixed - evaluator.velocities(x, y, columns @ mixing.T)).max() <= 1e-13 * np.abs(mixed).max()
 
 
 @pytest.mark.parametrize("method", METHODS)

@@ -94,6 +94,25 @@ def test_adjoint_of_several_weight_vectors_is_each_ones(rng, d, kind, count):
                                    atol=20 * EPS * np.abs(w[k]).sum())
 
 
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("d", [2, 3])
+def test_adjoint_up_to_a_degree(rng, d, kind):
+    """``adjoint(w, degree)``: the coefficients up to that degree are the full transform's (the
+    NUFFT's all of them; the direct sums leave the higher ones 0, computing only what is asked
+    for), each against the explicit sums."""
+    y, w = random_sphere_points(rng, 300, d), rng.uniform(-1, 1, (3, 300))
+    L, degree = 11, 7
+    transform = kind(y, L, EPS)
+    full, part = transform.adjoint(w), transform.adjoint(w, degree)
+    low = np.arange(L + 1) <= degree  # the degree is the first index (S^2: [l, m]; S^1: [n])
+    np.testing.assert_allclose(part[:, low], full[:, low], rtol=0, atol=1e-13 * np.abs(w).sum())
+    np.testing.assert_allclose(part[0], explicit_coefficients(y, w[0], L) * np.where(
+        low, 1.0, 0.0 if kind is DirectTransform else 1.0).reshape((-1,) + (1,) * (d - 2)), rtol=0,
+        atol=20 * EPS * np.abs(w[0]).sum())
+    if kind is DirectTransform:
+        assert not part[:, ~low].any()
+
+
 @pytest.mark.parametrize("d", [2, 3])
 @pytest.mark.parametrize("count", [1, 3, 4])
 @pytest.mark.parametrize("kind", KINDS)

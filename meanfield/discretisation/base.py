@@ -59,9 +59,13 @@ class SpatialScheme(ABC):
     vertex_values: bool = False
     #: Keys of the ``[scheme]`` config section passed to the constructor as keywords.
     options: tuple[str, ...] = ()
-    #: Whether :meth:`rhs_and_bound_many` asks the field only for the velocities' components along
-    #: the facet normals (``directions`` of :func:`meanfield.velocity.velocities`), not for the velocities.
-    normal_components: bool = False
+
+    @staticmethod
+    def velocity_components(d: int) -> int:
+        """How many components of the velocity at each velocity point :meth:`rhs_and_bound_many`
+        asks the field for on S^{d-1} (``directions`` of :func:`meanfield.velocity.velocities`:
+        a facet's normal, a tangent frame), or 0 where it takes the velocities themselves."""
+        return 0
 
     def __init__(self, msh, velocity: VelocityField, geometry: MeshGeometry | None = None) -> None:
         self.msh = msh

@@ -90,11 +90,15 @@ import numpy as np
 
 from ..choices import SCHEME_DESCRIPTIONS
 from ..model import VelocityField
-from ..sphere import cell_rule, normalize
+from ..nonlocal_field.base import components
+from ..sphere import cell_rule, normalize, tangent_frames
 from .base import SpatialScheme, check_density_values, normalised
 from .curved import area_element, curved_mesh, reference_volume, surface_gradients
 from .geometry import MeshGeometry, mesh_geometry
 
+#: About how many values (points or cell rows times states) :meth:`DG1Scheme._rhs` forms at a
+#: time: a block's temporaries stay in a core's cache.
+RHS_BLOCK = 1 << 16
 #: Relative safety margin of the limiter's scaling against rounding (see :func:`zhang_shu_limit`).
 ROUNDOFF_MARGIN = 1e-12
 _GAUSS2 = np.array([0.5 - 0.5 / np.sqrt(3.0), 0.5 + 0.5 / np.sqrt(3.0)])  # on [0, 1], weights 1/2
@@ -136,6 +140,11 @@ def _csr(rows: np.ndarray, columns: np.ndarray, values: np.ndarray, shape: tuple
     matrix = sparse.csr_matrix((values.ravel(), (rows.ravel(), columns.ravel())), shape=shape)
     matrix.eliminate_zeros()
     return matrix
+
+
+def _slices(count: int, step: int) -> list[slice]:
+    """``range(count)`` cut into consecutive slices of ``step`` (the last one shorter)."""
+    return [slice(start, min(start + step, count)) for start in range(0, count, step)]
 
 
 def zhang_shu_limit(m: np.ndarray, points: np.ndarray) -> np.ndarray:
@@ -200,6 +209,10 @@ class DG1Scheme(SpatialScheme):
     vertex_values = True
     options = ("limiter",)
 
+    @staticmethod
+    def velocity_components(d: int) -> int:
+        return d - 1  # the velocity in a tangent frame at each point
+
     def __init__(self, msh, velocity: VelocityField, geometry: MeshGeometry | None = None,
                  limiter: bool = True) -> None:
         geometry = geometry or mesh_geometry(msh)
@@ -219,6 +232,7 @@ class DG1Scheme(SpatialScheme):
         self._setup_facets()
         self._setup_volume()
         self._setup_operators()
+        self._block_cache: dict[tuple[int, int], tuple[list, list]] = {}
         src_bary, src_w = _source_rule(nv)
         x, _ = cells.map(src_bary, slice(0, g.num_owned))
         self._sources = np.ascontiguousarray(normalize(x).reshape(-1, g.d))
@@ -288,28 +302,38 @@ class DG1Scheme(SpatialScheme):
         self._volume_target = target
         self._volume_sums: Any = None  # built by the adjoint's first residual_transpose
         self._targets = np.concatenate([self._facet_points.reshape(-1, g.d), normalize(x[:, -1])])
+        # (T, d - 1, d): the velocities' components in these tangent frames; at the facet points the
+        # first vector is along the normal, so that the normal velocity is one component
+        self._frames = np.concatenate([tangent_frames(self._targets[: self._num_facet_targets],
+                                                      self._facet_normal.reshape(-1, g.d)),
+                                       tangent_frames(self._targets[self._num_facet_targets:])])
 
     def _setup_operators(self) -> None:
         """The right-hand side's linear maps, as sparse matrices that act on k states side by side.
 
-        With ``m`` (num_local * nv, k) the local cells' values of k states and ``X`` (d * T, k)
-        their velocities at :attr:`velocity_points`, component by component:
+        With ``m`` (num_local * nv, k) the local cells' values of k states and ``X`` (T (d - 1), k)
+        their velocities' components in the tangent frames ``_frames`` at :attr:`velocity_points`
+        (the velocities are tangent: ``d - 1`` numbers a point determine them):
 
         - ``_upwind @ m`` (2 F nq, k): the density ``rho = m / J`` at the facet points from the
           left cell, then from the right one;
-        - ``_velocity @ X`` (F nq + num_owned nv (nv - 1), k): first ``W u`` (facet weight
-          times normal velocity) at the facet points, then the velocity's part of the volume
-          term, ``Y[(c, w, i)] = sum_q lambda_w(xi_q) X_q . (D_q M^{-1})[:, i]`` for i < nv - 1,
-          so that the volume term of cell c (the inverse mass matrix applied) is
-          ``sum_w m_cw Y[(c, w, i)]``; its last entry is minus the sum of the others (the
-          gradients of the lambda_i sum to 0, the rows of M^{-1} to one constant);
+        - ``W u`` (facet weight times normal velocity) at the facet points is
+          ``_normal_weight`` times the first component (the frames' first vector there is the
+          normal's tangent part);
+        - ``_volume @ X`` (num_owned nv (nv - 1), k): the velocity's part of the volume term,
+          ``Y[(c, w, i)] = sum_q lambda_w(xi_q) X_q . (D_q M^{-1})[:, i]`` for i < nv - 1 (the
+          frames' vectors dotted with the columns of D M^{-1}), so that the volume term of cell
+          c (the inverse mass matrix applied) is ``sum_w m_cw Y[(c, w, i)]``; its last entry is
+          minus the sum of the others (the gradients of the lambda_i sum to 0, the rows of
+          M^{-1} to one constant);
         - ``_facet_rhs @ flux`` (num_owned * nv, k): the facet fluxes' part of the right-hand
           side, the inverse mass matrix applied.
         """
         from scipy import sparse
 
-        g, nv, d = self.geometry, self._nv, self.geometry.d
+        g, nv, frames = self.geometry, self._nv, self._frames
         nf, nq = self._facet_normal.shape[:2]
+        J = frames.shape[1]
         n, points, targets = g.num_owned, nf * nq, len(self._targets)
         point = np.arange(points).reshape(nf, nq)
         dof = np.arange(nv)
@@ -323,14 +347,14 @@ class DG1Scheme(SpatialScheme):
             facet_rhs.append(_csr(cell[owned, None, None] * nv + dof, point[owned, :, None], into, (n * nv, points)))
         self._upwind = sparse.vstack(upwind, format="csr")
         self._facet_rhs = facet_rhs[0] + facet_rhs[1]
-        normal = _csr(point[..., None], np.arange(d) * targets + point[..., None],
-                      self._facet_weight[..., None] * self._facet_normal, (points, d * targets))
+        normal = self._facet_normal.reshape(points, -1)
+        self._normal_weight = self._facet_weight.ravel() * components(frames[:points, 0], normal)
         gradient = (self._volume_gradient @ self._mass_inverse)[..., : nv - 1]  # (n, q, d, nv - 1)
+        gradient = np.einsum("cqjd,cqdi->cqji", frames[self._volume_target], gradient)  # (n, q, J, nv - 1)
         row = (np.arange(n)[:, None, None, None, None] * nv + dof[:, None, None]) * (nv - 1) + np.arange(nv - 1)
-        volume = _csr(row, self._volume_target[:, :, None, None, None] + np.arange(d)[:, None] * targets,
-                      self._volume_bary[:, :, :, None, None] * gradient[:, :, None],  # (n, q, w, e, i)
-                      (n * nv * (nv - 1), d * targets))
-        self._velocity = sparse.vstack([normal, volume], format="csr")
+        self._volume = _csr(row, self._volume_target[:, :, None, None, None] * J + np.arange(J)[:, None],
+                            self._volume_bary[:, :, :, None, None] * gradient[:, :, None],  # (n, q, w, j, i)
+                            (n * nv * (nv - 1), J * targets))
         scale = self._ref * self._alpha
         self._rate_factors = [np.where(g.facet_cells[:, side, None] < n, 1.0 / (scale * self._jac_side[side]), 0.0)
                               .ravel() for side in (0, 1)]
@@ -366,7 +390,7 @@ class DG1Scheme(SpatialScheme):
 
     def rhs_and_bound(self, state: np.ndarray) -> tuple[np.ndarray, float]:
         X = self.velocity(self._targets, self._sources, self.measure(state)[1])
-        rhs, rate = self._rhs(self._with_ghosts(state.reshape(-1, self._nv, 1)), X[None])
+        rhs, rate = self._rhs(self._with_ghosts(state.reshape(-1, self._nv, 1)), components(X, self._frames)[None])
         return rhs.ravel(), rate
 
     def measure_many(self, rows: np.ndarray) -> np.ndarray:
@@ -374,38 +398,70 @@ class DG1Scheme(SpatialScheme):
 
     def rhs_and_bound_many(self, rows: np.ndarray) -> tuple[np.ndarray, float]:
         """:meth:`rhs_and_bound` of k states at once (``rows`` (num_owned, k, nv)): the velocities
-        of their k measures from one batched evaluation (:func:`meanfield.velocity.velocities`)
-        and the right-hand sides of all of them in one pass, their values side by side."""
+        of their k measures in the tangent frames from one batched evaluation
+        (:func:`meanfield.velocity.velocities`) and the right-hand sides of all of them in one
+        pass, their values side by side."""
         from ..velocity import velocities
 
-        X = velocities(self.velocity, self._targets, self._sources, self.measure_many(rows))  # (k, T, d)
+        X = velocities(self.velocity, self._targets, self._sources, self.measure_many(rows), self._frames)
         return self._rhs(self._with_ghosts(rows.transpose(0, 2, 1)), X)
 
     def _rhs(self, m: np.ndarray, X: np.ndarray) -> tuple[np.ndarray, float]:
         """The right-hand sides (num_owned, k, nv) of k states given by the local cells' values m
-        (num_local * nv, k) and their velocities X (k, T, d) at :attr:`velocity_points`, and the
-        largest forward-Euler bound (collective)."""
+        (num_local * nv, k) and their velocities' components X (k, T, d - 1) in the tangent
+        frames at :attr:`velocity_points`, and the largest forward-Euler bound (collective).
+
+        The fluxes are formed a block of facet points at a time, the right-hand sides a block of
+        cells at a time (:meth:`_blocks`), so that the temporaries stay in a core's cache."""
         from mpi4py import MPI
 
         n, nv, k = self.geometry.num_owned, self._nv, m.shape[1]
-        points = len(self._rate_factors[0])
-        # (d * T, k): one copy, the faster transpose from the field's component-major layout
-        velocity = self._velocity @ np.ascontiguousarray(X.transpose(2, 1, 0)).reshape(-1, k)
-        uw = velocity[:points]  # facet weight times normal velocity
-        rho = self._upwind @ m
-        flux = rho[:points]
-        np.copyto(flux, rho[points:], where=uw <= 0.0)
-        flux *= uw  # the upwind flux from left to right
-        # the largest W u^+ / (|T| alpha J) at the points of owned cells (the factors are 0 elsewhere)
-        rate = np.max([0.0, (self._rate_factors[0] * uw.max(axis=1)).max(initial=0.0),
-                       -(self._rate_factors[1] * uw.min(axis=1)).min(initial=0.0)])  # nan stays nan
-        facet = (self._facet_rhs @ flux).reshape(n, nv, k)
-        volume = np.einsum("cwj,cwij->cij", m[: n * nv].reshape(n, nv, k), velocity[points:].reshape(n, nv, nv - 1, k))
+        point_blocks, cell_blocks = self._blocks(k)
+        X = np.ascontiguousarray(X.transpose(1, 2, 0))  # (T, d - 1, k): the states side by side
+        flux = np.empty((len(self._normal_weight), k))  # the upwind fluxes from left to right
+        rates = [0.0]
+        for points, upwind, weight, left, right in point_blocks:
+            uw = weight * X[points, 0]  # facet weight times normal velocity
+            rho = upwind @ m  # the density from the left cell, then from the right one
+            f = flux[points]
+            np.copyto(f, rho[: len(f)])
+            np.copyto(f, rho[len(f):], where=uw <= 0.0)
+            f *= uw
+            # the largest W u^+ / (|T| alpha J) at the points of owned cells (the factors are 0 elsewhere)
+            rates += [(left * uw).max(initial=0.0), -(right * uw).min(initial=0.0)]
         rhs = np.empty((n, k, nv))
-        cell_major = rhs.transpose(0, 2, 1)
-        np.add(facet[:, : nv - 1], volume, out=cell_major[:, : nv - 1])
-        np.subtract(facet[:, nv - 1], volume.sum(axis=1), out=cell_major[:, nv - 1])
-        return rhs, self.comm.allreduce(float(rate), op=MPI.MAX)
+        values, velocities = m[: n * nv].reshape(n, nv, 1, k), X.reshape(-1, k)
+        for cells, facet_rhs, volume_rhs in cell_blocks:
+            out = (facet_rhs @ flux).reshape(-1, nv, k)
+            volume = (volume_rhs @ velocities).reshape(-1, nv, nv - 1, k)
+            volume *= values[cells]
+            volume = volume.sum(axis=1)  # (cells, nv - 1, k)
+            out[:, : nv - 1] += volume
+            out[:, nv - 1] -= volume.sum(axis=1)
+            rhs[cells] = out.transpose(0, 2, 1)
+        return rhs, self.comm.allreduce(float(np.max(rates)), op=MPI.MAX)  # nan stays nan
+
+    def _blocks(self, k: int) -> tuple[list, list]:
+        """The right-hand side's operators cut into blocks for k states (:data:`RHS_BLOCK` values
+        a block), kept per block size: per block of facet points (slice, its rows of
+        ``_upwind`` from both sides, normal weights, rate factors of both sides), per block of
+        owned cells (slice, its rows of ``_facet_rhs`` and of ``_volume``)."""
+        from scipy import sparse
+
+        nv, points, n = self._nv, len(self._normal_weight), self.geometry.num_owned
+        size = (max(RHS_BLOCK // k, 1), max(RHS_BLOCK // (k * nv * (nv - 1)), 1))
+        if size not in self._block_cache:
+            point_blocks = []
+            for block in _slices(points, size[0]):
+                right = slice(points + block.start, points + block.stop)
+                from_both = sparse.vstack([self._upwind[block], self._upwind[right]], format="csr")
+                point_blocks.append((block, from_both, self._normal_weight[block, None],
+                                     self._rate_factors[0][block, None], self._rate_factors[1][block, None]))
+            rows = nv * (nv - 1)
+            cell_blocks = [(block, self._facet_rhs[block.start * nv: block.stop * nv],
+                            self._volume[block.start * rows: block.stop * rows]) for block in _slices(n, size[1])]
+            self._block_cache = {size: (point_blocks, cell_blocks)}  # the last size only (k = M, or one state)
+        return self._block_cache[size]
 
     def postprocess(self, state: np.ndarray) -> np.ndarray:
         if not self.limiter:

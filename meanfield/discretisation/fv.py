@@ -47,7 +47,10 @@ class FiniteVolumeScheme(SpatialScheme):
     name = "fv"
     description = SCHEME_DESCRIPTIONS[name]
     order = 1
-    normal_components = True
+
+    @staticmethod
+    def velocity_components(d: int) -> int:
+        return 1  # the flow |e| u . n_e through each facet
 
     def __init__(self, msh, velocity: VelocityField, geometry: MeshGeometry | None = None) -> None:
         from scipy import sparse

@@ -575,7 +575,7 @@ def _fields(problem: Problem, targets: int, sources: int) -> list[LayerField]:
         chosen = problem.field.method if problem.field.method != "auto" else \
             ("fast" if single["fast"] < single["direct"] else "direct")
         measures = problem.mask.count
-        components = scheme_class(problem.scheme.kind).normal_components
+        components = scheme_class(problem.scheme.kind).velocity_components(layer.attention.d)
         costs = single if measures == 1 else estimated_batch_costs(plan, targets, sources, measures,
                                                                    components=components)
         fields.append(LayerField(float(start), chosen, costs))

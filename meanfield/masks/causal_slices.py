@@ -164,15 +164,19 @@ class CausalVelocity:
 
 
     def many(self, targets: np.ndarray, sources: np.ndarray, columns: np.ndarray,
-             directions: np.ndarray | None = None) -> np.ndarray:
+             directions: np.ndarray | None = None, mixing: np.ndarray | None = None) -> np.ndarray:
         """The velocities (M, m, d) of all the slices of the stage at once, from their weights
-        ``columns`` (n, M), or with ``directions`` (m, d) their components along them (M, m): a
-        scheme that moves them together
-        (:meth:`~meanfield.discretisation.base.SpatialScheme.rhs_and_bound_many`)."""
+        ``columns`` (n, M) (or ``columns @ mixing.T``), or with ``directions`` (m, [j,] d) their
+        components along them (M, m[, j]): a scheme that moves them together
+        (:meth:`~meanfield.discretisation.base.SpatialScheme.rhs_and_bound_many`).  The slices'
+        prefix sums are a mixing of the columns, which the field applies where it is cheapest
+        (the fast field: on the coefficients of the M measures)."""
         if self.slice:
             raise RuntimeError("causal velocity: all slices at once after start(), or one after the other")
         self.slice = self.slices
-        return velocities(self.field, targets, sources, columns @ self.kernel().T, directions)
+        kernel = self.kernel()
+        return velocities(self.field, targets, sources, columns, directions,
+                          kernel if mixing is None else kernel @ mixing)
 
     def _announced_slice(self, targets: np.ndarray, sources: np.ndarray, weights: np.ndarray) -> np.ndarray:
         """The next slice's velocity from the batched evaluation of the stage (made at the first call)."""
@@ -184,7 +188,7 @@ class CausalVelocity:
             raise ValueError(f"causal velocity: slice {k}'s weights differ from those given to start()")
         if self.fields is None:
             self.sources = sources
-            self.fields = (targets, velocities(self.field, targets, sources, self.announced @ self.kernel().T))
+            self.fields = (targets, velocities(self.field, targets, sources, self.announced, mixing=self.kernel()))
         elif targets is not self.fields[0] or sources is not self.sources:
             raise ValueError("causal velocity: the slices of a stage must share their targets and source points")
         self.slice += 1

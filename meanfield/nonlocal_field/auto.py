@@ -80,41 +80,44 @@ BATCH_FORM_NS = 10.0
 
 
 def estimated_batch_costs(fast: FastEvaluator | FieldPlan, n_targets: int, n_sources: int, measures: int,
-                          ranks: int = 1, components: bool = False) -> dict[str, float]:
+                          ranks: int = 1, components: int = 0) -> dict[str, float]:
     """Modelled seconds of one batched evaluation of ``measures`` measures on the same fixed
     points (:meth:`~.base.NonlocalEvaluator.velocities`: a causal run's slices, one a stage) by
     each method, totals over ``ranks`` ranks: the direct field's kernel once and one matrix
     product with the ``(d + 1) k`` columns; the fast field's adjoint of the k measures and, per
     head, the synthesis of ``(d + 1) k`` functions, by the exact sums where their matrices fit
     :data:`.fast.BATCH_DIRECT_BYTES` a rank (:func:`.fast.batch_takes_exact_sums`, else NUFFTs),
-    and the velocities formed, or with ``components`` (a scheme that takes the velocities'
-    components along its normals) by the exact sums two functions a measure and head; a model
-    with a head that is not spectral, one evaluation per measure.  The sources' transform is of
-    degree ``L + 2`` (the coefficients of the estimate's first neglected degree), the targets'
-    of degree ``L``.  Calibrated with ``benchmarks/bench_causal.py``, which prints the model
-    beside the measured field (within 1.7x either way on S^1 and S^2, FV and DG1, fast and
-    direct)."""
+    and the velocities formed, or with ``components`` (a scheme that takes that many components
+    of the velocity at each target, :meth:`~meanfield.discretisation.base.SpatialScheme.velocity_components`)
+    by the exact sums ``1 + components`` matrix products a measure and head (F up to degree L,
+    ``N . P_x n`` from the coefficients up to L + 1); a model with a head that is not spectral,
+    one evaluation per measure.  The sources' transform is of degree ``L + 1`` by the exact sums
+    (the coefficients G needs), ``L + 2`` by a NUFFT (the evaluator's plan, shared with the
+    estimate's first neglected degree), the targets' of degree ``L``.  Calibrated with
+    ``benchmarks/bench_causal.py``, which prints the model beside the measured field (within
+    1.7x either way on S^1 and S^2, FV and DG1, fast and direct)."""
     d, H, k = fast.model.d, len(fast.model.heads), measures
     single = estimated_costs(fast, n_targets, n_sources)
     direct = single["direct"] + C_BATCH_PRODUCT * H * n_targets * n_sources * (d + 1) * k
     if len(fast.spectral_heads) < H:
         return {"direct": direct, "fast": k * single["fast"]}
 
-    def transform_ns(points: int, degree: int, functions: int) -> float:
+    def product_ns(points: int, rows: int, functions: int) -> float:  # the exact sums' matrix product
+        return points * rows * (BATCH_READ_NS + BATCH_PRODUCT_NS * functions)
+
+    def transform_ns(points: int, degree: int, functions: int, needed: int | None = None) -> float:
         if batch_takes_exact_sums(d, points, degree, functions, ranks):  # the evaluator's own rule
-            return points * basis_size(d, degree) * (BATCH_READ_NS + BATCH_PRODUCT_NS * functions)
+            return product_ns(points, basis_size(d, degree if needed is None else needed), functions)
         return BATCH_NUFFT_NS * points * functions
 
     L = max(fast.degrees)
     if components and batch_takes_exact_sums(d, n_targets, L, (d + 1) * k, ranks):
-        # F, and N . P_x n from the coefficients' reals (re and im of those up to degree L + 1)
-        rows = 2 * (L + 2 if d == 2 else (L + 2) * (L + 3) // 2)
-        per_head = transform_ns(n_targets, L, k) + n_targets * rows * (BATCH_READ_NS + BATCH_PRODUCT_NS * k) \
-            + BATCH_FORM_NS / 4 * n_targets * k
+        per_head = product_ns(n_targets, basis_size(d, L) + components * basis_size(d, L + 1), k) \
+            + BATCH_FORM_NS / 4 * n_targets * components * k
     else:
         per_head = transform_ns(n_targets, L, (d + 1) * k) + BATCH_FORM_NS * n_targets * k
     return {"direct": direct,
-            "fast": FAST_OVERHEAD[d] + 1e-9 * (transform_ns(n_sources, L + 2, k) + H * per_head)}
+            "fast": FAST_OVERHEAD[d] + 1e-9 * (transform_ns(n_sources, L + 2, k, L + 1) + H * per_head)}
 
 
 class AutoEvaluator(NonlocalEvaluator):
@@ -181,12 +184,13 @@ class AutoEvaluator(NonlocalEvaluator):
         fixed_sources: bool = False,
         fixed_targets: bool = False,
         directions: np.ndarray | None = None,
+        mixing: np.ndarray | None = None,
     ) -> np.ndarray:
         """The chosen evaluator's :meth:`~.base.NonlocalEvaluator.velocities` (the first call
         fixes the method, as for one measure)."""
         chosen = self._chosen_for(targets, sources, fixed_targets, fixed_sources)
         return chosen.velocities(targets, sources, columns, fixed_sources=fixed_sources,
-                                 fixed_targets=fixed_targets, directions=directions)
+                                 fixed_targets=fixed_targets, directions=directions, mixing=mixing)
 
     def linear_sums(
         self,

@@ -63,7 +63,8 @@ class FieldValues:
 
     def velocity(self, model: AttentionModel, targets: np.ndarray, directions: np.ndarray | None = None) -> np.ndarray:
         """The attention velocity X[mu] at the targets, shape (targets, d); with ``directions``
-        (targets, d), its components along them, shape (targets,), without forming X.
+        (targets, d) or (targets, j, d), its components along them, shape (targets,) or
+        (targets, j), without forming X.
 
         The attention kind combines N and Z (:meth:`~meanfield.attention.Attention.factor`):
         softmax heads divide N by Z (the scale cancels; targets where a head sees no mass get
@@ -77,20 +78,21 @@ class FieldValues:
         kind, d = model.kind, model.d
         xT = np.ascontiguousarray(targets.T)  # (d, m)
         m, total = xT.shape[1], self.Z.shape[1]
-        XT = np.empty((d, total) if directions is None else (total,))
+        lead = () if directions is None else directions.shape[1:-1]  # () or (j,): directions per target
+        XT = np.empty((d, total) if directions is None else (total,) + lead)
         if m == 0:
-            return XT.T  # no targets (a rank without points)
+            return XT.T if directions is None else XT  # no targets (a rank without points)
         k = total // m
-        out = XT.reshape((d, k, m) if directions is None else (k, m))
-        nT = None if directions is None else np.ascontiguousarray(directions.T)
-        along = None if nT is None else np.einsum("dm,dm->m", xT, nT)  # x . n: the radial part's share
+        out = XT.reshape((d, k, m) if directions is None else (k, m, -1))
+        nT = None if directions is None else np.ascontiguousarray(directions.reshape(m, -1, d).transpose(2, 0, 1))
+        along = None if nT is None else np.einsum("dm,dmj->mj", xT, nT)  # x . n: the radial part's share
         Z, log_scale = self.Z.reshape(-1, k, m), self.log_scale.reshape(-1, k, m)
         N = [self.N[h].T.reshape(d, k, m) for h in range(len(model.heads))]
         count = max(VELOCITY_BLOCK // m, 1)
         x = xT[:, None, :]
         for start in range(0, k, count):
             block = slice(start, start + count)
-            X = out[:, block] if nT is None else np.empty((d,) + out[block].shape)
+            X = out[:, block] if nT is None else np.empty((d,) + out[block].shape[:2])
             for h, head in enumerate(model.heads):
                 factor = kind.factor(head.weight, Z[h][block], log_scale[h][block])
                 if h == 0:
@@ -102,18 +104,26 @@ class FieldValues:
                 for i in range(d):
                     X[i] -= radial * x[i]
             else:
-                radial *= along
-                np.subtract(np.einsum("dkm,dm->km", X, nT), radial, out=out[block])
-        return XT.T
+                np.subtract(np.einsum("dkm,dmj->kmj", X, nT), radial[:, :, None] * along, out=out[block])
+        return XT.T if directions is None else XT
 
     def partition_function(self) -> np.ndarray:
         """Unscaled Z_h(x), shape (heads, targets)."""
         return np.exp(self.log_scale) * self.Z
 
 
+def mixed(columns: np.ndarray, mixing: np.ndarray | None) -> np.ndarray:
+    """The weights ``columns @ mixing.T`` of measures combined from ``columns`` (n, c) by
+    ``mixing`` (k, c); ``columns`` itself without a mixing."""
+    return columns if mixing is None else columns @ np.asarray(mixing, dtype=float).T
+
+
 def components(vectors: np.ndarray, directions: np.ndarray) -> np.ndarray:
-    """The components ``v . n`` of vectors (..., m, d) along the directions (m, d), shape (..., m)."""
-    return np.einsum("...md,md->...m", vectors, directions)
+    """The components ``v . n`` of vectors (..., m, d) along the directions (m, d), shape (..., m),
+    or along j directions at each point (m, j, d), shape (..., m, j)."""
+    if directions.ndim == 2:
+        return np.einsum("...md,md->...m", vectors, directions)
+    return np.einsum("...md,mjd->...mj", vectors, directions)
 
 
 @dataclass(frozen=True)
@@ -231,16 +241,20 @@ class NonlocalEvaluator(ABC):
         fixed_sources: bool = False,
         fixed_targets: bool = False,
         directions: np.ndarray | None = None,
+        mixing: np.ndarray | None = None,
     ) -> np.ndarray:
         """The velocities X of k measures on the same sources at once, shape (k, m, d)
         (collective): ``columns`` (n_local, k) holds this rank's weights of each (a causal
         run's position slices, :class:`meanfield.masks.Causal`); with ``directions`` (m, d), their
         components along them, shape (k, m) (a scheme's normal velocities at its facets,
-        :meth:`FieldValues.velocity`).  This default evaluates one measure after the other;
-        evaluators that share the work between the measures (one transform of all of them, one
-        matrix product) override it."""
+        :meth:`FieldValues.velocity`), or along j directions at each target (m, j, d), shape
+        (k, m, j) (a scheme's tangent frames); the result may be a transposed view.  With
+        ``mixing`` (k, c) the measures' weights are ``columns @ mixing.T``, combinations of the c
+        columns given (a causal run's prefix sums of its slices), formed where it is cheapest.
+        This default evaluates one measure after the other; evaluators that share the work
+        between the measures (one transform of all of them, one matrix product) override it."""
         targets = np.asarray(targets, dtype=float)
-        columns = np.asarray(columns, dtype=float)
+        columns = mixed(np.asarray(columns, dtype=float), mixing)
         k = columns.shape[1]
         X = np.stack([self.velocity(targets, sources, np.ascontiguousarray(columns[:, c]),
                                     fixed_sources=fixed_sources, fixed_targets=fixed_targets)

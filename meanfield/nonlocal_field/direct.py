@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..model import AttentionModel
-from .base import FieldValues, NonlocalEvaluator, PointGroup, array_key
+from .base import FieldValues, NonlocalEvaluator, PointGroup, array_key, mixed
 from .parallel import allgather_rows
 
 
@@ -145,12 +145,13 @@ class DirectEvaluator(NonlocalEvaluator):
         fixed_sources: bool = False,
         fixed_targets: bool = False,
         directions: np.ndarray | None = None,
+        mixing: np.ndarray | None = None,
     ) -> np.ndarray:
         """See :meth:`NonlocalEvaluator.velocities`: per head, the kernel of the targets
         against the sources once, multiplied by the ``(d + 1) k`` columns ``[w V y, w]`` of all
         the measures in one matrix product."""
         points = self._all_sources([PointGroup(np.asarray(sources, dtype=float), None, fixed_sources)])
-        every = allgather_rows(self.comm, np.ascontiguousarray(columns, dtype=float))
+        every = mixed(allgather_rows(self.comm, np.ascontiguousarray(columns, dtype=float)), mixing)
         targets = np.asarray(targets, dtype=float)
         (n, k), (m, d), H = every.shape, targets.shape, len(self.model.heads)
         N, Z, log_scale = np.zeros((k, H, m, d)), np.zeros((k, H, m)), np.full((k, H, m), -np.inf)
@@ -164,6 +165,6 @@ class DirectEvaluator(NonlocalEvaluator):
                 N[:, h] = acc[:, : k * d].reshape(m, k, d).transpose(1, 0, 2)
                 Z[:, h] = acc[:, k * d:].T
         if not k:
-            return np.zeros((0, m) if directions is not None else (0, m, d))
+            return np.zeros((0, m) + (directions.shape[1:-1] if directions is not None else (d,)))
         return np.stack([FieldValues(N[c], Z[c], log_scale[c]).velocity(self.model, targets, directions)
                          for c in range(k)])

@@ -63,6 +63,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -97,6 +98,9 @@ BATCH_DIRECT_BYTES = 64 * 2**20
 #: (measured, S^2, 8000 points: at L = 20, 4 functions 9.3 ms direct against 1.9 ms by NUFFT, 64
 #: functions 19 ms against 24 ms; a DG1 adjoint's 4 columns took twice as long by the direct sums).
 BATCH_DIRECT_FUNCTIONS_PER_BASIS = 1 / 16
+#: About how many values (targets times directions times measures) :meth:`FastEvaluator._components`
+#: forms at a time (a block in a core's cache: product, factor and transpose).
+COMPONENTS_BLOCK = 1 << 17
 #: Relative spread of the singular values of ``Q^T K`` up to which a head counts as spectral.
 SPECTRAL_RTOL = 1e-12
 
@@ -263,6 +267,17 @@ def plan_of(plans: Sequence[tuple[np.ndarray, Transform]], points: np.ndarray) -
     return None
 
 
+class ComponentMatrices(NamedTuple):
+    """A head's sums at fixed targets as matrices on the coefficients seen as reals
+    (:meth:`FastEvaluator._component_matrices`): with ``R = reals[:, rows]``, the scaled F is
+    ``R[:, :len(partition)] @ partition`` (those rows: the coefficients up to degree L) and the
+    scaled ``N . P_x n`` along j directions a target is ``R @ along`` (targets times j columns)."""
+
+    rows: np.ndarray
+    partition: np.ndarray
+    along: np.ndarray
+
+
 class FastEvaluator(NonlocalEvaluator):
     """Transform-based (and per-target expansion) evaluation; see the module docstring.
 
@@ -317,7 +332,7 @@ class FastEvaluator(NonlocalEvaluator):
         self._plans: dict[tuple, Transform] = {}
         self._energy_plans: dict[tuple, Transform] = {}
         self._batch_plans: dict[tuple, Transform] = {}  # of the batched calls (velocities, partition_sums, ...)
-        self._along: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}  # of the batched components (_along_matrix)
+        self._component_sums: dict[tuple, ComponentMatrices] = {}  # of the batched components, kept per targets
         self._exact: FastEvaluator | None = None  # the energy of models with general heads
         self._estimate_inputs: list[EstimateInput] = []
 
@@ -549,19 +564,23 @@ class FastEvaluator(NonlocalEvaluator):
         fixed_sources: bool = False,
         fixed_targets: bool = False,
         directions: np.ndarray | None = None,
+        mixing: np.ndarray | None = None,
     ) -> np.ndarray:
         """See :meth:`NonlocalEvaluator.velocities`.  With every head spectral: one adjoint
         transform of the k measures (two to a complex NUFFT), their vector moments on the
         coefficients, and per head one synthesis of the ``(d + 1) k`` functions ``[G, F]``, with
         the degrees, plans and accuracy of :meth:`evaluate_groups` (the same velocities to
-        round-off).  Otherwise one measure after the other.  (The a-posteriori estimate of
-        :meth:`diagnostics` stays that of the last :meth:`evaluate_groups`.)"""
+        round-off).  A ``mixing`` acts on the coefficients.  Otherwise one measure after the
+        other.  (The a-posteriori estimate of :meth:`diagnostics` stays that of the last
+        :meth:`evaluate_groups`.)"""
         model, d = self.model, self.model.d
         if not self.transforms or len(self.spectral_heads) < len(model.heads):
             return super().velocities(targets, sources, columns, fixed_sources=fixed_sources,
-                                      fixed_targets=fixed_targets, directions=directions)
+                                      fixed_targets=fixed_targets, directions=directions, mixing=mixing)
         used: dict = {}
-        coeffs, totals, source_plan = self._column_coefficients(used, sources, columns, fixed_sources)
+        # G up to degree L needs the coefficients up to L + 1 only (not the estimate's L + 2)
+        coeffs, totals, source_plan = self._column_coefficients(used, sources, columns, fixed_sources, mixing,
+                                                                max(self.degrees) + 1)
         targets = np.ascontiguousarray(targets, dtype=float)
         k, m, H = totals.shape[0], targets.shape[0], len(model.heads)
         synthesis = self._targets_plan(used, source_plan, targets, fixed_targets, max(self.degrees), k * (d + 1))
@@ -582,50 +601,78 @@ class FastEvaluator(NonlocalEvaluator):
             sums.append((GF.reshape(d + 1, k * m), kappa))
         self._batch_plans = used
         X = self._values(sums, k * m).velocity(model, targets, directions)
-        return X.reshape((k, m) if directions is not None else (k, m, d))
+        return X.reshape((k,) + (directions.shape[:-1] if directions is not None else (m, d)))
 
     def _components(self, coeffs: np.ndarray, synthesis: DirectTransform, targets: np.ndarray,
                     directions: np.ndarray) -> np.ndarray:
-        """The velocities' components (k, m) along ``directions`` (m, d) at fixed targets, of the k
-        measures with coefficients ``coeffs`` (k,) + spectrum, by the exact sums: per head the
-        synthesis of F and the product of the coefficients with a matrix that gives ``N . P_x n``
-        (:meth:`_along_matrix`), two functions a measure instead of ``d + 1``.  With ``n`` projected
-        on the tangent plane the projection of the velocity drops out: ``P_x(f N) . n = f N . P_x n``."""
-        model, k = self.model, coeffs.shape[0]
-        reals = coeffs.reshape(k, -1).view(float)  # (re, im) of each coefficient
-        out = np.zeros((k, targets.shape[0]))
-        kept = {}
-        for h, head in enumerate(model.heads):
-            key = (h, synthesis.L, array_key(targets), array_key(directions))
-            rows, along = kept[key] = self._along.get(key) or self._along_matrix(h, synthesis, targets, directions)
-            F = self._synthesised(h, coeffs, synthesis)
-            kappa = np.broadcast_to(self._head_terms(h).kappa, F.shape)
-            out += model.kind.factor(head.weight, F, kappa) * (reals[:, rows] @ along)
-        self._along = kept
-        return out
+        """The velocities' components (k, m) along ``directions`` (m, d), or (k, m, j) along
+        (m, j, d), at fixed targets, of the k measures with coefficients ``coeffs`` (k,) +
+        spectrum, by the exact sums: per head, the product of the coefficients with matrices
+        that give F and ``N . P_x n`` (:meth:`_component_matrices`), ``1 + j`` functions a
+        measure instead of ``d + 1``.  With ``n`` projected on the tangent plane the projection
+        of the velocity drops out: ``P_x(f N) . n = f N . P_x n``.
 
-    def _along_matrix(self, h: int, synthesis: DirectTransform, targets: np.ndarray,
-                      directions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``(rows, A)``: head h's scaled ``N . P_x n`` at the targets is ``reals[:, rows] @ A`` for
-        coefficients seen as reals (re, im of each), A of shape (rows, m): the batched path's
-        maps (vector moments, rotation, kernel multipliers, synthesis, V) applied once to each
-        real unit coefficient, weighted by the targets' ``V^T P_x n``."""
+        Formed a block of targets at a time (about :data:`COMPONENTS_BLOCK` values: the
+        products, the attention factor and the transpose stay in a core's cache), and returned
+        as a transposed view of target-major values (m, j, k): a scheme's layout, the measures
+        side by side."""
+        model, k, m = self.model, coeffs.shape[0], targets.shape[0]
+        j = int(np.prod(directions.shape[1:-1]))
+        reals = coeffs.reshape(k, -1).view(float)  # (re, im) of each coefficient
+        kept, heads = {}, []
+        for h in range(len(model.heads)):
+            key = (h, synthesis.L, array_key(targets), array_key(directions))
+            matrices = self._component_sums.get(key) or self._component_matrices(h, synthesis, targets, directions)
+            kept[key] = matrices
+            coefficients = np.ascontiguousarray(reals[:, matrices.rows])
+            heads.append((model.heads[h].weight, self._head_terms(h).kappa, coefficients, matrices))
+        self._component_sums = kept
+        out = np.empty((m, j, k))
+        count = max(COMPONENTS_BLOCK // max(j * k, 1), 1)
+        for start in range(0, m, count):
+            block = slice(start, start + count)
+            total = None
+            for weight, kappa, coefficients, matrices in heads:
+                F = coefficients[:, : matrices.partition.shape[0]] @ matrices.partition[:, block]
+                values = (coefficients @ matrices.along[:, start * j: (start + count) * j]).reshape(k, -1, j)
+                values *= model.kind.factor(weight, F, np.broadcast_to(kappa, F.shape))[:, :, None]
+                if total is None:
+                    total = values
+                else:
+                    total += values
+            assert total is not None  # a model has a head
+            out[block] = total.transpose(1, 2, 0)
+        return out.transpose(2, 0, 1).reshape((k,) + directions.shape[:-1])
+
+    def _component_matrices(self, h: int, synthesis: DirectTransform, targets: np.ndarray,
+                            directions: np.ndarray) -> ComponentMatrices:
+        """Head h's scaled F and ``N . P_x n`` at the targets as matrices on the coefficients seen as
+        reals (re, im of each; :class:`ComponentMatrices`), for j directions (m, j, d) at each target
+        (one for directions (m, d)): the batched path's maps (vector moments, rotation, kernel
+        multipliers, synthesis, and V with the targets' ``V^T P_x n``) applied once to each real
+        unit coefficient."""
         model, d, L = self.model, self.model.d, self.degrees[h]
         spectrum = spectrum_for(d, self.coefficient_degree)
         valid = spectrum.mask if isinstance(spectrum, SphereSpectrum) else np.ones(spectrum.shape, dtype=bool)
-        degree = np.indices(spectrum.shape)[0]  # G up to degree L takes the coefficients up to L + 1
-        slots = np.flatnonzero((valid & (degree <= L + 1)).ravel())
-        rows = np.stack([2 * slots, 2 * slots + 1], axis=1).ravel()
-        unit = np.zeros((len(rows), valid.size), dtype=complex)
-        unit[np.arange(0, len(rows), 2), slots] = 1.0
-        unit[np.arange(1, len(rows), 2), slots] = 1j
-        vector = spectrum.vector_moments(unit.reshape((len(rows),) + spectrum.shape))  # (d, rows) + spectrum
-        tangent = directions - components(targets, directions)[:, None] * targets
+        index = np.indices(spectrum.shape)  # degree first, order last (S^1: the order is the degree)
+        slots = np.flatnonzero((valid & (index[0] <= L + 1)).ravel())  # G up to degree L takes those up to L + 1
+        imaginary = slots[index[-1].ravel()[slots] > 0]  # of a real measure, order 0's are real
+        slots, parts = np.concatenate([slots, imaginary]), np.repeat([0, 1], [len(slots), len(imaginary)])
+        first = np.argsort(index[0].ravel()[slots] > L, kind="stable")  # those up to degree L (F's) first
+        slots, parts = slots[first], parts[first]
+        unit = np.zeros((len(slots), valid.size), dtype=complex)
+        unit[np.arange(len(slots)), slots] = np.where(parts == 1, 1j, 1.0)
+        unit = unit.reshape((len(slots),) + spectrum.shape)
+        vector = spectrum.vector_moments(unit)  # (d, rows) + spectrum
+        each = directions.reshape(targets.shape[0], -1, d)  # (m, j, d)
+        tangent = each - components(targets, each)[..., None] * targets[:, None]
         weights = tangent if self._plain_V[h] else tangent @ model.heads[h].V  # V^T P_x n, point by point
-        along = np.zeros((len(rows), targets.shape[0]))
+        along = np.zeros((len(slots),) + weights.shape[:2])
         for c in range(d):
-            along += self._synthesised(h, vector[c], synthesis) * weights[:, c]
-        return rows, along
+            along += self._synthesised(h, vector[c], synthesis)[:, :, None] * weights[:, :, c]
+        low = int(np.count_nonzero(index[0].ravel()[slots] <= L))
+        return ComponentMatrices(2 * slots + parts, self._synthesised(h, unit[:low], synthesis),
+                                 along.reshape(len(slots), -1))
 
     def linear_sums(
         self,
@@ -677,19 +724,27 @@ class FastEvaluator(NonlocalEvaluator):
         self._batch_plans = used
         return out
 
-    def _column_coefficients(self, used: dict, sources: np.ndarray, columns: np.ndarray,
-                             fixed: bool) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, Transform]]:
+    def _column_coefficients(self, used: dict, sources: np.ndarray, columns: np.ndarray, fixed: bool,
+                             mixing: np.ndarray | None = None, degree: int | None = None
+                             ) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, Transform]]:
         """The coefficients (k,) + spectrum (degree :attr:`coefficient_degree`) of the k measures
         with weights ``columns`` (n_local, k) on ``sources``, every rank's, and their exact sums
         ``[sum w y, sum w]`` (k, d + 1), with one adjoint transform and one ``Allreduce``; and
-        the sources with their transform (for targets that are the same points, :func:`plan_of`)."""
+        the sources with their transform (for targets that are the same points, :func:`plan_of`).
+        With ``mixing`` (k', k), those of the measures ``columns @ mixing.T``, mixed on the
+        coefficients and sums (linear in the weights); with ``degree``, only the coefficients up to
+        that degree are needed (the direct sums leave the others 0)."""
         sources, columns = np.asarray(sources, dtype=float), np.asarray(columns, dtype=float)
         plan = self._batch_transform(used, "sources", sources, fixed, self.coefficient_degree, True, columns.shape[1])
-        local = plan.adjoint(columns.T)  # (k, n): the exact sums read columns as they are
+        local = plan.adjoint(columns.T, degree)  # (k, n): the exact sums read columns as they are
         sums = np.concatenate([columns.T @ sources, columns.sum(axis=0)[:, None]], axis=1)  # (k, d + 1)
         flat = allreduce_sum(self.comm, np.concatenate([local.ravel().view(float), sums.ravel()]))
-        return flat[: -sums.size].view(complex).reshape(local.shape), flat[-sums.size:].reshape(sums.shape), \
-            (sources, plan)
+        coeffs, sums = flat[: -sums.size].view(complex).reshape(local.shape), flat[-sums.size:].reshape(sums.shape)
+        if mixing is not None:
+            mixing = np.asarray(mixing, dtype=float)
+            coeffs = (mixing @ coeffs.reshape(len(coeffs), -1)).reshape((len(mixing),) + coeffs.shape[1:])
+            sums = mixing @ sums
+        return coeffs, sums, (sources, plan)
 
     def _targets_plan(self, used: dict, source_plan: tuple[np.ndarray, Transform], targets: np.ndarray,
                       fixed: bool, L: int, functions: int) -> Transform:

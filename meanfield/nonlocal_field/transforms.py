@@ -180,10 +180,11 @@ class PointTransform:
         return out.reshape(S.shape[:-2] + self.spectrum.shape)
 
     # -- the two directions ----------------------------------------------------------------
-    def adjoint(self, weights: np.ndarray) -> np.ndarray:
+    def adjoint(self, weights: np.ndarray, degree: int | None = None) -> np.ndarray:
         """Coefficients of ``sum_j w_j delta_{y_j}`` (this rank's points only); weights of shape
         (n,), or (k, n) for k measures on the same points (coefficients (k,) + spectrum shape,
-        two measures to one complex transform)."""
+        two measures to one complex transform).  ``degree``: the largest one needed (the
+        NUFFT gives all up to L at the same cost)."""
         weights = np.asarray(weights, dtype=float)
         if self._plan is None:
             return np.zeros(weights.shape[:-1] + self.spectrum.shape, dtype=complex)
@@ -237,19 +238,24 @@ class DirectTransform:
             scale = np.concatenate([np.where(order == 0, 1.0, sign), -sign[order > 0]])
         else:
             raise ValueError(f"point transforms: d must be 2 or 3, got {self.d}")
-        self._matrix = np.ascontiguousarray(harmonic_basis(points, L)[rows] * scale[:, None])
+        degree = np.concatenate([order, order[order > 0]] if self.d == 2 else [l, l[order > 0]])
+        by_degree = np.argsort(degree, kind="stable")  # rows in degree order: a degree's are a prefix
+        self._matrix = np.ascontiguousarray(harmonic_basis(points, L)[rows[by_degree]] * scale[by_degree, None])
         # the matrix's rows as positions in a coefficient array seen as reals (re, im pairs)
-        self._reals = np.concatenate([2 * flat, 2 * flat[order > 0] + 1])
-        self._factor = np.where(np.concatenate([order, order[order > 0]]) > 0, 2.0, 1.0)
+        self._reals = np.concatenate([2 * flat, 2 * flat[order > 0] + 1])[by_degree]
+        self._factor = np.where(np.concatenate([order, order[order > 0]]) > 0, 2.0, 1.0)[by_degree]
+        self._rows_up_to = np.searchsorted(degree[by_degree], np.arange(L + 1), side="right")
 
-    def adjoint(self, weights: np.ndarray) -> np.ndarray:
+    def adjoint(self, weights: np.ndarray, degree: int | None = None) -> np.ndarray:
         """Coefficients of ``sum_j w_j delta_{y_j}`` (this rank's points only); weights (n,) or
-        (k, n) as :meth:`PointTransform.adjoint`."""
+        (k, n) as :meth:`PointTransform.adjoint`; with ``degree``, those up to that degree only
+        (the others 0)."""
         weights = np.asarray(weights, dtype=float)
         lead = weights.shape[:-1]
+        rows = len(self._reals) if degree is None or degree >= self.L else int(self._rows_up_to[degree])
         out = np.zeros(lead + self.spectrum.shape, dtype=complex)
         flat = out.reshape(int(np.prod(lead)), -1).view(float)
-        flat[:, self._reals] = (self._matrix @ weights.reshape(int(np.prod(lead)), self.size).T).T
+        flat[:, self._reals[:rows]] = (self._matrix[:rows] @ weights.reshape(int(np.prod(lead)), self.size).T).T
         return out
 
     def synthesis(self, coefficients: np.ndarray) -> np.ndarray:

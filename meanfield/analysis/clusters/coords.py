@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...sphere import tangent_frames
+
 
 def geodesic(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Great-circle distance of unit vectors (rows, broadcast), ``2 arcsin(|x - y| / 2)``.
@@ -25,13 +27,7 @@ def tangent_basis(o: np.ndarray) -> np.ndarray:
 
     S^1: the counter-clockwise tangent; S^2: a right-handed pair (e1, e2) with e1 x e2 = o.
     """
-    o = np.asarray(o, float)
-    if len(o) == 2:
-        return np.array([[-o[1]], [o[0]]])
-    axis = np.eye(3)[int(np.argmin(np.abs(o)))]
-    e1 = np.cross(axis, o)
-    e1 /= np.linalg.norm(e1)
-    return np.stack([e1, np.cross(o, e1)], axis=1)
+    return tangent_frames(np.asarray(o, float)[None])[0].T
 
 
 def log_map(o: np.ndarray, x: np.ndarray) -> np.ndarray:
