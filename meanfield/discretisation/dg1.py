@@ -70,14 +70,19 @@ Why numpy and not dolfinx forms
     ghosts and the P2 geometry).
 
 Many states at once
-    The right-hand side is linear in m at fixed velocity and linear in the velocity at fixed
-    m, apart from the upwind choice and one product per volume point; its linear maps are
-    sparse matrices built once (facet densities from the cells' values, the weighted normal
-    velocity and the volume term's velocity part from the velocity, the facet fluxes' part of
-    the right-hand side), which act on k states with their values side by side (arrays
-    (..., k)).  A causal run's M slices (:meth:`DG1Scheme.rhs_and_bound_many`) are moved that
-    way with one batched field evaluation and one ghost exchange; a single state is the case
-    k = 1.  The limiter acts cell by cell, on all (cell, state) rows at once.
+    The velocities are tangent, so the scheme takes them as their d - 1 components in an
+    orthonormal tangent frame at each velocity point (:func:`meanfield.sphere.tangent_frames`;
+    at a facet point the first vector is the normal's tangent part, so that the normal velocity
+    is one component).  The right-hand side is linear in m at fixed velocity and linear in the
+    velocity at fixed m, apart from the upwind choice and one product per volume point; its
+    linear maps are sparse matrices built once (facet densities from the cells' values, the
+    volume term's velocity part from the components, the facet fluxes' part of the right-hand
+    side), which act on k states with their values side by side (arrays (..., k)), a block of
+    facet points or cells at a time (the temporaries stay in a core's cache).  A causal run's
+    M slices (:meth:`DG1Scheme.rhs_and_bound_many`) are moved that way with one batched field
+    evaluation, which gives the components without forming the velocities (``directions``
+    of :func:`meanfield.velocity.velocities`), and one ghost exchange; a single state is the
+    case k = 1.  The limiter acts cell by cell, on all (cell, state) rows at once.
 """
 
 from __future__ import annotations

@@ -113,7 +113,7 @@ def estimated_batch_costs(fast: FastEvaluator | FieldPlan, n_targets: int, n_sou
     L = max(fast.degrees)
     if components and batch_takes_exact_sums(d, n_targets, L, (d + 1) * k, ranks):
         per_head = product_ns(n_targets, basis_size(d, L) + components * basis_size(d, L + 1), k) \
-            + BATCH_FORM_NS / 4 * n_targets * components * k
+            + BATCH_FORM_NS / 2 * n_targets * components * k
     else:
         per_head = transform_ns(n_targets, L, (d + 1) * k) + BATCH_FORM_NS * n_targets * k
     return {"direct": direct,
