@@ -72,17 +72,18 @@ Why numpy and not dolfinx forms
 Many states at once
     The velocities are tangent, so the scheme takes them as their d - 1 components in an
     orthonormal tangent frame at each velocity point (:func:`meanfield.sphere.tangent_frames`;
-    at a facet point the first vector is the normal's tangent part, so that the normal velocity
-    is one component).  The right-hand side is linear in m at fixed velocity and linear in the
-    velocity at fixed m, apart from the upwind choice and one product per volume point; its
-    linear maps are sparse matrices built once (facet densities from the cells' values, the
-    volume term's velocity part from the components, the facet fluxes' part of the right-hand
-    side), which act on k states with their values side by side (arrays (..., k)), a block of
-    facet points or cells at a time (the temporaries stay in a core's cache).  A causal run's
-    M slices (:meth:`DG1Scheme.rhs_and_bound_many`) are moved that way with one batched field
-    evaluation, which gives the components without forming the velocities (``directions``
-    of :func:`meanfield.velocity.velocities`), and one ghost exchange; a single state is the
-    case k = 1.  The limiter acts cell by cell, on all (cell, state) rows at once.
+    at a facet point the first vector is the normal's tangent part, scaled so that its
+    component is the facet weight times the normal velocity, as the flux takes it).  The
+    right-hand side is linear in m at fixed velocity and linear in the velocity at fixed m,
+    apart from the upwind choice and one product per volume point; its linear maps are sparse
+    matrices built once (facet densities from the cells' values, the volume term's velocity
+    part from the components, the facet fluxes' part of the right-hand side), which act on k
+    states with their values side by side (arrays (..., k)), a block of facet points or cells
+    at a time (the temporaries stay in a core's cache).  A causal run's M slices
+    (:meth:`DG1Scheme.rhs_and_bound_many`) are moved that way with one batched field
+    evaluation, which gives the components without forming the velocities (``directions`` of
+    :func:`meanfield.velocity.velocities`), and one ghost exchange; a single state is the case
+    k = 1.  The limiter acts cell by cell, on all (cell, state) rows at once.
 """
 
 from __future__ import annotations
@@ -307,8 +308,7 @@ class DG1Scheme(SpatialScheme):
         self._volume_target = target
         self._volume_sums: Any = None  # built by the adjoint's first residual_transpose
         self._targets = np.concatenate([self._facet_points.reshape(-1, g.d), normalize(x[:, -1])])
-        # (T, d - 1, d): the velocities' components in these tangent frames; at the facet points the
-        # first vector is along the normal, so that the normal velocity is one component
+        # (T, d - 1, d): tangent frames, at the facet points with the first vector along the normal
         self._frames = np.concatenate([tangent_frames(self._targets[: self._num_facet_targets],
                                                       self._facet_normal.reshape(-1, g.d)),
                                        tangent_frames(self._targets[self._num_facet_targets:])])
@@ -316,21 +316,21 @@ class DG1Scheme(SpatialScheme):
     def _setup_operators(self) -> None:
         """The right-hand side's linear maps, as sparse matrices that act on k states side by side.
 
-        With ``m`` (num_local * nv, k) the local cells' values of k states and ``X`` (T (d - 1), k)
-        their velocities' components in the tangent frames ``_frames`` at :attr:`velocity_points`
-        (the velocities are tangent: ``d - 1`` numbers a point determine them):
+        With ``m`` (num_local * nv, k) the local cells' values of k states and ``X`` ((d - 1) T, k)
+        their velocities' components along ``_directions`` at :attr:`velocity_points` (the
+        velocities are tangent: ``d - 1`` numbers a point determine them): the tangent frames
+        ``_frames``, whose first vector at a facet point is the normal's tangent part, that one
+        scaled by ``W nu . e_1 > 0`` so that the first component is ``W u`` (facet weight times
+        normal velocity) as the flux takes it;
 
         - ``_upwind @ m`` (2 F nq, k): the density ``rho = m / J`` at the facet points from the
           left cell, then from the right one;
-        - ``W u`` (facet weight times normal velocity) at the facet points is
-          ``_normal_weight`` times the first component (the frames' first vector there is the
-          normal's tangent part);
         - ``_volume @ X`` (num_owned nv (nv - 1), k): the velocity's part of the volume term,
           ``Y[(c, w, i)] = sum_q lambda_w(xi_q) X_q . (D_q M^{-1})[:, i]`` for i < nv - 1 (the
-          frames' vectors dotted with the columns of D M^{-1}), so that the volume term of cell
-          c (the inverse mass matrix applied) is ``sum_w m_cw Y[(c, w, i)]``; its last entry is
-          minus the sum of the others (the gradients of the lambda_i sum to 0, the rows of
-          M^{-1} to one constant);
+          frames' vectors dotted with the columns of D M^{-1}, divided by the directions'
+          scales), so that the volume term of cell c (the inverse mass matrix applied) is
+          ``sum_w m_cw Y[(c, w, i)]``; its last entry is minus the sum of the others (the
+          gradients of the lambda_i sum to 0, the rows of M^{-1} to one constant);
         - ``_facet_rhs @ flux`` (num_owned * nv, k): the facet fluxes' part of the right-hand
           side, the inverse mass matrix applied.
         """
@@ -352,12 +352,15 @@ class DG1Scheme(SpatialScheme):
             facet_rhs.append(_csr(cell[owned, None, None] * nv + dof, point[owned, :, None], into, (n * nv, points)))
         self._upwind = sparse.vstack(upwind, format="csr")
         self._facet_rhs = facet_rhs[0] + facet_rhs[1]
+        scale = np.ones(frames.shape[:2])
         normal = self._facet_normal.reshape(points, -1)
-        self._normal_weight = self._facet_weight.ravel() * components(frames[:points, 0], normal)
+        scale[:points, 0] = self._facet_weight.ravel() * components(frames[:points, 0], normal)  # W nu . e_1
+        self._directions = frames * scale[..., None]
         gradient = (self._volume_gradient @ self._mass_inverse)[..., : nv - 1]  # (n, q, d, nv - 1)
-        gradient = np.einsum("cqjd,cqdi->cqji", frames[self._volume_target], gradient)  # (n, q, J, nv - 1)
+        dual = frames / scale[..., None]  # X = sum_j X . directions_j dual_j
+        gradient = np.einsum("cqjd,cqdi->cqji", dual[self._volume_target], gradient)  # (n, q, J, nv - 1)
         row = (np.arange(n)[:, None, None, None, None] * nv + dof[:, None, None]) * (nv - 1) + np.arange(nv - 1)
-        self._volume = _csr(row, self._volume_target[:, :, None, None, None] * J + np.arange(J)[:, None],
+        self._volume = _csr(row, self._volume_target[:, :, None, None, None] + np.arange(J)[:, None] * targets,
                             self._volume_bary[:, :, :, None, None] * gradient[:, :, None],  # (n, q, w, j, i)
                             (n * nv * (nv - 1), J * targets))
         scale = self._ref * self._alpha
@@ -395,7 +398,7 @@ class DG1Scheme(SpatialScheme):
 
     def rhs_and_bound(self, state: np.ndarray) -> tuple[np.ndarray, float]:
         X = self.velocity(self._targets, self._sources, self.measure(state)[1])
-        rhs, rate = self._rhs(self._with_ghosts(state.reshape(-1, self._nv, 1)), components(X, self._frames)[None])
+        rhs, rate = self._rhs(self._with_ghosts(state.reshape(-1, self._nv, 1)), components(X, self._directions)[None])
         return rhs.ravel(), rate
 
     def measure_many(self, rows: np.ndarray) -> np.ndarray:
@@ -408,7 +411,7 @@ class DG1Scheme(SpatialScheme):
         pass, their values side by side."""
         from ..velocity import velocities
 
-        X = velocities(self.velocity, self._targets, self._sources, self.measure_many(rows), self._frames)
+        X = velocities(self.velocity, self._targets, self._sources, self.measure_many(rows), self._directions)
         return self._rhs(self._with_ghosts(rows.transpose(0, 2, 1)), X)
 
     def _rhs(self, m: np.ndarray, X: np.ndarray) -> tuple[np.ndarray, float]:
@@ -422,11 +425,11 @@ class DG1Scheme(SpatialScheme):
 
         n, nv, k = self.geometry.num_owned, self._nv, m.shape[1]
         point_blocks, cell_blocks = self._blocks(k)
-        X = np.ascontiguousarray(X.transpose(1, 2, 0))  # (T, d - 1, k): the states side by side
-        flux = np.empty((len(self._normal_weight), k))  # the upwind fluxes from left to right
+        X = np.ascontiguousarray(X.transpose(2, 1, 0))  # (d - 1, T, k): the states side by side
+        flux = np.empty((self._num_facet_targets, k))  # the upwind fluxes from left to right
         rates = [0.0]
-        for points, upwind, weight, left, right in point_blocks:
-            uw = weight * X[points, 0]  # facet weight times normal velocity
+        for points, upwind, left, right in point_blocks:
+            uw = X[0, points]  # facet weight times normal velocity
             rho = upwind @ m  # the density from the left cell, then from the right one
             f = flux[points]
             np.copyto(f, rho[: len(f)])
@@ -449,19 +452,19 @@ class DG1Scheme(SpatialScheme):
     def _blocks(self, k: int) -> tuple[list, list]:
         """The right-hand side's operators cut into blocks for k states (:data:`RHS_BLOCK` values
         a block), kept per block size: per block of facet points (slice, its rows of
-        ``_upwind`` from both sides, normal weights, rate factors of both sides), per block of
+        ``_upwind`` from both sides, rate factors of both sides), per block of
         owned cells (slice, its rows of ``_facet_rhs`` and of ``_volume``)."""
         from scipy import sparse
 
-        nv, points, n = self._nv, len(self._normal_weight), self.geometry.num_owned
+        nv, points, n = self._nv, self._num_facet_targets, self.geometry.num_owned
         size = (max(RHS_BLOCK // k, 1), max(RHS_BLOCK // (k * nv * (nv - 1)), 1))
         if size not in self._block_cache:
             point_blocks = []
             for block in _slices(points, size[0]):
                 right = slice(points + block.start, points + block.stop)
                 from_both = sparse.vstack([self._upwind[block], self._upwind[right]], format="csr")
-                point_blocks.append((block, from_both, self._normal_weight[block, None],
-                                     self._rate_factors[0][block, None], self._rate_factors[1][block, None]))
+                point_blocks.append((block, from_both, self._rate_factors[0][block, None],
+                                     self._rate_factors[1][block, None]))
             rows = nv * (nv - 1)
             cell_blocks = [(block, self._facet_rhs[block.start * nv: block.stop * nv],
                             self._volume[block.start * rows: block.stop * rows]) for block in _slices(n, size[1])]

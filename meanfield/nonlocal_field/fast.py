@@ -271,7 +271,8 @@ class ComponentMatrices(NamedTuple):
     """A head's sums at fixed targets as matrices on the coefficients seen as reals
     (:meth:`FastEvaluator._component_matrices`): with ``R = reals[:, rows]``, the scaled F is
     ``R[:, :len(partition)] @ partition`` (those rows: the coefficients up to degree L) and the
-    scaled ``N . P_x n`` along j directions a target is ``R @ along`` (targets times j columns)."""
+    scaled ``N . P_x n`` along the i-th of the j directions at each target is ``R @ along[i]``
+    (``along`` of shape (j, rows, targets))."""
 
     rows: np.ndarray
     partition: np.ndarray
@@ -614,8 +615,8 @@ class FastEvaluator(NonlocalEvaluator):
 
         Formed a block of targets at a time (about :data:`COMPONENTS_BLOCK` values: the
         products, the attention factor and the transpose stay in a core's cache), and returned
-        as a transposed view of target-major values (m, j, k): a scheme's layout, the measures
-        side by side."""
+        as a transposed view of values (j, m, k): a scheme's layout, the measures side by side,
+        one direction after the other."""
         model, k, m = self.model, coeffs.shape[0], targets.shape[0]
         j = int(np.prod(directions.shape[1:-1]))
         reals = coeffs.reshape(k, -1).view(float)  # (re, im) of each coefficient
@@ -627,22 +628,25 @@ class FastEvaluator(NonlocalEvaluator):
             coefficients = np.ascontiguousarray(reals[:, matrices.rows])
             heads.append((model.heads[h].weight, self._head_terms(h).kappa, coefficients, matrices))
         self._component_sums = kept
-        out = np.empty((m, j, k))
+        out = np.empty((j, m, k))
         count = max(COMPONENTS_BLOCK // max(j * k, 1), 1)
         for start in range(0, m, count):
-            block = slice(start, start + count)
+            block = slice(start, min(start + count, m))
             total = None
             for weight, kappa, coefficients, matrices in heads:
                 F = coefficients[:, : matrices.partition.shape[0]] @ matrices.partition[:, block]
-                values = (coefficients @ matrices.along[:, start * j: (start + count) * j]).reshape(k, -1, j)
-                values *= model.kind.factor(weight, F, np.broadcast_to(kappa, F.shape))[:, :, None]
+                values = np.empty((j, k, F.shape[1]))  # direction by direction: long rows for the factor
+                for direction, along in enumerate(matrices.along):
+                    np.matmul(coefficients, along[:, block], out=values[direction])
+                values *= model.kind.factor(weight, F, np.broadcast_to(kappa, F.shape))
                 if total is None:
                     total = values
                 else:
                     total += values
             assert total is not None  # a model has a head
-            out[block] = total.transpose(1, 2, 0)
-        return out.transpose(2, 0, 1).reshape((k,) + directions.shape[:-1])
+            for direction in range(j):
+                out[direction, block] = total[direction].T
+        return out.transpose(2, 1, 0).reshape((k,) + directions.shape[:-1])
 
     def _component_matrices(self, h: int, synthesis: DirectTransform, targets: np.ndarray,
                             directions: np.ndarray) -> ComponentMatrices:
@@ -667,12 +671,11 @@ class FastEvaluator(NonlocalEvaluator):
         each = directions.reshape(targets.shape[0], -1, d)  # (m, j, d)
         tangent = each - components(targets, each)[..., None] * targets[:, None]
         weights = tangent if self._plain_V[h] else tangent @ model.heads[h].V  # V^T P_x n, point by point
-        along = np.zeros((len(slots),) + weights.shape[:2])
+        along = np.zeros((weights.shape[1], len(slots), weights.shape[0]))  # (j, rows, m)
         for c in range(d):
-            along += self._synthesised(h, vector[c], synthesis)[:, :, None] * weights[:, :, c]
+            along += self._synthesised(h, vector[c], synthesis)[None] * weights[:, :, c].T[:, None, :]
         low = int(np.count_nonzero(index[0].ravel()[slots] <= L))
-        return ComponentMatrices(2 * slots + parts, self._synthesised(h, unit[:low], synthesis),
-                                 along.reshape(len(slots), -1))
+        return ComponentMatrices(2 * slots + parts, self._synthesised(h, unit[:low], synthesis), along)
 
     def linear_sums(
         self,
