@@ -108,7 +108,9 @@ def test_fast_field_at_its_default_tol_is_rank_independent(parallel_comm, tmp_pa
         np.testing.assert_allclose(both.densities, one.densities, rtol=0, atol=1e-13 * np.abs(one.densities).max())
 
 
-def test_limiter_keeps_means_and_makes_points_nonnegative(rng) -> None:
+@pytest.mark.parametrize("block", [dg1.LIMITER_BLOCK, 7])  # all rows at once, 29 blocks (the last one shorter)
+def test_limiter_keeps_means_and_makes_points_nonnegative(rng, block, monkeypatch) -> None:
+    monkeypatch.setattr(dg1, "LIMITER_BLOCK", block)
     m = rng.standard_normal((200, 3))
     m += np.maximum(-m.mean(axis=1, keepdims=True), 0.0) + 0.01  # cell means > 0
     points, _ = _positivity_points(3)

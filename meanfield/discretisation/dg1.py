@@ -105,6 +105,9 @@ from .geometry import MeshGeometry, mesh_geometry
 #: About how many values (points or cell rows times states) :meth:`DG1Scheme._rhs` forms at a
 #: time: a block's temporaries stay in a core's cache.
 RHS_BLOCK = 1 << 16
+#: Rows (cells, or cells times states) of :func:`zhang_shu_limit`'s point values formed at a
+#: time (measured 5.4 -> 3.4 ms for 64 states on S^2 level 4 against all at once).
+LIMITER_BLOCK = 8192
 #: Relative safety margin of the limiter's scaling against rounding (see :func:`zhang_shu_limit`).
 ROUNDOFF_MARGIN = 1e-12
 _GAUSS2 = np.array([0.5 - 0.5 / np.sqrt(3.0), 0.5 + 0.5 / np.sqrt(3.0)])  # on [0, 1], weights 1/2
@@ -174,7 +177,9 @@ def zhang_shu_limit(m: np.ndarray, points: np.ndarray) -> np.ndarray:
         Cells whose values at the points are all >= 0 keep theirs (``m`` itself is returned
         when that holds for all).
     """
-    low = (points @ m.T).min(axis=0)  # (points, cells): the minimum over long contiguous rows
+    low = np.empty(len(m))
+    for block in _slices(len(m), LIMITER_BLOCK):  # (points, cells) a block at a time, in cache
+        low[block] = (points @ m[block].T).min(axis=0)  # the minimum over long contiguous rows
     limited = np.flatnonzero(~(low >= 0.0))
     if not limited.size:
         return m
