@@ -95,7 +95,7 @@ def estimated_batch_costs(fast: FastEvaluator | FieldPlan, n_targets: int, n_sou
     (the coefficients G needs), ``L + 2`` by a NUFFT (the evaluator's plan, shared with the
     estimate's first neglected degree), the targets' of degree ``L``.  Calibrated with
     ``benchmarks/bench_causal.py``, which prints the model beside the measured field (within
-    1.7x either way on S^1 and S^2, FV and DG1, fast and direct)."""
+    1.5x either way on S^1 and S^2, FV and DG1, fast and direct)."""
     d, H, k = fast.model.d, len(fast.model.heads), measures
     single = estimated_costs(fast, n_targets, n_sources)
     direct = single["direct"] + C_BATCH_PRODUCT * H * n_targets * n_sources * (d + 1) * k
@@ -113,7 +113,7 @@ def estimated_batch_costs(fast: FastEvaluator | FieldPlan, n_targets: int, n_sou
     L = max(fast.degrees)
     if components and batch_takes_exact_sums(d, n_targets, L, (d + 1) * k, ranks):
         per_head = product_ns(n_targets, basis_size(d, L) + components * basis_size(d, L + 1), k) \
-            + BATCH_FORM_NS / 2 * n_targets * components * k
+            + BATCH_FORM_NS / 4 * n_targets * components * k
     else:
         per_head = transform_ns(n_targets, L, (d + 1) * k) + BATCH_FORM_NS * n_targets * k
     return {"direct": direct,
