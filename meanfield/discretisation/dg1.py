@@ -357,12 +357,12 @@ class DG1Scheme(SpatialScheme):
             facet_rhs.append(_csr(cell[owned, None, None] * nv + dof, point[owned, :, None], into, (n * nv, points)))
         self._upwind = sparse.vstack(upwind, format="csr")
         self._facet_rhs = facet_rhs[0] + facet_rhs[1]
-        scale = np.ones(frames.shape[:2])
+        length = np.ones(frames.shape[:2])  # of the directions
         normal = self._facet_normal.reshape(points, -1)
-        scale[:points, 0] = self._facet_weight.ravel() * components(frames[:points, 0], normal)  # W nu . e_1
-        self._directions = frames * scale[..., None]
+        length[:points, 0] = self._facet_weight.ravel() * components(frames[:points, 0], normal)  # W nu . e_1
+        self._directions = frames * length[..., None]
         gradient = (self._volume_gradient @ self._mass_inverse)[..., : nv - 1]  # (n, q, d, nv - 1)
-        dual = frames / scale[..., None]  # X = sum_j X . directions_j dual_j
+        dual = frames / length[..., None]  # X = sum_j X . directions_j dual_j
         gradient = np.einsum("cqjd,cqdi->cqji", dual[self._volume_target], gradient)  # (n, q, J, nv - 1)
         row = (np.arange(n)[:, None, None, None, None] * nv + dof[:, None, None]) * (nv - 1) + np.arange(nv - 1)
         self._volume = _csr(row, self._volume_target[:, :, None, None, None] + np.arange(J)[:, None] * targets,
