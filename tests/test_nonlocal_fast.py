@@ -255,7 +255,8 @@ def test_velocities_of_several_measures_are_each_ones(rng, d, attention, monkeyp
     (a scheme's normals, one a target; or its tangent frames, j a target) are those of the
     velocities, also for a head that is not spectral (one evaluation after the other); by the
     exact sums they come from 1 + j products a measure (F, and N . P_x n from matrices built
-    once; a few targets a block here), equal to the batch's velocities to round-off.  Measures
+    once; a few targets a block here; or, where those matrices would not fit their budget, the
+    batch's ``[G, F]`` projected), equal to the batch's velocities to round-off.  Measures
     given as a mixing of the columns (a causal run's prefix sums) are those of the mixed
     columns."""
     import meanfield.nonlocal_field.fast as fast
@@ -291,6 +292,13 @@ def test_velocities_of_several_measures_are_each_ones(rng, d, attention, monkeyp
         alone = evaluator.velocities(x, y, columns @ mixing.T, fixed_sources=True, fixed_targets=True,
                                      directions=frames)
         assert np.abs(mixed - alone).max() <= 1e-12 * np.abs(alone).max(), (method, budget)
+    # components' matrices beyond COMPONENT_BYTES: the exact sums' [G, F], projected (none kept)
+    monkeypatch.setattr(fast, "COMPONENT_BYTES", 0)
+    evaluator = make_evaluator(model, None, "fast", 1e-8)
+    got = evaluator.velocities(x, y, columns, fixed_sources=True, fixed_targets=True)
+    along = evaluator.velocities(x, y, columns, fixed_sources=True, fixed_targets=True, directions=frames)
+    assert np.abs(along - components(got, frames)).max() <= 1e-13 * np.abs(got).max() * np.abs(frames).max() * d
+    assert not evaluator._component_sums
     general = AttentionModel(d, 3.0, attention, (Head(np.eye(d), np.diag(np.linspace(0.5, 1.5, d)), np.eye(d), 1.0),))
     evaluator = make_evaluator(general, None, "fast", 1e-8)  # not spectral: one measure after the other
     one = np.stack([evaluator.velocity(x, y, columns[:, k]) for k in range(5)])

@@ -25,7 +25,7 @@ import numpy as np
 from ..model import AttentionModel
 from .base import DEFAULT_TOL, FieldValues, NonlocalEvaluator, PointGroup
 from .direct import DirectEvaluator
-from .fast import FastEvaluator, FieldPlan, batch_takes_exact_sums
+from .fast import FastEvaluator, FieldPlan, batch_takes_exact_sums, components_fit
 from .harmonics import SUPPORTED_DIMENSIONS, basis_size
 from .parallel import allreduce_sum
 
@@ -90,7 +90,8 @@ def estimated_batch_costs(fast: FastEvaluator | FieldPlan, n_targets: int, n_sou
     and the velocities formed, or with ``components`` (a scheme that takes that many components
     of the velocity at each target, :meth:`~meanfield.discretisation.base.SpatialScheme.velocity_components`)
     by the exact sums ``1 + components`` matrix products a measure and head (F up to degree L,
-    ``N . P_x n`` from the coefficients up to L + 1); a model with a head that is not spectral,
+    ``N . P_x n`` from the coefficients up to L + 1) while their matrices fit
+    (:func:`.fast.components_fit`); a model with a head that is not spectral,
     one evaluation per measure.  The sources' transform is of degree ``L + 1`` by the exact sums
     (the coefficients G needs), ``L + 2`` by a NUFFT (the evaluator's plan, shared with the
     estimate's first neglected degree), the targets' of degree ``L``.  Calibrated with
@@ -111,7 +112,8 @@ def estimated_batch_costs(fast: FastEvaluator | FieldPlan, n_targets: int, n_sou
         return BATCH_NUFFT_NS * points * functions
 
     L = max(fast.degrees)
-    if components and batch_takes_exact_sums(d, n_targets, L, (d + 1) * k, ranks):
+    if components and batch_takes_exact_sums(d, n_targets, L, (d + 1) * k, ranks) \
+            and components_fit(d, n_targets, L, components, H, ranks):
         per_head = product_ns(n_targets, basis_size(d, L) + components * basis_size(d, L + 1), k) \
             + BATCH_FORM_NS / 4 * n_targets * components * k
     else:

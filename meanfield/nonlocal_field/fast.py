@@ -101,6 +101,10 @@ BATCH_DIRECT_FUNCTIONS_PER_BASIS = 1 / 16
 #: About how many values (targets times directions times measures) :meth:`FastEvaluator._components`
 #: forms at a time (a block in a core's cache: product, factor and transpose).
 COMPONENTS_BLOCK = 1 << 17
+#: Bytes a rank (on average over the ranks) that the components' matrices of all heads may take
+#: (:func:`components_fit`; per head F's and the directions', (1 + 1.15 j) times the exact sums'
+#: own matrix on S^2); beyond, a batch synthesises ``[G, F]`` and projects the velocities.
+COMPONENT_BYTES = 256 * 2**20
 #: Relative spread of the singular values of ``Q^T K`` up to which a head counts as spectral.
 SPECTRAL_RTOL = 1e-12
 
@@ -112,6 +116,15 @@ def batch_takes_exact_sums(d: int, points: float, degree: int, functions: int, r
     :data:`BATCH_DIRECT_BYTES` a rank on average."""
     basis = basis_size(d, degree)
     return functions >= basis * BATCH_DIRECT_FUNCTIONS_PER_BASIS and 8.0 * points * basis <= BATCH_DIRECT_BYTES * ranks
+
+
+def components_fit(d: int, points: float, degree: int, directions: int, heads: int, ranks: int = 1) -> bool:
+    """Whether the matrices that give ``directions`` components of the velocity at each of a
+    fixed set of ``points`` (all ranks') by the exact sums (:meth:`FastEvaluator._component_matrices`:
+    per head, F's of the basis at ``degree`` and one of the basis at ``degree + 1`` per direction)
+    fit :data:`COMPONENT_BYTES` a rank on average."""
+    size = basis_size(d, degree) + directions * basis_size(d, degree + 1)
+    return 8.0 * points * size * heads <= COMPONENT_BYTES * ranks
 
 
 def head_concentrations(model: AttentionModel) -> np.ndarray:
@@ -334,6 +347,7 @@ class FastEvaluator(NonlocalEvaluator):
         self._energy_plans: dict[tuple, Transform] = {}
         self._batch_plans: dict[tuple, Transform] = {}  # of the batched calls (velocities, partition_sums, ...)
         self._component_sums: dict[tuple, ComponentMatrices] = {}  # of the batched components, kept per targets
+        self._components_fit: dict[tuple, bool] = {}  # components_fit of the last fixed targets and directions
         self._exact: FastEvaluator | None = None  # the energy of models with general heads
         self._estimate_inputs: list[EstimateInput] = []
 
@@ -586,7 +600,7 @@ class FastEvaluator(NonlocalEvaluator):
         k, m, H = totals.shape[0], targets.shape[0], len(model.heads)
         synthesis = self._targets_plan(used, source_plan, targets, fixed_targets, max(self.degrees), k * (d + 1))
         if directions is not None and fixed_targets and isinstance(synthesis, DirectTransform) \
-                and all(self._head_terms(h).kappa != 0.0 for h in range(H)):
+                and all(self._head_terms(h).kappa != 0.0 for h in range(H)) and self._fit(targets, directions):
             self._batch_plans = used
             return self._components(coeffs, synthesis, targets, np.asarray(directions, dtype=float))
         vector = spectrum_for(d, self.coefficient_degree).vector_moments(coeffs)  # (d, k) + spectrum, degree L + 1
@@ -603,6 +617,18 @@ class FastEvaluator(NonlocalEvaluator):
         self._batch_plans = used
         X = self._values(sums, k * m).velocity(model, targets, directions)
         return X.reshape((k,) + (directions.shape[:-1] if directions is not None else (m, d)))
+
+    def _fit(self, targets: np.ndarray, directions: np.ndarray) -> bool:
+        """:func:`components_fit` for these fixed targets and directions (collective, once: every
+        rank decides alike on the total number of targets)."""
+        key = (array_key(targets), array_key(directions))
+        if key not in self._components_fit:
+            total = float(allreduce_sum(self.comm, np.array([float(targets.shape[0])]))[0])
+            ranks = 1 if self.comm is None else self.comm.size
+            fits = components_fit(self.model.d, total, max(self.degrees), int(np.prod(directions.shape[1:-1])),
+                                  len(self.model.heads), ranks)
+            self._components_fit = {key: fits}
+        return self._components_fit[key]
 
     def _components(self, coeffs: np.ndarray, synthesis: DirectTransform, targets: np.ndarray,
                     directions: np.ndarray) -> np.ndarray:
