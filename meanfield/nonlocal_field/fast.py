@@ -90,8 +90,10 @@ ESTIMATE_SAMPLES = 2048
 #: Bytes per rank (on average over the ranks) up to which the batched calls (several measures or
 #: functions at once: a causal run's slices, the adjoint's columns) transform a fixed point set
 #: by the direct sums, one matrix product: about 0.04 ns per point, function and basis value
-#: against 45 ns per point and function for a NUFFT (S^2, tol 1e-6; one core, measured).
-BATCH_DIRECT_BYTES = 64 * 2**20
+#: against 45 ns per point and function for a NUFFT (S^2, tol 1e-6; one core, measured).  128 MiB
+#: take a DG1 causal run on S^2 level 5 on one rank (81920 velocity points at L = 13: 123 MiB):
+#: its step cost 44-46 non-causal steps at M = 64 by NUFFTs (64 MiB), 15.5-17 by the exact sums.
+BATCH_DIRECT_BYTES = 128 * 2**20
 #: Functions per basis value from which a batched call takes the direct sums at all: they read
 #: their whole matrix at every call (memory-bound, about 1 ns per point and basis value here),
 #: which a NUFFT's 45 ns per point and function repays only for a few dozen functions at once
@@ -103,8 +105,9 @@ BATCH_DIRECT_FUNCTIONS_PER_BASIS = 1 / 16
 COMPONENTS_BLOCK = 1 << 17
 #: Bytes a rank (on average over the ranks) that the components' matrices of all heads may take
 #: (:func:`components_fit`; per head F's and the directions', (1 + 1.15 j) times the exact sums'
-#: own matrix on S^2); beyond, a batch synthesises ``[G, F]`` and projects the velocities.
-COMPONENT_BYTES = 256 * 2**20
+#: own matrix on S^2: 404 MiB for DG1 on S^2 level 5 on one rank); beyond, a batch synthesises
+#: ``[G, F]`` and projects the velocities.
+COMPONENT_BYTES = 512 * 2**20
 #: Relative spread of the singular values of ``Q^T K`` up to which a head counts as spectral.
 SPECTRAL_RTOL = 1e-12
 
