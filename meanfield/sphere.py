@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .model import project_tangent
 from .spheres import sphere_area as sphere_area
 
 
@@ -32,7 +33,7 @@ def tangent_frames(points: np.ndarray, first: np.ndarray | None = None) -> np.nd
     """
     points = np.asarray(points, dtype=float)
     if first is not None:
-        e1 = normalize(first - np.einsum("nd,nd->n", first, points)[:, None] * points)
+        e1 = normalize(project_tangent(points, first))
     elif points.shape[1] == 2:
         e1 = np.stack([-points[:, 1], points[:, 0]], axis=1)
     else:
